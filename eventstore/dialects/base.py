@@ -1,0 +1,209 @@
+"""The dialect interface shared by every source system.
+
+A dialect bundles
+
+* a catalog of frozen, tagged :class:`~eventstore.events.Event` Structs (``catalog``);
+* ``evolve(doc, event) -> doc``: rebuild the state document one event at a time;
+* ``observe(prev, next) -> [event]``: derive events from two snapshots;
+* a simulator of realistic runs (``simulate``), yielding the snapshots a real orchestrator
+  would have written;
+* ``validate(doc)``: findings for what the source system's spec says is wrong, never fatal.
+
+The lens law holds for every pair of snapshots::
+
+    same(fold(evolve, copy(prev), observe(prev, next)), next)
+
+``observe`` emits the domain events the subclass recognises (:meth:`Dialect.derive`) and a
+:class:`DocumentPatched` for the residual; :meth:`Dialect.observe` checks the law and falls back
+to one exact patch if the domain events would not reproduce ``next``.  The first snapshot of a
+stream is a :class:`DocumentObserved`.
+
+``evolve`` may mutate the ``doc`` it is given (the caller owns it) and returns the result.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, ClassVar
+
+import msgspec
+
+from eventstore import documents
+from eventstore.errors import IngestError
+from eventstore.events import Event
+
+JSON = Any
+
+
+# ------------------------------------------------------------------ document events
+
+
+class DocumentObserved(Event, tag="document.observed"):
+    """The first full snapshot of a stream (or a reset to a new document)."""
+
+    doc: Any
+
+
+class DocumentPatched(Event, tag="document.patched"):
+    """RFC 6902 operations for whatever no domain event explains."""
+
+    ops: list[dict[str, Any]]
+
+
+# ------------------------------------------------------------------ helper records
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A validation finding: the source system's spec is not met at ``path``."""
+
+    path: str  # JSON Pointer into the document ("" = the whole document)
+    code: str  # stable, kebab-case, e.g. "status-not-in-enum"
+    message: str
+    severity: str = "warning"  # "warning" | "error"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "code": self.code, "message": self.message, "severity": self.severity}
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What the runs index shows about a document (all optional)."""
+
+    task_id: str | None = None
+    project: str | None = None
+    title: str | None = None
+    status: str | None = None
+    phase: str | None = None
+
+
+@dataclass
+class Snapshot:
+    """One observed state document, as read from a file or produced by a simulator."""
+
+    doc: JSON
+    raw: bytes | None = None  # the exact bytes read (None: simulated)
+    source: dict[str, Any] = field(default_factory=dict)  # file, commit, ...
+    occurred_at: datetime | None = None
+    stream_hint: str | None = None  # a stream id the source itself names
+
+
+# ------------------------------------------------------------------ the interface
+
+
+class Dialect:
+    """Base class; subclasses set ``name`` and ``catalog`` and override the hooks."""
+
+    name: ClassVar[str] = ""
+    catalog: ClassVar[tuple[type[Event], ...]] = ()
+    description: ClassVar[str] = ""
+
+    # -- the lens ---------------------------------------------------------------
+
+    def evolve(self, doc: JSON, event: Event) -> JSON:
+        if isinstance(event, DocumentObserved):
+            return documents.copy(event.doc)
+        if isinstance(event, DocumentPatched):
+            return documents.apply(doc, event.ops)
+        return self.apply(doc, event)
+
+    def apply(self, doc: JSON, event: Event) -> JSON:
+        """Fold one domain event into ``doc`` (subclasses)."""
+        raise TypeError(f'Dialect "{self.name}" cannot apply {type(event).__name__}')
+
+    def derive(self, prev: JSON, next_doc: JSON) -> list[Event]:
+        """Domain events explaining the change ``prev -> next`` (subclasses; may be partial)."""
+        return []
+
+    def observe(self, prev: JSON | None, next_doc: JSON) -> list[Event]:
+        """Events turning ``prev`` into ``next``; ``prev is None`` means a new stream."""
+        if prev is None:
+            return [DocumentObserved(doc=documents.copy(next_doc))]
+        if documents.same(prev, next_doc):
+            return []
+        try:
+            events = list(self.derive(prev, next_doc))
+            doc = documents.copy(prev)
+            for ev in events:
+                doc = self.evolve(doc, ev)
+            residual = documents.diff(doc, next_doc)
+            if residual:
+                events.append(DocumentPatched(ops=residual))
+                doc = documents.apply(doc, residual)
+            if documents.same(doc, next_doc):
+                return events
+        except Exception:  # a derived event that does not apply is a bug we survive
+            pass
+        return [DocumentPatched(ops=documents.diff(prev, next_doc))]
+
+    def fold(self, doc: JSON, events: list[Event]) -> JSON:
+        for ev in events:
+            doc = self.evolve(doc, ev)
+        return doc
+
+    # -- reading sources --------------------------------------------------------
+
+    def load(self, path: Path) -> Iterator[Snapshot]:
+        """Snapshots found at ``path`` (a JSON file by default; directories: files by name)."""
+        if path.is_dir():
+            for child in sorted(p for p in path.iterdir() if p.is_file()):
+                yield from self.load(child)
+            return
+        raw = path.read_bytes()
+        yield Snapshot(doc=parse_json_document(raw, str(path)), raw=raw, source={"file": str(path)})
+
+    def stream_id(self, doc: JSON) -> str | None:
+        """The stream id a document names (its task id), if any."""
+        return None
+
+    # -- describing -------------------------------------------------------------
+
+    def describe(self, doc: JSON) -> RunInfo:
+        return RunInfo()
+
+    def validate(self, doc: JSON) -> list[Finding]:
+        return []
+
+    def summarize(self, event: Event) -> str:
+        """One line for ``evstore log``."""
+        if isinstance(event, DocumentObserved):
+            d = event.doc
+            return f"snapshot observed ({len(d)} top-level keys)" if isinstance(d, dict) else "snapshot observed"
+        if isinstance(event, DocumentPatched):
+            paths = ", ".join(op["path"] or "/" for op in event.ops[:4])
+            more = f" (+{len(event.ops) - 4})" if len(event.ops) > 4 else ""
+            return f"{len(event.ops)} change(s): {paths}{more}"
+        fields = msgspec.structs.asdict(event)
+        parts = [f"{k}={v}" for k, v in fields.items() if isinstance(v, (str, int, float)) and v != ""]
+        return " ".join(parts[:4])
+
+    # -- simulating -------------------------------------------------------------
+
+    def simulate(self, rng: random.Random, *, run_id: str, start: datetime) -> Iterator[Snapshot]:
+        """Snapshots of one realistic run (subclasses)."""
+        return iter(())
+
+
+def parse_json_document(raw: bytes, where: str) -> JSON:
+    """Decode a snapshot strictly: UTF-8, valid JSON, no NaN; errors name file and line."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise IngestError(f"{where}: not valid UTF-8 at byte {exc.start}.") from exc
+    if text.startswith("\ufeff"):
+        text = text[1:]
+
+    def _const(name: str) -> Any:
+        raise ValueError(f"{name} is not valid JSON")
+
+    try:
+        return json.loads(text, parse_constant=_const)
+    except json.JSONDecodeError as exc:
+        raise IngestError(f"{where}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}.") from exc
+    except ValueError as exc:
+        raise IngestError(f"{where}: {exc}.") from exc

@@ -1,0 +1,45 @@
+"""One error tree.  Messages name the object and the next action."""
+
+from __future__ import annotations
+
+
+class EvstoreError(Exception):
+    """Base of every error evstore raises on purpose (CLI: ``Error: ...``, exit 1)."""
+
+
+class ConcurrencyError(EvstoreError):
+    """A stream was not at the expected version."""
+
+    def __init__(self, stream_id: str, expected: object, actual: int) -> None:
+        self.stream_id, self.expected, self.actual = stream_id, expected, actual
+        super().__init__(
+            f'Stream "{stream_id}" is at version {actual}, expected {expected}; re-read and retry.'
+        )
+
+
+class StreamNotFound(EvstoreError):
+    pass
+
+
+class SchemaOutOfDate(EvstoreError):
+    pass
+
+
+class UnknownEventType(EvstoreError):
+    pass
+
+
+class InvalidEvent(EvstoreError):
+    """User input (event data, meta, a snapshot) is not acceptable; the message says where."""
+
+
+class DuplicateEventId(EvstoreError):
+    """The same event_id was appended before with different content."""
+
+
+class IntegrityViolation(EvstoreError):
+    """Stored history does not verify (hash chain, checkpoint)."""
+
+
+class IngestError(EvstoreError):
+    """A snapshot could not be ingested; nothing was written."""

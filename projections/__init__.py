@@ -1,0 +1,1 @@
+"""Projections: replay and snapshots, runs index, analytics, metrics, reports."""
