@@ -86,11 +86,14 @@ class RunInfo:
 class Snapshot:
     """One observed state document, as read from a file or produced by a simulator."""
 
-    doc: JSON
+    doc: JSON  # None: no new document (e.g. a rejected turn; only ``events`` are appended)
     raw: bytes | None = None  # the exact bytes read (None: simulated)
     source: dict[str, Any] = field(default_factory=dict)  # file, commit, ...
     occurred_at: datetime | None = None
     stream_hint: str | None = None  # a stream id the source itself names
+    # Extra events the loader recognised that do not change the document (a rejected turn, ...);
+    # ingest appends them before the events observed for ``doc``.
+    events: list[Event] = field(default_factory=list)
 
 
 # ------------------------------------------------------------------ the interface

@@ -1,0 +1,65 @@
+"""What a backend provides to the recorder: SQL text in the driver's paramstyle, how to begin a
+write transaction that serialises position allocation, and how to detect a constraint clash."""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+
+class Backend(abc.ABC):
+    name = ""
+    p = "?"  # DBAPI paramstyle placeholder
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        p = self.p
+        cols = ("position, stream_pk, version, event_id, type, schema_version, data, meta, "
+                "occurred_at, recorded_at, data_sha256, meta_sha256, prev_hash, hash")
+        self.sql_insert_event = f"INSERT INTO events ({cols}) VALUES ({', '.join([p] * 14)})"
+        self.sql_stream = f"SELECT stream_pk, version, head_hash FROM streams WHERE stream_id = {p}"
+        self.sql_insert_stream = (
+            f"INSERT INTO streams (stream_id, dialect, version, head_hash, created_at) "
+            f"VALUES ({p}, {p}, 0, {p}, {p})"
+        )
+        self.sql_update_stream = f"UPDATE streams SET version = {p}, head_hash = {p} WHERE stream_pk = {p}"
+        self.sql_max_position = "SELECT COALESCE(MAX(position), 0) FROM events"
+        sel = ("SELECT e.position, s.stream_id, e.version, e.event_id, e.type, e.schema_version, "
+               "e.data, e.meta, e.occurred_at, e.recorded_at, e.prev_hash, e.hash "
+               "FROM events e JOIN streams s ON s.stream_pk = e.stream_pk ")
+        self.sql_read_stream = (sel + f"WHERE e.stream_pk = {p} AND e.version > {p} AND e.version <= {p} "
+                                "ORDER BY e.version")
+        self.sql_read_all = sel + f"WHERE e.position > {p} ORDER BY e.position LIMIT {p}"
+        self.sql_read_all_types = sel + f"WHERE e.position > {p} AND e.type IN ({{types}}) ORDER BY e.position LIMIT {p}"
+        self.sql_find_ids = (
+            "SELECT e.event_id, s.stream_id, e.version, e.position, e.type, e.data_sha256, e.meta_sha256 "
+            "FROM events e JOIN streams s ON s.stream_pk = e.stream_pk WHERE e.event_id IN ({ids})"
+        )
+
+    @abc.abstractmethod
+    def begin_write(self, raw: Any) -> None:
+        """Start a transaction holding the store-wide append lock."""
+
+    def commit(self, raw: Any) -> None:
+        raw.commit()
+
+    def rollback(self, raw: Any) -> None:
+        raw.rollback()
+
+    def begin_read(self, raw: Any) -> None:
+        pass
+
+    def end_read(self, raw: Any) -> None:
+        pass
+
+    def is_unique_violation(self, exc: BaseException) -> bool:
+        return False
+
+    def insert_events(self, cur: Any, rows: list[tuple[Any, ...]]) -> None:
+        cur.executemany(self.sql_insert_event, rows)
+
+    @abc.abstractmethod
+    def insert_stream(self, cur: Any, stream_id: str, dialect: str | None, genesis: bytes, now: str) -> int:
+        """Create the stream row, return its surrogate key."""

@@ -1,0 +1,69 @@
+"""SQLite: WAL, busy timeout, synchronous NORMAL (FULL on request), ``BEGIN IMMEDIATE`` for
+writes so "read version, then insert" is atomic (SQLAlchemy's documented pysqlite recipe)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Engine
+
+from eventstore.backends.base import Backend
+
+
+def make_engine(url: str, *, synchronous: str | None = None) -> Engine:
+    sync = (synchronous or os.environ.get("EVSTORE_SQLITE_SYNCHRONOUS", "NORMAL")).upper()
+    if sync not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+        from eventstore.errors import EvstoreError
+
+        raise EvstoreError(f'synchronous must be NORMAL or FULL, got "{sync}".')
+    path = url.split(":///", 1)[1].split("?", 1)[0] if ":///" in url else ""
+    if path and path != ":memory:":
+        Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+        dbapi_conn.execute("PRAGMA journal_mode=WAL")
+        dbapi_conn.execute("PRAGMA busy_timeout=30000")
+        dbapi_conn.execute(f"PRAGMA synchronous={sync}")
+        dbapi_conn.execute("PRAGMA foreign_keys=ON")
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN")
+
+    return engine
+
+
+class SQLiteBackend(Backend):
+    name = "sqlite"
+    p = "?"
+
+    def begin_write(self, raw: Any) -> None:
+        raw.execute("BEGIN IMMEDIATE")
+
+    def commit(self, raw: Any) -> None:
+        raw.execute("COMMIT")
+
+    def rollback(self, raw: Any) -> None:
+        if raw.in_transaction:
+            raw.execute("ROLLBACK")
+
+    def begin_read(self, raw: Any) -> None:
+        raw.execute("BEGIN")  # one consistent snapshot for multi-statement reads
+
+    def end_read(self, raw: Any) -> None:
+        if raw.in_transaction:
+            raw.execute("COMMIT")
+
+    def is_unique_violation(self, exc: BaseException) -> bool:
+        return isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in str(exc)
+
+    def insert_stream(self, cur: Any, stream_id: str, dialect: str | None, genesis: bytes, now: str) -> int:
+        cur.execute(self.sql_insert_stream, (stream_id, dialect, genesis, now))
+        return int(cur.lastrowid)

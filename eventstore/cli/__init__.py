@@ -1,0 +1,74 @@
+"""The ``evstore`` command line: a thin click layer over the library.
+
+Data goes to stdout (``--json`` / NDJSON for machines, tables for people); progress, warnings
+and errors go to stderr.  Expected failures print ``Error: ...`` and exit 1 (no traceback
+unless ``--traceback``); usage errors exit 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from eventstore.errors import EvstoreError
+
+
+class EvstoreGroup(click.Group):
+    """Translates library errors into ``Error: ...`` + exit 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except EvstoreError as exc:
+            if ctx.obj and ctx.obj.get("traceback"):
+                raise
+            click.echo(f"Error: {exc}", err=True)
+            ctx.exit(1)
+        except (BrokenPipeError, KeyboardInterrupt):
+            ctx.exit(130 if sys.exc_info()[0] is KeyboardInterrupt else 1)
+
+
+@click.group(cls=EvstoreGroup)
+@click.option("--url", envvar="EVSTORE_URL", default=None, metavar="URL",
+              help="Database URL (default: $EVSTORE_URL or sqlite:///./.evstore/events.db).")
+@click.option("--synchronous", type=click.Choice(["NORMAL", "FULL"], case_sensitive=False), default=None,
+              help="SQLite durability (default NORMAL; FULL syncs every commit).")
+@click.option("--traceback", is_flag=True, help="Show Python tracebacks for errors.")
+@click.version_option(package_name="evstore")
+@click.pass_context
+def cli(ctx: click.Context, url: str | None, synchronous: str | None, traceback: bool) -> None:
+    """evstore: the append-only, hash-chained audit store for AI coding-agent runs."""
+    ctx.ensure_object(dict)
+    ctx.obj.update(url=url, synchronous=synchronous, traceback=traceback)
+
+
+def open_store(ctx: click.Context, *, check_schema: bool = True) -> Any:
+    from eventstore.store import EventStore
+
+    obj = ctx.find_root().obj
+    return EventStore(obj.get("url"), synchronous=obj.get("synchronous"), check_schema=check_schema)
+
+
+def main() -> None:
+    from eventstore.cli import core, documents  # noqa: F401  (register commands)
+
+    try:  # commands that live in the projections layer (the CLI is the top layer)
+        import projections.cli  # noqa: F401
+    except ImportError as exc:  # pragma: no cover
+        if "projections.cli" not in str(exc):
+            raise
+    cli(prog_name="evstore")
+
+
+def register() -> click.Group:
+    """The fully populated group (tests: ``CliRunner().invoke(register(), [...])``)."""
+    from eventstore.cli import core, documents  # noqa: F401
+
+    try:
+        import projections.cli  # noqa: F401
+    except ImportError as exc:  # pragma: no cover
+        if "projections.cli" not in str(exc):
+            raise
+    return cli

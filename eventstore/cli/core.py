@@ -1,0 +1,221 @@
+"""Log commands: init, db, append, log, verify, checkpoint."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from eventstore import codec
+from eventstore.cli import cli, open_store
+from eventstore.errors import EvstoreError, InvalidEvent
+
+
+def _echo_json(value: Any) -> None:
+    click.echo(json.dumps(value, ensure_ascii=False))
+
+
+@cli.command()
+@click.pass_context
+def init(ctx: click.Context) -> None:
+    """Create the store (or bring it to the latest schema)."""
+    from eventstore import migrate
+
+    store = open_store(ctx, check_schema=False)
+    rev = migrate.upgrade(store.engine)
+    click.echo(f"evstore ready at {store.engine.url.render_as_string(hide_password=True)} (schema {rev})")
+
+
+@cli.group()
+def db() -> None:
+    """Schema migrations (Alembic)."""
+
+
+@db.command("upgrade")
+@click.argument("revision", default="head")
+@click.pass_context
+def db_upgrade(ctx: click.Context, revision: str) -> None:
+    """Upgrade the schema to REVISION (default: head)."""
+    from eventstore import migrate
+
+    store = open_store(ctx, check_schema=False)
+    click.echo(f"schema at {migrate.upgrade(store.engine, revision)}")
+
+
+@db.command("current")
+@click.pass_context
+def db_current(ctx: click.Context) -> None:
+    """Print the database's schema revision and the code's head."""
+    from eventstore import migrate
+
+    store = open_store(ctx, check_schema=False)
+    cur = migrate.current_revision(store.engine)
+    head = migrate.head_revision(store.engine)
+    click.echo(f"current: {cur or '(none)'}  head: {head}" + ("" if cur == head else "  (run `evstore db upgrade`)"))
+
+
+@db.command("check")
+@click.pass_context
+def db_check(ctx: click.Context) -> None:
+    """Fail if the models and the migrations disagree (alembic check)."""
+    from eventstore import migrate
+
+    store = open_store(ctx, check_schema=False)
+    migrate.ensure_current(store.engine)
+    migrate.check(store.engine)
+    click.echo("schema matches the models")
+
+
+def _parse_expected(value: str | None) -> Any:
+    if value is None or value == "any":
+        return "any"
+    if value in ("no-stream", "no stream"):
+        return "no stream"
+    try:
+        n = int(value)
+    except ValueError:
+        raise click.BadParameter(f'expected "any", "no-stream" or a version number, got "{value}"') from None
+    if n < 0:
+        raise click.BadParameter("a version number is >= 0")
+    return n
+
+
+def _read_data_arg(value: str) -> bytes:
+    if value == "-":
+        return sys.stdin.buffer.read()
+    if value.startswith("@"):
+        path = Path(value[1:])
+        try:
+            return path.read_bytes()
+        except OSError as exc:
+            raise EvstoreError(f"Cannot read {path}: {exc.strerror}.") from exc
+    return value.encode("utf-8", "surrogateescape")
+
+
+def _batch_items(path: Path) -> Iterator[tuple[str, Any, Any]]:
+    from eventstore.store import NewEvent
+
+    try:
+        fh = path.open("rb")
+    except OSError as exc:
+        raise EvstoreError(f"Cannot read {path}: {exc.strerror}.") from exc
+    allowed = {"stream", "type", "data", "meta", "event_id", "expected_version", "occurred_at", "schema_version"}
+    with fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{path}, line {lineno}"
+            obj = codec.parse_json_text(line, where)
+            if type(obj) is not dict:
+                raise InvalidEvent(f"{where}: each line must be a JSON object.")
+            unknown = set(obj) - allowed
+            if unknown:
+                raise InvalidEvent(f"{where}: unknown key(s) {', '.join(sorted(unknown))}.")
+            for key in ("stream", "type"):
+                if not isinstance(obj.get(key), str) or not obj[key]:
+                    raise InvalidEvent(f'{where}: "{key}" must be a non-empty string.')
+            try:
+                event = NewEvent(obj["type"], obj.get("data", {}), meta=obj.get("meta"),
+                                 event_id=obj.get("event_id"), occurred_at=obj.get("occurred_at"))
+                expected = obj.get("expected_version")
+                expected = None if expected is None else _parse_expected(str(expected))
+            except (InvalidEvent, click.BadParameter) as exc:
+                raise InvalidEvent(f"{where}: {exc}") from exc
+            yield obj["stream"], event, expected
+
+
+@cli.command()
+@click.argument("stream", required=False)
+@click.argument("type_", metavar="TYPE", required=False)
+@click.option("--data", "data", metavar="JSON|@FILE|-", help="Event data: a JSON object, @file or - for stdin.")
+@click.option("--meta", metavar="JSON", help="Event metadata (JSON object).")
+@click.option("--expected-version", default=None, metavar="N|any|no-stream")
+@click.option("--event-id", default=None, metavar="UUID", help="Client id: makes retries idempotent.")
+@click.option("--batch", "batch", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Append a JSONL file, all-or-nothing (one event per line).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_context
+def append(ctx: click.Context, stream: str | None, type_: str | None, data: str | None, meta: str | None,
+           expected_version: str | None, event_id: str | None, batch: Path | None, as_json: bool) -> None:
+    """Append one event to STREAM (or a JSONL --batch file)."""
+    from eventstore.store import NewEvent
+
+    if batch is not None:
+        if stream or type_ or data:
+            raise click.UsageError("--batch takes no STREAM, TYPE or --data.")
+        store = open_store(ctx)
+        results = store.append_many(_batch_items(batch))
+        n = sum(len(r.positions) for r in results)
+        if as_json:
+            _echo_json({"events": n, "streams": {r.stream_id: r.version for r in results}})
+        else:
+            click.echo(f"appended {n} events to {len(results)} streams")
+        return
+    if not stream or not type_:
+        raise click.UsageError("STREAM and TYPE are required (or use --batch FILE).")
+    if data is None:
+        raise click.UsageError("--data is required (a JSON object, @FILE or -).")
+    expected = _parse_expected(expected_version)
+    payload = codec.parse_json_text(_read_data_arg(data), "--data")
+    meta_obj = codec.parse_json_text(meta.encode("utf-8", "surrogateescape"), "--meta") if meta else None
+    if meta_obj is not None and type(meta_obj) is not dict:
+        raise InvalidEvent(f"--meta: must be a JSON object, got {type(meta_obj).__name__}.")
+    event = NewEvent(type_, payload, meta=meta_obj, event_id=event_id)
+    store = open_store(ctx)
+    r = store.append(stream, [event], expected_version=expected)
+    if as_json:
+        _echo_json({"stream": r.stream_id, "version": r.version, "positions": r.positions, "duplicate": r.duplicate})
+    else:
+        note = " (already recorded; nothing written)" if r.duplicate else ""
+        click.echo(f"{r.stream_id} @ version {r.version}, position {r.positions[-1]}{note}")
+
+
+@cli.command()
+@click.argument("stream", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable report.")
+@click.option("--checkpoint", "checkpoint", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Also check a signed checkpoint (needs EVSTORE_SIGNING_KEY).")
+@click.pass_context
+def verify(ctx: click.Context, stream: str | None, as_json: bool, checkpoint: Path | None) -> None:
+    """Recompute every hash chain (or STREAM's); exit 1 naming what fails."""
+    from eventstore import verify as v
+
+    store = open_store(ctx)
+    report = v.verify(store, stream)
+    if checkpoint is not None:
+        cp = codec.parse_json_text(checkpoint.read_bytes(), str(checkpoint))
+        if type(cp) is not dict:
+            raise InvalidEvent(f"{checkpoint}: a checkpoint is a JSON object.")
+        report.failures.extend(v.check_checkpoint(store, cp))
+        report.checkpoint = {"file": str(checkpoint), "ok": report.ok}
+    if as_json:
+        _echo_json(report.to_dict())
+    elif report.ok:
+        extra = f"; checkpoint {checkpoint} holds" if checkpoint else ""
+        click.echo(f"verified {report.streams} streams, {report.events} events: all hash chains intact{extra}")
+    else:
+        for f in report.failures:
+            click.echo(f"FAIL {f}", err=True)
+        click.echo(f"Error: {len(report.failures)} integrity failure(s) in {report.streams} streams, "
+                   f"{report.events} events", err=True)
+    if not report.ok:
+        ctx.exit(1)
+
+
+@cli.command()
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Where to write the signed checkpoint (keep it away from the store).")
+@click.pass_context
+def checkpoint(ctx: click.Context, out: Path) -> None:
+    """Write an HMAC-signed digest of the log (key: EVSTORE_SIGNING_KEY)."""
+    from eventstore import verify as v
+
+    store = open_store(ctx)
+    cp = v.make_checkpoint(store)
+    out.write_text(json.dumps(cp, indent=2) + "\n")
+    click.echo(f"checkpoint: {cp['event_count']} events, {cp['stream_count']} streams, "
+               f"max position {cp['max_position']}, root {cp['merkle_root'][:16]}… -> {out}")

@@ -1,0 +1,96 @@
+"""Validation and canonical encoding of user-supplied JSON at the boundary.
+
+User input is decoded strictly: UTF-8, no NaN/Infinity, at most ``MAX_DEPTH`` levels of
+nesting, at most ``MAX_EVENT_BYTES`` bytes.  Errors name what and where (JSON path / line).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import msgspec
+
+from eventstore import config
+from eventstore.errors import InvalidEvent
+
+_enc = msgspec.json.Encoder()
+_dec = msgspec.json.Decoder()
+
+
+def encode(value: Any) -> bytes:
+    """Canonical JSON bytes (msgspec: compact, key order kept)."""
+    return _enc.encode(value)
+
+
+def decode(data: bytes) -> Any:
+    return _dec.decode(data)
+
+
+def check_value(value: Any, where: str, *, max_depth: int | None = None) -> None:
+    """Reject NaN/Infinity, non-JSON types and nesting deeper than ``max_depth``."""
+    limit = config.MAX_DEPTH if max_depth is None else max_depth
+    stack: list[tuple[Any, str, int]] = [(value, "$", 0)]
+    while stack:
+        node, path, depth = stack.pop()
+        t = type(node)
+        if t is dict:
+            if depth >= limit:
+                raise InvalidEvent(f"{where}: nesting deeper than {limit} levels at {path}.")
+            for k, v in node.items():
+                if type(k) is not str:
+                    raise InvalidEvent(f"{where}: object key {k!r} at {path} is not a string.")
+                if type(v) in (dict, list, float) or v.__class__ not in (str, int, bool, type(None)):
+                    stack.append((v, f"{path}.{k}", depth + 1))
+        elif t is list:
+            if depth >= limit:
+                raise InvalidEvent(f"{where}: nesting deeper than {limit} levels at {path}.")
+            for i, v in enumerate(node):
+                if type(v) in (dict, list, float) or v.__class__ not in (str, int, bool, type(None)):
+                    stack.append((v, f"{path}[{i}]", depth + 1))
+        elif t is float:
+            if not math.isfinite(node):
+                raise InvalidEvent(f"{where}: {node!r} at {path} is not valid JSON (NaN/Infinity).")
+        elif t not in (str, int, bool, type(None)):
+            raise InvalidEvent(f"{where}: {t.__name__} at {path} is not a JSON value.")
+
+
+def encode_checked(value: Any, where: str, *, require_object: bool = True) -> bytes:
+    """Validate ``value`` and return its canonical bytes, enforcing the size limit."""
+    if require_object and type(value) is not dict:
+        raise InvalidEvent(f"{where}: must be a JSON object, got {type(value).__name__}.")
+    check_value(value, where)
+    data = _enc.encode(value)
+    if len(data) > config.MAX_EVENT_BYTES:
+        raise InvalidEvent(
+            f"{where}: {len(data)} bytes exceeds the limit of {config.MAX_EVENT_BYTES} bytes "
+            "(EVSTORE_MAX_EVENT_BYTES)."
+        )
+    return data
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_json_text(raw: bytes | str, where: str) -> Any:
+    """Parse user JSON strictly; errors carry line and column."""
+    if isinstance(raw, bytes):
+        if len(raw) > config.MAX_SNAPSHOT_BYTES:
+            raise InvalidEvent(f"{where}: {len(raw)} bytes exceeds the limit of {config.MAX_SNAPSHOT_BYTES}.")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidEvent(f"{where}: not valid UTF-8 at byte {exc.start}.") from exc
+    else:
+        text = raw
+    try:
+        value = json.loads(text, parse_constant=_no_constants)
+    except json.JSONDecodeError as exc:
+        raise InvalidEvent(f"{where}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}.") from exc
+    except ValueError as exc:  # NaN / Infinity
+        raise InvalidEvent(f"{where}: {exc}.") from exc
+    except RecursionError as exc:
+        raise InvalidEvent(f"{where}: nesting deeper than {config.MAX_DEPTH} levels.") from exc
+    return value

@@ -1,0 +1,90 @@
+"""The log schema: one ``MetaData`` with a naming convention, the single source of truth.
+
+Alembic owns these tables (``migrations/``); ``alembic check`` keeps models and migrations in
+step.  Projection tables (``proj_*``) are rebuildable data owned by their projections.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    UniqueConstraint,
+)
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING)
+
+# SQLite: INTEGER PRIMARY KEY is the rowid (cheap, monotonic); BIGINT elsewhere.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+streams = Table(
+    "streams",
+    metadata,
+    Column("stream_pk", BigId, primary_key=True, autoincrement=True),
+    Column("stream_id", String(255), nullable=False),
+    Column("dialect", String(64), nullable=True),
+    Column("version", Integer, nullable=False),
+    Column("head_hash", LargeBinary(32), nullable=False),
+    Column("created_at", String(32), nullable=False),
+    UniqueConstraint("stream_id"),
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("position", BigId, primary_key=True, autoincrement=False),
+    Column("stream_pk", BigId, ForeignKey("streams.stream_pk"), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("event_id", String(36), nullable=False),
+    Column("type", String(200), nullable=False),
+    Column("schema_version", SmallInteger, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    Column("meta", LargeBinary, nullable=False),
+    Column("occurred_at", String(32), nullable=True),
+    Column("recorded_at", String(32), nullable=False),
+    Column("data_sha256", LargeBinary(32), nullable=False),
+    Column("meta_sha256", LargeBinary(32), nullable=False),
+    Column("prev_hash", LargeBinary(32), nullable=False),
+    Column("hash", LargeBinary(32), nullable=False),
+    UniqueConstraint("stream_pk", "version"),
+    UniqueConstraint("event_id"),
+)
+Index("ix_events_type_position", events.c.type, events.c.position)
+
+projection_checkpoints = Table(
+    "projection_checkpoints",
+    metadata,
+    Column("name", String(100), primary_key=True),
+    Column("version", Integer, nullable=False),
+    Column("position", BigInteger, nullable=False),
+    Column("updated_at", String(32), nullable=False),
+)
+
+snapshots = Table(
+    "snapshots",
+    metadata,
+    Column("stream_pk", BigId, ForeignKey("streams.stream_pk"), primary_key=True),
+    Column("name", String(100), primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("position", BigInteger, nullable=False),
+    Column("state", LargeBinary, nullable=False),  # zlib-compressed canonical JSON
+    Column("created_at", String(32), nullable=False),
+)
+
+OWNED_TABLES = frozenset(metadata.tables)

@@ -1,0 +1,43 @@
+"""Stored document snapshots (table ``snapshots``): the newest at or below a version."""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+from sqlalchemy import and_, delete, insert, select
+
+from eventstore import codec
+from eventstore.schema import snapshots, streams
+from eventstore.store import EventStore, utcnow
+
+
+def latest(store: EventStore, stream_id: str, name: str, upto_version: int | None = None) -> tuple[int, Any] | None:
+    """(version, document) of the newest snapshot named ``name`` at or below ``upto_version``."""
+    q = (select(snapshots.c.version, snapshots.c.state)
+         .join(streams, streams.c.stream_pk == snapshots.c.stream_pk)
+         .where(and_(streams.c.stream_id == stream_id, snapshots.c.name == name)))
+    if upto_version is not None:
+        q = q.where(snapshots.c.version <= upto_version)
+    q = q.order_by(snapshots.c.version.desc()).limit(1)
+    with store.engine.connect() as conn:
+        row = conn.execute(q).first()
+    if row is None:
+        return None
+    return int(row[0]), codec.decode(zlib.decompress(bytes(row[1])))
+
+
+def save(store: EventStore, stream_id: str, name: str, version: int, position: int, doc: Any) -> None:
+    """Store a snapshot (idempotent per stream, name and version)."""
+    state = zlib.compress(codec.encode(doc), 6)
+    with store.engine.begin() as conn:
+        pk = conn.execute(select(streams.c.stream_pk).where(streams.c.stream_id == stream_id)).scalar_one()
+        conn.execute(delete(snapshots).where(and_(snapshots.c.stream_pk == pk, snapshots.c.name == name,
+                                                  snapshots.c.version == version)))
+        conn.execute(insert(snapshots).values(stream_pk=pk, name=name, version=version, position=position,
+                                              state=state, created_at=utcnow()))
+
+
+def drop(store: EventStore, name: str) -> None:
+    with store.engine.begin() as conn:
+        conn.execute(delete(snapshots).where(snapshots.c.name == name))
