@@ -56,10 +56,18 @@ def check_value(value: Any, where: str, *, max_depth: int | None = None) -> None
             raise InvalidEvent(f"{where}: {t.__name__} at {path} is not a JSON value.")
 
 
+JSON_TYPE_NAMES = {dict: "object", list: "array", str: "string", int: "number", float: "number",
+                   bool: "boolean", type(None): "null"}
+
+
+def json_type(value: Any) -> str:
+    return JSON_TYPE_NAMES.get(type(value), type(value).__name__)
+
+
 def encode_checked(value: Any, where: str, *, require_object: bool = True) -> bytes:
     """Validate ``value`` and return its canonical bytes, enforcing the size limit."""
     if require_object and type(value) is not dict:
-        raise InvalidEvent(f"{where}: must be a JSON object, got {type(value).__name__}.")
+        raise InvalidEvent(f"{where}: must be a JSON object, got {json_type(value)}.")
     check_value(value, where)
     data = _enc.encode(value)
     if len(data) > config.MAX_EVENT_BYTES:

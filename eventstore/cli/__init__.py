@@ -47,8 +47,15 @@ def cli(ctx: click.Context, url: str | None, synchronous: str | None, traceback:
 def open_store(ctx: click.Context, *, check_schema: bool = True) -> Any:
     from eventstore.store import EventStore
 
-    obj = ctx.find_root().obj
-    return EventStore(obj.get("url"), synchronous=obj.get("synchronous"), check_schema=check_schema)
+    root = ctx.find_root()
+    obj = root.obj
+    store = EventStore(obj.get("url"), synchronous=obj.get("synchronous"), check_schema=False)
+    root.call_on_close(store.close)
+    if check_schema:
+        from eventstore.migrate import ensure_current
+
+        ensure_current(store.engine)
+    return store
 
 
 def main() -> None:

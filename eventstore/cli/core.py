@@ -161,9 +161,11 @@ def append(ctx: click.Context, stream: str | None, type_: str | None, data: str 
         raise click.UsageError("--data is required (a JSON object, @FILE or -).")
     expected = _parse_expected(expected_version)
     payload = codec.parse_json_text(_read_data_arg(data), "--data")
+    if type(payload) is not dict:
+        raise InvalidEvent(f"--data: must be a JSON object, got {codec.json_type(payload)}.")
     meta_obj = codec.parse_json_text(meta.encode("utf-8", "surrogateescape"), "--meta") if meta else None
     if meta_obj is not None and type(meta_obj) is not dict:
-        raise InvalidEvent(f"--meta: must be a JSON object, got {type(meta_obj).__name__}.")
+        raise InvalidEvent(f"--meta: must be a JSON object, got {codec.json_type(meta_obj)}.")
     event = NewEvent(type_, payload, meta=meta_obj, event_id=event_id)
     store = open_store(ctx)
     r = store.append(stream, [event], expected_version=expected)

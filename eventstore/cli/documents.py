@@ -1,0 +1,197 @@
+"""Document commands: ingest, watch, replay, log."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from eventstore.cli import cli, open_store
+from eventstore.errors import EvstoreError, IngestError
+
+
+def _dialect(name: str) -> Any:
+    from eventstore.dialects import get_dialect
+
+    return get_dialect(name)
+
+
+@cli.command()
+@click.argument("dialect")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--stream", default=None, help="Stream id (default: the document's task id).")
+@click.option("--git", "git_spec", default=None, metavar="REPO_DIR:FILE",
+              help="Ingest every committed version of FILE in REPO_DIR, oldest first.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON line per snapshot.")
+@click.pass_context
+def ingest(ctx: click.Context, dialect: str, paths: tuple[Path, ...], stream: str | None,
+           git_spec: str | None, as_json: bool) -> None:
+    """Ingest state-file snapshots with DIALECT (a directory: its files in name order)."""
+    from eventstore import ingest as ing
+
+    d = _dialect(dialect)
+    if not paths and not git_spec:
+        raise click.UsageError("give at least one PATH or --git REPO_DIR:FILE")
+    store = open_store(ctx)
+    results = ing.ingest_git(store, d, git_spec, stream=stream) if git_spec else ing.ingest(store, d, list(paths), stream=stream)
+    n = events = 0
+    for r in results:
+        n += 1
+        events += r.events
+        if as_json:
+            click.echo(json.dumps(r.to_dict()))
+        else:
+            note = "unchanged" if r.events == 0 else f"+{r.events} events"
+            flag = f", {len(r.findings)} finding(s)" if r.findings else ""
+            click.echo(f"{r.file or '-'} -> {r.stream} @ {r.version} ({note}{flag})")
+    if not as_json:
+        click.echo(f"ingested {n} snapshot(s), {events} event(s)", err=True)
+
+
+def _signature(path: Path) -> Any:
+    if path.is_dir():
+        return tuple(sorted((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in path.rglob("*") if p.is_file()))
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+@cli.command()
+@click.argument("dialect")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--stream", default=None, help="Stream id (default: the document's task id).")
+@click.option("--interval", default=0.2, show_default=True, help="Polling interval in seconds.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON line per ingested write.")
+@click.pass_context
+def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, interval: float, as_json: bool) -> None:
+    """Follow a state file (or folder) and ingest each new write; Ctrl-C stops.
+
+    Polls (inode, mtime, size), so atomic renames and in-place writes are both seen; a write
+    caught half-way (invalid JSON) is retried on the next tick.
+    """
+    from eventstore.ingest import Ingestor
+
+    d = _dialect(dialect)
+    store = open_store(ctx)
+    ing = Ingestor(store, d, stream=stream)
+    last: Any = object()
+    click.echo(f"watching {path} ({dialect}); Ctrl-C stops", err=True)
+    try:
+        while True:
+            sig = _signature(path)
+            if sig is not None and sig != last:
+                try:
+                    for snap in d.load(path):
+                        r = ing.ingest(snap)
+                        if r.events:
+                            if as_json:
+                                click.echo(json.dumps(r.to_dict()))
+                            else:
+                                click.echo(f"{r.file or '-'} -> {r.stream} @ {r.version} (+{r.events} events)")
+                    last = sig
+                except IngestError as exc:  # mid-write or bad file: report, retry on next change
+                    click.echo(f"warning: {exc}", err=True)
+                    last = sig
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        click.echo("stopped", err=True)
+
+
+@cli.command()
+@click.argument("task")
+@click.option("--upto", "upto", type=int, default=None, metavar="VERSION", help="Rebuild up to this version.")
+@click.option("--at", "at", default=None, metavar="ISO-TIME", help="Rebuild as of this time.")
+@click.option("--json", "as_json", is_flag=True, help="Print the document as compact JSON.")
+@click.option("--raw", "raw", is_flag=True, help="Print the exact bytes of the ingested snapshot.")
+@click.option("--diff", "diff", type=int, nargs=2, default=None, metavar="V1 V2", help="JSON Patch from V1 to V2.")
+@click.option("--validate", "schema", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Check the document against a JSON Schema.")
+@click.option("--check", "check", is_flag=True, help="List the dialect's validation findings (exit 1 if any).")
+@click.pass_context
+def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_json: bool, raw: bool,
+           diff: tuple[int, int] | None, schema: str | None, check: bool) -> None:
+    """Rebuild TASK's state document (a stream id or a task id)."""
+    import sys
+
+    from projections import replay as rp
+
+    if upto is not None and at is not None:
+        raise click.UsageError("--upto and --at are exclusive")
+    if raw and as_json:
+        raise click.UsageError("--raw and --json are exclusive")
+    store = open_store(ctx)
+    sid = rp.resolve(store, task)
+    if diff:
+        click.echo(json.dumps(rp.diff_versions(store, sid, diff[0], diff[1]), ensure_ascii=False, indent=None if as_json else 2))
+        return
+    if at is not None:
+        from datetime import datetime
+
+        try:
+            datetime.fromisoformat(at.replace("Z", "+00:00"))
+        except ValueError:
+            raise click.BadParameter(f'"{at}" is not an ISO-8601 time', param_hint="--at") from None
+    result = rp.replay(store, sid, upto_version=upto, at=at)
+    if raw:
+        sys.stdout.buffer.write(rp.replay_raw(store, sid, result.version))
+        sys.stdout.buffer.flush()
+        return
+    problems: list[str] = []
+    if schema:
+        for v in rp.validate_against(result.doc, schema):
+            problems.append(f"{v['path']}: {v['message']}")
+    if check:
+        d = _dialect(result.dialect)
+        for f in d.validate(result.doc):
+            problems.append(f"{f.path or '/'}: [{f.code}] {f.message}")
+    if schema or check:
+        for p in problems:
+            click.echo(p)
+        click.echo(f"{len(problems)} violation(s) at version {result.version}", err=True)
+        if problems:
+            ctx.exit(1)
+        return
+    if as_json:
+        click.echo(json.dumps(result.doc, ensure_ascii=False))
+    else:
+        click.echo(json.dumps(result.doc, ensure_ascii=False, indent=2))
+        click.echo(f"{sid} @ version {result.version} of {result.stream_version} ({result.dialect})", err=True)
+
+
+@cli.command()
+@click.argument("task")
+@click.option("--json", "as_json", is_flag=True, help="NDJSON: one event per line.")
+@click.option("--after", "after", type=int, default=None, metavar="N", help="Only events after version N.")
+@click.option("--findings/--no-findings", default=True, help="Show validation findings under snapshots.")
+@click.pass_context
+def log(ctx: click.Context, task: str, as_json: bool, after: int | None, findings: bool) -> None:
+    """Show TASK's events as a timeline (version, time, type, summary)."""
+    from projections import replay as rp
+
+    store = open_store(ctx)
+    sid = rp.resolve(store, task)
+    d = rp.dialect_of(store, sid)
+    for rec in store.read_stream(sid, after_version=after):
+        if as_json:
+            click.echo(json.dumps(rec.to_dict(), ensure_ascii=False))
+            continue
+        try:
+            summary = d.summarize(rec.to_event())
+        except EvstoreError:  # a free-form event type (`evstore append`): show its data
+            summary = rec.data.decode("utf-8")[:100]
+        when = (rec.occurred_at or rec.recorded_at)[:19].replace("T", " ")
+        click.echo(f"{rec.version:>5}  {when}  {rec.type:<40}  {summary}")
+        meta = rec.metadata
+        if findings and isinstance(meta, dict):
+            for f in meta.get("findings", [])[:20]:
+                click.echo(f"{'':>5}  {'':19}  ! {f.get('path') or '/'}: [{f.get('code')}] {f.get('message')}")
+            extra = len(meta.get("findings", [])) - 20
+            if findings and extra > 0:
+                click.echo(f"{'':>5}  {'':19}  ! ... {extra} more finding(s) (`evstore replay {task} --check`)")
+
+

@@ -1,0 +1,83 @@
+"""Validate an ``agent-state.json`` against ``seeds/agent-state.schema.json`` (JSON Schema 2020-12).
+
+The schema is read from the path setting ``EVSTORE_SEEDS`` (default ``<repo>/../shared/seeds``)
+at call time, and cached per file.  When the schema file is not there, :func:`validate_document`
+returns no findings: evstore records what it observed and never refuses a document for want of
+a spec (the CLI can say that validation was unavailable via :func:`schema_path`).
+
+Every schema error becomes one :class:`~eventstore.dialects.base.Finding` whose ``path`` is the
+JSON Pointer of the failing location.  ``additionalProperties`` errors are split into one
+``unknown-key`` finding per unexpected member, pointing at the member itself
+(``/phases/3/retries``), because that is the location a reader has to look at.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from eventstore.dialects.base import Finding
+from eventstore.documents import pointer
+
+SCHEMA_FILE = "agent-state.schema.json"
+
+
+def seeds_dir() -> Path:
+    default = Path(__file__).resolve().parents[3] / ".." / "shared" / "seeds"
+    return Path(os.environ.get("EVSTORE_SEEDS", str(default)))
+
+
+def schema_path() -> Path | None:
+    """The schema file validation uses, or ``None`` when it is not available."""
+    path = seeds_dir() / SCHEMA_FILE
+    return path if path.is_file() else None
+
+
+@lru_cache(maxsize=4)
+def _validator(path: str, mtime: float) -> Draft202012Validator:
+    schema = json.loads(Path(path).read_text(encoding="utf-8"))
+    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def validator() -> Draft202012Validator | None:
+    path = schema_path()
+    if path is None:
+        return None
+    return _validator(str(path), path.stat().st_mtime)
+
+
+def validate_document(doc: Any) -> list[Finding]:
+    """Findings for every way ``doc`` breaks the schema; ``[]`` when valid or schema absent."""
+    v = validator()
+    if v is None:
+        return []
+    findings: list[Finding] = []
+    for error in sorted(v.iter_errors(doc), key=lambda e: (list(map(str, e.absolute_path)), str(e.validator))):
+        findings.extend(_findings(error))
+    return findings
+
+
+def _findings(error: ValidationError) -> list[Finding]:
+    where = pointer(*error.absolute_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        schema = error.schema if isinstance(error.schema, dict) else {}
+        known = set(schema.get("properties", {}))
+        patterns = [re.compile(p) for p in schema.get("patternProperties", {})]
+        extras = [k for k in error.instance if k not in known and not any(p.search(k) for p in patterns)]
+        if extras:
+            return [Finding(path=where + pointer(k), code="unknown-key",
+                            message=f'"{k}" is not a property the schema defines here', severity="warning")
+                    for k in extras]
+    return [Finding(path=where, code=f"schema-{_kebab(str(error.validator))}", message=error.message,
+                    severity="error")]
+
+
+def _kebab(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "-", name).lower()

@@ -1,0 +1,132 @@
+"""CLI for the log: exit codes and exact messages (sqlite-utils style)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from eventstore.cli import register
+
+
+@pytest.fixture
+def run(store_url: str):  # type: ignore[no-untyped-def]
+    runner = CliRunner()
+
+    def invoke(*args: str, input: str | bytes | None = None) -> object:
+        return runner.invoke(register(), ["--url", store_url, *args], input=input, catch_exceptions=False)
+
+    return invoke
+
+
+def test_append_log_verify(run) -> None:  # type: ignore[no-untyped-def]
+    r = run("append", "PROJ-1", "demo.note", "--data", '{"text":"hello"}')
+    assert r.exit_code == 0 and r.output.startswith("PROJ-1 @ version 1")
+    r = run("append", "PROJ-1", "demo.note", "--data", "-", "--expected-version", "1", "--json", input='{"n": 2}')
+    assert r.exit_code == 0 and json.loads(r.output)["version"] == 2
+    r = run("log", "PROJ-1")
+    assert r.exit_code == 0 and r.output.count("demo.note") == 2 and '{"text":"hello"}' in r.output
+    lines = [json.loads(x) for x in run("log", "PROJ-1", "--json", "--after", "1").output.splitlines()]
+    assert [x["version"] for x in lines] == [2] and lines[0]["data"] == {"n": 2}
+    r = run("verify")
+    assert r.exit_code == 0 and "verified 1 streams, 2 events" in r.output
+    assert json.loads(run("verify", "--json").output)["ok"] is True
+
+
+def test_append_conflict_and_bad_input(run) -> None:  # type: ignore[no-untyped-def]
+    run("append", "S", "t.x", "--data", "{}")
+    r = run("append", "S", "t.x", "--data", "{}", "--expected-version", "0")
+    assert r.exit_code == 1
+    assert r.stderr.strip() == 'Error: Stream "S" is at version 1, expected 0; re-read and retry.'
+    cases = {
+        '{"a": ': "--data: not valid JSON at line 1, column 7",
+        "[1, 2]": "--data: must be a JSON object, got array",
+        '{"x": NaN}': "NaN is not valid JSON",
+        '{"x": Infinity}': "Infinity is not valid JSON",
+        '{"a":' * 200 + "1" + "}" * 200: "nesting deeper than 64 levels at $.a.a.a",
+        '{"blob": "' + "x" * (5 * 1024 * 1024) + '"}': "exceeds the limit of 4194304 bytes",
+    }
+    for data, message in cases.items():
+        r = run("append", "S", "t.x", "--data", data)
+        assert r.exit_code == 1, data
+        assert r.stderr.startswith("Error: ") and message in r.stderr, r.stderr
+        assert "Traceback" not in r.output
+    r = run("append", "S", "t.x", "--data", "-", input=b'{"x": "\xff\xfe"}')
+    assert r.exit_code == 1 and "not valid UTF-8 at byte 7" in r.stderr
+    r = run("log", "missing")
+    assert r.exit_code == 1 and 'No stream or task "missing"' in r.stderr
+    r = run("append", "S", "t.x", "--expected-version", "soon", "--data", "{}")
+    assert r.exit_code == 2
+    assert [json.loads(x)["version"] for x in run("log", "S", "--json").output.splitlines()] == [1]
+
+
+def test_batch_append_is_all_or_nothing(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    good = tmp_path / "good.jsonl"
+    good.write_text("\n".join(json.dumps({"stream": f"S{i % 3}", "type": "t.x", "data": {"i": i}}) for i in range(50)) + "\n")
+    r = run("append", "--batch", str(good), "--json")
+    assert r.exit_code == 0 and json.loads(r.output)["events"] == 50
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"stream": "N", "type": "t.x", "data": {}}\n{"stream": "N", "type": "t.x", "data": [1]}\n')
+    r = run("append", "--batch", str(bad))
+    assert r.exit_code == 1 and f"{bad}, line 2" in r.stderr
+    assert run("log", "N").exit_code == 1  # nothing of the file was written
+    conflict = tmp_path / "conflict.jsonl"
+    conflict.write_text('{"stream": "S0", "type": "t.x", "expected_version": 3}\n')
+    r = run("append", "--batch", str(conflict))
+    assert r.exit_code == 1 and 'Stream "S0" is at version 17, expected 3' in r.stderr
+
+
+def test_checkpoint_round_trip(run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    run("append", "S", "t.x", "--data", "{}")
+    out = tmp_path / "cp.json"
+    r = run("checkpoint", "--out", str(out))
+    assert r.exit_code == 1 and "EVSTORE_SIGNING_KEY is not set" in r.stderr
+    monkeypatch.setenv("EVSTORE_SIGNING_KEY", "secret")
+    assert run("checkpoint", "--out", str(out)).exit_code == 0
+    r = run("verify", "--checkpoint", str(out))
+    assert r.exit_code == 0 and "checkpoint" in r.output
+    cp = json.loads(out.read_text())
+    cp["event_count"] = 7
+    out.write_text(json.dumps(cp))
+    r = run("verify", "--checkpoint", str(out))
+    assert r.exit_code == 1 and "signature does not verify" in r.stderr
+
+
+def test_schema_not_at_head_tells_what_to_do(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/fresh/events.db"
+    r = CliRunner().invoke(register(), ["--url", url, "log", "X"])
+    assert r.exit_code == 1
+    assert "has no evstore schema" in r.stderr and "evstore db upgrade" in r.stderr
+    assert CliRunner().invoke(register(), ["--url", url, "db", "upgrade"]).exit_code == 0
+    r = CliRunner().invoke(register(), ["--url", url, "db", "check"])
+    assert r.exit_code == 0 and "schema matches" in r.output
+    r = CliRunner().invoke(register(), ["--url", url, "db", "current"])
+    assert "current: 0001  head: 0001" in r.output
+
+
+@pytest.mark.slow
+def test_wheel_install_runs_init(tmp_path: Path) -> None:
+    """`pip install .` into a fresh venv finds the Alembic scripts inside the wheel."""
+    repo = Path(__file__).resolve().parent.parent
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = venv / "bin" / "pip"
+    r = subprocess.run([str(pip), "install", "-q", "--no-deps", str(repo)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    # Dependencies come from this interpreter's site-packages (no network needed for them).
+    site = subprocess.run([sys.executable, "-c", "import sqlalchemy, os; print(os.path.dirname(os.path.dirname(sqlalchemy.__file__)))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {"PATH": f"{venv}/bin:/usr/bin:/bin", "PYTHONPATH": site, "HOME": str(tmp_path)}
+    # PYTHONPATH also holds the checkout's parent? No: only site-packages, and the venv's own copy wins.
+    r = subprocess.run([str(venv / "bin" / "evstore"), "init"], cwd=work, capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert (work / ".evstore" / "events.db").is_file()
+    loc = subprocess.run([str(venv / "bin" / "python"), "-c", "import eventstore.migrate as m; print(m.script_location())"],
+                         cwd=work, capture_output=True, text=True, env=env)
+    assert "site-packages/eventstore/_migrations" in loc.stdout

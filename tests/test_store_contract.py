@@ -1,0 +1,260 @@
+"""The event log's guarantees, run unchanged on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import text
+
+from eventstore import chain
+from eventstore.errors import ConcurrencyError, DuplicateEventId, InvalidEvent, StreamNotFound
+from eventstore.store import EventStore, NewEvent
+from eventstore.verify import check_checkpoint, make_checkpoint, verify
+
+
+def ev(i: int = 0, **kw: object) -> NewEvent:
+    return NewEvent("test.happened", {"i": i, "text": "x" * 20}, **kw)  # type: ignore[arg-type]
+
+
+def test_append_and_read_back(store: EventStore) -> None:
+    r1 = store.append("PROJ-1", [ev(1), ev(2)], expected_version="no stream")
+    assert (r1.version, len(r1.positions)) == (2, 2)
+    r2 = store.append("PROJ-1", [ev(3)], expected_version=2)
+    assert r2.version == 3 and r2.positions[0] > r1.positions[-1]
+    got = list(store.read_stream("PROJ-1"))
+    assert [e.version for e in got] == [1, 2, 3]
+    assert [e.payload["i"] for e in got] == [1, 2, 3]
+    assert [e.version for e in store.read_stream("PROJ-1", after_version=1, upto_version=2)] == [2]
+    assert got[0].prev_hash == chain.GENESIS and got[1].prev_hash == got[0].hash
+    assert store.max_position() == r2.positions[-1]
+    assert [e.position for e in store.read_all(after_position=0, limit=2)] == r1.positions
+
+
+def test_expected_version_rules(store: EventStore) -> None:
+    store.append("S", [ev()], expected_version="no stream")
+    with pytest.raises(ConcurrencyError) as info:
+        store.append("S", [ev()], expected_version="no stream")
+    with pytest.raises(ConcurrencyError) as info:
+        store.append("S", [ev()], expected_version=5)
+    assert str(info.value) == 'Stream "S" is at version 1, expected 5; re-read and retry.'
+    with pytest.raises(ConcurrencyError):
+        store.append("NEW", [ev()], expected_version=3)
+    assert store.append("S", [ev()], expected_version="any").version == 2
+    assert store.stream_info("NEW") is None  # the failed append created nothing
+
+
+def test_idempotent_event_ids(store: EventStore) -> None:
+    eid = str(uuid.uuid4())
+    first = store.append("S", [ev(1, event_id=eid)], expected_version="no stream")
+    again = store.append("S", [ev(1, event_id=eid)], expected_version="no stream")
+    assert again.duplicate and again.positions == first.positions
+    assert len(list(store.read_stream("S"))) == 1
+    with pytest.raises(DuplicateEventId, match=eid):
+        store.append("S", [ev(2, event_id=eid)])
+
+
+def test_unknown_stream_and_bad_input(store: EventStore) -> None:
+    with pytest.raises(StreamNotFound):
+        list(store.read_stream("nope"))
+    for bad in ([1, 2], "text", None):
+        with pytest.raises(InvalidEvent, match="must be a JSON object"):
+            NewEvent("t.x", bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidEvent, match="NaN"):
+        NewEvent("t.x", {"v": float("nan")})
+    deep: dict[str, object] = {}
+    node = deep
+    for _ in range(100):
+        node["a"] = {}
+        node = node["a"]  # type: ignore[assignment]
+    with pytest.raises(InvalidEvent, match="nesting deeper"):
+        NewEvent("t.x", deep)
+    with pytest.raises(InvalidEvent, match="exceeds the limit"):
+        NewEvent("t.x", {"blob": "x" * (5 * 1024 * 1024)})
+    assert store.max_position() == 0
+
+
+def test_concurrent_writers_one_stream(store_url: str) -> None:
+    """N writers race for each version: exactly one wins, losers get ConcurrencyError."""
+    store = EventStore(store_url)
+    store.append("RACE", [ev(0)], expected_version="no stream")
+    wins: Counter[int] = Counter()
+    errors: list[str] = []
+    barrier = threading.Barrier(6)
+
+    def writer(w: int) -> None:
+        barrier.wait()
+        for _ in range(15):
+            v = store.stream_version("RACE")
+            try:
+                r = store.append("RACE", [NewEvent("race.won", {"writer": w, "at": v})], expected_version=v)
+                wins[r.version] += 1
+            except ConcurrencyError as exc:
+                assert '"RACE"' in str(exc) and f"expected {v}" in str(exc)
+                errors.append(str(exc))
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    events = list(store.read_stream("RACE"))
+    assert [e.version for e in events] == list(range(1, len(events) + 1))
+    assert all(n == 1 for n in wins.values())
+    assert len(events) == 1 + sum(wins.values())
+    assert len(errors) + sum(wins.values()) == 6 * 15
+    for e in events[1:]:  # each winner wrote on top of the version it read
+        assert e.payload["at"] == e.version - 1
+    assert verify(store).ok
+    store.close()
+
+
+def test_global_order_with_concurrent_subscriber(store_url: str) -> None:
+    """Writers on many streams + a catch-up reader: every event exactly once, in order."""
+    store = EventStore(store_url)
+    n_writers, per_writer = 4, 40
+    stop = threading.Event()
+    seen: list[int] = []
+
+    def reader() -> None:
+        for e in store.subscribe(after_position=0, batch_size=7, poll_interval=0.005, stop=stop):
+            seen.append(e.position)
+
+    def writer(w: int) -> None:
+        for i in range(per_writer):
+            store.append(f"stream-{w}-{i % 5}", [ev(i), ev(i + 1)])
+
+    rt = threading.Thread(target=reader)
+    rt.start()
+    writers = [threading.Thread(target=writer, args=(w,)) for w in range(n_writers)]
+    for t in writers:
+        t.start()
+    for t in writers:
+        t.join()
+    total = n_writers * per_writer * 2
+    deadline = threading.Event()
+    for _ in range(400):
+        if len(seen) >= total:
+            break
+        deadline.wait(0.025)
+    stop.set()
+    rt.join()
+    assert len(seen) == total
+    assert all(a < b for a, b in zip(seen, seen[1:]))
+    assert sorted(seen) == [e.position for e in store.iter_all()]
+    store.close()
+
+
+def _exec(store: EventStore, sql: str, **params: object) -> None:
+    with store.engine.begin() as conn:
+        conn.execute(text(sql), params)
+
+
+def _drop_triggers(store: EventStore) -> None:
+    if store.engine.dialect.name == "sqlite":
+        _exec(store, "DROP TRIGGER events_no_update")
+        _exec(store, "DROP TRIGGER events_no_delete")
+    else:
+        _exec(store, "DROP TRIGGER events_no_update_delete ON events")
+
+
+def test_events_are_append_only_in_the_database(store: EventStore) -> None:
+    store.append("S", [ev(1)])
+    for sql in ("UPDATE events SET type = 'x'", "DELETE FROM events"):
+        with pytest.raises(Exception, match="append-only"):
+            _exec(store, sql)
+    assert [e.type for e in store.read_stream("S")] == ["test.happened"]
+
+
+@pytest.mark.parametrize(
+    ("sql", "field_class"),
+    [
+        ("UPDATE events SET data = :v WHERE version = 2", "data"),
+        ("UPDATE events SET meta = :v WHERE version = 2", "meta"),
+        ("UPDATE events SET type = 'forged.type' WHERE version = 2", "header"),
+        ("UPDATE events SET prev_hash = hash WHERE version = 2", "link"),
+        ("DELETE FROM events WHERE version = 3", "head"),
+    ],
+)
+def test_verify_names_what_was_altered(store: EventStore, sql: str, field_class: str) -> None:
+    store.append("A", [ev(1), ev(2), ev(3)])
+    store.append("B", [ev(1)])
+    report = verify(store)
+    assert report.ok and (report.streams, report.events) == (2, 4)
+    _drop_triggers(store)
+    _exec(store, sql.replace("WHERE", "WHERE stream_pk = (SELECT stream_pk FROM streams WHERE stream_id = 'A') AND"),
+          v=b'{"i":999}')
+    report = verify(store)
+    assert not report.ok
+    [failure] = report.failures
+    assert (failure.stream_id, failure.field_class) == ("A", field_class)
+    assert failure.version == (3 if field_class == "head" else 2) or field_class == "head"
+    assert verify(store, "B").ok
+
+
+def test_checkpoint_detects_truncation_and_recomputed_chains(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVSTORE_SIGNING_KEY", "k3y")
+    store.append("A", [ev(1), ev(2), ev(3)])
+    store.append("B", [ev(1)])
+    cp = make_checkpoint(store)
+    assert cp["event_count"] == 4 and check_checkpoint(store, cp) == []
+    store.append("A", [ev(4)])  # appending after the checkpoint is fine
+    assert check_checkpoint(store, cp) == []
+    # An attacker rewrites A's second event and recomputes the chain (and the head) without the key.
+    _drop_triggers(store)
+    rows = [(e.version, e) for e in store.read_stream("A")]
+    prev = chain.GENESIS
+    for version, e in rows:
+        data = b'{"i":42}' if version == 2 else e.data
+        dsha, msha = chain.digest(data), chain.digest(e.meta)
+        h = chain.event_hash(prev, "A", version, e.event_id, e.type, e.schema_version, e.occurred_at,
+                             e.recorded_at, dsha, msha)
+        _exec(store, "UPDATE events SET data = :d, data_sha256 = :ds, prev_hash = :p, hash = :h "
+                     "WHERE event_id = :id", d=data, ds=dsha, p=prev, h=h, id=e.event_id)
+        prev = h
+    _exec(store, "UPDATE streams SET head_hash = :h WHERE stream_id = 'A'", h=prev)
+    assert verify(store).ok  # the chain alone cannot tell
+    failures = check_checkpoint(store, cp)
+    assert any("rewritten" in f.detail for f in failures)
+    # Truncation: events removed after the checkpoint was taken.
+    _exec(store, "DELETE FROM events WHERE stream_pk = (SELECT stream_pk FROM streams WHERE stream_id = 'B')")
+    assert any("truncated" in f.detail for f in check_checkpoint(store, cp))
+    # A forged checkpoint (recomputed without the key) is rejected.
+    forged = {**cp, "event_count": 3}
+    assert check_checkpoint(store, forged)[0].field_class == "checkpoint"
+    monkeypatch.setenv("EVSTORE_SIGNING_KEY", "other")
+    assert "signature" in check_checkpoint(store, cp)[0].detail
+
+
+def test_append_many_is_all_or_nothing(store: EventStore) -> None:
+    def items():  # type: ignore[no-untyped-def]
+        yield "A", ev(1), None
+        yield "B", ev(2), None
+        raise InvalidEvent("line 3: broken")
+
+    with pytest.raises(InvalidEvent):
+        store.append_many(items())
+    assert store.max_position() == 0 and store.list_streams() == []
+    results = store.append_many([("A", ev(1), None), ("B", ev(2), None), ("A", ev(3), 1)])
+    assert {r.stream_id: r.version for r in results} == {"A": 2, "B": 1}
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.dictionaries(st.text(max_size=10), json_values, max_size=5))
+def test_data_round_trips_exactly(store: EventStore, data: dict[str, object]) -> None:
+    from eventstore.documents import same
+
+    r = store.append("prop", [NewEvent("prop.v", data)])
+    [got] = store.read_all(after_position=r.positions[0] - 1, limit=1)
+    assert same(got.payload, data)
