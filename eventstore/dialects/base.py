@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 import msgspec
 
 from eventstore import documents
-from eventstore.errors import IngestError
+from eventstore.errors import EvstoreError, IngestError
 from eventstore.events import Event
 
 JSON = Any
@@ -105,6 +105,8 @@ class Dialect:
     name: ClassVar[str] = ""
     catalog: ClassVar[tuple[type[Event], ...]] = ()
     description: ClassVar[str] = ""
+    #: Whether snapshots must be JSON objects (every orchestrator's state file is one).
+    requires_object: ClassVar[bool] = True
 
     # -- the lens ---------------------------------------------------------------
 
@@ -158,7 +160,12 @@ class Dialect:
                 yield from self.load(child)
             return
         raw = path.read_bytes()
-        yield Snapshot(doc=parse_json_document(raw, str(path)), raw=raw, source={"file": str(path)})
+        doc = parse_json_document(raw, str(path))
+        if self.requires_object and type(doc) is not dict:
+            from eventstore.codec import json_type
+
+            raise IngestError(f"{path}: a {self.name} state document is a JSON object, got {json_type(doc)}.")
+        yield Snapshot(doc=doc, raw=raw, source={"file": str(path)})
 
     def stream_id(self, doc: JSON) -> str | None:
         """The stream id a document names (its task id), if any."""
@@ -194,6 +201,11 @@ class Dialect:
 
 def parse_json_document(raw: bytes, where: str) -> JSON:
     """Decode a snapshot strictly: UTF-8, valid JSON, no NaN; errors name file and line."""
+    from eventstore import codec, config
+
+    if len(raw) > config.MAX_SNAPSHOT_BYTES:
+        raise IngestError(f"{where}: {len(raw)} bytes exceeds the snapshot limit of {config.MAX_SNAPSHOT_BYTES} "
+                          "bytes (EVSTORE_MAX_SNAPSHOT_BYTES).")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -205,8 +217,15 @@ def parse_json_document(raw: bytes, where: str) -> JSON:
         raise ValueError(f"{name} is not valid JSON")
 
     try:
-        return json.loads(text, parse_constant=_const)
+        doc = json.loads(text, parse_constant=_const)
     except json.JSONDecodeError as exc:
         raise IngestError(f"{where}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}.") from exc
     except ValueError as exc:
         raise IngestError(f"{where}: {exc}.") from exc
+    except RecursionError as exc:
+        raise IngestError(f"{where}: nesting deeper than {config.MAX_DEPTH} levels.") from exc
+    try:
+        codec.check_value(doc, where)
+    except EvstoreError as exc:
+        raise IngestError(str(exc)) from exc
+    return doc

@@ -10,6 +10,7 @@ from eventstore.dialects.base import Dialect, RunInfo
 class GenericDialect(Dialect):
     name = "generic"
     description = "any JSON state document (document events only)"
+    requires_object = False
 
     def stream_id(self, doc: Any) -> str | None:
         if isinstance(doc, dict):

@@ -47,7 +47,7 @@ def _get(obj: Any, key: str) -> Any:
 # ------------------------------------------------------------------ run lifecycle
 
 
-class RunStarted(Event, tag="mapipe.run_started"):
+class RunStarted(Event, tag="mapipe.run_started", frozen=True):
     """Phase 0 wrote the first state of a run; ``state`` is that document verbatim."""
 
     state: JSONObject
@@ -75,7 +75,7 @@ class RunStarted(Event, tag="mapipe.run_started"):
         return _str(self.state.get("baseBranchSource"))
 
 
-class RunStatusChanged(Event, tag="mapipe.run_status_changed"):
+class RunStatusChanged(Event, tag="mapipe.run_status_changed", frozen=True):
     """``status`` / ``haltReason`` / ``abandonedBy`` changed (halt, pause, resume, abandon, done)."""
 
     status: str | UnsetType = UNSET
@@ -86,7 +86,7 @@ class RunStatusChanged(Event, tag="mapipe.run_status_changed"):
     OWNS: ClassVar[tuple[str, ...]] = ("status", "haltReason", "abandonedBy")
 
 
-class RunFinished(Event, tag="mapipe.run_finished"):
+class RunFinished(Event, tag="mapipe.run_finished", frozen=True):
     """``finishedAt`` was written (complete, failed or abandoned)."""
 
     finishedAt: str | None  # noqa: N815
@@ -141,7 +141,7 @@ class _PhaseFacts:
         return _int(_get(self.record, "planIterations"))
 
 
-class PhaseStarted(_PhaseFacts, Event, tag="mapipe.phase_started"):
+class PhaseStarted(_PhaseFacts, Event, tag="mapipe.phase_started", frozen=True):
     """``phases[phase]`` entered ``in_progress``; ``currentPhase`` moved with it when set."""
 
     phase: str
@@ -149,7 +149,7 @@ class PhaseStarted(_PhaseFacts, Event, tag="mapipe.phase_started"):
     currentPhase: int | UnsetType = UNSET  # noqa: N815
 
 
-class PhaseUpdated(_PhaseFacts, Event, tag="mapipe.phase_updated"):
+class PhaseUpdated(_PhaseFacts, Event, tag="mapipe.phase_updated", frozen=True):
     """A phase record changed without a status transition (sub-step checkpoint, retry, files)."""
 
     phase: str
@@ -157,7 +157,7 @@ class PhaseUpdated(_PhaseFacts, Event, tag="mapipe.phase_updated"):
     currentPhase: int | UnsetType = UNSET  # noqa: N815
 
 
-class PhaseCompleted(_PhaseFacts, Event, tag="mapipe.phase_completed"):
+class PhaseCompleted(_PhaseFacts, Event, tag="mapipe.phase_completed", frozen=True):
     """``phases[phase].status`` became ``done``."""
 
     phase: str
@@ -165,7 +165,7 @@ class PhaseCompleted(_PhaseFacts, Event, tag="mapipe.phase_completed"):
     currentPhase: int | UnsetType = UNSET  # noqa: N815
 
 
-class PhaseSkipped(_PhaseFacts, Event, tag="mapipe.phase_skipped"):
+class PhaseSkipped(_PhaseFacts, Event, tag="mapipe.phase_skipped", frozen=True):
     """``phases[phase].status`` became ``skipped``."""
 
     phase: str
@@ -173,7 +173,7 @@ class PhaseSkipped(_PhaseFacts, Event, tag="mapipe.phase_skipped"):
     currentPhase: int | UnsetType = UNSET  # noqa: N815
 
 
-class PhaseFailed(_PhaseFacts, Event, tag="mapipe.phase_failed"):
+class PhaseFailed(_PhaseFacts, Event, tag="mapipe.phase_failed", frozen=True):
     """``phases[phase].status`` became ``failed``."""
 
     phase: str
@@ -192,7 +192,7 @@ PHASE_EVENTS: dict[str, type[Event]] = {
 # ------------------------------------------------------------------ questions and steering
 
 
-class QuestionAsked(Event, tag="mapipe.question_asked"):
+class QuestionAsked(Event, tag="mapipe.question_asked", frozen=True):
     """The run stopped on a question: ``pendingQuestion`` and/or ``waitingFor`` written."""
 
     pendingQuestion: JSONObject | None | UnsetType = UNSET  # noqa: N815
@@ -214,7 +214,7 @@ class QuestionAsked(Event, tag="mapipe.question_asked"):
         return _str(_get(self.pendingQuestion, "askedAt"))
 
 
-class QuestionAnswered(Event, tag="mapipe.question_answered"):
+class QuestionAnswered(Event, tag="mapipe.question_answered", frozen=True):
     """``lastAnswer`` recorded; the same write clears ``pendingQuestion`` / ``waitingFor``."""
 
     lastAnswer: JSONObject  # noqa: N815
@@ -238,7 +238,7 @@ class QuestionAnswered(Event, tag="mapipe.question_answered"):
         return _str(self.lastAnswer.get("answeredAt"))
 
 
-class SteerQueued(Event, tag="mapipe.steer_queued"):
+class SteerQueued(Event, tag="mapipe.steer_queued", frozen=True):
     """``/multi-agent:steer`` queued an instruction (``pendingSteer`` without ``appliedAt``)."""
 
     pendingSteer: JSONObject | None  # noqa: N815
@@ -246,7 +246,7 @@ class SteerQueued(Event, tag="mapipe.steer_queued"):
     OWNS: ClassVar[tuple[str, ...]] = ("pendingSteer",)
 
 
-class SteerApplied(Event, tag="mapipe.steer_applied"):
+class SteerApplied(Event, tag="mapipe.steer_applied", frozen=True):
     """A phase consumed the queued steer (``pendingSteer.appliedAt`` / ``appliedPhase`` set)."""
 
     pendingSteer: JSONObject | None  # noqa: N815
@@ -261,7 +261,7 @@ class SteerApplied(Event, tag="mapipe.steer_applied"):
 # ------------------------------------------------------------------ phase-0/1 records
 
 
-class MaturityAssessed(Event, tag="mapipe.maturity_assessed"):
+class MaturityAssessed(Event, tag="mapipe.maturity_assessed", frozen=True):
     """The fetched item's readiness (``maturity``: score, blockers, warnings, accepted)."""
 
     maturity: JSONObject
@@ -273,7 +273,7 @@ class MaturityAssessed(Event, tag="mapipe.maturity_assessed"):
         return _int(self.maturity.get("score"))
 
 
-class MaturityFollowupAsked(Event, tag="mapipe.maturity_followup_asked"):
+class MaturityFollowupAsked(Event, tag="mapipe.maturity_followup_asked", frozen=True):
     """Autopilot asked about an immature item (``maturityFollowup``)."""
 
     maturityFollowup: JSONObject  # noqa: N815
@@ -281,7 +281,7 @@ class MaturityFollowupAsked(Event, tag="mapipe.maturity_followup_asked"):
     OWNS: ClassVar[tuple[str, ...]] = ("maturityFollowup",)
 
 
-class BaselineCaptured(Event, tag="mapipe.baseline_captured"):
+class BaselineCaptured(Event, tag="mapipe.baseline_captured", frozen=True):
     """Pre-work repo state (``baseline``: tests status/failing, sha)."""
 
     baseline: JSONObject
@@ -293,7 +293,7 @@ class BaselineCaptured(Event, tag="mapipe.baseline_captured"):
         return _str(_get(self.baseline.get("tests"), "status"))
 
 
-class ResearchPassRecorded(Event, tag="mapipe.research_pass_recorded"):
+class ResearchPassRecorded(Event, tag="mapipe.research_pass_recorded", frozen=True):
     """research-gate.mjs recorded a research pass (``research``: round, kind, decision, ...)."""
 
     research: JSONObject
@@ -305,7 +305,7 @@ class ResearchPassRecorded(Event, tag="mapipe.research_pass_recorded"):
         return _str(self.research.get("decision"))
 
 
-class PlanCritiqueRecorded(Event, tag="mapipe.plan_critique_recorded"):
+class PlanCritiqueRecorded(Event, tag="mapipe.plan_critique_recorded", frozen=True):
     """The plan-critique round (``planCritique``: verdict, objections, blocking, advisory)."""
 
     planCritique: JSONObject  # noqa: N815
@@ -317,7 +317,7 @@ class PlanCritiqueRecorded(Event, tag="mapipe.plan_critique_recorded"):
         return _str(self.planCritique.get("verdict"))
 
 
-class DiffRiskScored(Event, tag="mapipe.diff_risk_scored"):
+class DiffRiskScored(Event, tag="mapipe.diff_risk_scored", frozen=True):
     """diff-risk-score.mjs totals (``diffRisk``: files, loc_added, loc_removed, max_score, signals)."""
 
     diffRisk: JSONObject  # noqa: N815
@@ -362,7 +362,7 @@ class _IterationFacts:
         return out
 
 
-class ReviewIterationRecorded(_IterationFacts, Event, tag="mapipe.review_iteration_recorded"):
+class ReviewIterationRecorded(_IterationFacts, Event, tag="mapipe.review_iteration_recorded", frozen=True):
     """A new ``reviewIterations[index]`` entry, verbatim: reviewers (model, findings),
     anonymizationMap, triage, accepted, counts, decision, validatorResult, ..."""
 
@@ -370,14 +370,14 @@ class ReviewIterationRecorded(_IterationFacts, Event, tag="mapipe.review_iterati
     iteration: JSONObject
 
 
-class ReviewIterationUpdated(_IterationFacts, Event, tag="mapipe.review_iteration_updated"):
+class ReviewIterationUpdated(_IterationFacts, Event, tag="mapipe.review_iteration_updated", frozen=True):
     """An existing iteration entry accreted or changed fields; ``iteration`` is the new entry."""
 
     index: int
     iteration: JSONObject
 
 
-class ReviewDeltaComputed(Event, tag="mapipe.review_delta_computed"):
+class ReviewDeltaComputed(Event, tag="mapipe.review_delta_computed", frozen=True):
     """review-delta.mjs wrote ``reviewIterations[index].delta`` (new, stillPresent, resolved,
     downgraded, stillPresentBlocking, recurrence, plateau, tripped)."""
 
@@ -399,7 +399,7 @@ class ReviewDeltaComputed(Event, tag="mapipe.review_delta_computed"):
         return t if isinstance(t, bool) else None
 
 
-class ReviewDecisionRecorded(Event, tag="mapipe.review_decision_recorded"):
+class ReviewDecisionRecorded(Event, tag="mapipe.review_decision_recorded", frozen=True):
     """review-decision-gate.mjs output merged as ``reviewIterations[index].reviewDecision``."""
 
     index: int
@@ -418,7 +418,7 @@ class ReviewDecisionRecorded(Event, tag="mapipe.review_decision_recorded"):
 # ------------------------------------------------------------------ gates and breaker
 
 
-class GateVerdictRecorded(Event, tag="mapipe.gate_verdict_recorded"):
+class GateVerdictRecorded(Event, tag="mapipe.gate_verdict_recorded", frozen=True):
     """gate-ledger.mjs appended one ``gates[]`` entry.
 
     ``entry`` is set only when the observed entry is not exactly ``{gate, verdict, at, sha,
@@ -440,7 +440,7 @@ class GateVerdictRecorded(Event, tag="mapipe.gate_verdict_recorded"):
                 "detail": self.detail}
 
 
-class CircuitBreakerTripped(Event, tag="mapipe.circuit_breaker_tripped"):
+class CircuitBreakerTripped(Event, tag="mapipe.circuit_breaker_tripped", frozen=True):
     """The autopilot circuit breaker tripped (``circuitBreaker.tripped`` became true).
 
     ``record`` is set only when the observed record is not the one the typed fields rebuild.
@@ -464,7 +464,7 @@ class CircuitBreakerTripped(Event, tag="mapipe.circuit_breaker_tripped"):
         return out
 
 
-class CircuitBreakerReset(Event, tag="mapipe.circuit_breaker_reset"):
+class CircuitBreakerReset(Event, tag="mapipe.circuit_breaker_reset", frozen=True):
     """``/multi-agent:resume`` cleared ``circuitBreaker.tripped`` (counters kept).
 
     ``record`` is set only when more than ``tripped`` changed: it is then the new record.
@@ -473,7 +473,7 @@ class CircuitBreakerReset(Event, tag="mapipe.circuit_breaker_reset"):
     record: Any | UnsetType = UNSET
 
 
-class VerificationFailed(Event, tag="mapipe.verification_failed"):
+class VerificationFailed(Event, tag="mapipe.verification_failed", frozen=True):
     """An unattended run's own gate rejected its work (``verificationFailed``: gate, reason, at)."""
 
     verificationFailed: JSONObject  # noqa: N815
@@ -488,7 +488,7 @@ class VerificationFailed(Event, tag="mapipe.verification_failed"):
 # ------------------------------------------------------------------ delivery
 
 
-class PrOpened(Event, tag="mapipe.pr_opened"):
+class PrOpened(Event, tag="mapipe.pr_opened", frozen=True):
     """Phase 4 opened a pull request (``pr`` set where there was none)."""
 
     pr: JSONObject | None
@@ -500,7 +500,7 @@ class PrOpened(Event, tag="mapipe.pr_opened"):
         return _int(_get(self.pr, "number"))
 
 
-class PrUpdated(Event, tag="mapipe.pr_updated"):
+class PrUpdated(Event, tag="mapipe.pr_updated", frozen=True):
     """An existing ``pr`` record changed (version bump, draft flag, reviewers)."""
 
     pr: JSONObject | None
@@ -508,7 +508,7 @@ class PrUpdated(Event, tag="mapipe.pr_updated"):
     OWNS: ClassVar[tuple[str, ...]] = ("pr",)
 
 
-class PrPublished(Event, tag="mapipe.pr_published"):
+class PrPublished(Event, tag="mapipe.pr_published", frozen=True):
     """The autopilot runner pushed a verified branch with no draft PR (``publish``)."""
 
     publish: JSONObject
@@ -516,7 +516,7 @@ class PrPublished(Event, tag="mapipe.pr_published"):
     OWNS: ClassVar[tuple[str, ...]] = ("publish",)
 
 
-class CommitRecorded(Event, tag="mapipe.commit_recorded"):
+class CommitRecorded(Event, tag="mapipe.commit_recorded", frozen=True):
     """The run's commit (``commit``: sha, message)."""
 
     commit: JSONObject | None
@@ -528,7 +528,7 @@ class CommitRecorded(Event, tag="mapipe.commit_recorded"):
         return _str(_get(self.commit, "sha"))
 
 
-class WorktreeRemoved(Event, tag="mapipe.worktree_removed"):
+class WorktreeRemoved(Event, tag="mapipe.worktree_removed", frozen=True):
     """Phase 4 removed the worktree (``worktreeRemovedAt``; artefacts salved to ``artifactsPath``)."""
 
     worktreeRemovedAt: str | None  # noqa: N815
