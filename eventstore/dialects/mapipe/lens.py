@@ -197,7 +197,7 @@ def _derive_phases(prev: dict[str, Any], nxt: dict[str, Any], add: Any) -> None:
         old = before.get(key)
         old_status = old.get("status") if isinstance(old, dict) else None
         status = record.get("status")
-        cls = ev.PhaseUpdated
+        cls: type[Event] = ev.PhaseUpdated
         if isinstance(status, str) and status != old_status:
             cls = ev.PHASE_EVENTS.get(status, ev.PhaseUpdated)
         event: Event

@@ -1,0 +1,194 @@
+"""Ingest, replay, log, diff and validate through the CLI (generic and friday dialects)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from eventstore import documents
+from eventstore.cli import register
+from eventstore.dialects import get_dialect
+from eventstore.store import EventStore
+from projections import replay as rp
+
+
+@pytest.fixture
+def run(store_url: str):  # type: ignore[no-untyped-def]
+    runner = CliRunner()
+
+    def invoke(*args: str, input: str | None = None):  # type: ignore[no-untyped-def]
+        return runner.invoke(register(), ["--url", store_url, *args], input=input, catch_exceptions=False)
+
+    return invoke
+
+
+def write(path: Path, doc: object, indent: int | None = 2) -> Path:
+    path.write_text(json.dumps(doc, indent=indent) + "\n")
+    return path
+
+
+def test_ingest_replay_log_diff(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    docs = [
+        {"taskId": "T-1", "status": "running", "n": 1},
+        {"taskId": "T-1", "status": "running", "n": 2, "items": [1, 2]},
+        {"taskId": "T-1", "n": 2.0, "items": [2], "status": "done"},
+    ]
+    files = [write(tmp_path / f"{i:02d}.json", d, indent=2 if i != 1 else None) for i, d in enumerate(docs)]
+    r = run("ingest", "generic", *map(str, files), "--json")
+    assert r.exit_code == 0, r.output
+    lines = [json.loads(x) for x in r.output.splitlines()]
+    assert [x["version"] for x in lines] == [1, 2, 3] and all(x["stream"] == "T-1" for x in lines)
+    # identical snapshot again: nothing appended
+    r = run("ingest", "generic", str(files[-1]), "--json")
+    assert json.loads(r.output) == {"file": str(files[-1]), "stream": "T-1", "version": 3, "events": 0}
+    for v, (doc, f) in enumerate(zip(docs, files), 1):
+        out = run("replay", "T-1", "--upto", str(v), "--json").output
+        assert documents.same(json.loads(out), doc)
+        raw = run("replay", "T-1", "--upto", str(v), "--raw").stdout_bytes
+        assert raw == f.read_bytes()
+    patch = json.loads(run("replay", "T-1", "--diff", "1", "3").output)
+    assert documents.same(documents.apply(documents.copy(docs[0]), patch), docs[2])
+    log = run("log", "T-1").output.splitlines()
+    assert len(log) == 3 and "document.observed" in log[0] and "document.patched" in log[2]
+
+
+def test_directory_ingest_and_time_travel(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    d = tmp_path / "snaps"
+    d.mkdir()
+    for i in range(3):
+        write(d / f"{i}.json", {"taskId": "T-2", "i": i})
+        os.utime(d / f"{i}.json", (1_700_000_000 + i * 100, 1_700_000_000 + i * 100))
+    assert run("ingest", "generic", str(d)).exit_code == 0
+    at = "2023-11-14T22:15:00Z"  # between the 2nd (22:14:20) and 3rd (22:16:00) snapshot
+    assert json.loads(run("replay", "T-2", "--at", at, "--json").output) == {"taskId": "T-2", "i": 1}
+    assert run("replay", "T-2", "--at", "yesterday").exit_code == 2
+
+
+def test_ingest_bad_input_writes_nothing(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    good = write(tmp_path / "good.json", {"taskId": "T-3", "a": 1})
+    broken = tmp_path / "broken.json"
+    broken.write_text('{\n  "taskId": "T-3",\n  "a": \n}\n')
+    r = run("ingest", "generic", str(good), str(broken))
+    assert r.exit_code == 1
+    assert f"{broken}: not valid JSON at line 4, column 1" in r.stderr
+    assert run("log", "T-3").exit_code == 1  # the good file before it was not written either
+    arr = write(tmp_path / "arr.json", [1, 2])
+    r = run("ingest", "friday", str(arr), "--stream", "x")
+    assert r.exit_code == 1 and "a friday state document is a JSON object, got array" in r.stderr
+    r = run("ingest", "nosuch", str(good))
+    assert r.exit_code == 1 and 'Unknown dialect "nosuch"' in r.stderr
+    bad_utf8 = tmp_path / "latin1.json"
+    bad_utf8.write_bytes(b'{"taskId": "caf\xe9"}')
+    r = run("ingest", "generic", str(bad_utf8))
+    assert r.exit_code == 1 and "not valid UTF-8 at byte 15" in r.stderr
+    nan = tmp_path / "nan.json"
+    nan.write_text('{"taskId": "T-9", "x": NaN}')
+    assert "NaN is not valid JSON" in run("ingest", "generic", str(nan)).stderr
+    # a snapshot of another task into an existing stream
+    assert run("ingest", "generic", str(good)).exit_code == 0
+    other = write(tmp_path / "other.json", {"taskId": "T-4", "a": 2})
+    r = run("ingest", "generic", str(other), "--stream", "T-3")
+    assert r.exit_code == 1 and 'the snapshot is for task "T-4" but stream "T-3" records task "T-3"' in r.stderr
+    nameless = write(tmp_path / "nameless.json", {"a": 1})
+    r = run("ingest", "generic", str(nameless))
+    assert r.exit_code == 1 and "names no task id; pass --stream ID" in r.stderr
+
+
+def test_validate_against_schema(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps({"type": "object", "required": ["taskId", "n"],
+                                  "properties": {"n": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}}}}))
+    f = write(tmp_path / "s.json", {"taskId": "T-5", "n": "one", "tags": ["a", 3]})
+    run("ingest", "generic", str(f))
+    r = run("replay", "T-5", "--validate", str(schema))
+    assert r.exit_code == 1
+    assert "$.n: 'one' is not of type 'integer'" in r.output
+    assert "$.tags[1]: 3 is not of type 'string'" in r.output
+
+
+def test_friday_real_history_replays_exactly(run, corpus: Path) -> None:  # type: ignore[no-untyped-def]
+    history = sorted((corpus / "friday" / "history").glob("*.friday-state.json"))
+    assert len(history) == 9
+    r = run("ingest", "friday", *map(str, history), "--stream", "friday:temper-ai", "--json")
+    assert r.exit_code == 0, r.output
+    versions = [json.loads(x)["version"] for x in r.output.splitlines()]
+    assert len(versions) == 9 and versions == sorted(versions)
+    for v, f in zip(versions, history):
+        assert documents.same(json.loads(run("replay", "friday:temper-ai", "--upto", str(v), "--json").output),
+                              json.loads(f.read_text()))
+        assert run("replay", "friday:temper-ai", "--upto", str(v), "--raw").stdout_bytes == f.read_bytes()
+    log = run("log", "friday:temper-ai").output
+    assert "friday.status_changed" in log and "risk-score-mismatch" in log
+    r = run("replay", "friday:temper-ai", "--check")
+    assert r.exit_code == 1 and "status-not-in-enum" in r.output
+
+
+def test_replay_uses_snapshots(store: EventStore, tmp_path: Path) -> None:
+    from eventstore.ingest import Ingestor
+    from eventstore.dialects.base import Snapshot
+
+    ing = Ingestor(store, get_dialect("generic"))
+    for i in range(rp.SNAPSHOT_EVERY + 50):
+        ing.ingest(Snapshot(doc={"taskId": "LONG", "i": i, "log": list(range(i % 7))}))
+    full = rp.replay(store, "LONG", use_snapshots=False)
+    first = rp.replay(store, "LONG")  # folds everything, then stores a snapshot
+    from eventstore import snapshots
+
+    assert snapshots.latest(store, "LONG", "replay") is not None
+    second = rp.replay(store, "LONG")
+    assert documents.same(first.doc, full.doc) and documents.same(second.doc, full.doc)
+    mid = rp.replay(store, "LONG", upto_version=10)
+    assert mid.doc["i"] == 9
+
+
+def test_git_history_ingest(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@e"}
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    for i in range(3):
+        write(repo / "state.json", {"taskId": "G-1", "step": i})
+        subprocess.run(["git", "-C", str(repo), "add", "state.json"], check=True, env=env)
+        subprocess.run(["git", "-C", str(repo), "commit", "-qm", f"step {i}"], check=True, env=env)
+    r = run("ingest", "generic", "--git", f"{repo}:state.json", "--json")
+    assert [json.loads(x)["version"] for x in r.output.splitlines()] == [1, 2, 3]
+    events = [json.loads(x) for x in run("log", "G-1", "--json").output.splitlines()]
+    assert all(len(e["meta"]["source"]["git"]["commit"]) == 40 for e in events)
+    assert json.loads(run("replay", "G-1", "--json").output) == {"taskId": "G-1", "step": 2}
+
+
+def test_watch_follows_atomic_and_in_place_writes(sqlite_url: str, tmp_path: Path) -> None:
+    from eventstore import migrate
+    from eventstore.db import make_engine
+
+    migrate.upgrade(make_engine(sqlite_url))
+    state = write(tmp_path / "state.json", {"taskId": "W-1", "n": 0})
+    exe = Path(sys.executable).parent / "evstore"
+    proc = subprocess.Popen([str(exe), "--url", sqlite_url, "watch", "generic", str(state), "--interval", "0.05", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)
+        tmp = tmp_path / "state.json.tmp"
+        write(tmp, {"taskId": "W-1", "n": 1})
+        os.replace(tmp, state)  # atomic rename
+        time.sleep(0.5)
+        with state.open("w") as fh:  # in-place write
+            fh.write(json.dumps({"taskId": "W-1", "n": 2}))
+        time.sleep(0.5)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    assert "stopped" in err
+    assert [json.loads(x)["version"] for x in out.splitlines()] == [1, 2, 3]
+    with EventStore(sqlite_url) as s:
+        assert rp.replay(s, "W-1").doc == {"taskId": "W-1", "n": 2}
