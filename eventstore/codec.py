@@ -28,9 +28,53 @@ def decode(data: bytes) -> Any:
     return _dec.decode(data)
 
 
+_PLAIN = (str, int, bool, type(None))
+
+
+def _fast_ok(node: Any, depth: int, limit: int) -> bool:
+    """True if ``node`` is plain JSON within ``limit``; False means "look closer"."""
+    if depth >= limit:
+        return False
+    if type(node) is dict:
+        for k, v in node.items():
+            if type(k) is not str:
+                return False
+            t = type(v)
+            if t is str or t is int or t is bool or v is None:
+                continue
+            if t is float:
+                if v - v != 0.0:  # NaN or +-Infinity
+                    return False
+            elif t is dict or t is list:
+                if not _fast_ok(v, depth + 1, limit):
+                    return False
+            else:
+                return False
+        return True
+    for v in node:
+        t = type(v)
+        if t is str or t is int or t is bool or v is None:
+            continue
+        if t is float:
+            if v - v != 0.0:
+                return False
+        elif t is dict or t is list:
+            if not _fast_ok(v, depth + 1, limit):
+                return False
+        else:
+            return False
+    return True
+
+
 def check_value(value: Any, where: str, *, max_depth: int | None = None) -> None:
     """Reject NaN/Infinity, non-JSON types and nesting deeper than ``max_depth``."""
     limit = config.MAX_DEPTH if max_depth is None else max_depth
+    t = type(value)
+    if t in _PLAIN or (t is float and value - value == 0.0):
+        return
+    if (t is dict or t is list) and _fast_ok(value, 0, limit):
+        return
+    # Slow path, only for bad input: find the first offending place and name its JSON path.
     stack: list[tuple[Any, str, int]] = [(value, "$", 0)]
     while stack:
         node, path, depth = stack.pop()
@@ -41,18 +85,16 @@ def check_value(value: Any, where: str, *, max_depth: int | None = None) -> None
             for k, v in node.items():
                 if type(k) is not str:
                     raise InvalidEvent(f"{where}: object key {k!r} at {path} is not a string.")
-                if type(v) in (dict, list, float) or v.__class__ not in (str, int, bool, type(None)):
-                    stack.append((v, f"{path}.{k}", depth + 1))
+                stack.append((v, f"{path}.{k}", depth + 1))
         elif t is list:
             if depth >= limit:
                 raise InvalidEvent(f"{where}: nesting deeper than {limit} levels at {path}.")
             for i, v in enumerate(node):
-                if type(v) in (dict, list, float) or v.__class__ not in (str, int, bool, type(None)):
-                    stack.append((v, f"{path}[{i}]", depth + 1))
+                stack.append((v, f"{path}[{i}]", depth + 1))
         elif t is float:
             if not math.isfinite(node):
                 raise InvalidEvent(f"{where}: {node!r} at {path} is not valid JSON (NaN/Infinity).")
-        elif t not in (str, int, bool, type(None)):
+        elif t not in _PLAIN:
             raise InvalidEvent(f"{where}: {t.__name__} at {path} is not a JSON value.")
 
 

@@ -20,6 +20,7 @@ engine, pooling and the schema; the per-row work stays at driver speed (see benc
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -46,6 +47,15 @@ ANY: Literal["any"] = "any"
 NO_STREAM: Literal["no stream"] = "no stream"
 _EMPTY_META = b"{}"
 _EMPTY_META_SHA = chain.digest(_EMPTY_META)
+
+
+def new_event_id() -> str:
+    """A random (version 4) UUID string; 4x cheaper than ``str(uuid.uuid4())``."""
+    b = bytearray(os.urandom(16))
+    b[6] = (b[6] & 0x0F) | 0x40
+    b[8] = (b[8] & 0x3F) | 0x80
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def utcnow() -> str:
@@ -93,7 +103,7 @@ class NewEvent:
             self.meta = _EMPTY_META
         self._client_id = event_id is not None
         if event_id is None:
-            self.event_id = str(uuid.uuid4())
+            self.event_id = new_event_id()
         else:
             try:
                 self.event_id = str(uuid.UUID(str(event_id)))

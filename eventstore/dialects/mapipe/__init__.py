@@ -143,7 +143,7 @@ def _summary(e: Event) -> str | None:  # noqa: C901 - one line per event type
     if isinstance(e, ev.RunStatusChanged):
         parts = [f"status {e.status}" if e.status is not UNSET else "status unchanged"]
         if e.haltReason is not UNSET:
-            parts.append(f"haltReason={e.haltReason}")
+            parts.append("haltReason cleared" if e.haltReason is None else f"haltReason={e.haltReason}")
         if e.abandonedBy is not UNSET:
             parts.append(f"abandonedBy={e.abandonedBy}")
         return ", ".join(parts)

@@ -85,9 +85,7 @@ def _decodable(event: Event) -> bool:
     try:
         data = encode_event(event)
         return encode_event(decode_event(event.event_type(), type(event).schema_version, data)) == data
-    except (msgspec.ValidationError, msgspec.EncodeError, TypeError, ValueError, OverflowError):
-        return False
-    except Exception:  # InvalidEvent and friends: not representable, leave it to the residual
+    except Exception:  # InvalidEvent, EncodeError, OverflowError: leave the value to the residual
         return False
 
 
@@ -135,12 +133,19 @@ def derive_events(prev: JSON, nxt: JSON) -> list[Event]:
         if event is not None and _decodable(event):
             ordered.append((order, len(ordered), event))
 
+    # Derivation order is narrative order (what happened, then the run status it led to) ...
     _derive_setters(prev, nxt, add)
     _derive_phases(prev, nxt, add)
     _derive_reviews(prev, nxt, add)
     _derive_gates(prev, nxt, add)
     _derive_breaker(prev, nxt, add)
-    ordered.sort(key=lambda t: (t[0], t[1]))
+    _derive_status(prev, nxt, add)
+    # ... except that events adding new top-level keys must apply in the keys' order in ``nxt``
+    # (a new member goes last); only those events are permuted, among their own slots.
+    slots = [i for i, (order, _, _) in enumerate(ordered) if order >= 0]
+    adding = sorted((ordered[i] for i in slots), key=lambda t: (t[0], t[1]))
+    for slot, item in zip(slots, adding):
+        ordered[slot] = item
     return [e for _, _, e in ordered]
 
 
@@ -173,13 +178,18 @@ def _derive_setters(prev: dict[str, Any], nxt: dict[str, Any], add: Any) -> None
     if nxt.get("worktreeRemovedAt") is not None:
         keys = list(ev.WorktreeRemoved.OWNS)
         add(_order(nxt, prev, keys), _setter(ev.WorktreeRemoved, prev, nxt, keys))
-    for cls in (ev.RunStatusChanged, ev.RunFinished, ev.MaturityAssessed, ev.MaturityFollowupAsked,
+    for cls in (ev.MaturityAssessed, ev.MaturityFollowupAsked,
                 ev.BaselineCaptured, ev.ResearchPassRecorded, ev.PlanCritiqueRecorded, ev.DiffRiskScored,
                 ev.VerificationFailed, ev.PrPublished, ev.CommitRecorded):
         keys = list(getattr(cls, "OWNS"))
-        if cls is ev.RunFinished and nxt.get("finishedAt") is None:
-            continue
         add(_order(nxt, prev, keys), _setter(cls, prev, nxt, keys))
+
+
+def _derive_status(prev: dict[str, Any], nxt: dict[str, Any], add: Any) -> None:
+    keys = list(ev.RunStatusChanged.OWNS)
+    add(_order(nxt, prev, keys), _setter(ev.RunStatusChanged, prev, nxt, keys))
+    if nxt.get("finishedAt") is not None:  # a null finishedAt is bookkeeping, not a finish
+        add(_order(nxt, prev, ["finishedAt"]), _setter(ev.RunFinished, prev, nxt, ["finishedAt"]))
 
 
 def _derive_phases(prev: dict[str, Any], nxt: dict[str, Any], add: Any) -> None:

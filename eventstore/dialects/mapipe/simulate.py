@@ -58,7 +58,7 @@ class _Issue:
     severity: str
     file: str
     issue: str
-    cycles: int = 0  # rework cycles it survived while in the mandate
+    fix_rate: float = 0.8  # chance one rework cycle fixes it; stubborn issues trip the breaker
 
     def finding(self, **extra: Any) -> dict[str, Any]:
         return {"fingerprint": self.fingerprint, "severity": self.severity, "file": self.file,
@@ -337,7 +337,8 @@ def _review(run: _Run) -> bool:
                            "signals": sorted(rng.sample(["security_path", "migration", "public_api", "no_test_change"],
                                                         rng.randint(0, 2)))}
     run.emit()
-    pool = [_Issue(_hex(rng, 48), rng.choice(SEVERITIES[:2]), rng.choice(files or FILES), rng.choice(ISSUES))
+    pool = [_Issue(_hex(rng, 48), "blocking" if rng.random() < 0.3 else "important", rng.choice(files or FILES),
+                   rng.choice(ISSUES), fix_rate=0.15 if rng.random() < 0.12 else 0.85)
             for _ in range(rng.randint(2, 5))]
     max_iterations = rng.choice((2, 3, 3, 4, 4))
     mandate: list[_Issue] = []
@@ -387,8 +388,8 @@ def _review(run: _Run) -> bool:
             prev_fps = {m.fingerprint for m in mandate}
             cur_fps = {c.fingerprint for c in current}
             still = [c for c in current if c.fingerprint in prev_fps]
-            for c in still:
-                cycles[c.fingerprint] = cycles.get(c.fingerprint, 0) + 1
+            # recurrence counts *consecutive* rework cycles survived: a gap resets it.
+            cycles = {c.fingerprint: cycles.get(c.fingerprint, 0) + 1 for c in still}
             still_fps = sorted(c.fingerprint for c in still)
             plateau = bool(still_fps) and previous_still == still_fps
             tripped = autopilot and any(cycles[c.fingerprint] >= 2 for c in still)
@@ -422,8 +423,9 @@ def _review(run: _Run) -> bool:
         if autopilot:
             run.tick(0.2, 1)
             kept = [{"fingerprint": c.fingerprint, "basis": "corroborated"} for c in current if c.severity == "blocking"]
-            entry["reviewDecision"] = {"verdict": "pass" if not must_fix else rng.choice(("pass", "rebuttal-round")),
-                                       "approved": not must_fix, "kept": kept, "downgraded": []}
+            approved = decision == "accept"
+            entry["reviewDecision"] = {"verdict": "pass" if approved else rng.choice(("pass", "rebuttal-round")),
+                                       "approved": approved, "kept": kept, "downgraded": []}
             run.emit()
         if decision == "accept":
             break
@@ -434,7 +436,7 @@ def _review(run: _Run) -> bool:
             return False
         # Rework: each mandate finding is fixed with some probability; new issues may appear.
         mandate = current
-        pool = [iss for iss in pool if not (iss in current and rng.random() < 0.75)]
+        pool = [iss for iss in pool if not (iss in current and rng.random() < iss.fix_rate)]
         if rng.random() < 0.3:
             pool.append(_Issue(_hex(rng, 48), "important", rng.choice(files or FILES), rng.choice(ISSUES)))
         run.tick(10, 40)
@@ -462,7 +464,7 @@ def _deliver(run: _Run) -> bool:
     run.doc["commit"] = {"sha": sha, "message": f"{run.run_id}: {run.doc.get('title') or 'change'}"}
     run.emit()
     run.gate("evidence-gate/test", "pass", suite="npm test")
-    if run.doc["autopilot"] and rng.random() < 0.08:
+    if run.doc["autopilot"] and rng.random() < 0.12:
         run.tick(0.5, 3)
         run.doc["verificationFailed"] = {"gate": "publish/ci", "reason": "required check lint failed",
                                          "at": run.now()}
