@@ -95,18 +95,16 @@ def _diff(a: JSON, b: JSON, path: str, ops: list[dict[str, Any]]) -> None:
 
 
 def _diff_object(a: dict[str, Any], b: dict[str, Any], path: str, ops: list[dict[str, Any]]) -> None:
-    for k in a:
-        if k not in b:
-            ops.append({"op": "remove", "path": path + "/" + escape(k)})
-    remaining = [k for k in a if k in b]
+    for key in a:
+        if key not in b:
+            ops.append({"op": "remove", "path": path + "/" + escape(key)})
+    remaining = [key for key in a if key in b]
     bkeys = list(b)
     # Longest prefix of b's order that the kept members of a already have, in order;
     # members of a after it are moved to the end (in b's order), new members appended.
     k = 0
-    ai = 0
-    while k < len(bkeys) and ai < len(remaining) and remaining[ai] == bkeys[k]:
+    while k < len(bkeys) and k < len(remaining) and remaining[k] == bkeys[k]:
         k += 1
-        ai += 1
     in_place = set(bkeys[:k])
     for key in bkeys[:k]:
         _diff(a[key], b[key], path + "/" + escape(key), ops)

@@ -109,10 +109,12 @@ def decode_event(event_type: str, schema_version: int, data: bytes) -> Event:
                 if up is None:
                     raise InvalidEvent(f'No upcaster for "{event_type}" v{v} -> v{v + 1}.')
                 raw = up(raw)
-            return msgspec.convert(raw, cls)
+            event: Event = msgspec.convert(raw, cls)
+            return event
         dec = _decoders.get(cls)
         if dec is None:
             dec = _decoders[cls] = msgspec.json.Decoder(cls)
-        return dec.decode(data)
+        decoded: Event = dec.decode(data)
+        return decoded
     except msgspec.ValidationError as exc:
         raise InvalidEvent(f'Stored "{event_type}" event does not match its Struct: {exc}') from exc

@@ -45,7 +45,8 @@ def render(doc: Any, fmt: dict[str, Any]) -> bytes:
     """Serialise ``doc`` with a recorded format (the inverse of :func:`detect_format`)."""
     seps = (",", ":") if fmt.get("compact") else None
     text = json.dumps(doc, indent=fmt.get("indent"), ensure_ascii=fmt.get("ensure_ascii", False), separators=seps)
-    return (text + fmt.get("newline", "")).encode("utf-8")
+    newline: str = fmt.get("newline", "")
+    return (text + newline).encode("utf-8")
 
 
 def detect_format(doc: Any, raw: bytes) -> dict[str, Any] | None:
@@ -72,7 +73,7 @@ def raw_record(doc: Any, raw: bytes | None) -> dict[str, Any] | None:
 
 def raw_bytes(doc: Any, rec: dict[str, Any]) -> bytes:
     if "raw_zlib_b64" in rec:
-        return zlib.decompress(base64.b64decode(rec["raw_zlib_b64"]))
+        return bytes(zlib.decompress(base64.b64decode(rec["raw_zlib_b64"])))
     return render(doc, rec["format"])
 
 

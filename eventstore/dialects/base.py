@@ -43,13 +43,13 @@ JSON = Any
 # ------------------------------------------------------------------ document events
 
 
-class DocumentObserved(Event, tag="document.observed"):
+class DocumentObserved(Event, frozen=True, tag="document.observed"):
     """The first full snapshot of a stream (or a reset to a new document)."""
 
     doc: Any
 
 
-class DocumentPatched(Event, tag="document.patched"):
+class DocumentPatched(Event, frozen=True, tag="document.patched"):
     """RFC 6902 operations for whatever no domain event explains."""
 
     ops: list[dict[str, Any]]
