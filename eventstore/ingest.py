@@ -77,6 +77,10 @@ def raw_bytes(doc: Any, rec: dict[str, Any]) -> bytes:
     return render(doc, rec["format"])
 
 
+def _where(snap: Snapshot, default: str = "snapshot") -> str:
+    return str(snap.source.get("file") or snap.source.get("dir") or default)
+
+
 @dataclass
 class IngestResult:
     file: str | None
@@ -117,12 +121,12 @@ class Ingestor:
     def stream_for(self, snap: Snapshot) -> str:
         sid = self.stream or snap.stream_hint or (self.dialect.stream_id(snap.doc) if snap.doc is not None else None)
         if not sid:
-            where = snap.source.get("file") or snap.source.get("dir") or "snapshot"
-            raise IngestError(f"{where}: the document names no task id; pass --stream ID.")
+            raise IngestError(f"{_where(snap)}: the document names no task id; pass --stream ID.")
         return sid
 
     def events_for(self, stream_id: str, prev: Any, snap: Snapshot) -> list[Event]:
-        where = snap.source.get("file") or snap.source.get("dir") or stream_id
+        where = _where(snap, stream_id)
+        self.dialect.check_identity(snap.doc, where)
         events = list(snap.events)
         if snap.doc is None:
             return events
@@ -182,7 +186,9 @@ def ingest(store: EventStore, dialect: Dialect, paths: Iterable[Path], *,
     for path in paths:  # read and parse everything first: a bad file writes nothing
         if not path.exists():
             raise IngestError(f"{path}: no such file or directory.")
-        loaded.extend(dialect.load(path))
+        for snap in dialect.load(path):
+            dialect.check_identity(snap.doc, _where(snap))
+            loaded.append(snap)
     for snap in loaded:
         if snap.occurred_at is None and "file" in snap.source:
             try:

@@ -107,6 +107,23 @@ class Dialect:
     description: ClassVar[str] = ""
     #: Whether snapshots must be JSON objects (every orchestrator's state file is one).
     requires_object: ClassVar[bool] = True
+    #: Top-level keys every document of this dialect has; a snapshot without them is refused
+    #: (wrong dialect or not a state file).  Everything else out of spec is only a finding.
+    identity_keys: ClassVar[tuple[str, ...]] = ()
+
+    def check_identity(self, doc: JSON, where: str) -> None:
+        """Raise IngestError if ``doc`` cannot be this dialect's document."""
+        if doc is None:
+            return
+        if self.requires_object and type(doc) is not dict:
+            from eventstore.codec import json_type
+
+            raise IngestError(f"{where}: a {self.name} state document is a JSON object, got {json_type(doc)}.")
+        missing = [k for k in self.identity_keys if k not in doc]
+        if missing:
+            names = ", ".join(f'"{k}"' for k in missing)
+            raise IngestError(f"{where}: not a {self.name} document: required field(s) {names} missing "
+                              "(wrong dialect?). Nothing was written.")
 
     # -- the lens ---------------------------------------------------------------
 
@@ -161,10 +178,7 @@ class Dialect:
             return
         raw = path.read_bytes()
         doc = parse_json_document(raw, str(path))
-        if self.requires_object and type(doc) is not dict:
-            from eventstore.codec import json_type
-
-            raise IngestError(f"{path}: a {self.name} state document is a JSON object, got {json_type(doc)}.")
+        self.check_identity(doc, str(path))
         yield Snapshot(doc=doc, raw=raw, source={"file": str(path)})
 
     def stream_id(self, doc: JSON) -> str | None:

@@ -44,6 +44,7 @@ JSON = Any
 
 class EnvelopeDialect(Dialect):
     name = "envelope"
+    identity_keys = ("state",)
     catalog = CATALOG
     description = "agentic-workflow machine envelopes and turn transcripts (one envelope per turn)"
 

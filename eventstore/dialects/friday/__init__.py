@@ -44,6 +44,7 @@ def _short(value: Any, limit: int = 70) -> str:
 
 class FridayDialect(Dialect):
     name = "friday"
+    identity_keys = ("status",)
     description = "TemperAI FRIDAY orchestrator state (.temper/friday-state.json)"
     catalog = ev.CATALOG
 

@@ -34,6 +34,7 @@ from eventstore.events import Event
 
 class MapipeDialect(Dialect):
     name = "mapipe"
+    identity_keys = ("schemaVersion", "taskId")
     description = "multi-agent-pipeline agent-state.json (schemaVersion 2.0.0-2.2.0)"
     catalog = ev.CATALOG
 

@@ -1,0 +1,141 @@
+"""CLI: ``evstore query``, ``evstore metrics`` and ``evstore export`` (analytics over DuckDB)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from eventstore.cli import cli, open_store
+from eventstore.errors import EvstoreError
+
+_analytics_dir = click.option("--analytics-dir", type=click.Path(file_okay=False), default=None,
+                              envvar="EVSTORE_ANALYTICS_DIR",
+                              help="Where the Parquet tables live (default: <store dir>/analytics).")
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, (dt.datetime, dt.date, dt.time)):
+        return v.isoformat()
+    if isinstance(v, decimal.Decimal):
+        return float(v)
+    if isinstance(v, (bytes, bytearray)):
+        return v.hex()
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    return v
+
+
+def _refresh(store: Any, directory: str | None) -> None:
+    from projections.analytics import refresh
+
+    result = refresh(store, directory)
+    if result.events:
+        click.echo(f"analytics: {result.events} new events applied (checkpoint {result.position})", err=True)
+
+
+@cli.command("query")
+@click.argument("sql")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of objects.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV with a header row.")
+@click.option("--no-refresh", is_flag=True, help="Query the tables as they are (skip catching up first).")
+@_analytics_dir
+@click.pass_context
+def query_cmd(ctx: click.Context, sql: str, as_json: bool, as_csv: bool, no_refresh: bool,
+              analytics_dir: str | None) -> None:
+    """Run DuckDB SQL over the analytics views (runs, phases, review_findings, review_deltas, gates, ...)."""
+    from projections.analytics import analytics_dir as where
+    from projections.analytics import connect, query
+    from projections.report import rows_csv, table_text
+
+    if as_json and as_csv:
+        raise click.UsageError("--json and --csv are exclusive.")
+    store = open_store(ctx)
+    if not no_refresh:
+        _refresh(store, analytics_dir)
+    con = connect(where(store, analytics_dir))
+    try:
+        columns, rows = query(con, sql)
+    finally:
+        con.close()
+    if as_json:
+        click.echo(json.dumps([_jsonable(dict(zip(columns, r, strict=True))) for r in rows], ensure_ascii=False))
+    elif as_csv:
+        click.echo(rows_csv(columns, [[_jsonable(v) for v in r] for r in rows]), nl=False)
+    elif columns:
+        click.echo(table_text(columns, [dict(zip(columns, (_jsonable(v) for v in r), strict=True)) for r in rows],
+                              max_width=80))
+        click.echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''})", err=True)
+
+
+@cli.command("metrics")
+@click.argument("task", required=False)
+@click.option("--project", default=None, help="Only runs of this project.")
+@click.option("--dialect", default=None, help="Only runs of this dialect.")
+@click.option("--since", default=None, metavar="ISO", help="Only runs active since this date/time (UTC if no zone).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "html"]), default="table",
+              show_default=True, help="Output format (html: one self-contained file with charts).")
+@click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
+              help="Write to this file instead of stdout.")
+@click.option("--no-refresh", is_flag=True, help="Use the tables as they are (skip catching up first).")
+@_analytics_dir
+@click.pass_context
+def metrics_cmd(ctx: click.Context, task: str | None, project: str | None, dialect: str | None, since: str | None,
+                fmt: str, out: str | None, no_refresh: bool, analytics_dir: str | None) -> None:
+    """Cross-run metrics (reviewer acceptance, review deltas, gates, breaker trips, phases, ...),
+    or with TASK the same for one run (its timeline, iterations and deltas)."""
+    from projections.analytics import analytics_dir as where
+    from projections.analytics import connect
+    from projections.metrics import Scope, cross_run_report, run_report
+    from projections.report import render
+
+    store = open_store(ctx)
+    if not no_refresh:
+        _refresh(store, analytics_dir)
+    con = connect(where(store, analytics_dir))
+    try:
+        if task:
+            from projections.replay import resolve
+
+            report = run_report(con, resolve(store, task))
+        else:
+            report = cross_run_report(con, Scope(project=project, dialect=dialect, since=since))
+    finally:
+        con.close()
+    text = render(report, fmt)
+    if out:
+        Path(out).write_text(text, encoding="utf-8")
+        click.echo(f"wrote {out}", err=True)
+    else:
+        if fmt == "html" and sys.stdout.isatty():
+            raise EvstoreError("--format html writes a whole HTML file; pass --out FILE (or redirect stdout).")
+        click.echo(text, nl=False)
+
+
+@cli.command("export")
+@click.option("--parquet", "parquet_dir", type=click.Path(file_okay=False), default=None,
+              help="Write log.parquet and one Parquet file per analytics table/view into this directory.")
+@click.option("--jsonl", "jsonl_file", type=click.Path(dir_okay=False, allow_dash=True), default=None,
+              help="Write every event as one JSON object per line to this file ('-': stdout).")
+@_analytics_dir
+@click.pass_context
+def export_cmd(ctx: click.Context, parquet_dir: str | None, jsonl_file: str | None, analytics_dir: str | None) -> None:
+    """Export the events and the analytics tables for other tools."""
+    from projections.analytics import export_jsonl, export_parquet
+
+    if not parquet_dir and not jsonl_file:
+        raise click.UsageError("pass --parquet DIR and/or --jsonl FILE.")
+    store = open_store(ctx)
+    if parquet_dir:
+        counts = export_parquet(store, parquet_dir, analytics_dir)
+        click.echo(f"wrote {len(counts)} Parquet files to {parquet_dir} ({counts['log']} events)", err=True)
+    if jsonl_file:
+        n = export_jsonl(store, sys.stdout if jsonl_file == "-" else jsonl_file)
+        click.echo(f"wrote {n} events to {jsonl_file}", err=True)

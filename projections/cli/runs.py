@@ -1,0 +1,219 @@
+"""CLI: ``evstore runs``, ``evstore demo`` and ``evstore projections status|rebuild|run``."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+
+from eventstore.cli import cli, open_store
+
+
+def _stderr_console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def _stdout_console() -> Any:
+    from rich.console import Console
+
+    # Tables are for people; when stdout is not a terminal (a pager, a file) do not squeeze them.
+    probe = Console(file=sys.stdout)
+    return Console(file=sys.stdout, width=probe.width if probe.is_terminal else 240)
+
+
+@contextmanager
+def progress_bar(label: str, *, enabled: bool = True) -> Iterator[Callable[[int, int], None]]:
+    """A rich progress bar on stderr; yields ``update(done, total)``."""
+    if not enabled:
+        yield lambda done, total: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=_stderr_console(), transient=False) as bar:
+        task = bar.add_task(label, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+def _open_indexed(ctx: click.Context, url: str | None = None) -> Any:
+    from projections.runs import IndexedEventStore
+
+    obj = ctx.find_root().obj
+    return IndexedEventStore(url or obj.get("url"), synchronous=obj.get("synchronous"))
+
+
+# ---------------------------------------------------------------- runs
+
+
+@cli.command("runs")
+@click.option("--dialect", default=None, help="Only runs of this dialect.")
+@click.option("--project", default=None, help="Only runs of this project.")
+@click.option("--status", default=None, help="Only runs with this status.")
+@click.option("--since", default=None, metavar="ISO", help="Only runs active since this date/time (UTC if no zone).")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many runs.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+@click.pass_context
+def runs_cmd(ctx: click.Context, dialect: str | None, project: str | None, status: str | None, since: str | None,
+             limit: int | None, as_json: bool) -> None:
+    """List runs (one per stream), newest activity first."""
+    from projections.runs import list_runs
+
+    store = open_store(ctx)
+    rows = list_runs(store, dialect=dialect, project=project, status=status, since=since, limit=limit)
+    if as_json:
+        click.echo(json.dumps([r.to_dict() for r in rows], ensure_ascii=False))
+        return
+    if not rows:
+        click.echo("no runs match" if (dialect or project or status or since) else
+                   "no runs yet; try `evstore demo` or `evstore ingest`", err=True)
+        return
+    from rich.table import Table
+
+    table = Table(show_lines=False)
+    for col in ("stream", "dialect", "project", "task", "title", "status", "phase", "started", "last event",
+                "events", "findings"):
+        table.add_column(col, no_wrap=True, overflow="ellipsis",
+                         justify="right" if col in ("events", "findings") else "left",
+                         max_width=40 if col in ("title", "project") else None)
+    for r in rows:
+        table.add_row(r.stream_id, r.dialect or "", r.project or "", r.task_id or "", r.title or "",
+                      r.status or "", r.phase or "", (r.started_at or "")[:19], (r.last_event_at or "")[:19],
+                      str(r.events), "" if r.findings is None else str(r.findings))
+    _stdout_console().print(table)
+
+
+# ---------------------------------------------------------------- demo
+
+
+@cli.command("demo")
+@click.option("--runs", "n_runs", type=click.IntRange(min=1), default=40, show_default=True,
+              help="How many runs to simulate.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Same seed + fresh store = same runs.")
+@click.option("--url", default=None, metavar="URL", help="Database URL (overrides the global --url).")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Simulation processes (default: all cores for 200+ runs).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.pass_context
+def demo_cmd(ctx: click.Context, n_runs: int, seed: int, url: str | None, workers: int | None, as_json: bool) -> None:
+    """Create the store if needed and fill it with a realistic simulated portfolio."""
+    from eventstore import migrate
+    from eventstore.store import EventStore
+    from projections.demo import run_demo
+
+    obj = ctx.find_root().obj
+    target = url or obj.get("url")
+    bootstrap = EventStore(target, check_schema=False)
+    try:
+        migrate.upgrade(bootstrap.engine)
+    finally:
+        bootstrap.close()
+    store = _open_indexed(ctx, target)
+    try:
+        with progress_bar(f"simulating {n_runs} runs") as update:
+            summary = run_demo(store, runs=n_runs, seed=seed, workers=workers, progress=update)
+        where = store.engine.url.render_as_string(hide_password=True)
+    finally:
+        store.close()
+    if as_json:
+        click.echo(json.dumps({**summary.to_dict(), "url": where}))
+        return
+    from rich.table import Table
+
+    out = _stdout_console()
+    table = Table(title=f"{summary.runs} runs (demo-{summary.first_run:05d} …) in {where}")
+    table.add_column("dialect")
+    table.add_column("status")
+    table.add_column("runs", justify="right")
+    for (d, s), n in sorted(summary.by_status.items()):
+        table.add_row(d, s, str(n))
+    out.print(table)
+    click.echo(f"{summary.events} events written in {summary.seconds:.1f} s "
+               f"({summary.events_per_second:,.0f} events/s)")
+    task = summary.example_task or "<task-id>"
+    url_opt = f" --url {url}" if url else ""
+    click.echo("\nNext, try:")
+    for cmd in ("runs", f"replay {task}", f"log {task}", "verify"):
+        click.echo(f"  evstore{url_opt} {cmd}")
+
+
+# ---------------------------------------------------------------- projections
+
+
+@cli.group("projections")
+def projections_group() -> None:
+    """Projection status, rebuilds and the async runner."""
+
+
+@projections_group.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+@click.pass_context
+def projections_status(ctx: click.Context, as_json: bool) -> None:
+    """Name, version, checkpoint, lag (events behind) and last run of every projection."""
+    from projections.engine import ProjectionRunner
+
+    store = open_store(ctx)
+    with ProjectionRunner(store) as runner:
+        rows = runner.status()
+    if as_json:
+        click.echo(json.dumps([r.to_dict() for r in rows]))
+        return
+    from rich.table import Table
+
+    table = Table()
+    for col in ("name", "mode", "version", "checkpoint", "lag", "last run"):
+        table.add_column(col, justify="right" if col in ("version", "checkpoint", "lag") else "left")
+    for r in rows:
+        version = str(r.version) if r.stored_version in (None, r.version) else f"{r.stored_version} → {r.version}"
+        table.add_row(r.name, "inline" if r.inline else "async", version, str(r.position), str(r.lag),
+                      r.updated_at or "never")
+    _stdout_console().print(table)
+
+
+@projections_group.command("rebuild")
+@click.argument("name", required=False)
+@click.pass_context
+def projections_rebuild(ctx: click.Context, name: str | None) -> None:
+    """Drop and rebuild NAME (default: every projection) from the first event."""
+    from projections.engine import ProjectionRunner, get_projection, registered
+
+    store = open_store(ctx)
+    projs = [get_projection(name)] if name else registered()
+    with ProjectionRunner(store) as runner:
+        for p in projs:
+            with progress_bar(f"rebuilding {p.name}") as update:
+                n = runner.rebuild(p, progress=update)
+            click.echo(f"{p.name}: rebuilt from {n} events (version {p.version})")
+
+
+@projections_group.command("run")
+@click.option("--follow", is_flag=True, help="Keep running, applying new events as they arrive.")
+@click.option("--poll", type=float, default=0.5, show_default=True, help="Seconds between polls with --follow.")
+@click.pass_context
+def projections_run(ctx: click.Context, follow: bool, poll: float) -> None:
+    """Catch every projection up to the end of the log (and keep following)."""
+    from projections.engine import ProjectionRunner, registered
+
+    store = open_store(ctx)
+    stop = threading.Event()
+    with ProjectionRunner(store) as runner:
+        projs = registered()
+        if follow:
+            click.echo(f"following {len(projs)} projections; Ctrl-C to stop", err=True)
+        try:
+            applied = runner.run(projs, follow=follow, poll_interval=poll, stop=stop)
+        except KeyboardInterrupt:
+            stop.set()
+            return
+    for name, n in applied.items():
+        click.echo(f"{name}: applied {n} events")

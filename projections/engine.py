@@ -1,0 +1,450 @@
+"""Projections: named, versioned views over the log, kept by a checkpointed runner.
+
+A :class:`Projection` declares a ``name``, a ``version``, the ``event_types`` it handles
+(``None``: every event) and its tables (``proj_*``, in a ``MetaData`` of its own: projection
+tables are rebuildable data, not owned by Alembic).  ``apply(cur, backend, events)`` folds a
+batch of :class:`~eventstore.store.RecordedEvent` into those tables through a DBAPI cursor.
+
+Two lifecycles (Marten's vocabulary):
+
+* **inline** (``inline = True``): :func:`attach` registers the projection on a store with
+  ``EventStore.add_inline``; it runs inside every append transaction, so its rows commit
+  atomically with the events.  If events were appended by a store it was not attached to, the
+  handler first applies the gap (from its checkpoint) in the same transaction.
+* **async**: :class:`ProjectionRunner` reads the log after the projection's checkpoint in
+  position order and applies one batch per transaction, writing rows *and* checkpoint in that
+  same transaction.  A crash (even SIGKILL) rolls back the batch; the next run resumes from the
+  committed checkpoint, so every event is applied exactly once.
+
+Bumping ``version`` rebuilds: the runner drops and recreates the tables and resets the
+checkpoint to 0 in one transaction, then catches up.
+
+Registry: projections are listed by name in :data:`REGISTRY`; add yours with
+:func:`register` (e.g. ``register(MyProjection())`` at import of your module, and add the
+module to :data:`PROJECTION_MODULES` so the CLI imports it).  ``evstore projections
+status|rebuild|run`` act on every registered projection.
+
+Example (an async projection counting events per type, :class:`EventCounts`)::
+
+    runner = ProjectionRunner(store)
+    runner.catch_up(EventCounts())       # applies every event after the checkpoint
+    runner.status()                       # [ProjectionStatus(name="event_counts", ...)]
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from sqlalchemy import BigInteger, Column, Integer, MetaData, String, Table
+from sqlalchemy.schema import CreateIndex, CreateTable
+
+from eventstore.backends import Backend
+from eventstore.errors import EvstoreError
+from eventstore.schema import NAMING
+from eventstore.store import EventStore, RecordedEvent, utcnow
+
+Progress = Callable[[int, int], None]  # (events applied so far, total events to apply)
+
+#: Modules that define and register projections; imported by :func:`registered`.
+PROJECTION_MODULES: list[str] = ["projections.runs", "projections.metrics", "projections.analytics"]
+
+REGISTRY: dict[str, Projection] = {}
+
+
+def register(projection: Projection) -> Projection:
+    """Add ``projection`` to the registry the CLI and :meth:`ProjectionRunner.run` use."""
+    if not projection.name.replace("_", "").isalnum():
+        raise ValueError(f"projection name must be alphanumeric/underscore, got {projection.name!r}")
+    REGISTRY[projection.name] = projection
+    return projection
+
+
+def registered() -> list[Projection]:
+    """Every registered projection (imports :data:`PROJECTION_MODULES` that exist)."""
+    for mod in PROJECTION_MODULES:
+        try:
+            importlib.import_module(mod)
+        except ModuleNotFoundError as exc:  # a layer that has not landed yet
+            if exc.name != mod:
+                raise
+    return list(REGISTRY.values())
+
+
+def get_projection(name: str) -> Projection:
+    projs = {p.name: p for p in registered()}
+    if name not in projs:
+        raise EvstoreError(f'No projection "{name}"; `evstore projections status` lists them.')
+    return projs[name]
+
+
+class Projection:
+    """Base class of every projection (see the module docstring)."""
+
+    name: ClassVar[str] = ""
+    version: ClassVar[int] = 1
+    event_types: ClassVar[tuple[str, ...] | None] = None
+    inline: ClassVar[bool] = False
+    metadata: ClassVar[MetaData] = MetaData()
+
+    def apply(self, cur: Any, backend: Backend, events: Sequence[RecordedEvent]) -> None:
+        """Fold ``events`` (in position order, already filtered by type) into the tables."""
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        """Forget in-memory caches (called before a rebuild and after a rolled-back batch)."""
+
+    def tables(self) -> list[Table]:
+        return list(self.metadata.sorted_tables)
+
+
+def record(row: Sequence[Any]) -> RecordedEvent:
+    """A RecordedEvent from a row of ``backend.sql_read_all`` (12 columns)."""
+    return RecordedEvent(row[0], row[1], row[2], row[3], row[4], row[5], bytes(row[6]), bytes(row[7]),
+                         row[8], row[9], bytes(row[10]), bytes(row[11]))
+
+
+def read_events(cur: Any, be: Backend, after: int, limit: int, types: Sequence[str] | None) -> list[RecordedEvent]:
+    """Events after ``after`` read through ``cur`` (inside the caller's transaction)."""
+    if types:
+        cur.execute(be.sql_read_all_types.format(types=", ".join([be.p] * len(types))), (after, *types, limit))
+    else:
+        cur.execute(be.sql_read_all, (after, limit))
+    return [record(r) for r in cur.fetchall()]
+
+
+# ---------------------------------------------------------------- checkpoints (DBAPI)
+
+
+def _claim_checkpoint(cur: Any, be: Backend, name: str) -> tuple[int, int] | None:
+    """(version, position), row-locked until commit: a second runner waits, then sees ours."""
+    p = be.p
+    cur.execute(f"UPDATE projection_checkpoints SET updated_at = {p} WHERE name = {p} RETURNING version, position",
+                (utcnow(), name))
+    row = cur.fetchone()
+    return None if row is None else (int(row[0]), int(row[1]))
+
+
+def _set_checkpoint(cur: Any, be: Backend, name: str, version: int, position: int) -> None:
+    p = be.p
+    cur.execute(f"UPDATE projection_checkpoints SET version = {p}, position = {p}, updated_at = {p} WHERE name = {p}",
+                (version, position, utcnow(), name))
+    if cur.rowcount == 0:
+        cur.execute(f"INSERT INTO projection_checkpoints (name, version, position, updated_at) "
+                    f"VALUES ({p}, {p}, {p}, {p})", (name, version, position, utcnow()))
+
+
+def _recreate_tables(cur: Any, be: Backend, projection: Projection) -> None:
+    dialect = be.engine.dialect
+    for table in reversed(projection.tables()):
+        cur.execute(f"DROP TABLE IF EXISTS {table.name}")
+    for table in projection.tables():
+        if not table.name.startswith("proj_"):
+            raise EvstoreError(f'Projection table "{table.name}" must be named proj_* (Alembic ignores only those).')
+        cur.execute(str(CreateTable(table).compile(dialect=dialect)))
+        for index in table.indexes:
+            cur.execute(str(CreateIndex(index).compile(dialect=dialect)))
+
+
+# ---------------------------------------------------------------- inline lifecycle
+
+
+class InlineHandler:
+    """``EventStore.add_inline`` handler: gap catch-up, apply, checkpoint, in the append txn."""
+
+    def __init__(self, projection: Projection) -> None:
+        self.projection = projection
+
+    def __call__(self, cur: Any, be: Backend, events: list[RecordedEvent]) -> None:
+        proj = self.projection
+        claimed = _claim_checkpoint(cur, be, proj.name)
+        if claimed is None or claimed[0] != proj.version:
+            # Not set up (or another version) on this database: leave it to the runner's rebuild
+            # rather than write rows whose history is incomplete.
+            return
+        first = events[0].position
+        pos = claimed[1]
+        while pos < first - 1:  # events appended without this projection attached
+            gap = [e for e in read_events(cur, be, pos, 5000, proj.event_types) if e.position < first]
+            if not gap:
+                break
+            proj.apply(cur, be, gap)
+            pos = gap[-1].position
+        types = proj.event_types
+        batch = events if types is None else [e for e in events if e.type in types]
+        if batch:
+            proj.apply(cur, be, batch)
+        _set_checkpoint(cur, be, proj.name, proj.version, events[-1].position)
+
+
+def attach(store: EventStore, projection: Projection) -> InlineHandler:
+    """Make ``projection`` inline on ``store`` (creates its tables on first use)."""
+    ProjectionRunner(store).ensure(projection)
+    handler = InlineHandler(projection)
+    store.add_inline(handler)
+    return handler
+
+
+# ---------------------------------------------------------------- the runner
+
+
+@dataclass(frozen=True)
+class ProjectionStatus:
+    name: str
+    version: int  # the code's version
+    stored_version: int | None  # the version the tables were built with (None: never run)
+    position: int  # checkpoint
+    lag: int  # events after the checkpoint that the projection handles
+    inline: bool
+    updated_at: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "stored_version": self.stored_version,
+                "checkpoint": self.position, "lag": self.lag, "mode": "inline" if self.inline else "async",
+                "last_run": self.updated_at}
+
+
+class ProjectionRunner:
+    """Applies projections batch by batch, rows and checkpoint in one transaction.
+
+    The runner holds its own DBAPI connection (separate from the store's reader connection) so
+    its write transactions never interleave with the store's reads.
+    """
+
+    def __init__(self, store: EventStore, *, batch_size: int = 5000) -> None:
+        self.store = store
+        self.be = store.backend
+        self.batch_size = batch_size
+        self._proxy: Any = None
+
+    def _conn(self) -> Any:
+        if self._proxy is None:
+            self._proxy = self.store.engine.raw_connection()
+        return self._proxy.driver_connection
+
+    def close(self) -> None:
+        if self._proxy is not None:
+            self._proxy.close()
+            self._proxy = None
+
+    def __enter__(self) -> ProjectionRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _begin(self, raw: Any, projection: Projection) -> None:
+        # Inline projections also take the append lock, so a concurrent append's inline handler
+        # cannot interleave with the runner.  On SQLite every write transaction takes it anyway
+        # (BEGIN IMMEDIATE); async projections on PostgreSQL only lock their checkpoint row.
+        if projection.inline or self.be.name == "sqlite":
+            self.be.begin_write(raw)
+
+    def _transaction(self, projection: Projection, body: Callable[[Any], Any]) -> Any:
+        raw = self._conn()
+        cur = raw.cursor()
+        try:
+            self._begin(raw, projection)
+            result = body(cur)
+            self.be.commit(raw)
+            return result
+        except BaseException:
+            self.be.rollback(raw)
+            projection.reset()  # its caches may hold state of the rolled-back batch
+            raise
+        finally:
+            cur.close()
+
+    # -- lifecycle --------------------------------------------------------------
+
+    def ensure(self, projection: Projection) -> bool:
+        """Create the tables and checkpoint if absent; rebuild state on a version bump.
+
+        Returns True if the projection was (re)initialised (its checkpoint is now 0).
+        """
+        def body(cur: Any) -> bool:
+            claimed = _claim_checkpoint(cur, self.be, projection.name)
+            if claimed is not None and claimed[0] == projection.version:
+                return False
+            _recreate_tables(cur, self.be, projection)
+            _set_checkpoint(cur, self.be, projection.name, projection.version, 0)
+            return True
+
+        fresh = bool(self._transaction(projection, body))
+        if fresh:
+            projection.reset()
+        return fresh
+
+    def step(self, projection: Projection, *, limit: int | None = None) -> int:
+        """Apply one batch after the checkpoint; the number of log events it covered (0: current)."""
+        limit = limit or self.batch_size
+        types = projection.event_types
+
+        def body(cur: Any) -> int:
+            claimed = _claim_checkpoint(cur, self.be, projection.name)
+            if claimed is None or claimed[0] != projection.version:
+                raise EvstoreError(f'Projection "{projection.name}" changed version while running; run it again.')
+            pos = claimed[1]
+            cur.execute(self.be.sql_max_position)
+            # Commit order = position order, so nothing at or below ``high`` can still appear.
+            high = int(cur.fetchone()[0])
+            if high <= pos:
+                return 0
+            batch = [e for e in read_events(cur, self.be, pos, limit, types) if e.position <= high]
+            if batch:
+                projection.apply(cur, self.be, batch)
+            full = len(batch) == limit
+            new_pos = batch[-1].position if full else high
+            _set_checkpoint(cur, self.be, projection.name, projection.version, new_pos)
+            return new_pos - pos
+
+        return int(self._transaction(projection, body))
+
+    def catch_up(self, projection: Projection, *, progress: Progress | None = None,
+                 after_batch: Callable[[], None] | None = None) -> int:
+        """Apply every batch up to the current end of the log; returns events covered."""
+        self.ensure(projection)
+        total = self.lag(projection) if progress else 0
+        done = 0
+        while True:
+            n = self.step(projection)
+            if n == 0:
+                break
+            done += n
+            if progress:
+                progress(min(done, max(total, done)), max(total, done))
+            if after_batch:
+                after_batch()
+        return done
+
+    def rebuild(self, projection: Projection, *, progress: Progress | None = None) -> int:
+        """Drop the projection's tables, rebuild them from the first event."""
+        def body(cur: Any) -> None:
+            _recreate_tables(cur, self.be, projection)
+            _set_checkpoint(cur, self.be, projection.name, projection.version, 0)
+
+        self._transaction(projection, body)
+        projection.reset()
+        return self.catch_up(projection, progress=progress)
+
+    def run(self, projections: Iterable[Projection] | None = None, *, follow: bool = False,
+            poll_interval: float = 0.5, stop: Any = None) -> dict[str, int]:
+        """Catch every projection up; with ``follow``, keep polling until ``stop`` is set."""
+        projs = list(projections) if projections is not None else registered()
+        applied = {p.name: 0 for p in projs}
+        while True:
+            for p in projs:
+                applied[p.name] += self.catch_up(p)
+            if not follow or (stop is not None and stop.is_set()):
+                return applied
+            if stop is not None:
+                stop.wait(poll_interval)
+            else:
+                time.sleep(poll_interval)
+
+    # -- reporting --------------------------------------------------------------
+
+    def checkpoint(self, name: str) -> tuple[int, int, str] | None:
+        """(version, position, updated_at) of ``name``, or None."""
+        raw = self._conn()
+        cur = raw.cursor()
+        try:
+            self.be.begin_read(raw)
+            cur.execute(f"SELECT version, position, updated_at FROM projection_checkpoints WHERE name = {self.be.p}",
+                        (name,))
+            row = cur.fetchone()
+        finally:
+            cur.close()
+            self.be.end_read(raw)
+        return None if row is None else (int(row[0]), int(row[1]), str(row[2]))
+
+    def lag(self, projection: Projection) -> int:
+        """Events after the checkpoint that ``projection`` handles (all of them if stale)."""
+        cp = self.checkpoint(projection.name)
+        pos = 0 if cp is None or cp[0] != projection.version else cp[1]
+        raw = self._conn()
+        cur = raw.cursor()
+        p = self.be.p
+        try:
+            self.be.begin_read(raw)
+            if projection.event_types:
+                marks = ", ".join([p] * len(projection.event_types))
+                cur.execute(f"SELECT COUNT(*) FROM events WHERE position > {p} AND type IN ({marks})",
+                            (pos, *projection.event_types))
+            else:
+                cur.execute(f"SELECT COUNT(*) FROM events WHERE position > {p}", (pos,))
+            return int(cur.fetchone()[0])
+        finally:
+            cur.close()
+            self.be.end_read(raw)
+
+    def status(self, projections: Iterable[Projection] | None = None) -> list[ProjectionStatus]:
+        out = []
+        for p in (list(projections) if projections is not None else registered()):
+            cp = self.checkpoint(p.name)
+            out.append(ProjectionStatus(
+                name=p.name, version=p.version, stored_version=None if cp is None else cp[0],
+                position=0 if cp is None else cp[1], lag=self.lag(p), inline=p.inline,
+                updated_at=None if cp is None else cp[2]))
+        return out
+
+
+# ---------------------------------------------------------------- a model async projection
+
+_counts_md = MetaData(naming_convention=NAMING)
+event_counts_table = Table(
+    "proj_event_counts",
+    _counts_md,
+    Column("type", String(200), primary_key=True),
+    Column("events", BigInteger, nullable=False),
+    Column("streams_started", Integer, nullable=False),  # streams whose first event has this type
+    Column("last_position", BigInteger, nullable=False),
+)
+
+
+class EventCounts(Projection):
+    """Events per type (async): the smallest complete projection, a model for others.
+
+    ``apply`` aggregates the batch in Python, then upserts one row per type, adding to the
+    stored counts.  It is additive, so applying a batch twice would double count: exactly-once
+    comes from the runner writing rows and checkpoint in one transaction.
+    """
+
+    name = "event_counts"
+    version = 1
+    event_types = None
+    metadata = _counts_md
+
+    def apply(self, cur: Any, backend: Backend, events: Sequence[RecordedEvent]) -> None:
+        agg: dict[str, list[int]] = {}
+        for e in events:
+            a = agg.get(e.type)
+            if a is None:
+                a = agg[e.type] = [0, 0, 0]
+            a[0] += 1
+            a[1] += e.version == 1
+            a[2] = e.position
+        p = backend.p
+        cur.executemany(
+            f"INSERT INTO proj_event_counts (type, events, streams_started, last_position) "
+            f"VALUES ({p}, {p}, {p}, {p}) "
+            "ON CONFLICT (type) DO UPDATE SET events = proj_event_counts.events + excluded.events, "
+            "streams_started = proj_event_counts.streams_started + excluded.streams_started, "
+            "last_position = excluded.last_position",
+            [(t, a[0], a[1], a[2]) for t, a in agg.items()])
+
+
+def read_event_counts(store: EventStore) -> dict[str, tuple[int, int]]:
+    """type -> (events, streams started by that type), from ``proj_event_counts``."""
+    from sqlalchemy import select
+
+    t = event_counts_table
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(t.c.type, t.c.events, t.c.streams_started).order_by(t.c.type)).all()
+    return {r[0]: (int(r[1]), int(r[2])) for r in rows}
+
+
+register(EventCounts())

@@ -1,0 +1,232 @@
+"""Render a :class:`~projections.metrics.Report` as a text table, JSON, CSV or one HTML file.
+
+The HTML report is self-contained: inline CSS and inline SVG charts, no script, no font or
+network fetch, so it opens the same from a mail attachment or a CI artefact.  Charts:
+reviewer acceptance per model with Wilson interval bars, findings resolved vs still present
+per iteration, gate first-pass yield, breaker trips per trigger, phase duration percentiles.
+
+    >>> text = render(report, "html")
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from projections.metrics import Report, Section
+
+FORMATS = ("table", "json", "csv", "html")
+
+
+def render(report: Report, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(report.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n"
+    if fmt == "csv":
+        return to_csv(report)
+    if fmt == "html":
+        return to_html(report)
+    if fmt == "table":
+        return to_table(report)
+    raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.3f}" if abs(v) < 1000 else f"{v:,.0f}"
+    return str(v)
+
+
+# ---------------------------------------------------------------- text and CSV
+
+
+def table_text(columns: Sequence[str], rows: Sequence[dict[str, Any]], *, max_width: int = 60) -> str:
+    """A plain aligned table (no colour: it goes to files and pipes as well as terminals)."""
+    cells = [[_cell(r.get(c))[:max_width] for c in columns] for r in rows]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def to_table(report: Report) -> str:
+    out = [report.title + ("  (" + ", ".join(f"{k}={v}" for k, v in report.scope.items()) + ")"
+                           if report.scope else "")]
+    for s in report.sections:
+        out += ["", f"## {s.title}"]
+        if s.summary:
+            out.append("   " + "  ".join(f"{k}={_cell(v)}" for k, v in s.summary.items()))
+        out.append(table_text(s.columns, s.rows) if s.rows else "   (no data)")
+    return "\n".join(out) + "\n"
+
+
+def to_csv(report: Report) -> str:
+    """One CSV: ``section`` + the union of columns (a section's summary is one ``summary`` row)."""
+    cols: list[str] = []
+    for s in report.sections:
+        for c in list(s.columns) + list(s.summary):
+            if c not in cols:
+                cols.append(c)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=["section", "row", *cols], extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for s in report.sections:
+        if s.summary:
+            w.writerow({"section": s.name, "row": "summary", **s.summary})
+        for r in s.rows:
+            w.writerow({"section": s.name, "row": "data", **r})
+    return buf.getvalue()
+
+
+def rows_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------- SVG charts
+
+_W, _BAR_H, _GAP, _LEFT = 640, 22, 8, 170
+_COLORS = ("#3366cc", "#dc3912", "#ff9900", "#109618", "#990099", "#0099c6")
+
+
+def _svg(height: int, body: str, label: str) -> str:
+    return (f'<svg class="chart" role="img" aria-label="{html.escape(label)}" xmlns="http://www.w3.org/2000/svg" '
+            f'width="{_W}" height="{height}" viewBox="0 0 {_W} {height}">{body}</svg>')
+
+
+def _text(x: float, y: float, s: str, *, anchor: str = "start", size: int = 12) -> str:
+    return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" '
+            f'font-family="sans-serif" fill="#222">{html.escape(s)}</text>')
+
+
+def hbar_chart(label: str, items: Sequence[tuple[str, float, float | None, float | None]], *,
+               max_value: float | None = None, fmt: Callable[[float], str] = lambda v: f"{v:.2f}") -> str:
+    """Horizontal bars (label, value, optional interval low/high drawn as a whisker)."""
+    if not items:
+        return ""
+    top = max_value or max([v for _, v, _, _ in items] + [h or 0 for *_, h in items] + [1e-9])
+    plot = _W - _LEFT - 60
+    height = len(items) * (_BAR_H + _GAP) + 30
+    parts = [f'<line x1="{_LEFT}" y1="4" x2="{_LEFT}" y2="{height - 22}" stroke="#999"/>']
+    for i, (name, value, lo, hi) in enumerate(items):
+        y = 6 + i * (_BAR_H + _GAP)
+        w = max(1.0, plot * value / top)
+        parts.append(_text(_LEFT - 6, y + _BAR_H * 0.7, name[:26], anchor="end"))
+        parts.append(f'<rect class="bar" x="{_LEFT}" y="{y}" width="{w:.1f}" height="{_BAR_H}" '
+                     f'fill="{_COLORS[i % len(_COLORS)]}"/>')
+        if lo is not None and hi is not None:
+            x1, x2, ym = _LEFT + plot * lo / top, _LEFT + plot * hi / top, y + _BAR_H / 2
+            parts.append(f'<line class="ci" x1="{x1:.1f}" y1="{ym}" x2="{x2:.1f}" y2="{ym}" stroke="#000" '
+                         f'stroke-width="2"/><line x1="{x1:.1f}" y1="{y + 4}" x2="{x1:.1f}" y2="{y + _BAR_H - 4}" '
+                         f'stroke="#000" stroke-width="2"/><line x1="{x2:.1f}" y1="{y + 4}" x2="{x2:.1f}" '
+                         f'y2="{y + _BAR_H - 4}" stroke="#000" stroke-width="2"/>')
+        parts.append(_text(_LEFT + w + 6 if hi is None else _LEFT + plot * hi / top + 6, y + _BAR_H * 0.7,
+                           fmt(value)))
+    parts.append(_text(_LEFT, height - 6, f"0 … {fmt(top)}", size=10))
+    return _svg(height, "".join(parts), label)
+
+
+def grouped_bar_chart(label: str, groups: Sequence[str], series: dict[str, Sequence[float]]) -> str:
+    """Vertical grouped bars: one group per x label, one bar per series, with a legend."""
+    if not groups:
+        return ""
+    height, bottom, left = 260, 220, 50
+    top = max([v for vs in series.values() for v in vs] + [1e-9])
+    slot = (_W - left - 20) / len(groups)
+    bw = slot * 0.8 / max(1, len(series))
+    parts = [f'<line x1="{left}" y1="{bottom}" x2="{_W - 10}" y2="{bottom}" stroke="#999"/>',
+             _text(left - 6, 20, f"{top:g}", anchor="end", size=10), _text(left - 6, bottom, "0", anchor="end", size=10)]
+    for gi, g in enumerate(groups):
+        x0 = left + gi * slot + slot * 0.1
+        for si, (name, values) in enumerate(series.items()):
+            v = values[gi]
+            h = (bottom - 20) * v / top
+            parts.append(f'<rect class="bar" x="{x0 + si * bw:.1f}" y="{bottom - h:.1f}" width="{bw - 2:.1f}" '
+                         f'height="{max(h, 0.5):.1f}" fill="{_COLORS[si % len(_COLORS)]}"><title>{html.escape(name)}: '
+                         f'{v:g}</title></rect>')
+        parts.append(_text(x0 + slot * 0.4, bottom + 16, g, anchor="middle"))
+    for si, name in enumerate(series):
+        x = left + 10 + si * 160
+        parts.append(f'<rect x="{x}" y="{height - 18}" width="12" height="12" fill="{_COLORS[si % len(_COLORS)]}"/>')
+        parts.append(_text(x + 16, height - 8, name))
+    return _svg(height, "".join(parts), label)
+
+
+def charts(report: Report) -> dict[str, str]:
+    """Section name -> inline SVG (only for sections with data)."""
+    out: dict[str, str] = {}
+    names = {s.name: s for s in report.sections}
+    if (s := names.get("reviewer_acceptance")) and s.rows:
+        out[s.name] = hbar_chart("Reviewer acceptance per model with Wilson 95% interval",
+                                 [(r["model"], r["ratio"] or 0.0, r["ci_low"], r["ci_high"]) for r in s.rows],
+                                 max_value=1.0)
+    if (s := names.get("review_deltas")) and s.rows:
+        out[s.name] = grouped_bar_chart("Findings resolved vs still present per iteration",
+                                        [f"iter {r['iteration']}" for r in s.rows],
+                                        {"resolved": [float(r["resolved"] or 0) for r in s.rows],
+                                         "still present": [float(r["still_present"] or 0) for r in s.rows],
+                                         "new": [float(r["new"] or 0) for r in s.rows]})
+    if (s := names.get("gates")) and any(r.get("first_pass_yield") is not None for r in s.rows):
+        out[s.name] = hbar_chart("First-pass yield per gate",
+                                 [(r["gate"], r["first_pass_yield"], None, None) for r in s.rows
+                                  if r.get("first_pass_yield") is not None], max_value=1.0)
+    if (s := names.get("breaker_trips")) and s.rows:
+        out[s.name] = hbar_chart("Circuit-breaker trips per trigger",
+                                 [(f"trigger {r['trigger']}", float(r["trips"]), None, None) for r in s.rows],
+                                 fmt=lambda v: f"{v:.0f}")
+    if (s := names.get("phase_durations")) and any(r.get("p50_s") is not None for r in s.rows):
+        rows = [r for r in s.rows if r.get("p50_s") is not None]
+        out[s.name] = grouped_bar_chart("Phase duration percentiles (minutes)",
+                                        [f"{r['dialect'][:4]} {r['phase']}"[:14] for r in rows],
+                                        {"p50": [float(r["p50_s"]) / 60 for r in rows],
+                                         "p90": [float(r["p90_s"]) / 60 for r in rows]})
+    return out
+
+
+_CSS = """body{font-family:sans-serif;margin:24px;color:#222;max-width:1100px}
+table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}
+th,td{border:1px solid #ccc;padding:3px 8px;text-align:left}th{background:#f0f0f0}
+.summary{color:#444;font-size:13px}.note{color:#666;font-size:12px}svg.chart{display:block;margin:8px 0}
+h2{margin-top:32px;border-bottom:1px solid #ddd}"""
+
+
+def _html_table(s: Section, limit: int = 500) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in s.columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(r.get(c)))}</td>" for c in s.columns) + "</tr>"
+                   for r in s.rows[:limit])
+    more = f'<p class="note">{len(s.rows) - limit} more rows not shown.</p>' if len(s.rows) > limit else ""
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}"
+
+
+def to_html(report: Report) -> str:
+    svg = charts(report)
+    scope = ", ".join(f"{k}={v}" for k, v in report.scope.items())
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             f"<title>{html.escape(report.title)}</title><style>{_CSS}</style></head><body>",
+             f"<h1>{html.escape(report.title)}</h1>", f'<p class="summary">{html.escape(scope)}</p>']
+    for s in report.sections:
+        parts.append(f'<section id="{html.escape(s.name)}"><h2>{html.escape(s.title)}</h2>')
+        if s.summary:
+            parts.append('<p class="summary">' + " · ".join(f"{html.escape(k)}: <b>{html.escape(_cell(v))}</b>"
+                                                            for k, v in s.summary.items()) + "</p>")
+        if s.name in svg:
+            parts.append(svg[s.name])
+        parts.append(_html_table(s) if s.rows else '<p class="note">No data.</p>')
+        if s.note:
+            parts.append(f'<p class="note">{html.escape(s.note)}</p>')
+        parts.append("</section>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+__all__ = ["FORMATS", "charts", "grouped_bar_chart", "hbar_chart", "render", "rows_csv", "table_text", "to_csv",
+           "to_html", "to_table"]

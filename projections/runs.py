@@ -1,0 +1,303 @@
+"""The runs index: one row per stream (inline projection ``runs``, table ``proj_runs``).
+
+Each row says what the stream's *current* document is about, as its dialect describes it
+(``Dialect.describe``: task id, project, title, status, phase), plus when the run started,
+when its last event happened, how many events it has and how many validation findings the
+latest snapshot had (``meta["findings"]`` of the event that closes an ingested snapshot).
+
+Keeping ``describe`` current needs the current document.  The projection keeps a bounded cache
+of folded documents keyed by stream and validated against the hash chain: a cached entry is
+used only if the batch's first event extends it (same version + 1 and ``prev_hash`` equal to
+the cached head), so a rolled-back append or a write by another process can never leave a stale
+document in use; on a miss the stream is folded from the log inside the same transaction.
+
+    >>> store = IndexedEventStore(url)            # appends keep proj_runs current
+    >>> [r.task_id for r in list_runs(store, dialect="mapipe")]
+    >>> find_streams_by_task(store, "PROJ-42")     # -> ["PROJ-42"]
+
+A store opened without the index (plain ``EventStore``) still works: the next indexed append,
+or :func:`refresh` (called by every reader here), applies the missed events first.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, SmallInteger, String, Table, or_, select
+
+from eventstore import codec
+from eventstore.backends import Backend
+from eventstore.dialects import Dialect, get_dialect
+from eventstore.errors import EvstoreError
+from eventstore.events import decode_event
+from eventstore.schema import NAMING
+from eventstore.store import EventStore, RecordedEvent
+from projections import engine
+
+_md = MetaData(naming_convention=NAMING)
+runs_table = Table(
+    "proj_runs",
+    _md,
+    Column("stream_id", String(255), primary_key=True),
+    Column("dialect", String(64), nullable=True),
+    Column("project", String(500), nullable=True),
+    Column("task_id", String(255), nullable=True),
+    Column("title", String(2000), nullable=True),
+    Column("status", String(200), nullable=True),
+    Column("phase", String(200), nullable=True),
+    Column("started_at", String(32), nullable=True),
+    Column("last_event_at", String(32), nullable=True),
+    Column("events", BigInteger, nullable=False),
+    Column("findings", Integer, nullable=True),
+    Column("version", Integer, nullable=False),  # the stream version the row reflects
+    Column("described", SmallInteger, nullable=False),  # 1: describe() of the current document
+)
+Index("ix_proj_runs_last_event_at", runs_table.c.last_event_at)
+Index("ix_proj_runs_task_id", runs_table.c.task_id)
+
+_FIELDS = ("project", "task_id", "title", "status", "phase")
+_UPSERT = (
+    "INSERT INTO proj_runs (stream_id, dialect, project, task_id, title, status, phase, started_at, "
+    "last_event_at, events, findings, version, described) VALUES ({marks}) "
+    "ON CONFLICT (stream_id) DO UPDATE SET "
+    "dialect = COALESCE(excluded.dialect, proj_runs.dialect), "
+    + ", ".join(f"{f} = CASE WHEN excluded.described = 1 THEN excluded.{f} ELSE proj_runs.{f} END" for f in _FIELDS)
+    + ", started_at = COALESCE(proj_runs.started_at, excluded.started_at), "
+    "last_event_at = excluded.last_event_at, events = proj_runs.events + excluded.events, "
+    "findings = COALESCE(excluded.findings, proj_runs.findings), version = excluded.version, "
+    "described = excluded.described"
+)
+
+
+class _Doc:
+    """A stream's folded document as of ``version`` whose last event hashes to ``head``."""
+
+    __slots__ = ("dialect", "version", "head", "doc", "ok")
+
+    def __init__(self, dialect: str | None, version: int, head: bytes, doc: Any, ok: bool) -> None:
+        self.dialect, self.version, self.head, self.doc, self.ok = dialect, version, head, doc, ok
+
+
+class _Touched:
+    """What one batch changed for one stream."""
+
+    __slots__ = ("entry", "events", "started_at", "last_at", "findings")
+
+    def __init__(self, entry: _Doc) -> None:
+        self.entry = entry
+        self.events = 0
+        self.started_at: str | None = None
+        self.last_at: str | None = None
+        self.findings: int | None = None
+
+
+def _text(value: Any) -> str | None:
+    return value if value is None or isinstance(value, str) else str(value)
+
+
+class RunsIndex(engine.Projection):
+    """Inline projection maintaining ``proj_runs`` (see the module docstring)."""
+
+    name = "runs"
+    version = 1
+    event_types = None
+    inline = True
+    metadata = _md
+
+    def __init__(self, *, cache_size: int = 4096) -> None:
+        self.cache: OrderedDict[str, _Doc] = OrderedDict()
+        self.cache_size = cache_size
+        self._dialects: dict[str, Dialect | None] = {}
+
+    def reset(self) -> None:
+        self.cache.clear()
+
+    def _dialect(self, name: str | None) -> Dialect | None:
+        if name is None:
+            return None
+        if name not in self._dialects:
+            try:
+                self._dialects[name] = get_dialect(name)
+            except EvstoreError:
+                self._dialects[name] = None
+        return self._dialects[name]
+
+    def _fold(self, entry: _Doc, e: RecordedEvent) -> None:
+        if entry.ok:
+            d = self._dialect(entry.dialect)
+            if d is None:
+                entry.ok = False
+                entry.doc = None
+            else:
+                try:
+                    entry.doc = d.evolve(entry.doc, decode_event(e.type, e.schema_version, e.data))
+                except Exception:  # noqa: BLE001 - an event the dialect cannot fold must not block appends
+                    entry.ok = False
+                    entry.doc = None
+        entry.version, entry.head = e.version, e.hash
+
+    def _load(self, cur: Any, be: Backend, e: RecordedEvent, dialect: str | None) -> _Doc:
+        """The stream's document just before ``e``, folded from the log (cache miss)."""
+        p = be.p
+        cur.execute(f"SELECT stream_pk, dialect FROM streams WHERE stream_id = {p}", (e.stream_id,))
+        row = cur.fetchone()
+        entry = _Doc(dialect or (row[1] if row else None), 0, b"", None, True)
+        if e.version > 1 and row is not None:
+            cur.execute("SELECT e.version, e.type, e.schema_version, e.data, e.hash FROM events e "
+                        f"WHERE e.stream_pk = {p} AND e.version < {p} ORDER BY e.version", (row[0], e.version))
+            for version, type_, sv, data, h in cur.fetchall():
+                self._fold(entry, RecordedEvent(0, e.stream_id, version, "", type_, sv, bytes(data), b"", None, "",
+                                                b"", bytes(h)))
+        return entry
+
+    def apply(self, cur: Any, backend: Backend, events: Sequence[RecordedEvent]) -> None:
+        touched: dict[str, _Touched] = {}
+        cache = self.cache
+        for e in events:
+            t = touched.get(e.stream_id)
+            meta = codec.decode(e.meta) if e.meta != b"{}" else None
+            if t is None:
+                entry = cache.get(e.stream_id)
+                if entry is None or entry.version != e.version - 1 or entry.head != e.prev_hash:
+                    dialect = meta.get("dialect") if type(meta) is dict else None
+                    entry = self._load(cur, backend, e, dialect if isinstance(dialect, str) else None)
+                    cache[e.stream_id] = entry
+                else:
+                    cache.move_to_end(e.stream_id)
+                t = touched[e.stream_id] = _Touched(entry)
+            self._fold(t.entry, e)
+            t.events += 1
+            when = e.occurred_at or e.recorded_at
+            if e.version == 1:
+                t.started_at = when
+            t.last_at = when
+            if type(meta) is dict and "source" in meta:  # the event closing an ingested snapshot
+                found = meta.get("findings")
+                t.findings = len(found) if isinstance(found, list) else 0
+        rows = []
+        for sid, t in touched.items():
+            entry = t.entry
+            info = None
+            if entry.ok and entry.doc is not None:
+                d = self._dialect(entry.dialect)
+                try:
+                    info = d.describe(entry.doc) if d is not None else None
+                except Exception:  # noqa: BLE001 - a describe bug must not block appends
+                    info = None
+            fields = ((None,) * 5 if info is None else
+                      (_text(info.project), _text(info.task_id) or sid, _text(info.title), _text(info.status),
+                       _text(info.phase)))
+            rows.append((sid, entry.dialect, *fields, t.started_at, t.last_at, t.events, t.findings,
+                         entry.version, 0 if info is None else 1))
+        if rows:
+            cur.executemany(_UPSERT.format(marks=", ".join([backend.p] * 13)), rows)
+        while len(cache) > self.cache_size:
+            cache.popitem(last=False)
+
+
+RUNS = engine.register(RunsIndex())
+
+
+def attach(store: EventStore) -> RunsIndex:
+    """Keep the runs index current on every append through ``store`` (creates it if needed)."""
+    proj = RunsIndex()
+    engine.attach(store, proj)
+    return proj
+
+
+class IndexedEventStore(EventStore):
+    """An :class:`EventStore` whose appends keep the runs index current (what the CLI uses)."""
+
+    def __init__(self, url: str | None = None, *, synchronous: str | None = None, check_schema: bool = True) -> None:
+        super().__init__(url, synchronous=synchronous, check_schema=check_schema)
+        self.runs_index: RunsIndex | None = attach(self) if check_schema else None
+
+
+def refresh(store: EventStore) -> int:
+    """Apply events appended without the index (by a plain EventStore); returns their count."""
+    with engine.ProjectionRunner(store) as runner:
+        return runner.catch_up(RUNS)
+
+
+def rebuild(store: EventStore, *, progress: engine.Progress | None = None) -> int:
+    """Drop and rebuild ``proj_runs`` from the whole log; returns events applied."""
+    with engine.ProjectionRunner(store) as runner:
+        return runner.rebuild(RUNS, progress=progress)
+
+
+# ---------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True)
+class RunRow:
+    stream_id: str
+    dialect: str | None
+    project: str | None
+    task_id: str | None
+    title: str | None
+    status: str | None
+    phase: str | None
+    started_at: str | None
+    last_event_at: str | None
+    events: int
+    findings: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stream_id": self.stream_id, "dialect": self.dialect, "project": self.project,
+                "task_id": self.task_id, "title": self.title, "status": self.status, "phase": self.phase,
+                "started_at": self.started_at, "last_event_at": self.last_event_at, "events": self.events,
+                "findings": self.findings}
+
+
+def normalize_since(value: str) -> str:
+    """An ISO date/time as the index stores times (UTC, ``...Z``) for string comparison."""
+    try:
+        ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise EvstoreError(f'--since expects an ISO date or time such as 2025-01-31T12:00, got "{value}".') from exc
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=UTC)
+    return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def list_runs(store: EventStore, *, dialect: str | None = None, project: str | None = None,
+              status: str | None = None, since: str | None = None, limit: int | None = None,
+              fresh: bool = True) -> list[RunRow]:
+    """Rows of the runs index, newest activity first; ``since`` keeps runs active since then."""
+    if fresh:
+        refresh(store)
+    t = runs_table
+    q = select(t.c.stream_id, t.c.dialect, t.c.project, t.c.task_id, t.c.title, t.c.status, t.c.phase,
+               t.c.started_at, t.c.last_event_at, t.c.events, t.c.findings)
+    if dialect:
+        q = q.where(t.c.dialect == dialect)
+    if project:
+        q = q.where(t.c.project == project)
+    if status:
+        q = q.where(t.c.status == status)
+    if since:
+        q = q.where(t.c.last_event_at >= normalize_since(since))
+    q = q.order_by(t.c.last_event_at.desc(), t.c.stream_id)
+    if limit:
+        q = q.limit(limit)
+    with store.engine.connect() as conn:
+        rows = conn.execute(q).all()
+    return [RunRow(*r[:9], int(r[9]), None if r[10] is None else int(r[10])) for r in rows]
+
+
+def find_streams_by_task(store: EventStore, task_id: str) -> list[str]:
+    """Streams whose task id (or stream id) is ``task_id``, newest activity first."""
+    t = runs_table
+    q = (select(t.c.stream_id).where(or_(t.c.task_id == task_id, t.c.stream_id == task_id))
+         .order_by(t.c.last_event_at.desc(), t.c.stream_id))
+    refresh(store)
+    with store.engine.connect() as conn:
+        return [r[0] for r in conn.execute(q).all()]
+
+
+__all__ = ["RUNS", "IndexedEventStore", "RunRow", "RunsIndex", "attach", "find_streams_by_task", "list_runs",
+           "rebuild", "refresh", "runs_table"]

@@ -1,0 +1,211 @@
+"""The runs index on SQLite and PostgreSQL: inline == rebuilt == what the dialect describes."""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import UTC, datetime
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eventstore.cli import register
+from eventstore.dialects import available, get_dialect
+from eventstore.ingest import Ingestor
+from eventstore.store import EventStore, NewEvent
+from projections.runs import IndexedEventStore, find_streams_by_task, list_runs, rebuild, refresh
+
+DIALECTS = [d for d in ("mapipe", "friday", "taskflow", "envelope") if d in available()]
+pytestmark = pytest.mark.skipif(not DIALECTS, reason="no simulating dialect is available yet")
+
+
+def _simulate(name: str, n: int) -> list:
+    start = datetime(2025, 5, 1, n % 24, tzinfo=UTC)
+    return list(get_dialect(name).simulate(random.Random(n), run_id=f"RUN-{n}", start=start))
+
+
+def _expected(name: str, snaps: list, stream_id: str) -> dict:
+    d = get_dialect(name)
+    docs = [s.doc for s in snaps if s.doc is not None]
+    info = d.describe(docs[-1])
+    return {"stream_id": stream_id, "dialect": name, "project": info.project,
+            "task_id": info.task_id or stream_id, "title": info.title, "status": info.status,
+            "phase": info.phase, "findings": len(d.validate(docs[-1]))}
+
+
+def _ingest(store: EventStore, name: str, snaps: list) -> str:
+    ing = Ingestor(store, get_dialect(name))
+    sid = ""
+    for s in snaps:
+        sid = ing.ingest(s).stream
+    return sid
+
+
+@pytest.fixture
+def indexed(store_url: str):  # type: ignore[no-untyped-def]
+    s = IndexedEventStore(store_url)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def test_inline_rows_match_the_dialects_description(indexed: EventStore) -> None:
+    expected = {}
+    for i, name in enumerate(DIALECTS * 2):
+        snaps = _simulate(name, i)
+        sid = _ingest(indexed, name, snaps)
+        expected[sid] = _expected(name, snaps, sid)
+        expected[sid]["events"] = indexed.stream_version(sid)
+        expected[sid]["started_at"] = snaps[0].occurred_at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    rows = {r.stream_id: r.to_dict() for r in list_runs(indexed, fresh=False)}
+    assert set(rows) == set(expected)
+    for sid, want in expected.items():
+        got = rows[sid]
+        assert {k: got[k] for k in want} == want, sid
+    # newest first
+    lasts = [r.last_event_at for r in list_runs(indexed)]
+    assert lasts == sorted(lasts, reverse=True)
+    # rebuild from the log gives the same rows
+    before = [r.to_dict() for r in list_runs(indexed)]
+    assert rebuild(indexed) == indexed.max_position()
+    assert [r.to_dict() for r in list_runs(indexed)] == before
+
+
+def test_appends_without_the_index_are_caught_up(store_url: str) -> None:
+    name = DIALECTS[0]
+    snaps = _simulate(name, 3)
+    plain = EventStore(store_url)
+    indexed = IndexedEventStore(store_url)
+    try:
+        half = len(snaps) // 2
+        ing = Ingestor(plain, get_dialect(name))
+        for s in snaps[:half]:
+            sid = ing.ingest(s).stream
+        # the next indexed append applies the gap in its own transaction
+        ing2 = Ingestor(indexed, get_dialect(name))
+        for s in snaps[half:]:
+            ing2.ingest(s)
+        row = list_runs(indexed, fresh=False)[0].to_dict()
+        assert row["events"] == indexed.stream_version(sid)
+        assert row["status"] == _expected(name, snaps, sid)["status"]
+        # a plain append only: readers refresh first
+        plain.append("other", [NewEvent("note.added", {"text": "hi"})])
+        assert refresh(indexed) == 1
+        other = [r for r in list_runs(indexed) if r.stream_id == "other"][0]
+        assert other.events == 1 and other.dialect is None and other.status is None
+    finally:
+        plain.close()
+        indexed.close()
+
+
+def test_rolled_back_append_does_not_poison_the_document_cache(indexed: EventStore) -> None:
+    name = DIALECTS[0]
+    snaps = _simulate(name, 5)
+    ing = Ingestor(indexed, get_dialect(name))
+    sid = ing.ingest(snaps[0]).stream
+
+    fail = [True]
+
+    def veto(cur, backend, events):  # runs after the runs index, then aborts the append
+        if fail[0]:
+            raise RuntimeError("a later inline handler failed")
+
+    indexed.add_inline(veto)
+    version = indexed.stream_version(sid)
+    with pytest.raises(RuntimeError):
+        indexed.append(sid, [NewEvent("document.observed", {"doc": {"bogus": True}}, meta={"dialect": name})],
+                       expected_version=version)
+    fail[0] = False
+    assert indexed.stream_version(sid) == version
+    for s in snaps[1:]:
+        ing.ingest(s)
+    row = [r for r in list_runs(indexed, fresh=False) if r.stream_id == sid][0].to_dict()
+    want = _expected(name, snaps, sid)
+    assert {k: row[k] for k in want} == want
+
+
+def test_find_streams_by_task_and_filters(indexed: EventStore) -> None:
+    sids = {}
+    for i, name in enumerate(DIALECTS):
+        sids[name] = _ingest(indexed, name, _simulate(name, 10 + i))
+    rows = list_runs(indexed)
+    for r in rows:
+        assert r.stream_id in find_streams_by_task(indexed, r.task_id)  # type: ignore[arg-type]
+        assert find_streams_by_task(indexed, r.stream_id)[0] == r.stream_id
+    assert find_streams_by_task(indexed, "no-such-task") == []
+    for name in DIALECTS:
+        assert [r.stream_id for r in list_runs(indexed, dialect=name)] == [sids[name]]
+    some = rows[0]
+    assert all(r.status == some.status for r in list_runs(indexed, status=some.status))
+    assert list_runs(indexed, since="2999-01-01") == []
+    assert len(list_runs(indexed, since="2000-01-01")) == len(rows)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                              HealthCheck.function_scoped_fixture])
+@given(order=st.permutations(list(range(6))), cache=st.sampled_from([1, 2, 4096]))
+def test_interleaved_runs_inline_equals_rebuild(sqlite_url: str, order: list[int], cache: int) -> None:
+    """Snapshots of several runs interleaved in random order, with a tiny document cache
+    (forcing refolds from the log): the inline index equals a rebuild from scratch."""
+    import uuid
+
+    from eventstore import migrate
+    from eventstore.db import make_engine
+
+    url = sqlite_url.replace("events.db", f"{uuid.uuid4().hex}.db")
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    engine.dispose()
+    store = IndexedEventStore(url)
+    try:
+        assert store.runs_index is not None
+        store.runs_index.cache_size = cache
+        runs = [(DIALECTS[i % len(DIALECTS)], _simulate(DIALECTS[i % len(DIALECTS)], 20 + i)) for i in range(6)]
+        ingestors = [Ingestor(store, get_dialect(n)) for n, _ in runs]
+        cursors = [0] * 6
+        rng = random.Random(sum(order))
+        while any(cursors[i] < len(runs[i][1]) for i in range(6)):
+            for i in order:
+                for _ in range(rng.randint(1, 4)):
+                    if cursors[i] < len(runs[i][1]):
+                        ingestors[i].ingest(runs[i][1][cursors[i]])
+                        cursors[i] += 1
+        inline = [r.to_dict() for r in list_runs(store, fresh=False)]
+        rebuild(store)
+        assert [r.to_dict() for r in list_runs(store)] == inline
+        assert len(inline) == 6
+    finally:
+        store.close()
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def test_cli_runs_json_table_and_errors(store_url: str) -> None:
+    indexed = IndexedEventStore(store_url)
+    try:
+        for i, name in enumerate(DIALECTS):
+            _ingest(indexed, name, _simulate(name, 30 + i))
+    finally:
+        indexed.close()
+    cli, runner = register(), CliRunner()
+    res = runner.invoke(cli, ["--url", store_url, "runs", "--json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)
+    assert len(rows) == len(DIALECTS)
+    assert list(rows[0]) == ["stream_id", "dialect", "project", "task_id", "title", "status", "phase",
+                             "started_at", "last_event_at", "events", "findings"]
+    res = runner.invoke(cli, ["--url", store_url, "runs", "--json", "--dialect", DIALECTS[0]])
+    assert [r["dialect"] for r in json.loads(res.stdout)] == [DIALECTS[0]]
+    res = runner.invoke(cli, ["--url", store_url, "runs"])
+    assert res.exit_code == 0
+    for r in rows:
+        assert r["stream_id"] in res.stdout
+    res = runner.invoke(cli, ["--url", store_url, "runs", "--status", "no-such-status"])
+    assert res.exit_code == 0 and res.stdout == "" and "no runs match" in res.stderr
+    res = runner.invoke(cli, ["--url", store_url, "runs", "--since", "yesterday"])
+    assert res.exit_code == 1
+    assert res.stderr.startswith("Error: --since expects an ISO date")
