@@ -175,20 +175,23 @@ def test_watch_follows_atomic_and_in_place_writes(sqlite_url: str, tmp_path: Pat
     exe = Path(sys.executable).parent / "evstore"
     proc = subprocess.Popen([str(exe), "--url", sqlite_url, "watch", "generic", str(state), "--interval", "0.05", "--json"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    lines: list[str] = []
     try:
-        time.sleep(1.0)
+        lines.append(proc.stdout.readline())  # the first snapshot is ingested
         tmp = tmp_path / "state.json.tmp"
         write(tmp, {"taskId": "W-1", "n": 1})
         os.replace(tmp, state)  # atomic rename
-        time.sleep(0.5)
+        lines.append(proc.stdout.readline())
+        time.sleep(0.1)  # a distinct mtime for the in-place write
         with state.open("w") as fh:  # in-place write
             fh.write(json.dumps({"taskId": "W-1", "n": 2}))
-        time.sleep(0.5)
+        lines.append(proc.stdout.readline())
     finally:
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=10)
     assert proc.returncode == 0, err
     assert "stopped" in err
-    assert [json.loads(x)["version"] for x in out.splitlines()] == [1, 2, 3]
+    assert [json.loads(x)["version"] for x in lines + out.splitlines()] == [1, 2, 3]
     with EventStore(sqlite_url) as s:
         assert rp.replay(s, "W-1").doc == {"taskId": "W-1", "n": 2}

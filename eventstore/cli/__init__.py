@@ -45,16 +45,24 @@ def cli(ctx: click.Context, url: str | None, synchronous: str | None, traceback:
 
 
 def open_store(ctx: click.Context, *, check_schema: bool = True) -> Any:
+    """The store for this invocation; at the schema head it keeps the runs index inline."""
     from eventstore.store import EventStore
 
     root = ctx.find_root()
     obj = root.obj
-    store = EventStore(obj.get("url"), synchronous=obj.get("synchronous"), check_schema=False)
-    root.call_on_close(store.close)
     if check_schema:
         from eventstore.migrate import ensure_current
+        from projections.runs import IndexedEventStore  # the CLI is the top layer
 
-        ensure_current(store.engine)
+        probe = EventStore(obj.get("url"), synchronous=obj.get("synchronous"), check_schema=False)
+        try:
+            ensure_current(probe.engine)
+        finally:
+            probe.close()
+        store: EventStore = IndexedEventStore(obj.get("url"), synchronous=obj.get("synchronous"))
+    else:
+        store = EventStore(obj.get("url"), synchronous=obj.get("synchronous"), check_schema=False)
+    root.call_on_close(store.close)
     return store
 
 
