@@ -282,10 +282,14 @@ class Flattener:
         handler = _HANDLERS.get(e.type)
         if handler is not None:
             handler(self.rows, e, _d(_decode(e.data)), occurred)
-        elif e.type == "document.observed" and dialect == "mapipe":
+        elif e.type == "document.observed" and dialect in ("mapipe", "friday"):
             # A run's first snapshot is recorded whole when no domain event explains it: read
-            # the run's attributes and phase records from it as RunStarted would carry them.
-            _run_started(self.rows, e, {"state": _d(_decode(e.data)).get("doc")}, occurred)
+            # it as the dialect's "run started" event (RunStarted / StateInitialised) would carry it.
+            doc = _d(_decode(e.data)).get("doc")
+            if dialect == "mapipe":
+                _run_started(self.rows, e, {"state": doc}, occurred)
+            else:
+                _f_init(self.rows, e, {"doc": doc}, occurred)
 
     def tables(self) -> dict[str, pa.Table]:
         out = {}
@@ -471,6 +475,12 @@ def _f_init(rows: Rows, e: RecordedEvent, p: dict[str, Any], at: datetime | None
     _attr(rows, e, "status", doc.get("status"))
     _attr(rows, e, "title", doc.get("request_summary"))
     _attr(rows, e, "project", _d(doc.get("context")).get("project"))
+    metrics = doc.get("session_metrics")
+    if isinstance(metrics, dict):  # the first write already carries metrics: no separate event
+        from eventstore.dialects.friday.validate import computed_risk_score
+
+        _f_risk(rows, e, {"risk_score": metrics.get("risk_score"), "computed_risk_score": computed_risk_score(doc)},
+                at)
 
 
 @_on("friday.status_changed")
@@ -715,9 +725,9 @@ def _init(directory: Path) -> Manifest:
 
 
 def refresh(store: EventStore, directory: str | os.PathLike[str] | None = None, *, batch_size: int = 20_000,
-            rebuild: bool = False, compact: bool = True,
+            rebuild: bool = False, compact: bool = True, compact_at: int = COMPACT_AT, upto: int | None = None,
             progress: Callable[[int, int], None] | None = None) -> RefreshResult:
-    """Bring the Parquet tables up to the end of the log; returns what was written."""
+    """Bring the Parquet tables up to the end of the log (or position ``upto``); returns what was written."""
     import time
 
     started = time.perf_counter()
@@ -727,7 +737,7 @@ def refresh(store: EventStore, directory: str | os.PathLike[str] | None = None, 
     if manifest is None or fresh:
         manifest = _init(out)
     _remove_orphans(out, manifest)
-    high = store.max_position()
+    high = store.max_position() if upto is None else min(upto, store.max_position())
     after = manifest.position
     total = max(high - after, 0)
     flat = Flattener()
@@ -750,7 +760,7 @@ def refresh(store: EventStore, directory: str | os.PathLike[str] | None = None, 
             written += 1
         manifest.position = high
         manifest.save(out)  # the commit point: files + checkpoint become visible together
-    compacted = compact_tables(out, manifest) if compact else []
+    compacted = compact_tables(out, manifest, at=compact_at) if compact else []
     return RefreshResult(read, manifest.position, rows, written, compacted, fresh, time.perf_counter() - started)
 
 

@@ -35,10 +35,18 @@ def seeds_dir() -> Path:
     return Path(os.environ.get("EVSTORE_SEEDS", str(default)))
 
 
-def schema_path() -> Path | None:
-    """The schema file validation uses, or ``None`` when it is not available."""
-    path = seeds_dir() / SCHEMA_FILE
+_DEFAULT_SEEDS = str(Path(__file__).resolve().parents[3] / ".." / "shared" / "seeds")
+
+
+@lru_cache(maxsize=8)
+def _schema_file(seeds: str) -> Path | None:
+    path = Path(seeds) / SCHEMA_FILE
     return path if path.is_file() else None
+
+
+def schema_path() -> Path | None:
+    """The schema file validation uses, or ``None`` when it is not available (cached per setting)."""
+    return _schema_file(os.environ.get("EVSTORE_SEEDS", "") or _DEFAULT_SEEDS)
 
 
 @lru_cache(maxsize=4)
@@ -65,7 +73,7 @@ def _fast_valid(doc: Any) -> bool:
     path = schema_path()
     if path is None:
         return False
-    fast = _fast(str(path), path.stat().st_mtime)
+    fast = _fast(str(path), 0.0)
     if fast is None:
         return False
     try:
@@ -79,7 +87,7 @@ def validator() -> Draft202012Validator | None:
     path = schema_path()
     if path is None:
         return None
-    return _validator(str(path), path.stat().st_mtime)
+    return _validator(str(path), 0.0)
 
 
 def validate_document(doc: Any) -> list[Finding]:
