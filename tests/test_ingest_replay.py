@@ -82,7 +82,7 @@ def test_ingest_bad_input_writes_nothing(run, tmp_path: Path) -> None:  # type: 
     assert run("log", "T-3").exit_code == 1  # the good file before it was not written either
     arr = write(tmp_path / "arr.json", [1, 2])
     r = run("ingest", "friday", str(arr), "--stream", "x")
-    assert r.exit_code == 1 and "a friday state document is a JSON object, got array" in r.stderr
+    assert r.exit_code == 1 and "friday state documents are JSON objects, got array" in r.stderr
     r = run("ingest", "nosuch", str(good))
     assert r.exit_code == 1 and 'Unknown dialect "nosuch"' in r.stderr
     bad_utf8 = tmp_path / "latin1.json"

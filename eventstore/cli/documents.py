@@ -112,9 +112,11 @@ def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, inte
 @click.option("--validate", "schema", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Check the document against a JSON Schema.")
 @click.option("--check", "check", is_flag=True, help="List the dialect's validation findings (exit 1 if any).")
+@click.option("--restore", "restore", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write the files the document records into this directory (taskflow folders).")
 @click.pass_context
 def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_json: bool, raw: bool,
-           diff: tuple[int, int] | None, schema: str | None, check: bool) -> None:
+           diff: tuple[int, int] | None, schema: str | None, check: bool, restore: Path | None) -> None:
     """Rebuild TASK's state document (a stream id or a task id)."""
     import sys
 
@@ -137,6 +139,12 @@ def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_j
         except ValueError:
             raise click.BadParameter(f'"{at}" is not an ISO-8601 time', param_hint="--at") from None
     result = rp.replay(store, sid, upto_version=upto, at=at)
+    if restore is not None:
+        written = _dialect(result.dialect).restore(result.doc, restore)
+        for path in written:
+            click.echo(str(path))
+        click.echo(f"restored {len(written)} file(s) of {sid} @ version {result.version}", err=True)
+        return
     if raw:
         sys.stdout.buffer.write(rp.replay_raw(store, sid, result.version))
         sys.stdout.buffer.flush()

@@ -118,11 +118,12 @@ class Dialect:
         if self.requires_object and type(doc) is not dict:
             from eventstore.codec import json_type
 
-            raise IngestError(f"{where}: a {self.name} state document is a JSON object, got {json_type(doc)}.")
+            raise IngestError(f"{where}: {self.name} state documents are JSON objects, got {json_type(doc)}.")
         missing = [k for k in self.identity_keys if k not in doc]
         if missing:
             names = ", ".join(f'"{k}"' for k in missing)
-            raise IngestError(f"{where}: not a {self.name} document: required field(s) {names} missing "
+            article = "an" if self.name[:1] in "aeiou" else "a"
+            raise IngestError(f"{where}: not {article} {self.name} document: required field(s) {names} missing "
                               "(wrong dialect?). Nothing was written.")
 
     # -- the lens ---------------------------------------------------------------
@@ -184,6 +185,10 @@ class Dialect:
     def stream_id(self, doc: JSON) -> str | None:
         """The stream id a document names (its task id), if any."""
         return None
+
+    def restore(self, doc: JSON, target: Path) -> list[Path]:
+        """Write the files a document describes into ``target`` (dialects whose source is a folder)."""
+        raise EvstoreError(f'The {self.name} dialect records a single file; use `evstore replay --raw` instead.')
 
     # -- describing -------------------------------------------------------------
 

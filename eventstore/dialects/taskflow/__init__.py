@@ -113,6 +113,24 @@ class TaskflowDialect(Dialect):
             yield Snapshot(doc=doc, raw=None, source={"dir": str(folder)},
                            occurred_at=folder_time(folder), stream_hint=STREAM_PREFIX + doc["task"])
 
+    def restore(self, doc: JSON, target: Path) -> list[Path]:
+        """Write the task's artifacts (as recorded) into ``target/<task>/``."""
+        import base64
+
+        if type(doc) is not dict or type(doc.get("artifacts")) is not dict:
+            return []
+        folder = target / str(doc.get("task", "task"))
+        folder.mkdir(parents=True, exist_ok=True)
+        written = []
+        for name, entry in doc["artifacts"].items():
+            if type(entry) is not dict or "/" in name or name in ("", ".", ".."):
+                continue
+            content = entry.get("content")
+            data = content.encode("utf-8") if isinstance(content, str) else base64.b64decode(entry.get("content_b64", ""))
+            (folder / name).write_bytes(data)
+            written.append(folder / name)
+        return written
+
     def stream_id(self, doc: JSON) -> str | None:
         task = doc.get("task") if isinstance(doc, dict) else None
         return STREAM_PREFIX + task if isinstance(task, str) and task else None
