@@ -49,8 +49,8 @@ from typing import Any
 
 import duckdb
 import msgspec
-import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 from eventstore import config
 from eventstore.errors import EvstoreError
@@ -294,7 +294,8 @@ class Flattener:
     def tables(self) -> dict[str, pa.Table]:
         out = {}
         for name, schema in SCHEMAS.items():
-            cols = list(zip(*self.rows[name], strict=True)) if self.rows[name] else [[] for _ in schema]
+            cols: list[Sequence[Any]] = list(zip(*self.rows[name], strict=True)) if self.rows[name] else [
+                [] for _ in schema]
             out[name] = pa.table([pa.array(list(c), type=f.type) for c, f in zip(cols, schema, strict=True)],
                                  schema=schema)
         return out

@@ -139,7 +139,7 @@ def validate_against(doc: Any, schema_path: str) -> list[dict[str, str]]:
     """JSON Schema violations of ``doc`` with their JSON paths."""
     import json
 
-    import jsonschema  # type: ignore[import-untyped]
+    import jsonschema
 
     try:
         with open(schema_path, encoding="utf-8") as fh:

@@ -23,7 +23,7 @@ from typing import Any
 from eventstore.events import Event
 
 
-class EnvelopeEmitted(Event, tag="envelope.envelope_emitted"):
+class EnvelopeEmitted(Event, frozen=True, tag="envelope.envelope_emitted"):
     """An accepted turn: ``envelope`` is the document from now on."""
 
     envelope: Any
@@ -38,7 +38,7 @@ class EnvelopeEmitted(Event, tag="envelope.envelope_emitted"):
     valid_strict: bool = True  # validateEnvelopeV2Strict verdict
 
 
-class StateTransitioned(Event, tag="envelope.state_transitioned"):
+class StateTransitioned(Event, frozen=True, tag="envelope.state_transitioned"):
     """The routing state changed (``from_state`` None: the unit's first envelope)."""
 
     from_state: str | None
@@ -48,7 +48,7 @@ class StateTransitioned(Event, tag="envelope.state_transitioned"):
     turn: int | None = None
 
 
-class FindingsReported(Event, tag="envelope.findings_reported"):
+class FindingsReported(Event, frozen=True, tag="envelope.findings_reported"):
     """The turn reported findings (fix-now items, filed issues, untriaged or decisions)."""
 
     findings: Any  # the section verbatim
@@ -62,7 +62,7 @@ class FindingsReported(Event, tag="envelope.findings_reported"):
     turn: int | None = None
 
 
-class BlockersRaised(Event, tag="envelope.blockers_raised"):
+class BlockersRaised(Event, frozen=True, tag="envelope.blockers_raised"):
     """The turn reported blockers (non-empty ``blockers[]``)."""
 
     blockers: Any  # the section verbatim
@@ -73,7 +73,7 @@ class BlockersRaised(Event, tag="envelope.blockers_raised"):
     turn: int | None = None
 
 
-class GatesReported(Event, tag="envelope.gates_reported"):
+class GatesReported(Event, frozen=True, tag="envelope.gates_reported"):
     """The gates section changed (or was reported for the first time)."""
 
     gates: Any  # the section verbatim
@@ -83,7 +83,7 @@ class GatesReported(Event, tag="envelope.gates_reported"):
     turn: int | None = None
 
 
-class Halted(Event, tag="envelope.halted"):
+class Halted(Event, frozen=True, tag="envelope.halted"):
     """Stop-the-world: state HALT or a run-scoped blocker (the package's ``isRunHalt``)."""
 
     state: str | None
@@ -93,7 +93,7 @@ class Halted(Event, tag="envelope.halted"):
     turn: int | None = None
 
 
-class NoProgressDetected(Event, tag="envelope.no_progress_detected"):
+class NoProgressDetected(Event, frozen=True, tag="envelope.no_progress_detected"):
     """Same state and same recommendation as the previous accepted turn, nothing else moved."""
 
     state: str | None
@@ -104,7 +104,7 @@ class NoProgressDetected(Event, tag="envelope.no_progress_detected"):
     turn: int | None = None
 
 
-class TurnRejected(Event, tag="envelope.turn_rejected"):
+class TurnRejected(Event, frozen=True, tag="envelope.turn_rejected"):
     """A turn broke the parse contract; the driver owes it one repair attempt."""
 
     turn: int | None
@@ -117,7 +117,7 @@ class TurnRejected(Event, tag="envelope.turn_rejected"):
     source: str | None = None
 
 
-class RepairAttempted(Event, tag="envelope.repair_attempted"):
+class RepairAttempted(Event, frozen=True, tag="envelope.repair_attempted"):
     """The repair prompt was answered for ``repairs_turn``; ``ok`` says whether it parsed."""
 
     turn: int | None
@@ -132,7 +132,7 @@ class RepairAttempted(Event, tag="envelope.repair_attempted"):
     source: str | None = None
 
 
-class TurnFailed(Event, tag="envelope.turn_failed"):
+class TurnFailed(Event, frozen=True, tag="envelope.turn_failed"):
     """The repair failed as well: a driver-level FAILED, surfaced to a human."""
 
     turn: int | None
