@@ -49,8 +49,8 @@ from typing import Any
 
 import duckdb
 import msgspec
-import pyarrow as pa  # type: ignore[import-untyped]
-import pyarrow.parquet as pq  # type: ignore[import-untyped]
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from eventstore import config
 from eventstore.errors import EvstoreError

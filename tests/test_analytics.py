@@ -1,0 +1,241 @@
+"""The analytics projection: incremental == rebuild, exactly-once files, Parquet readable by
+DuckDB and pyarrow, and the ``query`` / ``metrics`` / ``export`` commands."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from analytics_fixtures import simulate_into
+from eventstore import migrate
+from eventstore.cli import register
+from eventstore.db import make_engine
+from eventstore.store import EventStore
+from projections import analytics
+from projections.analytics import SCHEMAS, VIEWS, Manifest
+
+COUNTS = {"mapipe": 6, "friday": 2, "taskflow": 3, "envelope": 2}
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, EventStore]]:
+    d = tmp_path_factory.mktemp("analytics")
+    url = f"sqlite:///{d}/events.db"
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    engine.dispose()
+    store = EventStore(url)
+    simulate_into(store, COUNTS, seed=5)
+    yield url, store
+    store.close()
+
+
+def _contents(directory: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every fact table and view, rows sorted (what a reader can observe)."""
+    con = analytics.connect(directory)
+    try:
+        out = {}
+        for name in list(SCHEMAS) + list(VIEWS):
+            rows = con.execute(f"SELECT * FROM {name}").fetchall()
+            out[name] = sorted(rows, key=repr)
+        return out
+    finally:
+        con.close()
+
+
+@pytest.fixture(scope="module")
+def rebuilt(small: tuple[str, EventStore], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("full") / "analytics"
+    result = analytics.refresh(small[1], out, rebuild=True)
+    assert result.rebuilt and result.events == small[1].max_position()
+    return _contents(out)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.integers(min_value=1, max_value=10_000), min_size=1, max_size=12), st.integers(2, 5))
+def test_incremental_refresh_equals_full_rebuild(small: tuple[str, EventStore], rebuilt: dict[str, Any],
+                                                 tmp_path_factory: pytest.TempPathFactory, cuts: list[int],
+                                                 compact_at: int) -> None:
+    store = small[1]
+    high = store.max_position()
+    out = tmp_path_factory.mktemp("inc") / "analytics"
+    for cut in sorted({c * high // 10_000 for c in cuts}):
+        analytics.refresh(store, out, upto=cut, compact_at=compact_at)
+    analytics.refresh(store, out, compact_at=compact_at)
+    m = Manifest.load(out)
+    assert m is not None and m.position == high
+    # compaction kept the number of files bounded, and every listed file exists
+    for table in SCHEMAS:
+        assert len(m.files[table]) <= compact_at + 1
+        assert all(p.exists() for p in m.paths(out, table))
+    assert _contents(out) == rebuilt
+
+
+def test_refresh_without_new_events_writes_nothing(small: tuple[str, EventStore], tmp_path: Path) -> None:
+    out = tmp_path / "a"
+    analytics.refresh(small[1], out)
+    before = sorted(p.name for p in out.rglob("*.parquet"))
+    again = analytics.refresh(small[1], out)
+    assert again.events == 0 and again.files_written == 0 and not again.rebuilt
+    assert sorted(p.name for p in out.rglob("*.parquet")) == before
+
+
+def test_parquet_files_are_readable_by_pyarrow_and_duckdb(small: tuple[str, EventStore], tmp_path: Path) -> None:
+    out = tmp_path / "a"
+    analytics.refresh(small[1], out)
+    m = Manifest.load(out)
+    assert m is not None
+    for table, schema in SCHEMAS.items():
+        paths = m.paths(out, table)
+        arrow_rows = sum(pq.read_table(p).num_rows for p in paths)
+        for p in paths:
+            assert pq.read_schema(p).equals(schema)
+        duck_rows = duckdb.sql(f"SELECT count(*) FROM read_parquet({[str(p) for p in paths]})").fetchall()[0][0]
+        assert arrow_rows == duck_rows == sum(f["rows"] for f in m.files[table])
+    assert sum(f["rows"] for f in m.files["events"]) == small[1].max_position()
+    assert sum(f["rows"] for f in m.files["review_raised"]) > 0
+
+
+def test_crash_before_the_manifest_leaves_orphans_that_are_ignored_then_removed(
+        small: tuple[str, EventStore], rebuilt: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = small[1]
+    out = tmp_path / "a"
+    half = store.max_position() // 2
+    analytics.refresh(store, out, upto=half)
+    saved = Manifest.save
+
+    def crash(self: Manifest, directory: Path) -> None:
+        raise OSError("disk full (simulated crash before the commit point)")
+
+    monkeypatch.setattr(Manifest, "save", crash)
+    with pytest.raises(OSError):
+        analytics.refresh(store, out)
+    monkeypatch.setattr(Manifest, "save", saved)
+    orphans = [p for p in out.rglob("part-*.parquet") if f"part-{half}-" in p.name]
+    assert orphans, "the crashed refresh wrote data files"
+    m = Manifest.load(out)
+    assert m is not None and m.position == half  # the checkpoint did not move
+    # readers see only what the manifest lists: the half-written refresh is invisible
+    con = analytics.connect(out)
+    assert con.execute("SELECT max(position) FROM events").fetchall()[0][0] == half
+    con.close()
+    analytics.refresh(store, out)  # re-applies the same positions exactly once
+    assert _contents(out) == rebuilt
+    assert not [p for p in orphans if p.exists() and p.name not in
+                {f["file"] for files in Manifest.load(out).files.values() for f in files}]  # type: ignore[union-attr]
+
+
+def test_a_version_bump_rebuilds(small: tuple[str, EventStore], tmp_path: Path) -> None:
+    out = tmp_path / "a"
+    analytics.refresh(small[1], out)
+    data = json.loads((out / "manifest.json").read_text())
+    data["version"] = 0
+    (out / "manifest.json").write_text(json.dumps(data))
+    again = analytics.refresh(small[1], out)
+    assert again.rebuilt and again.events == small[1].max_position()
+
+
+def test_refresh_on_each_backend(store: EventStore, tmp_path: Path) -> None:
+    simulate_into(store, {"mapipe": 2, "taskflow": 1}, seed=9)
+    out = tmp_path / "a"
+    result = analytics.refresh(store, out)
+    assert result.events == store.max_position()
+    con = analytics.connect(out)
+    runs = con.execute("SELECT count(*) FROM runs").fetchall()[0][0]
+    assert runs == len(store.list_streams()) == 3
+
+
+def test_default_directory_is_beside_the_store(small: tuple[str, EventStore]) -> None:
+    url, store = small
+    assert analytics.analytics_dir(store) == Path(url.split(":///", 1)[1]).parent / "analytics"
+
+
+# ---------------------------------------------------------------- CLI
+
+
+@pytest.fixture
+def cli_store(small: tuple[str, EventStore], tmp_path: Path) -> str:
+    """A private copy of the small store (the CLI writes analytics beside it)."""
+    src = Path(small[0].split(":///", 1)[1])
+    (tmp_path / "s").mkdir()
+    for f in src.parent.glob("events.db*"):  # the WAL holds the latest commits
+        shutil.copy(f, tmp_path / "s" / f.name)
+    return f"sqlite:///{tmp_path}/s/events.db"
+
+
+def test_query_prints_rows_as_table_json_and_csv(cli_store: str) -> None:
+    runner = CliRunner()
+    sql = "SELECT dialect, count(*) AS n FROM runs GROUP BY dialect ORDER BY dialect"
+    r = runner.invoke(register(), ["--url", cli_store, "query", "--json", sql])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout) == [{"dialect": d, "n": n} for d, n in sorted(COUNTS.items())]
+    r = runner.invoke(register(), ["--url", cli_store, "query", "--csv", "--no-refresh", sql])
+    assert r.exit_code == 0
+    assert r.stdout.splitlines()[0] == "dialect,n" and len(r.stdout.splitlines()) == 5
+    r = runner.invoke(register(), ["--url", cli_store, "query", sql])
+    assert r.exit_code == 0 and "mapipe" in r.stdout and "dialect" in r.stdout.splitlines()[0]
+
+
+def test_query_sql_error_reports_duckdbs_message_and_exits_1(cli_store: str) -> None:
+    r = CliRunner().invoke(register(), ["--url", cli_store, "query", "SELECT no_such_column FROM runs"])
+    assert r.exit_code == 1
+    err = r.stderr.split("Error: ", 1)[1]
+    assert err.startswith("Binder Error: Referenced column \"no_such_column\" not found")
+    assert "Traceback" not in r.output
+    r = CliRunner().invoke(register(), ["--url", cli_store, "query", "SELEC 1"])
+    assert r.exit_code == 1 and r.stderr.startswith("Error: Parser Error: syntax error")
+
+
+def test_metrics_command_formats(cli_store: str, tmp_path: Path) -> None:
+    runner = CliRunner()
+    r = runner.invoke(register(), ["--url", cli_store, "metrics", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    names = [s["name"] for s in data["sections"]]
+    assert names[:4] == ["reviewer_acceptance", "review_deltas", "iterations_until_approval", "gates"]
+    assert data["scope"]["runs"] == sum(COUNTS.values())
+    r = runner.invoke(register(), ["--url", cli_store, "metrics", "--dialect", "mapipe", "--format", "csv"])
+    assert r.exit_code == 0 and r.stdout.startswith("section,row,")
+    r = runner.invoke(register(), ["--url", cli_store, "metrics"])
+    assert r.exit_code == 0 and "Reviewer acceptance per model" in r.stdout
+    out = tmp_path / "m.html"
+    r = runner.invoke(register(), ["--url", cli_store, "metrics", "--format", "html", "--out", str(out)])
+    assert r.exit_code == 0 and out.read_text().startswith("<!DOCTYPE html>")
+    r = runner.invoke(register(), ["--url", cli_store, "metrics", "T-0001", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["scope"]["stream"] == "T-0001"
+    r = runner.invoke(register(), ["--url", cli_store, "metrics", "--since", "yesterday-ish"])
+    assert r.exit_code == 1 and "--since expects an ISO date" in r.stderr
+
+
+def test_export_parquet_and_jsonl(cli_store: str, tmp_path: Path) -> None:
+    runner = CliRunner()
+    r = runner.invoke(register(), ["--url", cli_store, "export", "--parquet", str(tmp_path / "x"),
+                                   "--jsonl", str(tmp_path / "e.jsonl")])
+    assert r.exit_code == 0, r.output
+    store = EventStore(cli_store)
+    try:
+        n = store.max_position()
+        first = next(iter(store.iter_all()))
+    finally:
+        store.close()
+    log = pq.read_table(tmp_path / "x" / "log.parquet")
+    assert log.num_rows == n
+    assert json.loads(log.column("data")[0].as_py()) == first.payload
+    for name in list(SCHEMAS) + list(VIEWS):
+        assert (tmp_path / "x" / f"{name}.parquet").exists()
+    assert duckdb.sql(f"SELECT count(*) FROM '{tmp_path}/x/runs.parquet'").fetchall()[0][0] == sum(COUNTS.values())
+    lines = (tmp_path / "e.jsonl").read_text().splitlines()
+    assert len(lines) == n and json.loads(lines[0])["position"] == 1
+    r = runner.invoke(register(), ["--url", cli_store, "export"])
+    assert r.exit_code == 2

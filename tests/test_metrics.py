@@ -1,0 +1,414 @@
+"""Every metric of DESIGN.md section 6, checked against an independent computation written here
+from the raw snapshot documents the simulators produced (never from the analytics tables)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analytics_fixtures import SimulatedPortfolio, simulate_into
+from eventstore import migrate
+from eventstore.db import make_engine
+from eventstore.dialects.base import Snapshot
+from eventstore.dialects.friday.validate import risk_score_mismatch
+from eventstore.store import EventStore
+from projections import analytics
+from projections.metrics import Report, Scope, cross_run_report, run_report, wilson
+
+COUNTS = {"mapipe": 24, "friday": 8, "taskflow": 10, "envelope": 8}
+
+
+def _strip_some(snaps: list[Snapshot], run_no: int) -> list[Snapshot]:
+    """Make real-world gaps: every third run loses iteration 1's anonymizationMap, every fourth
+    loses its first reviewer's model (the metric must count "unavailable" and "unknown")."""
+    for s in snaps:
+        its = s.doc.get("reviewIterations") if isinstance(s.doc, dict) else None
+        if not its:
+            continue
+        if run_no % 3 == 0:
+            its[0].pop("anonymizationMap", None)
+        if run_no % 4 == 0:
+            its[0]["reviewers"][0].pop("model", None)
+    return snaps
+
+
+@pytest.fixture(scope="module")
+def portfolio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EventStore, SimulatedPortfolio, Path]]:
+    d = tmp_path_factory.mktemp("metrics")
+    url = f"sqlite:///{d}/events.db"
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    engine.dispose()
+    store = EventStore(url)
+    p = simulate_into(store, COUNTS, seed=20260105, transform=_strip_some)
+    analytics.refresh(store)
+    yield store, p, d / "analytics"
+    store.close()
+
+
+@pytest.fixture(scope="module")
+def report(portfolio: tuple[EventStore, SimulatedPortfolio, Path]) -> Report:
+    store, _p, out = portfolio
+    return cross_run_report(analytics.connect(out))
+
+
+def _last(snaps: list[Snapshot]) -> dict[str, Any]:
+    return [s.doc for s in snaps if s.doc is not None][-1]
+
+
+def _fp(x: Any) -> str | None:
+    return x if isinstance(x, str) else (x.get("fingerprint") if isinstance(x, dict) else None)
+
+
+def _quantile(values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (DuckDB's quantile_cont, numpy's default)."""
+    v = sorted(values)
+    pos = (len(v) - 1) * q
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+def _secs(a: str, b: str) -> float:
+    from datetime import datetime
+
+    return (datetime.fromisoformat(b.replace("Z", "+00:00")) - datetime.fromisoformat(a.replace("Z", "+00:00"))
+            ).total_seconds()
+
+
+# ---------------------------------------------------------------- reviewer acceptance
+
+
+def test_reviewer_acceptance_matches_the_documents(portfolio: Any, report: Report) -> None:
+    _store, p, _out = portfolio
+    raised: Counter[str] = Counter()
+    accepted: Counter[str] = Counter()
+    unavailable = 0
+    for snaps in p.of("mapipe").values():
+        for it in _last(snaps).get("reviewIterations", []):
+            if not isinstance(it.get("anonymizationMap"), dict):
+                unavailable += 1
+                continue
+            acc = {_fp(a) for a in it.get("accepted", [])}
+            for r in it.get("reviewers", []):
+                model = r.get("model") or "unknown"
+                fps = {_fp(f) for f in r.get("findings", [])} - {None}
+                raised[model] += len(fps)
+                accepted[model] += len(fps & acc)
+    sec = report.section("reviewer_acceptance")
+    got = {r["model"]: r for r in sec.rows}
+    assert unavailable > 0 and "unknown" in raised  # the fixture really exercises both cases
+    assert sec.summary["unavailable"] == unavailable
+    assert set(got) == set(raised)
+    for model in raised:
+        assert got[model]["raised"] == raised[model]
+        assert got[model]["accepted"] == accepted[model]
+        assert got[model]["ratio"] == round(accepted[model] / raised[model], 4)
+        lo, hi = wilson(accepted[model], raised[model])
+        assert got[model]["ci_low"] == round(lo, 4) and got[model]["ci_high"] == round(hi, 4)
+
+
+def test_wilson_known_values() -> None:
+    # Reference values (Wilson 1927; e.g. statsmodels proportion_confint(..., method="wilson")).
+    lo, hi = wilson(81, 263)
+    assert lo == pytest.approx(0.2553, abs=1e-4) and hi == pytest.approx(0.3662, abs=1e-4)
+    lo, hi = wilson(0, 10)
+    assert lo == 0.0 and hi == pytest.approx(0.2775, abs=1e-4)
+    assert wilson(0, 0) == (None, None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(min_value=1, max_value=10_000), st.data())
+def test_wilson_interval_contains_the_ratio(n: int, data: st.DataObject) -> None:
+    k = data.draw(st.integers(min_value=0, max_value=n))
+    lo, hi = wilson(k, n)
+    assert lo is not None and hi is not None
+    assert 0.0 <= lo <= k / n <= hi <= 1.0
+
+
+# ---------------------------------------------------------------- review deltas
+
+
+def test_review_deltas_match_the_documents(portfolio: Any, report: Report) -> None:
+    _store, p, _out = portfolio
+    per_it: dict[int, Counter[str]] = defaultdict(Counter)
+    plateaus: dict[int, list[bool]] = defaultdict(list)
+    max_rec: dict[int, int] = {}
+    approvals: list[int] = []
+    not_approved = 0
+    for snaps in p.of("mapipe").values():
+        its = _last(snaps).get("reviewIterations", [])
+        prev_still: list[str] | None = None
+        for it in its:
+            d = it.get("delta")
+            if not isinstance(d, dict):
+                continue
+            n = it["iteration"]
+            for kind in ("new", "stillPresent", "resolved", "downgraded", "stillPresentBlocking"):
+                per_it[n][kind] += len(d.get(kind, []))
+            per_it[n]["runs"] += 1
+            still = sorted(_fp(x) for x in d.get("stillPresent", []))
+            plateaus[n].append(bool(still) and still == prev_still)
+            prev_still = still
+            if d.get("recurrence"):
+                max_rec[n] = max(max_rec.get(n, 0), *d["recurrence"].values())
+        if its:
+            accepted_at = [it["iteration"] for it in its if it.get("decision") == "accept"]
+            if accepted_at:
+                approvals.append(min(accepted_at))
+            else:
+                not_approved += 1
+    rows = {r["iteration"]: r for r in report.section("review_deltas").rows}
+    assert set(rows) == set(per_it) and per_it
+    assert any(any(v) for v in plateaus.values()), "fixture should contain a plateau"
+    for n, c in per_it.items():
+        r = rows[n]
+        assert (r["runs"], r["new"], r["still_present"], r["resolved"], r["downgraded"], r["still_present_blocking"]) \
+            == (c["runs"], c["new"], c["stillPresent"], c["resolved"], c["downgraded"], c["stillPresentBlocking"])
+        denom = c["resolved"] + c["stillPresent"] + c["downgraded"]
+        assert r["resolution_rate"] == (round(c["resolved"] / denom, 4) if denom else None)
+        assert r["plateau_rate"] == round(sum(plateaus[n]) / len(plateaus[n]), 4)
+        assert r["max_recurrence"] == max_rec.get(n)
+    sec = report.section("iterations_until_approval")
+    assert sec.summary["approved"] == len(approvals)
+    assert sec.summary["not_approved"] == not_approved
+    assert {r["iterations"]: r["runs"] for r in sec.rows} == dict(Counter(approvals))
+
+
+# ---------------------------------------------------------------- gates and breaker
+
+
+def test_gates_match_the_documents(portfolio: Any, report: Report) -> None:
+    _store, p, _out = portfolio
+    verdicts: dict[str, Counter[str]] = defaultdict(Counter)
+    first: dict[str, list[str]] = defaultdict(list)
+    failed: Counter[str] = Counter()
+    recovered: Counter[str] = Counter()
+    for snaps in p.of("mapipe").values():
+        per_gate: dict[str, list[str]] = defaultdict(list)
+        for g in _last(snaps).get("gates", []):
+            verdicts[g["gate"]][g["verdict"]] += 1
+            per_gate[g["gate"]].append(g["verdict"])
+        for gate, vs in per_gate.items():
+            judged = [v for v in vs if v in ("pass", "fail")]
+            if judged:
+                first[gate].append(judged[0])
+            if "fail" in vs:
+                failed[gate] += 1
+                if "pass" in vs[vs.index("fail") + 1:]:
+                    recovered[gate] += 1
+    rows = {r["gate"]: r for r in report.section("gates").rows}
+    assert set(rows) == set(verdicts)
+    assert sum(failed.values()) > 0 and sum(recovered.values()) > 0
+    for gate, c in verdicts.items():
+        r = rows[gate]
+        assert (r["pass"], r["fail"], r["not_applicable"]) == (c["pass"], c["fail"], c["not-applicable"])
+        fpy = (round(first[gate].count("pass") / len(first[gate]), 4) if first[gate] else None)
+        assert r["first_pass_yield"] == fpy
+        assert r["runs_failed"] == failed[gate] and r["recovered"] == recovered[gate]
+
+
+def test_breaker_trips_match_the_documents(portfolio: Any, report: Report) -> None:
+    _store, p, _out = portfolio
+    trips: Counter[int] = Counter()
+    where: dict[int, set[str]] = defaultdict(set)
+    for snaps in p.of("mapipe").values():
+        was = False
+        for s in snaps:
+            cb = s.doc.get("circuitBreaker") if isinstance(s.doc, dict) else None
+            now = isinstance(cb, dict) and cb.get("tripped") is True
+            if now and not was:
+                trips[cb["trigger"]] += 1
+                cp = cb["checkpoint"]
+                where[cb["trigger"]].add(f"phase {cp['phase']} / step {cp['step']} / iteration {cp['iteration']}")
+            was = now
+    rows = {r["trigger"]: r for r in report.section("breaker_trips").rows}
+    assert {t: r["trips"] for t, r in rows.items()} == dict(trips)
+    for t, places in where.items():
+        assert set(rows[t]["where"].split("; ")) == places
+
+
+# ---------------------------------------------------------------- phases and questions
+
+
+def test_phase_durations_match_the_documents(portfolio: Any, report: Report) -> None:
+    _store, p, _out = portfolio
+    durations: dict[str, list[float]] = defaultdict(list)
+    retries: Counter[str] = Counter()
+    executions: Counter[str] = Counter()
+    for snaps in p.of("mapipe").values():
+        for phase, rec in _last(snaps).get("phases", {}).items():
+            executions[phase] += 1
+            retries[phase] += rec.get("retryCount", 0)
+            if rec.get("status") == "done":
+                durations[phase].append(_secs(rec["startedAt"], rec["finishedAt"]))
+    rows = {r["phase"]: r for r in report.section("phase_durations").rows if r["dialect"] == "mapipe"}
+    assert set(rows) == set(executions)
+    for phase, ds in durations.items():
+        r = rows[phase]
+        assert r["executions"] == executions[phase] and r["retries"] == retries[phase]
+        assert r["p50_s"] == pytest.approx(_quantile(ds, 0.5), abs=1e-3)
+        assert r["p90_s"] == pytest.approx(_quantile(ds, 0.9), abs=1e-3)
+        assert r["max_s"] == max(ds)
+
+
+def test_question_latency_matches_the_documents(portfolio: Any, report: Report) -> None:
+    _store, p, _out = portfolio
+    lat: dict[str, list[float]] = defaultdict(list)
+    asked: Counter[str] = Counter()
+    for snaps in p.of("mapipe").values():
+        open_q: dict[str, str] = {}
+        seen: set[tuple[str, str]] = set()
+        for s in snaps:
+            q = s.doc.get("pendingQuestion")
+            if isinstance(q, dict) and (q["id"], q["askedAt"]) not in seen:
+                seen.add((q["id"], q["askedAt"]))
+                asked[q["id"]] += 1
+                open_q[q["id"]] = q["askedAt"]
+            a = s.doc.get("lastAnswer")
+            if isinstance(a, dict) and a["questionId"] in open_q:
+                lat[a["questionId"]].append(_secs(open_q.pop(a["questionId"]), a["answeredAt"]))
+    rows = {r["question_id"]: r for r in report.section("question_latency").rows}
+    assert set(rows) == set(asked)
+    for qid, ls in lat.items():
+        assert rows[qid]["asked"] == asked[qid] and rows[qid]["answered"] == len(ls)
+        assert rows[qid]["p50_s"] == pytest.approx(_quantile(ls, 0.5), abs=1e-3)
+        assert rows[qid]["mean_s"] == pytest.approx(sum(ls) / len(ls), abs=1e-3)
+
+
+# ---------------------------------------------------------------- friday, envelope, taskflow
+
+_REPORT_KEYS = ("last_report_type", "question_origin", "mode", "gap_queue", "ambiguity_queue",
+                "unresolved_blocking_gaps", "cycle_count")
+
+
+def test_friday_cycles_and_risk_mismatches_match_the_documents(portfolio: Any, report: Report) -> None:
+    _store, p, _out = portfolio
+    rounds: dict[str, list[int]] = defaultdict(list)
+    writes = mismatches = 0
+    runs_mismatch = set()
+    for sid, docs in p.docs("friday").items():
+        prev: dict[str, Any] = {}
+        current: list[Any] | None = None  # [cycle_type, rounds]
+        for doc in docs:
+            pc, nc = prev.get("active_cycle"), doc.get("active_cycle")
+            same = (isinstance(pc, dict) and isinstance(nc, dict)
+                    and all(pc.get(k) == nc.get(k) for k in ("agent", "cycle_type", "phase")))
+            if isinstance(nc, dict) and not same:
+                if current:
+                    rounds[current[0]].append(current[1])
+                current = [nc.get("cycle_type"), 1]
+            elif same:
+                assert current is not None
+                changed = any(k in nc and (k not in pc or pc[k] != nc[k]) for k in _REPORT_KEYS)
+                for kind in ("gap", "ambiguity"):
+                    key = f"collected_{kind}_answers"
+                    old, new = pc.get(key), nc.get(key)
+                    if key in nc and old != new and not (
+                            isinstance(new, dict) and (old is None or key not in pc or
+                                                       (isinstance(old, dict) and list(new)[:len(old)] == list(old)))):
+                        changed = True
+                if changed:
+                    current[1] += 1
+            elif current and not isinstance(nc, dict):
+                rounds[current[0]].append(current[1])
+                current = None
+            if doc.get("session_metrics") != prev.get("session_metrics") and isinstance(doc.get("session_metrics"),
+                                                                                          dict):
+                writes += 1
+                if risk_score_mismatch(doc) is not None:
+                    mismatches += 1
+                    runs_mismatch.add(sid)
+            prev = doc
+        if current:
+            rounds[current[0]].append(current[1])
+    sec = report.section("friday_cycles")
+    rows = {r["cycle_type"]: r for r in sec.rows}
+    assert set(rows) == set(rounds)
+    for ct, rs in rounds.items():
+        assert rows[ct]["cycles"] == len(rs)
+        assert rows[ct]["max_rounds"] == max(rs)
+        assert rows[ct]["mean_rounds"] == round(sum(rs) / len(rs), 4)
+    assert sec.summary["metrics_writes"] == writes
+    assert sec.summary["mismatching_writes"] == mismatches
+    assert sec.summary["runs_with_mismatch"] == len(runs_mismatch)
+
+
+def test_envelope_mix_and_repair_rate_match_the_snapshots(portfolio: Any, report: Report) -> None:
+    _store, p, _out = portfolio
+    mix: Counter[tuple[str, str]] = Counter()
+    rejected = accepted = 0
+    folds: list[int] = []
+    for snaps in p.of("envelope").values():
+        n_folds = 0
+        for s in snaps:
+            if s.doc is not None:
+                accepted += 1
+                mix[(s.doc["skill"], s.doc["state"])] += 1
+                n_folds += s.doc["skill"] == "review-change" and s.doc["state"] == "NEEDS_FIXES"
+            elif not s.source.get("repair"):
+                rejected += 1
+        folds.append(n_folds)
+    sec = report.section("envelope_turns")
+    assert {(r["skill"], r["state"]): r["turns"] for r in sec.rows} == dict(mix)
+    assert sec.summary["accepted_turns"] == accepted and sec.summary["rejected_turns"] == rejected
+    assert sec.summary["repair_rate"] == round(rejected / (accepted + rejected), 4)
+    assert sec.summary["max_review_fold_cycles"] == max(folds)
+    assert sec.summary["mean_review_fold_cycles"] == round(sum(folds) / len(folds), 4)
+
+
+def test_taskflow_verdicts_and_spawn_rate_match_the_documents(portfolio: Any, report: Report) -> None:
+    _store, p, _out = portfolio
+    mix: Counter[str] = Counter()
+    spawned: Counter[str] = Counter()
+    for docs in p.docs("taskflow").values():
+        last_sha = None
+        for doc in docs:
+            v = doc.get("verdict")
+            if isinstance(v, dict) and v.get("sha256") != last_sha:
+                mix["UNPARSEABLE" if v["value"] == "unparsed" else v["value"]] += 1
+            last_sha = v.get("sha256") if isinstance(v, dict) else None
+        for f in docs[-1].get("follow_ups", []):
+            spawned[f["kind"]] += 1
+    sec = report.section("taskflow_verdicts")
+    assert {r["verdict"]: r["verdicts"] for r in sec.rows} == dict(mix)
+    total = sum(mix.values())
+    assert sec.summary["fix_spawned"] == spawned["fix"]
+    assert sec.summary["fix_spawn_rate"] == round(spawned["fix"] / total, 4)
+    assert sec.summary["follow_up_spawn_rate"] == round(sum(spawned.values()) / total, 4)
+
+
+# ---------------------------------------------------------------- scope and one run
+
+
+def test_scope_filters_runs(portfolio: Any) -> None:
+    _store, p, out = portfolio
+    con = analytics.connect(out)
+    mapipe_only = cross_run_report(con, Scope(dialect="mapipe"))
+    assert mapipe_only.scope["runs"] == COUNTS["mapipe"]
+    assert mapipe_only.section("envelope_turns").rows == []
+    project = _last(next(iter(p.of("mapipe").values())))["project"]
+    n = sum(1 for snaps in p.of("mapipe").values() if _last(snaps)["project"] == project)
+    assert cross_run_report(con, Scope(project=project)).scope["runs"] == n
+    assert cross_run_report(con, Scope(since="2100-01-01")).scope["runs"] == 0
+
+
+def test_run_report_shows_one_runs_iterations(portfolio: Any) -> None:
+    _store, p, out = portfolio
+    sid, snaps = max(p.of("mapipe").items(), key=lambda kv: len(_last(kv[1]).get("reviewIterations", [])))
+    rep = run_report(analytics.connect(out), sid)
+    its = _last(snaps)["reviewIterations"]
+    assert [r["iteration"] for r in rep.section("review_iterations").rows] == [it["iteration"] for it in its]
+    assert [r["iteration"] for r in rep.section("review_deltas").rows] == \
+        [it["iteration"] for it in its if "delta" in it]
+    assert len(rep.section("timeline").rows) == len(list(_store_events(portfolio[0], sid)))
+
+
+def _store_events(store: EventStore, sid: str) -> Iterator[Any]:
+    return store.read_stream(sid)
