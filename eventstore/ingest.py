@@ -27,7 +27,7 @@ from typing import Any
 from eventstore import chain, documents, snapshots
 from eventstore.dialects.base import Dialect, Finding, Snapshot, parse_json_document
 from eventstore.errors import IngestError, StreamNotFound
-from eventstore.events import Event
+from eventstore.events import Event, decode_event
 from eventstore.store import EventStore, NewEvent
 
 SNAPSHOT_NAME = "replay"  # the snapshots replay keeps (see projections.replay)
@@ -98,10 +98,12 @@ def current_document(store: EventStore, dialect: Dialect, stream_id: str) -> tup
     info = store.stream_info(stream_id)
     if info is None:
         return 0, None
-    snap = snapshots.latest(store, stream_id, SNAPSHOT_NAME, info[1])
+    snap = snapshots.latest_by_pk(store, info[0], SNAPSHOT_NAME, info[1])
     version, doc = (0, None) if snap is None else snap
-    for rec in store.read_stream(stream_id, after_version=version):
-        doc = dialect.evolve(doc, rec.to_event())
+    with documents.owned_events():
+        for _, _, type_, schema_version, data, _, _ in store.read_payloads(info[0], after_version=version,
+                                                                           upto_version=info[1]):
+            doc = dialect.evolve(doc, decode_event(type_, schema_version, data))
     return info[1], doc
 
 
@@ -162,6 +164,7 @@ class Ingestor:
         file = snap.source.get("file") or snap.source.get("dir")
         if not events:
             return IngestResult(file, stream_id, version, 0)
+        doc = prev if snap.doc is None else documents.copy(snap.doc)
         findings = self.dialect.validate(snap.doc) if snap.doc is not None else []
         meta_last: dict[str, Any] = {"dialect": self.dialect.name, "source": snap.source}
         rec = raw_record(snap.doc, snap.raw) if snap.doc is not None else None
@@ -173,7 +176,6 @@ class Ingestor:
         new = [NewEvent(None, ev, meta=meta_each if i < len(events) - 1 else meta_last,
                         occurred_at=snap.occurred_at) for i, ev in enumerate(events)]
         result = self.store.append(stream_id, new, expected_version=version, dialect=self.dialect.name)
-        doc = prev if snap.doc is None else documents.copy(snap.doc)
         self._docs[stream_id] = (result.version, doc)
         return IngestResult(file, stream_id, result.version, len(events), findings)
 

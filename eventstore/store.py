@@ -287,6 +287,36 @@ class EventStore:
             self.backend.end_read(raw)
         return None if r is None else (r[0], r[1], bytes(r[2]))
 
+    def _query(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        raw = self._raw()
+        cur = raw.cursor()
+        try:
+            self.backend.begin_read(raw)
+            cur.execute(sql, params)
+            return list(cur.fetchall())
+        finally:
+            cur.close()
+            self.backend.end_read(raw)
+
+    def stream_head(self, stream_id: str) -> tuple[int, int, str | None] | None:
+        """(stream_pk, version, dialect) of a stream, or None (one indexed lookup)."""
+        rows = self._query(self.backend.sql_stream_head, (stream_id,))
+        return None if not rows else (rows[0][0], rows[0][1], rows[0][2])
+
+    def read_payloads(self, stream_pk: int, *, after_version: int, upto_version: int,
+                      batch_size: int = 2000) -> Iterator[tuple[int, int, str, int, bytes, str | None, str]]:
+        """Lean stream read for replay: (position, version, type, schema_version, data, occurred_at,
+        recorded_at), streamed in batches; no meta, hashes or RecordedEvent objects."""
+        after = after_version
+        while after < upto_version:
+            hi = min(upto_version, after + batch_size)
+            rows = self._query(self.backend.sql_read_payloads, (stream_pk, after, hi))
+            if not rows:
+                return
+            for r in rows:
+                yield r[0], r[1], r[2], r[3], bytes(r[4]), r[5], r[6]
+            after = hi
+
     def stream_version(self, stream_id: str) -> int:
         info = self.stream_info(stream_id)
         return 0 if info is None else info[1]

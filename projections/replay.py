@@ -18,7 +18,8 @@ from eventstore import documents, snapshots
 from eventstore.dialects import Dialect, get_dialect
 from eventstore.errors import EvstoreError, StreamNotFound
 from eventstore.ingest import SNAPSHOT_NAME, raw_bytes
-from eventstore.store import EventStore, RecordedEvent, iso
+from eventstore.events import decode_event
+from eventstore.store import EventStore, iso
 
 SNAPSHOT_EVERY = 200
 
@@ -30,7 +31,6 @@ class ReplayResult:
     version: int  # the version the document is at
     stream_version: int  # the stream's latest version
     doc: Any
-    last_event: RecordedEvent | None
 
 
 def dialect_of(store: EventStore, stream_id: str) -> Dialect:
@@ -74,30 +74,33 @@ def _version_at(store: EventStore, stream_id: str, at: datetime | str) -> int:
 def replay(store: EventStore, stream_id: str, *, upto_version: int | None = None,
            at: datetime | str | None = None, use_snapshots: bool = True) -> ReplayResult:
     """The document of ``stream_id`` at ``upto_version`` (or time ``at``; default: latest)."""
-    info = store.stream_info(stream_id)
-    if info is None:
+    head = store.stream_head(stream_id)
+    if head is None:
         raise StreamNotFound(f'No stream "{stream_id}"; `evstore runs` lists the streams.')
-    stream_version = info[1]
+    stream_pk, stream_version, dialect_name = head
     if at is not None:
         upto_version = _version_at(store, stream_id, at)
     target = stream_version if upto_version is None else upto_version
     if target < 0 or target > stream_version:
         raise EvstoreError(f'Stream "{stream_id}" has versions 1..{stream_version}; there is no version {target}.')
-    dialect = dialect_of(store, stream_id)
+    dialect = get_dialect(dialect_name or "generic")
     start, doc = 0, None
-    if use_snapshots:
-        snap = snapshots.latest(store, stream_id, SNAPSHOT_NAME, target)
+    if use_snapshots and target > SNAPSHOT_EVERY:
+        snap = snapshots.latest_by_pk(store, stream_pk, SNAPSHOT_NAME, target)
         if snap is not None:
             start, doc = snap
-    last: RecordedEvent | None = None
+    last: tuple[int, int] | None = None  # (version, position)
     folded = 0
-    for rec in store.read_stream(stream_id, after_version=start, upto_version=target):
-        doc = dialect.evolve(doc, rec.to_event())
-        last = rec
-        folded += 1
+    evolve = dialect.evolve
+    with documents.owned_events():  # freshly decoded events: no defensive copies
+        for position, version, type_, schema_version, data, _, _ in store.read_payloads(
+                stream_pk, after_version=start, upto_version=target):
+            doc = evolve(doc, decode_event(type_, schema_version, data))
+            last = (version, position)
+            folded += 1
     if use_snapshots and folded > SNAPSHOT_EVERY and last is not None:
-        snapshots.save(store, stream_id, SNAPSHOT_NAME, last.version, last.position, doc)
-    return ReplayResult(stream_id, dialect.name, target, stream_version, doc, last)
+        snapshots.save(store, stream_id, SNAPSHOT_NAME, last[0], last[1], doc)
+    return ReplayResult(stream_id, dialect.name, target, stream_version, doc)
 
 
 def replay_raw(store: EventStore, stream_id: str, version: int | None = None) -> bytes:

@@ -26,6 +26,15 @@ class Backend(abc.ABC):
         )
         self.sql_update_stream = f"UPDATE streams SET version = {p}, head_hash = {p} WHERE stream_pk = {p}"
         self.sql_max_position = "SELECT COALESCE(MAX(position), 0) FROM events"
+        self.sql_stream_head = f"SELECT stream_pk, version, dialect FROM streams WHERE stream_id = {p}"
+        self.sql_read_payloads = (
+            "SELECT position, version, type, schema_version, data, occurred_at, recorded_at FROM events "
+            f"WHERE stream_pk = {p} AND version > {p} AND version <= {p} ORDER BY version"
+        )
+        self.sql_latest_snapshot = (
+            f"SELECT version, state FROM snapshots WHERE stream_pk = {p} AND name = {p} AND version <= {p} "
+            "ORDER BY version DESC LIMIT 1"
+        )
         sel = ("SELECT e.position, s.stream_id, e.version, e.event_id, e.type, e.schema_version, "
                "e.data, e.meta, e.occurred_at, e.recorded_at, e.prev_hash, e.hash "
                "FROM events e JOIN streams s ON s.stream_pk = e.stream_pk ")

@@ -130,7 +130,7 @@ class Dialect:
 
     def evolve(self, doc: JSON, event: Event) -> JSON:
         if isinstance(event, DocumentObserved):
-            return documents.copy(event.doc)
+            return documents.take(event.doc)
         if isinstance(event, DocumentPatched):
             return documents.apply(doc, event.ops)
         return self.apply(doc, event)

@@ -94,13 +94,13 @@ def _cycle(doc: dict[str, Any]) -> dict[str, Any]:
 def _set_fields(obj: dict[str, Any], pairs: Sequence[tuple[str, Any]], rank: dict[str, int]) -> None:
     for key, value in pairs:
         if value is not UNSET:
-            _put(obj, key, documents.copy(value), rank)
+            _put(obj, key, documents.take(value), rank)
 
 
 def apply_event(doc: JSON, event: Event) -> JSON:
     """Fold one FRIDAY domain event into ``doc`` (mutates and returns it)."""
     if isinstance(event, ev.StateInitialised):
-        return documents.copy(event.doc)
+        return documents.take(event.doc)
     d = _top(doc)
     if isinstance(event, ev.StateReset):
         for key in event.removed:
@@ -140,7 +140,7 @@ def apply_event(doc: JSON, event: Event) -> JSON:
     elif isinstance(event, ev.TaskCompleted):
         _apply_task_completed(d, event)
     elif isinstance(event, ev.CycleOpened):
-        _put(d, "active_cycle", documents.copy(event.cycle), _TOP_RANK)
+        _put(d, "active_cycle", documents.take(event.cycle), _TOP_RANK)
     elif isinstance(event, ev.ReportReceived):
         _set_fields(_cycle(d), [(k, getattr(event, k)) for k in (
             "last_report_type", "question_origin", "mode", "gap_queue", "collected_gap_answers",
@@ -165,7 +165,7 @@ def apply_event(doc: JSON, event: Event) -> JSON:
         key = f"collected_{event.queue_kind}_answers"
         if type(c.get(key)) is not dict:
             _put(c, key, {}, _CYCLE_RANK)
-        c[key][event.item_id] = documents.copy(event.answer)
+        c[key][event.item_id] = documents.take(event.answer)
     elif isinstance(event, ev.CycleClosed):
         if event.to_null:
             _put(d, "active_cycle", None, _TOP_RANK)
@@ -189,7 +189,7 @@ def _apply_task_completed(d: dict[str, Any], event: ev.TaskCompleted) -> None:
     if type(done) is not list:
         done = []
         _put(d, "completed_tasks", done, _TOP_RANK)
-    done.append(documents.copy(event.task))
+    done.append(documents.take(event.task))
 
 
 # ================================================================== derive

@@ -30,7 +30,7 @@ JSON = Any
 def apply_event(doc: JSON, event: Event) -> JSON:
     """Fold one mapipe domain event into ``doc`` (mutated in place where possible)."""
     if isinstance(event, ev.RunStarted):
-        return documents.copy(event.state)
+        return documents.take(event.state)
     if not isinstance(doc, dict):
         raise TypeError(f"cannot apply {type(event).__name__} to a non-object document")
     owns: tuple[str, ...] = getattr(type(event), "OWNS", ())
@@ -38,39 +38,39 @@ def apply_event(doc: JSON, event: Event) -> JSON:
         for key in owns:
             value = getattr(event, key)
             if value is not UNSET:
-                doc[key] = documents.copy(value)
+                doc[key] = documents.take(value)
         removed = getattr(event, "removed", UNSET)
         for key in removed if removed is not UNSET else ():
             doc.pop(key, None)
         return doc
     if isinstance(event, (ev.PhaseStarted, ev.PhaseUpdated, ev.PhaseCompleted, ev.PhaseSkipped, ev.PhaseFailed)):
         phases = doc.setdefault("phases", {})
-        phases[event.phase] = documents.copy(event.record)
+        phases[event.phase] = documents.take(event.record)
         if event.currentPhase is not UNSET:
             doc["currentPhase"] = event.currentPhase
         return doc
     if isinstance(event, (ev.ReviewIterationRecorded, ev.ReviewIterationUpdated)):
         items = doc.setdefault("reviewIterations", [])
         if event.index == len(items):
-            items.append(documents.copy(event.iteration))
+            items.append(documents.take(event.iteration))
         else:
-            items[event.index] = documents.copy(event.iteration)
+            items[event.index] = documents.take(event.iteration)
         return doc
     if isinstance(event, ev.ReviewDeltaComputed):
-        doc["reviewIterations"][event.index]["delta"] = documents.copy(event.delta)
+        doc["reviewIterations"][event.index]["delta"] = documents.take(event.delta)
         return doc
     if isinstance(event, ev.ReviewDecisionRecorded):
-        doc["reviewIterations"][event.index]["reviewDecision"] = documents.copy(event.reviewDecision)
+        doc["reviewIterations"][event.index]["reviewDecision"] = documents.take(event.reviewDecision)
         return doc
     if isinstance(event, ev.GateVerdictRecorded):
-        doc.setdefault("gates", []).append(documents.copy(event.to_entry()))
+        doc.setdefault("gates", []).append(documents.take(event.to_entry()))
         return doc
     if isinstance(event, ev.CircuitBreakerTripped):
-        doc["circuitBreaker"] = documents.copy(event.to_record())
+        doc["circuitBreaker"] = documents.take(event.to_record())
         return doc
     if isinstance(event, ev.CircuitBreakerReset):
         if event.record is not UNSET:
-            doc["circuitBreaker"] = documents.copy(event.record)
+            doc["circuitBreaker"] = documents.take(event.record)
         else:
             doc["circuitBreaker"]["tripped"] = False
         return doc
