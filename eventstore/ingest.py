@@ -24,6 +24,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from eventstore import chain, documents, snapshots
 from eventstore.dialects.base import Dialect, Finding, Snapshot, parse_json_document
 from eventstore.errors import IngestError, StreamNotFound
@@ -32,8 +34,10 @@ from eventstore.store import EventStore, NewEvent
 
 SNAPSHOT_NAME = "replay"  # the snapshots replay keeps (see projections.replay)
 
-# json.dumps settings tried, in order, to reproduce a snapshot's bytes without storing them.
+# Serialisations tried, in order, to reproduce a snapshot's bytes without storing them.  msgspec's
+# formatter first: with an indent, json.dumps falls back to its pure-Python encoder (20x slower).
 _FORMATS: list[dict[str, Any]] = [
+    {"renderer": "msgspec", "indent": 2}, {"renderer": "msgspec", "indent": 4},
     {"indent": 2, "ensure_ascii": False}, {"indent": 2, "ensure_ascii": True},
     {"indent": 4, "ensure_ascii": False}, {"indent": None, "ensure_ascii": False},
     {"indent": None, "ensure_ascii": False, "compact": True}, {"indent": "\t", "ensure_ascii": False},
@@ -43,6 +47,9 @@ _FORMATS: list[dict[str, Any]] = [
 
 def render(doc: Any, fmt: dict[str, Any]) -> bytes:
     """Serialise ``doc`` with a recorded format (the inverse of :func:`detect_format`)."""
+    if fmt.get("renderer") == "msgspec":
+        out = msgspec.json.format(msgspec.json.encode(doc), indent=fmt["indent"])
+        return out + fmt.get("newline", "").encode("ascii")
     seps = (",", ":") if fmt.get("compact") else None
     text = json.dumps(doc, indent=fmt.get("indent"), ensure_ascii=fmt.get("ensure_ascii", False), separators=seps)
     newline: str = fmt.get("newline", "")
@@ -50,11 +57,11 @@ def render(doc: Any, fmt: dict[str, Any]) -> bytes:
 
 
 def detect_format(doc: Any, raw: bytes) -> dict[str, Any] | None:
+    newline = "\r\n" if raw.endswith(b"\r\n") else "\n" if raw.endswith(b"\n") else ""
     for base in _FORMATS:
-        for newline in ("\n", "", "\r\n"):
-            fmt = {**base, "newline": newline}
-            if render(doc, fmt) == raw:
-                return fmt
+        fmt = {**base, "newline": newline}
+        if render(doc, fmt) == raw:
+            return fmt
     return None
 
 
