@@ -3,7 +3,7 @@
 Every metric is one function ``metric(con, scope) -> Section`` over a DuckDB connection from
 :func:`projections.analytics.connect`; :func:`cross_run_report` and :func:`run_report` collect
 them into a :class:`Report` that :mod:`projections.report` renders (table, JSON, CSV, HTML).
-The formulas are documented in ``docs/metrics.md``; the tests recompute each one from raw
+The formulas are documented in the README (section "Metrics"); the tests recompute each one from raw
 simulator snapshots.
 
     >>> con = open_analytics(store)
