@@ -48,8 +48,8 @@ _FORMATS: list[dict[str, Any]] = [
 def render(doc: Any, fmt: dict[str, Any]) -> bytes:
     """Serialise ``doc`` with a recorded format (the inverse of :func:`detect_format`)."""
     if fmt.get("renderer") == "msgspec":
-        out = msgspec.json.format(msgspec.json.encode(doc), indent=fmt["indent"])
-        return out + fmt.get("newline", "").encode("ascii")
+        out: bytes = msgspec.json.format(msgspec.json.encode(doc), indent=fmt["indent"])
+        return out + str(fmt.get("newline", "")).encode("ascii")
     seps = (",", ":") if fmt.get("compact") else None
     text = json.dumps(doc, indent=fmt.get("indent"), ensure_ascii=fmt.get("ensure_ascii", False), separators=seps)
     newline: str = fmt.get("newline", "")

@@ -1,0 +1,20 @@
+"""mypy strict on the library (STYLE.md #9): the annotations are checked, not decorative."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def test_mypy_strict_on_library() -> None:
+    if shutil.which("mypy") is None and subprocess.run([sys.executable, "-m", "mypy", "--version"],
+                                                       capture_output=True).returncode != 0:
+        pytest.skip("mypy is not installed (it is in the test extra)")
+    root = Path(__file__).resolve().parent.parent
+    r = subprocess.run([sys.executable, "-m", "mypy", "eventstore", "projections"], cwd=root,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
