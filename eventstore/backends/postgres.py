@@ -34,6 +34,19 @@ class PostgresBackend(Backend):
     def end_read(self, raw: Any) -> None:
         raw.rollback()
 
+    #: From this many rows per append, COPY beats executemany (measured ~2x at 1,000 rows).
+    COPY_FROM = 50
+
+    def insert_events(self, cur: Any, rows: list[tuple[Any, ...]]) -> None:
+        if len(rows) < self.COPY_FROM:
+            super().insert_events(cur, rows)
+            return
+        cols = ("position, stream_pk, version, event_id, type, schema_version, data, meta, occurred_at, "
+                "recorded_at, data_sha256, meta_sha256, prev_hash, hash")
+        with cur.copy(f"COPY events ({cols}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+
     def is_unique_violation(self, exc: BaseException) -> bool:
         import psycopg
 
