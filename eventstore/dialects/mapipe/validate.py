@@ -24,6 +24,7 @@ import fastjsonschema
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
+from eventstore.config import seeds_path
 from eventstore.dialects.base import Finding
 from eventstore.documents import pointer
 
@@ -31,11 +32,7 @@ SCHEMA_FILE = "agent-state.schema.json"
 
 
 def seeds_dir() -> Path:
-    default = Path(__file__).resolve().parents[3] / ".." / "shared" / "seeds"
-    return Path(os.environ.get("EVSTORE_SEEDS", str(default)))
-
-
-_DEFAULT_SEEDS = str(Path(__file__).resolve().parents[3] / ".." / "shared" / "seeds")
+    return seeds_path()
 
 
 @lru_cache(maxsize=8)
@@ -47,6 +44,9 @@ def _schema_file(seeds: str) -> Path | None:
 def schema_path() -> Path | None:
     """The schema file validation uses, or ``None`` when it is not available (cached per setting)."""
     return _schema_file(os.environ.get("EVSTORE_SEEDS", "") or _DEFAULT_SEEDS)
+
+
+_DEFAULT_SEEDS = str(seeds_path())
 
 
 @lru_cache(maxsize=4)
