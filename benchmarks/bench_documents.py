@@ -644,7 +644,7 @@ def _profiles(runs: list[list[Snapshot]], ingest_db: Path, dbs: Dbs, long_db: Pa
     print("\nProfiles (cProfile)")
     store = EventStore(f"sqlite:///{long_db}")
     try:
-        print(f"-- evstore replay(use_snapshots=False) of the long stream x 20, by own time")
+        print("-- evstore replay(use_snapshots=False) of the long stream x 20, by own time")
         print(profile(lambda: [replay_mod.replay(store, long_sid, use_snapshots=False) for _ in range(20)],
                       sort="tottime"))
     finally:

@@ -101,5 +101,5 @@ def test_bad_input_is_refused_and_nothing_written(run, tmp_path: Path, dialect: 
     r = run("ingest", dialect, str(good), str(bad), "--stream", "S")
     assert r.exit_code == 1, r.output
     assert r.stderr.startswith("Error: ") and message in r.stderr, r.stderr
-    assert f"b-bad.json" in r.stderr
+    assert "b-bad.json" in r.stderr
     assert run("log", "S").exit_code == 1  # nothing of the command was written
