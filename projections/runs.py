@@ -29,7 +29,7 @@ from typing import Any
 
 from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, SmallInteger, String, Table, or_, select
 
-from eventstore import codec
+from eventstore import codec, documents
 from eventstore.backends import Backend
 from eventstore.dialects import Dialect, get_dialect
 from eventstore.errors import EvstoreError
@@ -155,6 +155,10 @@ class RunsIndex(engine.Projection):
         return entry
 
     def apply(self, cur: Any, backend: Backend, events: Sequence[RecordedEvent]) -> None:
+        with documents.owned_events():  # events decoded here from bytes: fold without copies
+            self._apply(cur, backend, events)
+
+    def _apply(self, cur: Any, backend: Backend, events: Sequence[RecordedEvent]) -> None:
         touched: dict[str, _Touched] = {}
         cache = self.cache
         for e in events:
