@@ -195,3 +195,15 @@ def test_watch_follows_atomic_and_in_place_writes(sqlite_url: str, tmp_path: Pat
     assert [json.loads(x)["version"] for x in lines + out.splitlines()] == [1, 2, 3]
     with EventStore(sqlite_url) as s:
         assert rp.replay(s, "W-1").doc == {"taskId": "W-1", "n": 2}
+
+
+def test_ambiguous_task_id_lists_candidates(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    a = write(tmp_path / "a.json", {"taskId": "T-7", "attempt": 1})
+    b = write(tmp_path / "b.json", {"taskId": "T-7", "attempt": 2})
+    assert run("ingest", "generic", str(a), "--stream", "T-7#1").exit_code == 0
+    assert run("ingest", "generic", str(b), "--stream", "T-7#2").exit_code == 0
+    r = run("replay", "T-7")
+    assert r.exit_code == 1
+    assert 'Task "T-7" is ambiguous; it names 2 streams' in r.stderr
+    assert "T-7#1" in r.stderr and "T-7#2" in r.stderr
+    assert json.loads(run("replay", "T-7#2", "--json").output)["attempt"] == 2
