@@ -69,15 +69,9 @@ def _lit(value: str) -> str:
 
 
 def _iso(value: str) -> str:
-    from datetime import UTC, datetime
+    from projections.runs import parse_since
 
-    try:
-        ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise EvstoreError(f'--since expects an ISO date or time such as 2025-01-31T12:00, got "{value}".') from exc
-    if ts.tzinfo is None:
-        ts = ts.replace(tzinfo=UTC)
-    return ts.isoformat()
+    return parse_since(value).isoformat()
 
 
 @dataclass

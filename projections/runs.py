@@ -257,15 +257,18 @@ class RunRow:
                 "findings": self.findings}
 
 
-def normalize_since(value: str) -> str:
-    """An ISO date/time as the index stores times (UTC, ``...Z``) for string comparison."""
+def parse_since(value: str) -> datetime:
+    """``--since``: an ISO date or time (naive means UTC)."""
     try:
         ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError as exc:
         raise EvstoreError(f'--since expects an ISO date or time such as 2025-01-31T12:00, got "{value}".') from exc
-    if ts.tzinfo is None:
-        ts = ts.replace(tzinfo=UTC)
-    return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
+
+
+def normalize_since(value: str) -> str:
+    """An ISO date/time as the index stores times (UTC, ``...Z``) for string comparison."""
+    return parse_since(value).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def list_runs(store: EventStore, *, dialect: str | None = None, project: str | None = None,
