@@ -164,9 +164,10 @@ class AppendResult(msgspec.Struct, frozen=True):
     duplicate: bool = False  # True: an idempotent retry, nothing was written
 
 
-def _row(r: Sequence[Any]) -> RecordedEvent:
+def recorded_event(row: Sequence[Any]) -> RecordedEvent:
+    """A RecordedEvent from a row of ``backend.sql_read_all`` / ``sql_read_stream`` (12 columns)."""
     # sqlite3 and psycopg 3 both return BLOB/bytea as bytes: no conversion needed.
-    return RecordedEvent(*r)
+    return RecordedEvent(*row)
 
 
 class EventStore:
@@ -353,7 +354,7 @@ class EventStore:
             if not rows:
                 return
             for r in rows:
-                yield _row(r)
+                yield recorded_event(r)
             after = hi
 
     def read_all(self, *, after_position: int = 0, limit: int = 1000,
@@ -373,7 +374,7 @@ class EventStore:
         finally:
             cur.close()
             be.end_read(raw)
-        return [_row(r) for r in rows]
+        return [recorded_event(r) for r in rows]
 
     def iter_all(self, *, after_position: int = 0, upto_position: int | None = None,
                  batch_size: int = 5000, types: Sequence[str] | None = None) -> Iterator[RecordedEvent]:

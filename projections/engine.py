@@ -33,6 +33,7 @@ Example (an async projection counting events per type, :class:`EventCounts`)::
 
 from __future__ import annotations
 
+import abc
 import importlib
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -45,7 +46,7 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 from eventstore.backends import Backend
 from eventstore.errors import EvstoreError
 from eventstore.schema import NAMING
-from eventstore.store import EventStore, RecordedEvent, utcnow
+from eventstore.store import EventStore, RecordedEvent, recorded_event, utcnow
 
 Progress = Callable[[int, int], None]  # (events applied so far, total events to apply)
 
@@ -81,7 +82,7 @@ def get_projection(name: str) -> Projection:
     return projs[name]
 
 
-class Projection:
+class Projection(abc.ABC):
     """Base class of every projection (see the module docstring)."""
 
     name: ClassVar[str] = ""
@@ -90,9 +91,9 @@ class Projection:
     inline: ClassVar[bool] = False
     metadata: ClassVar[MetaData] = MetaData()
 
+    @abc.abstractmethod
     def apply(self, cur: Any, backend: Backend, events: Sequence[RecordedEvent]) -> None:
         """Fold ``events`` (in position order, already filtered by type) into the tables."""
-        raise NotImplementedError
 
     def reset(self) -> None:
         """Forget in-memory caches (called before a rebuild and after a rolled-back batch)."""
@@ -101,19 +102,13 @@ class Projection:
         return list(self.metadata.sorted_tables)
 
 
-def record(row: Sequence[Any]) -> RecordedEvent:
-    """A RecordedEvent from a row of ``backend.sql_read_all`` (12 columns)."""
-    return RecordedEvent(row[0], row[1], row[2], row[3], row[4], row[5], bytes(row[6]), bytes(row[7]),
-                         row[8], row[9], bytes(row[10]), bytes(row[11]))
-
-
 def read_events(cur: Any, be: Backend, after: int, limit: int, types: Sequence[str] | None) -> list[RecordedEvent]:
     """Events after ``after`` read through ``cur`` (inside the caller's transaction)."""
     if types:
         cur.execute(be.sql_read_all_types.format(types=", ".join([be.p] * len(types))), (after, *types, limit))
     else:
         cur.execute(be.sql_read_all, (after, limit))
-    return [record(r) for r in cur.fetchall()]
+    return [recorded_event(r) for r in cur.fetchall()]
 
 
 # ---------------------------------------------------------------- checkpoints (DBAPI)
