@@ -163,7 +163,11 @@ class RunsIndex(engine.Projection):
         cache = self.cache
         for e in events:
             t = touched.get(e.stream_id)
-            meta = codec.decode(e.meta) if e.meta != b"{}" else None
+            # Decode meta only where it can matter: a stream's first event here (its dialect) and
+            # events closing an ingested snapshot (their findings); a byte probe is 10x cheaper.
+            raw_meta = e.meta
+            meta = (codec.decode(raw_meta) if raw_meta != b"{}" and (t is None or b'"source"' in raw_meta)
+                    else None)
             if t is None:
                 entry = cache.get(e.stream_id)
                 if entry is None or entry.version != e.version - 1 or entry.head != e.prev_hash:
