@@ -68,4 +68,5 @@ def sign(payload: dict[str, Any], key: bytes) -> str:
 
 
 def signature_ok(payload: dict[str, Any], signature: str, key: bytes) -> bool:
-    return hmac.compare_digest(sign(payload, key), signature)
+    return isinstance(signature, str) and hmac.compare_digest(sign(payload, key).encode(),
+                                                              signature.encode("utf-8", "replace"))

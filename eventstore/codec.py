@@ -111,7 +111,10 @@ def encode_checked(value: Any, where: str, *, require_object: bool = True) -> by
     if require_object and type(value) is not dict:
         raise InvalidEvent(f"{where}: must be a JSON object, got {json_type(value)}.")
     check_value(value, where)
-    data = _enc.encode(value)
+    try:
+        data = _enc.encode(value)
+    except (UnicodeEncodeError, msgspec.EncodeError) as exc:  # e.g. a lone surrogate "\ud800"
+        raise InvalidEvent(f"{where}: cannot be encoded as UTF-8 JSON ({exc}).") from exc
     if len(data) > config.MAX_EVENT_BYTES:
         raise InvalidEvent(
             f"{where}: {len(data)} bytes exceeds the limit of {config.MAX_EVENT_BYTES} bytes "

@@ -164,13 +164,18 @@ class Ingestor:
                 observed = [DocumentPatched(ops=documents.diff(prev, snap.doc))]
         return events + observed
 
-    def ingest(self, snap: Snapshot) -> IngestResult:
+    def prepare(self, snap: Snapshot) -> tuple[IngestResult, int, list[NewEvent]]:
+        """Derive a snapshot's events against the in-memory document; writes nothing.
+
+        Returns the result it will have, the stream version it expects, and the events.  The
+        cached document moves on as if the append happened (call :meth:`forget` if it does not).
+        """
         stream_id = self.stream_for(snap)
         version, prev = self._current(stream_id)
         events = self.events_for(stream_id, prev, snap)
         file = snap.source.get("file") or snap.source.get("dir")
         if not events:
-            return IngestResult(file, stream_id, version, 0)
+            return IngestResult(file, stream_id, version, 0), version, []
         doc = prev if snap.doc is None else documents.copy(snap.doc)
         findings = self.dialect.validate(snap.doc) if snap.doc is not None else []
         meta_last: dict[str, Any] = {"dialect": self.dialect.name, "source": snap.source}
@@ -182,29 +187,63 @@ class Ingestor:
         meta_each = {"dialect": self.dialect.name}
         new = [NewEvent(None, ev, meta=meta_each if i < len(events) - 1 else meta_last,
                         occurred_at=snap.occurred_at) for i, ev in enumerate(events)]
-        result = self.store.append(stream_id, new, expected_version=version, dialect=self.dialect.name)
-        self._docs[stream_id] = (result.version, doc)
-        return IngestResult(file, stream_id, result.version, len(events), findings)
+        self._docs[stream_id] = (version + len(new), doc)
+        return IngestResult(file, stream_id, version + len(new), len(new), findings), version, new
+
+    def forget(self) -> None:
+        """Drop the cached documents (after a failed write)."""
+        self._docs.clear()
+
+    def ingest(self, snap: Snapshot) -> IngestResult:
+        """Derive and append one snapshot's events (one atomic append at the expected version)."""
+        result, version, new = self.prepare(snap)
+        if new:
+            try:
+                self.store.append(result.stream, new, expected_version=version, dialect=self.dialect.name)
+            except BaseException:
+                self.forget()
+                raise
+        return result
+
+    def ingest_all(self, snaps: Iterable[Snapshot]) -> list[IngestResult]:
+        """Ingest several snapshots all-or-nothing: every event in one transaction."""
+        planned = []
+        items: list[tuple[str, NewEvent, Any]] = []
+        try:
+            for snap in snaps:
+                result, version, new = self.prepare(snap)
+                planned.append(result)
+                for i, event in enumerate(new):
+                    items.append((result.stream, event, version if i == 0 else None))
+            if items:
+                self.store.append_many(items, dialect=self.dialect.name)
+        except BaseException:
+            self.forget()
+            raise
+        return planned
 
 
-def ingest(store: EventStore, dialect: Dialect, paths: Iterable[Path], *,
-           stream: str | None = None) -> Iterator[IngestResult]:
-    """Ingest every snapshot under ``paths`` (a directory: its files in name order)."""
-    ing = Ingestor(store, dialect, stream=stream)
-    loaded: list[Snapshot] = []
-    for path in paths:  # read and parse everything first: a bad file writes nothing
-        if not path.exists():
-            raise IngestError(f"{path}: no such file or directory.")
-        for snap in dialect.load(path):
-            dialect.check_identity(snap.doc, _where(snap))
-            loaded.append(snap)
-    for snap in loaded:
+def _stamp_file_times(snaps: list[Snapshot]) -> None:
+    for snap in snaps:
         if snap.occurred_at is None and "file" in snap.source:
             try:
                 snap.occurred_at = datetime.fromtimestamp(os.stat(snap.source["file"]).st_mtime, UTC)
             except OSError:
                 pass
-        yield ing.ingest(snap)
+
+
+def ingest(store: EventStore, dialect: Dialect, paths: Iterable[Path], *,
+           stream: str | None = None) -> list[IngestResult]:
+    """Ingest every snapshot under ``paths`` (a directory: its files in name order), all-or-nothing."""
+    loaded: list[Snapshot] = []
+    for path in paths:  # read and parse everything first
+        if not path.exists():
+            raise IngestError(f"{path}: no such file or directory.")
+        for snap in dialect.load(path):
+            dialect.check_identity(snap.doc, _where(snap))
+            loaded.append(snap)
+    _stamp_file_times(loaded)
+    return Ingestor(store, dialect, stream=stream).ingest_all(loaded)
 
 
 def git_snapshots(spec: str) -> Iterator[Snapshot]:
@@ -236,10 +275,9 @@ def git_snapshots(spec: str) -> Iterator[Snapshot]:
                        occurred_at=datetime.fromisoformat(when))
 
 
-def ingest_git(store: EventStore, dialect: Dialect, spec: str, *, stream: str | None = None) -> Iterator[IngestResult]:
-    ing = Ingestor(store, dialect, stream=stream)
-    for snap in git_snapshots(spec):
-        yield ing.ingest(snap)
+def ingest_git(store: EventStore, dialect: Dialect, spec: str, *, stream: str | None = None) -> list[IngestResult]:
+    """Every committed version of ``REPO_DIR:FILE``, oldest first, all-or-nothing."""
+    return Ingestor(store, dialect, stream=stream).ingest_all(list(git_snapshots(spec)))
 
 
 __all__ = ["IngestResult", "Ingestor", "StreamNotFound", "current_document", "detect_format", "git_snapshots",

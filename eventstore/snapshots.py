@@ -5,7 +5,7 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-from sqlalchemy import and_, delete, insert, select
+from sqlalchemy import and_, delete, select
 
 from eventstore import codec
 from eventstore.schema import snapshots, streams
@@ -35,15 +35,21 @@ def latest_by_pk(store: EventStore, stream_pk: int, name: str, upto_version: int
     return int(rows[0][0]), codec.decode(zlib.decompress(bytes(rows[0][1])))
 
 
-def save(store: EventStore, stream_id: str, name: str, version: int, position: int, doc: Any) -> None:
-    """Store a snapshot (idempotent per stream, name and version)."""
+def save(store: EventStore, stream_pk: int, name: str, version: int, position: int, doc: Any) -> None:
+    """Store a snapshot; a snapshot already saved for that version (by a racing reader) wins."""
     state = zlib.compress(codec.encode(doc), 6)
-    with store.engine.begin() as conn:
-        pk = conn.execute(select(streams.c.stream_pk).where(streams.c.stream_id == stream_id)).scalar_one()
-        conn.execute(delete(snapshots).where(and_(snapshots.c.stream_pk == pk, snapshots.c.name == name,
-                                                  snapshots.c.version == version)))
-        conn.execute(insert(snapshots).values(stream_pk=pk, name=name, version=version, position=position,
-                                              state=state, created_at=utcnow()))
+    be = store.backend
+    raw = store._raw()
+    cur = raw.cursor()
+    try:
+        be.begin_plain_write(raw)
+        cur.execute(be.sql_insert_snapshot, (stream_pk, name, version, position, state, utcnow()))
+        be.commit(raw)
+    except BaseException:
+        be.rollback(raw)
+        raise
+    finally:
+        cur.close()
 
 
 def drop(store: EventStore, name: str) -> None:

@@ -68,11 +68,27 @@ def utcnow() -> str:
 
 
 def iso(ts: datetime | str | None) -> str | None:
-    if ts is None or isinstance(ts, str):
-        return ts
+    """A time as evstore stores it: UTC, microseconds, ``Z`` (naive times are taken as UTC)."""
+    if ts is None:
+        return None
+    if isinstance(ts, str):
+        try:
+            ts = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidEvent(f"occurred_at {ts!r} is not an ISO-8601 time.") from None
+    elif not isinstance(ts, datetime):
+        raise InvalidEvent(f"occurred_at must be an ISO-8601 string, got {type(ts).__name__}.")
     if ts.tzinfo is None:
         ts = ts.replace(tzinfo=UTC)
     return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _schema_version(value: object) -> int | None:
+    if value is None:
+        return None
+    if type(value) is not int or not 1 <= value <= 32767:
+        raise InvalidEvent(f"schema_version must be an integer from 1 to 32767, got {value!r}.")
+    return value
 
 
 class NewEvent:
@@ -93,7 +109,7 @@ class NewEvent:
         if isinstance(data, Event):
             self.type = type or data.event_type()
             self.data = encode_event(data)  # produced by our own Struct: trusted canonical bytes
-            self.schema_version = schema_version or data.schema_version
+            self.schema_version = _schema_version(schema_version) or data.schema_version
         else:
             if not type or not isinstance(type, str) or len(type) > 200:
                 raise InvalidEvent(f"event type must be a non-empty string of at most 200 characters, got {type!r}.")
@@ -101,7 +117,7 @@ class NewEvent:
             if isinstance(data, (bytes, bytearray)):
                 data = codec.parse_json_text(bytes(data), f'data of "{type}"')
             self.data = codec.encode_checked(data, f'data of "{type}"')
-            self.schema_version = schema_version or 1
+            self.schema_version = _schema_version(schema_version) or 1
         if meta:
             self.meta = codec.encode_checked(meta, f'meta of "{self.type}"')
         else:
@@ -455,6 +471,7 @@ class _Transaction:
         self.now = ""
         self.done = False
         self.recorded: list[RecordedEvent] = []  # only filled when inline handlers exist
+        self.client_ids: dict[str, tuple[str, str, bytes, bytes]] = {}  # client ids written by this txn
 
     def __enter__(self) -> _Transaction:
         self.cur = self.raw.cursor()
@@ -527,9 +544,10 @@ class _Transaction:
             head = self.heads[stream_id] = [pk, 0, chain.GENESIS, True]
         else:
             actual = head[1]
-            if (expected_version == NO_STREAM and not head[3]) or (
+            if expected_version == NO_STREAM or (
                     type(expected_version) is int and expected_version != actual):
                 raise ConcurrencyError(stream_id, expected_version, actual)
+        batch = self._dedupe(stream_id, batch)
         stream_pk, version, prev = head[0], head[1], head[2]
         position, now = self.position, self.now
         rows = []
@@ -552,6 +570,24 @@ class _Transaction:
         self.position = position
         head[1], head[2] = version, prev
         return AppendResult(stream_id, version, list(range(first, position + 1)))
+
+    def _dedupe(self, stream_id: str, batch: list[NewEvent]) -> list[NewEvent]:
+        """Drop repeats of a client event id within this transaction; a changed repeat is an error."""
+        if not any(e._client_id for e in batch):
+            return batch
+        out = []
+        for e in batch:
+            if e._client_id:
+                content = (stream_id, e.type, e.data, e.meta)
+                seen = self.client_ids.get(e.event_id)
+                if seen is not None:
+                    if seen != content:
+                        raise DuplicateEventId(f"Event id {e.event_id} appears twice in one append with different "
+                                               "content; give each event its own id.")
+                    continue
+                self.client_ids[e.event_id] = content
+            out.append(e)
+        return out
 
     def find_duplicates(self, stream_id: str, batch: list[NewEvent]) -> AppendResult | None:
         """An AppendResult if ``batch`` was already recorded unchanged (idempotent retry)."""

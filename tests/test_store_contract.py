@@ -271,3 +271,46 @@ def test_large_batches_round_trip_and_verify(store: EventStore) -> None:
                                         for i in range(1200)]
     assert [e.metadata["m"] for e in got] == list(range(1200))
     assert verify(store).ok
+
+
+def test_no_stream_holds_within_one_batch(store: EventStore) -> None:
+    items = [("S", NewEvent("t.x", {"i": 1}), "no stream"), ("S", NewEvent("t.x", {"i": 2}), "no stream")]
+    with pytest.raises(ConcurrencyError):
+        store.append_many(items)  # type: ignore[arg-type]
+    assert store.list_streams() == []
+
+
+def test_repeated_client_id_within_one_append(store: EventStore) -> None:
+    eid = str(uuid.uuid4())
+    r = store.append("S", [NewEvent("t.x", {"i": 1}, event_id=eid), NewEvent("t.x", {"i": 1}, event_id=eid)])
+    assert r.version == 1  # the unchanged repeat is an idempotent no-op
+    with pytest.raises(DuplicateEventId, match="appears twice in one append"):
+        store.append("T", [NewEvent("t.x", {"i": 1}, event_id=str(uuid.UUID(int=7))),
+                           NewEvent("t.x", {"i": 2}, event_id=str(uuid.UUID(int=7)))])
+    assert store.stream_info("T") is None
+
+
+def test_occurred_at_is_normalised_and_checked(store: EventStore) -> None:
+    store.append("S", [NewEvent("t.x", {}, occurred_at="2025-01-01T12:00:00+02:00")])
+    [e] = store.read_stream("S")
+    assert e.occurred_at == "2025-01-01T10:00:00.000000Z"
+    for bad in (123, "yesterday", "x" * 40):
+        with pytest.raises(InvalidEvent, match="occurred_at"):
+            NewEvent("t.x", {}, occurred_at=bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidEvent, match="schema_version"):
+        NewEvent("t.x", {}, schema_version=0)
+    with pytest.raises(InvalidEvent, match="UTF-8"):
+        NewEvent("t.x", {"a": "\ud800"})
+
+
+def test_a_redacted_value_does_not_hide_later_tampering(store: EventStore) -> None:
+    store.append("S", [NewEvent("t.x", {"secret": "pw"}), NewEvent("t.x", {"i": 2}), NewEvent("t.x", {"amount": 10})])
+    _drop_triggers(store)
+    sid = "(SELECT stream_pk FROM streams WHERE stream_id = 'S')"
+    _exec(store, f"UPDATE events SET data = :d WHERE version = 1 AND stream_pk = {sid}", d=b'{"secret":"***"}')
+    forged = b'{"amount":99999}'
+    _exec(store, f"UPDATE events SET data = :d, data_sha256 = :h WHERE version = 3 AND stream_pk = {sid}",
+          d=forged, h=chain.digest(forged))
+    failures = {(f.version, f.field_class) for f in verify(store).failures}
+    assert (1, "data") in failures  # the redaction is visible, as designed
+    assert (3, "header") in failures  # and the forged digest is caught behind it

@@ -30,6 +30,10 @@ class Backend(abc.ABC):
             "SELECT (SELECT COALESCE(MAX(position), 0) FROM events), s.stream_pk, s.version, s.head_hash "
             f"FROM (SELECT 1 AS one) x LEFT JOIN streams s ON s.stream_id = {p}"
         )
+        self.sql_insert_snapshot = (
+            f"INSERT INTO snapshots (stream_pk, name, version, position, state, created_at) "
+            f"VALUES ({p}, {p}, {p}, {p}, {p}, {p}) ON CONFLICT (stream_pk, name, version) DO NOTHING"
+        )
         self.sql_stream_head = f"SELECT stream_pk, version, dialect FROM streams WHERE stream_id = {p}"
         self.sql_read_payloads = (
             "SELECT position, version, type, schema_version, data, occurred_at, recorded_at FROM events "
@@ -54,6 +58,9 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def begin_write(self, raw: Any) -> None:
         """Start a transaction holding the store-wide append lock."""
+
+    def begin_plain_write(self, raw: Any) -> None:
+        """Start a write transaction that does not take the append lock (caches, snapshots)."""
 
     def commit(self, raw: Any) -> None:
         raw.commit()

@@ -47,6 +47,9 @@ class SQLiteBackend(Backend):
     def begin_write(self, raw: Any) -> None:
         raw.execute("BEGIN IMMEDIATE")
 
+    def begin_plain_write(self, raw: Any) -> None:
+        raw.execute("BEGIN IMMEDIATE")  # take the write lock up front: no stale-snapshot upgrade
+
     def commit(self, raw: Any) -> None:
         raw.execute("COMMIT")
 

@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 import click
+import sqlalchemy.exc
 
 from eventstore.errors import EvstoreError
 
@@ -25,6 +26,12 @@ class EvstoreGroup(click.Group):
             if ctx.obj and ctx.obj.get("traceback"):
                 raise
             click.echo(f"Error: {exc}", err=True)
+            ctx.exit(1)
+        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError) as exc:
+            if ctx.obj and ctx.obj.get("traceback"):
+                raise
+            reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
+            click.echo(f"Error: cannot use the database ({reason}); check --url / EVSTORE_URL.", err=True)
             ctx.exit(1)
         except (BrokenPipeError, KeyboardInterrupt):
             ctx.exit(130 if sys.exc_info()[0] is KeyboardInterrupt else 1)

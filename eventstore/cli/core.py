@@ -120,7 +120,8 @@ def _batch_items(path: Path) -> Iterator[tuple[str, Any, Any]]:
                     raise InvalidEvent(f'{where}: "{key}" must be a non-empty string.')
             try:
                 event = NewEvent(obj["type"], obj.get("data", {}), meta=obj.get("meta"),
-                                 event_id=obj.get("event_id"), occurred_at=obj.get("occurred_at"))
+                                 event_id=obj.get("event_id"), occurred_at=obj.get("occurred_at"),
+                                 schema_version=obj.get("schema_version"))
                 expected = obj.get("expected_version")
                 expected = None if expected is None else _parse_expected(str(expected))
             except (InvalidEvent, click.BadParameter) as exc:
@@ -218,6 +219,9 @@ def checkpoint(ctx: click.Context, out: Path) -> None:
 
     store = open_store(ctx)
     cp = v.make_checkpoint(store)
-    out.write_text(json.dumps(cp, indent=2) + "\n")
+    try:
+        out.write_text(json.dumps(cp, indent=2) + "\n")
+    except OSError as exc:
+        raise EvstoreError(f"Cannot write {out}: {exc.strerror}.") from exc
     click.echo(f"checkpoint: {cp['event_count']} events, {cp['stream_count']} streams, "
                f"max position {cp['max_position']}, root {cp['merkle_root'][:16]}… -> {out}")

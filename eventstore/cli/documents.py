@@ -195,11 +195,10 @@ def log(ctx: click.Context, task: str, as_json: bool, after: int | None, finding
         when = (rec.occurred_at or rec.recorded_at)[:19].replace("T", " ")
         click.echo(f"{rec.version:>5}  {when}  {rec.type:<40}  {summary}")
         meta = rec.metadata
-        if findings and isinstance(meta, dict):
-            for f in meta.get("findings", [])[:20]:
+        found = meta.get("findings") if isinstance(meta, dict) else None
+        if findings and isinstance(found, list):
+            shown = [f for f in found if isinstance(f, dict)]
+            for f in shown[:20]:
                 click.echo(f"{'':>5}  {'':19}  ! {f.get('path') or '/'}: [{f.get('code')}] {f.get('message')}")
-            extra = len(meta.get("findings", [])) - 20
-            if findings and extra > 0:
-                click.echo(f"{'':>5}  {'':19}  ! ... {extra} more finding(s) (`evstore replay {task} --check`)")
-
-
+            if len(shown) > 20:
+                click.echo(f"{'':>5}  {'':19}  ! ... {len(shown) - 20} more finding(s) (`evstore replay {task} --check`)")

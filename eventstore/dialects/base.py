@@ -245,6 +245,9 @@ def parse_json_document(raw: bytes, where: str) -> JSON:
         raise IngestError(f"{where}: nesting deeper than {config.MAX_DEPTH} levels.") from exc
     try:
         codec.check_value(doc, where)
+        codec.encode(doc)  # e.g. a lone surrogate "\ud800" parses but cannot be stored as UTF-8
     except EvstoreError as exc:
         raise IngestError(str(exc)) from exc
+    except (UnicodeEncodeError, msgspec.EncodeError) as exc:
+        raise IngestError(f"{where}: cannot be stored as UTF-8 JSON ({exc}).") from exc
     return doc
