@@ -29,7 +29,7 @@ def latest(store: EventStore, stream_id: str, name: str, upto_version: int | Non
 
 def latest_by_pk(store: EventStore, stream_pk: int, name: str, upto_version: int) -> tuple[int, Any] | None:
     """Like :func:`latest`, for a known stream key, on the store's held connection (hot path)."""
-    rows = store._query(store.backend.sql_latest_snapshot, (stream_pk, name, upto_version))
+    rows = store.fetch_all(store.backend.sql_latest_snapshot, (stream_pk, name, upto_version))
     if not rows:
         return None
     return int(rows[0][0]), codec.decode(zlib.decompress(bytes(rows[0][1])))

@@ -296,20 +296,8 @@ class EventStore:
 
     # -- read ---------------------------------------------------------------------
 
-    def stream_info(self, stream_id: str) -> tuple[int, int, bytes] | None:
-        """(stream_pk, version, head_hash) or None."""
-        raw = self._raw()
-        cur = raw.cursor()
-        try:
-            self.backend.begin_read(raw)
-            cur.execute(self.backend.sql_stream, (stream_id,))
-            r = cur.fetchone()
-        finally:
-            cur.close()
-            self.backend.end_read(raw)
-        return None if r is None else (r[0], r[1], bytes(r[2]))
-
-    def _query(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+    def fetch_all(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        """Rows of one read-only statement in the backend's paramstyle, on this thread's connection."""
         raw = self._raw()
         cur = raw.cursor()
         try:
@@ -320,9 +308,14 @@ class EventStore:
             cur.close()
             self.backend.end_read(raw)
 
+    def stream_info(self, stream_id: str) -> tuple[int, int, bytes] | None:
+        """(stream_pk, version, head_hash) or None."""
+        rows = self.fetch_all(self.backend.sql_stream, (stream_id,))
+        return None if not rows else (rows[0][0], rows[0][1], bytes(rows[0][2]))
+
     def stream_head(self, stream_id: str) -> tuple[int, int, str | None] | None:
         """(stream_pk, version, dialect) of a stream, or None (one indexed lookup)."""
-        rows = self._query(self.backend.sql_stream_head, (stream_id,))
+        rows = self.fetch_all(self.backend.sql_stream_head, (stream_id,))
         return None if not rows else (rows[0][0], rows[0][1], rows[0][2])
 
     def read_payloads(self, stream_pk: int, *, after_version: int, upto_version: int,
@@ -332,7 +325,7 @@ class EventStore:
         after = after_version
         while after < upto_version:
             hi = min(upto_version, after + batch_size)
-            rows = self._query(self.backend.sql_read_payloads, (stream_pk, after, hi))
+            rows = self.fetch_all(self.backend.sql_read_payloads, (stream_pk, after, hi))
             if not rows:
                 return
             for r in rows:
@@ -355,18 +348,9 @@ class EventStore:
                                  batch_size)
 
     def _read_stream(self, stream_pk: int, after: int, upto: int, batch_size: int) -> Iterator[RecordedEvent]:
-        be = self.backend
         while after < upto:
             hi = min(upto, after + batch_size)
-            raw = self._raw()
-            cur = raw.cursor()
-            try:
-                be.begin_read(raw)
-                cur.execute(be.sql_read_stream, (stream_pk, after, hi))
-                rows = cur.fetchall()
-            finally:
-                cur.close()
-                be.end_read(raw)
+            rows = self.fetch_all(self.backend.sql_read_stream, (stream_pk, after, hi))
             if not rows:
                 return
             for r in rows:
@@ -377,19 +361,11 @@ class EventStore:
                  types: Sequence[str] | None = None) -> list[RecordedEvent]:
         """Up to ``limit`` events with ``position > after_position``, in position order."""
         be = self.backend
-        raw = self._raw()
-        cur = raw.cursor()
-        try:
-            be.begin_read(raw)
-            if types:
-                sql = be.sql_read_all_types.format(types=", ".join([be.p] * len(types)))
-                cur.execute(sql, (after_position, *types, limit))
-            else:
-                cur.execute(be.sql_read_all, (after_position, limit))
-            rows = cur.fetchall()
-        finally:
-            cur.close()
-            be.end_read(raw)
+        if types:
+            sql = be.sql_read_all_types.format(types=", ".join([be.p] * len(types)))
+            rows = self.fetch_all(sql, (after_position, *types, limit))
+        else:
+            rows = self.fetch_all(be.sql_read_all, (after_position, limit))
         return [recorded_event(r) for r in rows]
 
     def iter_all(self, *, after_position: int = 0, upto_position: int | None = None,
@@ -422,15 +398,8 @@ class EventStore:
                     time.sleep(poll_interval)
 
     def max_position(self) -> int:
-        raw = self._raw()
-        cur = raw.cursor()
-        try:
-            self.backend.begin_read(raw)
-            cur.execute(self.backend.sql_max_position)
-            return int(cur.fetchone()[0])
-        finally:
-            cur.close()
-            self.backend.end_read(raw)
+        """The position of the last committed event (0 for an empty store)."""
+        return int(self.fetch_all(self.backend.sql_max_position, ())[0][0])
 
     def list_streams(self) -> list[tuple[str, str | None, int]]:
         """(stream_id, dialect, version) of every stream, by stream id."""
