@@ -574,7 +574,7 @@ class _Transaction:
                     "retry the original batch unchanged."
                 )
             same = (r[1] == stream_id and r[4] == e.type and bytes(r[5]) == chain.digest(e.data)
-                    and bytes(r[6]) == chain.digest(e.meta))
+                    and bytes(r[6]) == chain.digest(e.meta) and r[7] == e.occurred_at and r[8] == e.schema_version)
             if not same:
                 raise DuplicateEventId(
                     f'Event id {e.event_id} was already recorded as "{r[4]}" in stream "{r[1]}" '

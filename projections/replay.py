@@ -17,7 +17,7 @@ from typing import Any
 from eventstore import chain, documents, snapshots
 from eventstore.dialects import Dialect, get_dialect
 from eventstore.errors import EvstoreError, StreamNotFound
-from eventstore.ingest import SNAPSHOT_NAME, raw_bytes
+from eventstore.ingest import raw_bytes, snapshot_name
 from eventstore.events import decode_event
 from eventstore.store import EventStore, iso
 
@@ -86,7 +86,7 @@ def replay(store: EventStore, stream_id: str, *, upto_version: int | None = None
     dialect = get_dialect(dialect_name or "generic")
     start, doc = 0, None
     if use_snapshots and target > SNAPSHOT_EVERY:
-        snap = snapshots.latest_by_pk(store, stream_pk, SNAPSHOT_NAME, target)
+        snap = snapshots.latest_by_pk(store, stream_pk, snapshot_name(dialect), target)
         if snap is not None:
             start, doc = snap
     last: tuple[int, int] | None = None  # (version, position)
@@ -100,7 +100,7 @@ def replay(store: EventStore, stream_id: str, *, upto_version: int | None = None
             folded += 1
     if use_snapshots and folded > SNAPSHOT_EVERY and last is not None:
         try:  # a cache: losing a race with another writer must not fail the read
-            snapshots.save(store, stream_pk, SNAPSHOT_NAME, last[0], last[1], doc)
+            snapshots.save(store, stream_pk, snapshot_name(dialect), last[0], last[1], doc)
         except Exception:  # noqa: BLE001
             pass
     return ReplayResult(stream_id, dialect.name, target, stream_version, doc)

@@ -142,7 +142,7 @@ def test_replay_uses_snapshots(store: EventStore, tmp_path: Path) -> None:
     first = rp.replay(store, "LONG")  # folds everything, then stores a snapshot
     from eventstore import snapshots
 
-    assert snapshots.latest(store, "LONG", "replay") is not None
+    assert snapshots.latest(store, "LONG", "replay.generic.v1") is not None
     second = rp.replay(store, "LONG")
     assert documents.same(first.doc, full.doc) and documents.same(second.doc, full.doc)
     mid = rp.replay(store, "LONG", upto_version=10)
@@ -207,3 +207,21 @@ def test_ambiguous_task_id_lists_candidates(run, tmp_path: Path) -> None:  # typ
     assert 'Task "T-7" is ambiguous; it names 2 streams' in r.stderr
     assert "T-7#1" in r.stderr and "T-7#2" in r.stderr
     assert json.loads(run("replay", "T-7#2", "--json").output)["attempt"] == 2
+
+
+def test_snapshots_of_an_older_lens_are_ignored(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    from eventstore.dialects.base import Snapshot
+    from eventstore.ingest import Ingestor
+
+    d = get_dialect("generic")
+    ing = Ingestor(store, d)
+    for i in range(rp.SNAPSHOT_EVERY + 10):
+        ing.ingest(Snapshot(doc={"taskId": "LENS", "i": i}))
+    rp.replay(store, "LENS")  # saves a snapshot under the current lens version
+    from eventstore import snapshots
+
+    assert snapshots.latest(store, "LENS", "replay.generic.v1") is not None
+    monkeypatch.setattr(type(d), "lens_version", 2)
+    assert snapshots.latest(store, "LENS", "replay.generic.v2") is None
+    assert rp.replay(store, "LENS").doc == {"taskId": "LENS", "i": rp.SNAPSHOT_EVERY + 9}
+    assert snapshots.latest(store, "LENS", "replay.generic.v2") is not None

@@ -56,6 +56,8 @@ def test_idempotent_event_ids(store: EventStore) -> None:
     assert len(list(store.read_stream("S"))) == 1
     with pytest.raises(DuplicateEventId, match=eid):
         store.append("S", [ev(2, event_id=eid)])
+    with pytest.raises(DuplicateEventId, match=eid):  # a retry must be the same event, time included
+        store.append("S", [ev(1, event_id=eid, occurred_at="2025-01-01T00:00:00Z")])
 
 
 def test_unknown_stream_and_bad_input(store: EventStore) -> None:

@@ -51,8 +51,8 @@ class Backend(abc.ABC):
         self.sql_read_all = sel + f"WHERE e.position > {p} ORDER BY e.position LIMIT {p}"
         self.sql_read_all_types = sel + f"WHERE e.position > {p} AND e.type IN ({{types}}) ORDER BY e.position LIMIT {p}"
         self.sql_find_ids = (
-            "SELECT e.event_id, s.stream_id, e.version, e.position, e.type, e.data_sha256, e.meta_sha256 "
-            "FROM events e JOIN streams s ON s.stream_pk = e.stream_pk WHERE e.event_id IN ({ids})"
+            "SELECT e.event_id, s.stream_id, e.version, e.position, e.type, e.data_sha256, e.meta_sha256, "
+            "e.occurred_at, e.schema_version FROM events e JOIN streams s ON s.stream_pk = e.stream_pk WHERE e.event_id IN ({ids})"
         )
 
     @abc.abstractmethod

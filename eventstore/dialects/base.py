@@ -105,6 +105,8 @@ class Dialect:
     name: ClassVar[str] = ""
     catalog: ClassVar[tuple[type[Event], ...]] = ()
     description: ClassVar[str] = ""
+    #: Bump when ``evolve`` changes meaning: stored replay snapshots of older lenses are ignored.
+    lens_version: ClassVar[int] = 1
     #: Whether snapshots must be JSON objects (every orchestrator's state file is one).
     requires_object: ClassVar[bool] = True
     #: Top-level keys every document of this dialect has; a snapshot without them is refused
