@@ -12,11 +12,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from eventstore import migrate
 from eventstore.config import corpus_path
 from eventstore.db import make_engine
 from eventstore.store import EventStore
+
+# A failing property prints the blob that reproduces it (@reproduce_failure) as well as the example.
+settings.register_profile("evstore", print_blob=True)
+settings.load_profile("evstore")
 
 PG_URL = os.environ.get("EVSTORE_TEST_POSTGRES_URL")
 NO_PG = "EVSTORE_TEST_POSTGRES_URL is not set (no PostgreSQL server to test against)"
