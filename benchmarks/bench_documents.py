@@ -58,10 +58,12 @@ from typing import Any
 import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's eventstore
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: find _common
 
 from eventsourcing.application import Application  # noqa: E402
 from eventsourcing.domain import Aggregate, event  # noqa: E402
 
+from _common import fmt_rate  # noqa: E402
 from eventstore import documents, migrate  # noqa: E402
 from eventstore.db import make_engine  # noqa: E402
 from eventstore.dialects.base import Snapshot  # noqa: E402
@@ -85,16 +87,6 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     t0 = time.perf_counter()
     value = fn()
     return time.perf_counter() - t0, value
-
-
-def fmt_rate(r: float) -> str:
-    if r >= 1e6:
-        return f"{r / 1e6:.2f}M"
-    if r >= 1e4:
-        return f"{r / 1e3:.1f}k"
-    if r >= 1e3:
-        return f"{r / 1e3:.2f}k"
-    return f"{r:.0f}"
 
 
 def kb(n: float) -> str:
