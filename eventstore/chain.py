@@ -1,8 +1,8 @@
 """Per-stream hash chains, Merkle roots over stream heads, HMAC-signed checkpoints.
 
-``hash = SHA-256(DOMAIN || prev_hash || header)`` where ``header`` is the canonical JSON array
-``[stream_id, version, event_id, type, schema_version, occurred_at, recorded_at,
-sha256(data), sha256(meta)]``.  The chain commits to the digests of data and meta (stored per
+``hash = SHA-256(DOMAIN || prev_hash || sha256(data) || sha256(meta) || header)`` where
+``header`` is the canonical JSON array ``[stream_id, version, event_id, type, schema_version,
+occurred_at, recorded_at]`` (the three digests are fixed-width, so the framing is unambiguous).  The chain commits to the digests of data and meta (stored per
 row), so an audited redaction can replace a value without breaking the rest of the chain.
 """
 
@@ -36,11 +36,8 @@ def event_hash(
     data_sha: bytes,
     meta_sha: bytes,
 ) -> bytes:
-    header = _enc.encode(
-        (stream_id, version, event_id, type_, schema_version, occurred_at, recorded_at,
-         data_sha.hex(), meta_sha.hex())
-    )
-    return _sha(DOMAIN + prev_hash + header).digest()
+    header = _enc.encode((stream_id, version, event_id, type_, schema_version, occurred_at, recorded_at))
+    return _sha(DOMAIN + prev_hash + data_sha + meta_sha + header).digest()
 
 
 def merkle_root(leaves: list[bytes]) -> bytes:

@@ -106,18 +106,20 @@ def json_type(value: Any) -> str:
     return JSON_TYPE_NAMES.get(type(value), type(value).__name__)
 
 
-def encode_checked(value: Any, where: str, *, require_object: bool = True) -> bytes:
-    """Validate ``value`` and return its canonical bytes, enforcing the size limit."""
+def encode_checked(value: Any, event_type: str, *, part: str = "data", require_object: bool = True) -> bytes:
+    """Validate ``value`` (the ``part`` of an event of ``event_type``) and return its canonical
+    bytes, enforcing the size limit.  Errors read ``data of "TYPE": ...``."""
     if require_object and type(value) is not dict:
-        raise InvalidEvent(f"{where}: must be a JSON object, got {json_type(value)}.")
-    check_value(value, where)
+        raise InvalidEvent(f'{part} of "{event_type}": must be a JSON object, got {json_type(value)}.')
+    if not _fast_ok(value, 0, config.MAX_DEPTH):
+        check_value(value, f'{part} of "{event_type}"')
     try:
         data = _enc.encode(value)
     except (UnicodeEncodeError, msgspec.EncodeError) as exc:  # e.g. a lone surrogate "\ud800"
-        raise InvalidEvent(f"{where}: cannot be encoded as UTF-8 JSON ({exc}).") from exc
+        raise InvalidEvent(f'{part} of "{event_type}": cannot be encoded as UTF-8 JSON ({exc}).') from exc
     if len(data) > config.MAX_EVENT_BYTES:
         raise InvalidEvent(
-            f"{where}: {len(data)} bytes exceeds the limit of {config.MAX_EVENT_BYTES} bytes "
+            f'{part} of "{event_type}": {len(data)} bytes exceeds the limit of {config.MAX_EVENT_BYTES} bytes '
             "(EVSTORE_MAX_EVENT_BYTES)."
         )
     return data

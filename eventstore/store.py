@@ -49,18 +49,30 @@ _EMPTY_META = b"{}"
 _EMPTY_META_SHA = chain.digest(_EMPTY_META)
 
 
-def new_event_id() -> str:
-    """A time-ordered (version 7) UUID string: 48-bit Unix milliseconds, then random bits.
+def new_event_ids(n: int) -> list[str]:
+    """``n`` time-ordered (version 7) UUID strings: 48-bit Unix milliseconds, then random bits.
 
     Random uuid4 keys land all over the ``UNIQUE(event_id)`` index and dirty about one page per
     row; time-ordered ids append to its right edge (measured: 1.4x CPU, 1.5x wall for 100-event
-    appends on SQLite with synchronous=FULL).  Hand-rolled because ``uuid.uuid7`` is Python 3.14+.
+    appends on SQLite with synchronous=FULL).  One clock read and one ``os.urandom`` call per
+    batch.  Hand-rolled because ``uuid.uuid7`` is Python 3.14+.
     """
-    b = bytearray(time.time_ns().__floordiv__(1_000_000).to_bytes(6, "big") + os.urandom(10))
-    b[6] = (b[6] & 0x0F) | 0x70
-    b[8] = (b[8] & 0x3F) | 0x80
-    h = b.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    ts = (time.time_ns() // 1_000_000).to_bytes(6, "big").hex()
+    rnd = os.urandom(10 * n).hex()
+    head = f"{ts[:8]}-{ts[8:12]}-7"
+    out = []
+    for i in range(0, 20 * n, 20):
+        r = rnd[i:i + 20]
+        out.append(f"{head}{r[1:4]}-{_VARIANT[r[4]]}{r[5:8]}-{r[8:20]}")
+    return out
+
+
+_VARIANT = {c: "89ab"[int(c, 16) & 3] for c in "0123456789abcdef"}  # RFC 4122 variant nibble
+
+
+def new_event_id() -> str:
+    """One time-ordered (version 7) UUID string (see :func:`new_event_ids`)."""
+    return new_event_ids(1)[0]
 
 
 def utcnow() -> str:
@@ -106,7 +118,12 @@ class NewEvent:
         occurred_at: datetime | str | None = None,
         schema_version: int | None = None,
     ) -> None:
-        if isinstance(data, Event):
+        self.schema_version: int
+        if type.__class__ is str and data.__class__ is dict and 0 < len(type) <= 200:
+            self.type = type  # the common case first: a JSON object under a valid type
+            self.data = codec.encode_checked(data, type)
+            self.schema_version = 1 if schema_version is None else (_schema_version(schema_version) or 1)
+        elif isinstance(data, Event):
             self.type = type or data.event_type()
             self.data = encode_event(data)  # produced by our own Struct: trusted canonical bytes
             self.schema_version = _schema_version(schema_version) or data.schema_version
@@ -116,21 +133,21 @@ class NewEvent:
             self.type = type
             if isinstance(data, (bytes, bytearray)):
                 data = codec.parse_json_text(bytes(data), f'data of "{type}"')
-            self.data = codec.encode_checked(data, f'data of "{type}"')
+            self.data = codec.encode_checked(data, type)
             self.schema_version = _schema_version(schema_version) or 1
         if meta:
-            self.meta = codec.encode_checked(meta, f'meta of "{self.type}"')
+            self.meta = codec.encode_checked(meta, self.type, part="meta")
         else:
             self.meta = _EMPTY_META
         self._client_id = event_id is not None
         if event_id is None:
-            self.event_id = new_event_id()
+            self.event_id: str | None = None  # generated in bulk when appended
         else:
             try:
                 self.event_id = str(uuid.UUID(str(event_id)))
             except ValueError as exc:
                 raise InvalidEvent(f"event_id {event_id!r} is not a UUID.") from exc
-        self.occurred_at = iso(occurred_at)
+        self.occurred_at = None if occurred_at is None else iso(occurred_at)
 
 
 class RecordedEvent(msgspec.Struct, frozen=True):
@@ -521,7 +538,10 @@ class _Transaction:
         position, now = self.position, self.now
         rows = []
         digest, event_hash = chain.digest, chain.event_hash
+        fresh = iter(new_event_ids(sum(1 for e in batch if e.event_id is None)))
         for e in batch:
+            if e.event_id is None:
+                e.event_id = next(fresh)
             position += 1
             version += 1
             dsha = digest(e.data)
@@ -546,7 +566,7 @@ class _Transaction:
             return batch
         out = []
         for e in batch:
-            if e._client_id:
+            if e._client_id and e.event_id is not None:
                 content = (stream_id, e.type, e.data, e.meta)
                 seen = self.client_ids.get(e.event_id)
                 if seen is not None:
