@@ -11,6 +11,9 @@ from sqlalchemy.engine import Engine
 
 from eventstore.backends.base import Backend
 
+_COPY_TYPES = ["int8", "int8", "int4", "varchar", "varchar", "int2", "bytea", "bytea", "varchar", "varchar",
+               "bytea", "bytea", "bytea", "bytea"]
+
 #: Arbitrary constant naming evstore's append lock (pg_advisory_xact_lock key).
 APPEND_LOCK_KEY = 0x65767374  # "evst"
 
@@ -43,7 +46,8 @@ class PostgresBackend(Backend):
             return
         cols = ("position, stream_pk, version, event_id, type, schema_version, data, meta, occurred_at, "
                 "recorded_at, data_sha256, meta_sha256, prev_hash, hash")
-        with cur.copy(f"COPY events ({cols}) FROM STDIN") as copy:
+        with cur.copy(f"COPY events ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(_COPY_TYPES)  # binary COPY: no text escaping of the bytea columns
             for row in rows:
                 copy.write_row(row)
 
