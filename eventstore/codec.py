@@ -32,31 +32,22 @@ _PLAIN = (str, int, bool, type(None))
 
 
 def _fast_ok(node: Any, depth: int, limit: int) -> bool:
-    """True if ``node`` is plain JSON within ``limit``; False means "look closer"."""
+    """True if ``node`` is plain JSON within ``limit``; False means "look closer" (:func:`check_value`)."""
     if depth >= limit:
         return False
     if type(node) is dict:
-        for k, v in node.items():
+        for k in node:
             if type(k) is not str:
                 return False
-            t = type(v)
-            if t is str or t is int or t is bool or v is None:
-                continue
-            if t is float:
-                if v - v != 0.0:  # NaN or +-Infinity
-                    return False
-            elif t is dict or t is list:
-                if not _fast_ok(v, depth + 1, limit):
-                    return False
-            else:
-                return False
-        return True
-    for v in node:
+        values: Any = node.values()
+    else:
+        values = node
+    for v in values:
         t = type(v)
         if t is str or t is int or t is bool or v is None:
             continue
         if t is float:
-            if v - v != 0.0:
+            if v - v != 0.0:  # NaN or +-Infinity
                 return False
         elif t is dict or t is list:
             if not _fast_ok(v, depth + 1, limit):

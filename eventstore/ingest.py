@@ -28,7 +28,7 @@ import msgspec
 
 from eventstore import chain, documents, snapshots
 from eventstore.dialects.base import Dialect, Finding, Snapshot, parse_json_document
-from eventstore.errors import IngestError, StreamNotFound
+from eventstore.errors import IngestError
 from eventstore.events import Event, decode_event
 from eventstore.store import EventStore, NewEvent
 
@@ -283,5 +283,5 @@ def ingest_git(store: EventStore, dialect: Dialect, spec: str, *, stream: str | 
     return Ingestor(store, dialect, stream=stream).ingest_all(list(git_snapshots(spec)))
 
 
-__all__ = ["IngestResult", "Ingestor", "StreamNotFound", "current_document", "detect_format", "git_snapshots",
+__all__ = ["IngestResult", "Ingestor", "current_document", "detect_format", "git_snapshots",
            "ingest", "ingest_git", "raw_bytes", "raw_record", "render"]

@@ -5,30 +5,23 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-from sqlalchemy import and_, delete, select
+from sqlalchemy import delete
 
 from eventstore import codec
-from eventstore.schema import snapshots, streams
+from eventstore.schema import snapshots
 from eventstore.store import EventStore, utcnow
 
 
 def latest(store: EventStore, stream_id: str, name: str, upto_version: int | None = None) -> tuple[int, Any] | None:
     """(version, document) of the newest snapshot named ``name`` at or below ``upto_version``."""
-    q = (select(snapshots.c.version, snapshots.c.state)
-         .join(streams, streams.c.stream_pk == snapshots.c.stream_pk)
-         .where(and_(streams.c.stream_id == stream_id, snapshots.c.name == name)))
-    if upto_version is not None:
-        q = q.where(snapshots.c.version <= upto_version)
-    q = q.order_by(snapshots.c.version.desc()).limit(1)
-    with store.engine.connect() as conn:
-        row = conn.execute(q).first()
-    if row is None:
+    head = store.stream_head(stream_id)
+    if head is None:
         return None
-    return int(row[0]), codec.decode(zlib.decompress(bytes(row[1])))
+    return latest_by_pk(store, head[0], name, head[1] if upto_version is None else upto_version)
 
 
 def latest_by_pk(store: EventStore, stream_pk: int, name: str, upto_version: int) -> tuple[int, Any] | None:
-    """Like :func:`latest`, for a known stream key, on the store's held connection (hot path)."""
+    """:func:`latest` for a known stream key (the replay hot path: one indexed query)."""
     rows = store.fetch_all(store.backend.sql_latest_snapshot, (stream_pk, name, upto_version))
     if not rows:
         return None

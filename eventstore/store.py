@@ -429,14 +429,6 @@ class EventStore:
                                 .order_by(streams.c.stream_id)).all()
         return [(r[0], r[1], r[2]) for r in rows]
 
-    def stream_dialect(self, stream_id: str) -> str | None:
-        from sqlalchemy import select
-
-        from eventstore.schema import streams
-
-        with self.engine.connect() as conn:
-            return conn.execute(select(streams.c.dialect).where(streams.c.stream_id == stream_id)).scalar()
-
 
 def _merge(a: AppendResult | None, b: AppendResult) -> AppendResult:
     if a is None:

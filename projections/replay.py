@@ -34,8 +34,8 @@ class ReplayResult:
 
 
 def dialect_of(store: EventStore, stream_id: str) -> Dialect:
-    name = store.stream_dialect(stream_id)
-    return get_dialect(name or "generic")
+    head = store.stream_head(stream_id)
+    return get_dialect((head[2] if head else None) or "generic")
 
 
 def resolve(store: EventStore, task: str) -> str:
