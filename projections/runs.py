@@ -76,10 +76,11 @@ _UPSERT = (
 class _Doc:
     """A stream's folded document as of ``version`` whose last event hashes to ``head``."""
 
-    __slots__ = ("dialect", "version", "head", "doc", "ok")
+    __slots__ = ("dialect", "lens", "version", "head", "doc", "ok")
 
-    def __init__(self, dialect: str | None, version: int, head: bytes, doc: Any, ok: bool) -> None:
-        self.dialect, self.version, self.head, self.doc, self.ok = dialect, version, head, doc, ok
+    def __init__(self, dialect: str | None, lens: Dialect | None, version: int, head: bytes, doc: Any) -> None:
+        self.dialect, self.lens, self.version, self.head, self.doc = dialect, lens, version, head, doc
+        self.ok = lens is not None  # False once an event could not be folded (the row is then not described)
 
 
 class _Touched:
@@ -126,18 +127,14 @@ class RunsIndex(engine.Projection):
                 self._dialects[name] = None
         return self._dialects[name]
 
-    def _fold(self, entry: _Doc, e: RecordedEvent) -> None:
+    @staticmethod
+    def _fold(entry: _Doc, e: RecordedEvent) -> None:
         if entry.ok:
-            d = self._dialect(entry.dialect)
-            if d is None:
+            try:
+                entry.doc = entry.lens.evolve(entry.doc, decode_event(e.type, e.schema_version, e.data))  # type: ignore[union-attr]
+            except Exception:  # noqa: BLE001 - an event the dialect cannot fold must not block appends
                 entry.ok = False
                 entry.doc = None
-            else:
-                try:
-                    entry.doc = d.evolve(entry.doc, decode_event(e.type, e.schema_version, e.data))
-                except Exception:  # noqa: BLE001 - an event the dialect cannot fold must not block appends
-                    entry.ok = False
-                    entry.doc = None
         entry.version, entry.head = e.version, e.hash
 
     def _load(self, cur: Any, be: Backend, e: RecordedEvent, dialect: str | None) -> _Doc:
@@ -145,7 +142,8 @@ class RunsIndex(engine.Projection):
         p = be.p
         cur.execute(f"SELECT stream_pk, dialect FROM streams WHERE stream_id = {p}", (e.stream_id,))
         row = cur.fetchone()
-        entry = _Doc(dialect or (row[1] if row else None), 0, b"", None, True)
+        name = dialect or (row[1] if row else None)
+        entry = _Doc(name, self._dialect(name), 0, b"", None)
         if e.version > 1 and row is not None:
             cur.execute("SELECT e.version, e.type, e.schema_version, e.data, e.hash FROM events e "
                         f"WHERE e.stream_pk = {p} AND e.version < {p} ORDER BY e.version", (row[0], e.version))
@@ -190,10 +188,9 @@ class RunsIndex(engine.Projection):
         for sid, t in touched.items():
             entry = t.entry
             info = None
-            if entry.ok and entry.doc is not None:
-                d = self._dialect(entry.dialect)
+            if entry.ok and entry.doc is not None and entry.lens is not None:
                 try:
-                    info = d.describe(entry.doc) if d is not None else None
+                    info = entry.lens.describe(entry.doc)
                 except Exception:  # noqa: BLE001 - a describe bug must not block appends
                     info = None
             fields = ((None,) * 5 if info is None else
