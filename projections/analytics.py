@@ -55,6 +55,7 @@ import pyarrow.parquet as pq
 from eventstore import config
 from eventstore.errors import EvstoreError
 from eventstore.store import EventStore, RecordedEvent
+from projections.engine import gc_paused
 
 FLATTEN_VERSION = 1
 NAME = "analytics"
@@ -265,6 +266,7 @@ class Flattener:
 
     def __init__(self) -> None:
         self.rows: Rows = {name: [] for name in SCHEMAS}
+        self._recorded: tuple[str, datetime | None] = ("", None)  # one value per append transaction
 
     def add(self, events: Iterable[RecordedEvent]) -> None:
         for e in events:
@@ -277,8 +279,10 @@ class Flattener:
             meta_dialect = _s(_d(_decode(e.meta)).get("dialect"))
         dialect = meta_dialect or (prefix if prefix in DIALECTS else None)
         occurred = _ts(e.occurred_at)
+        if e.recorded_at != self._recorded[0]:
+            self._recorded = (e.recorded_at, _ts(e.recorded_at))
         self.rows["events"].append((e.position, e.stream_id, e.version, e.type, dialect, occurred,
-                                    _ts(e.recorded_at)))
+                                    self._recorded[1]))
         handler = _HANDLERS.get(e.type)
         if handler is not None:
             handler(self.rows, e, _d(_decode(e.data)), occurred)
@@ -743,15 +747,18 @@ def refresh(store: EventStore, directory: str | os.PathLike[str] | None = None, 
     total = max(high - after, 0)
     flat = Flattener()
     read = 0
-    for e in store.iter_all(after_position=after, upto_position=high, batch_size=batch_size):
-        flat.add_one(e)
-        read += 1
-        if progress and read % batch_size == 0:
-            progress(min(read, total), total)
+    with gc_paused():  # millions of live row tuples: young collections would walk them all
+        for e in store.iter_all(after_position=after, upto_position=high, batch_size=batch_size):
+            flat.add_one(e)
+            read += 1
+            if progress and read % batch_size == 0:
+                progress(min(read, total), total)
+        tables = flat.tables() if high > after else {}
+    del flat
     rows: dict[str, int] = {}
     written = 0
     if high > after:
-        for table, data in flat.tables().items():
+        for table, data in tables.items():
             rows[table] = data.num_rows
             if data.num_rows == 0:
                 continue
