@@ -224,10 +224,10 @@ VIEWS: dict[str, str] = {
 
 
 def _ts(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
+    if type(value) is not str or not value:
         return None
     try:
-        ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        ts = datetime.fromisoformat(value)  # Python 3.11+ reads the "Z" suffix itself
     except ValueError:
         return None
     return ts if ts.tzinfo is not None else None
@@ -273,11 +273,12 @@ class Flattener:
             self.add_one(e)
 
     def add_one(self, e: RecordedEvent) -> None:
-        prefix = e.type.split(".", 1)[0]
-        meta_dialect = None
+        dialect = None
         if e.meta != b"{}":
-            meta_dialect = _s(_d(_decode(e.meta)).get("dialect"))
-        dialect = meta_dialect or (prefix if prefix in DIALECTS else None)
+            dialect = _s(_d(_decode(e.meta)).get("dialect"))
+        if not dialect:
+            prefix = e.type.split(".", 1)[0]
+            dialect = prefix if prefix in DIALECTS else None
         occurred = _ts(e.occurred_at)
         if e.recorded_at != self._recorded[0]:
             self._recorded = (e.recorded_at, _ts(e.recorded_at))
