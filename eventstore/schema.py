@@ -10,7 +10,6 @@ from sqlalchemy import (
     BigInteger,
     Column,
     ForeignKey,
-    Index,
     Integer,
     LargeBinary,
     MetaData,
@@ -65,7 +64,6 @@ events = Table(
     UniqueConstraint("stream_pk", "version"),
     UniqueConstraint("event_id"),
 )
-Index("ix_events_type_position", events.c.type, events.c.position)
 
 projection_checkpoints = Table(
     "projection_checkpoints",

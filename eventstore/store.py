@@ -219,7 +219,11 @@ class EventStore:
         if check_schema:
             from eventstore.migrate import ensure_current
 
-            ensure_current(self.engine)
+            try:
+                ensure_current(self.engine)
+            except BaseException:
+                self.engine.dispose()  # no pooled connection left behind for the GC to warn about
+                raise
 
     def add_inline(self, handler: InlineHandler) -> None:
         """Run ``handler(cursor, backend, events)`` inside every append transaction, before commit.
@@ -529,24 +533,31 @@ class _Transaction:
         stream_pk, version, prev = head[0], head[1], head[2]
         position, now = self.position, self.now
         rows = []
-        digest, event_hash = chain.digest, chain.event_hash
+        recorded = self.recorded if self.store._inline else None
+        digest, event_hash, blob = chain.digest, chain.event_hash, self.be.blob
+        empty_meta, empty_meta_sha = blob(_EMPTY_META), blob(_EMPTY_META_SHA)
         fresh = iter(new_event_ids(sum(1 for e in batch if e.event_id is None)))
         for e in batch:
             if e.event_id is None:
                 e.event_id = next(fresh)
             position += 1
             version += 1
-            dsha = digest(e.data)
-            msha = _EMPTY_META_SHA if e.meta is _EMPTY_META else digest(e.meta)
+            data, meta = e.data, e.meta
+            dsha = digest(data)
+            if meta is _EMPTY_META:
+                msha, meta_param, msha_param = _EMPTY_META_SHA, empty_meta, empty_meta_sha
+            else:
+                msha = digest(meta)
+                meta_param, msha_param = blob(meta), blob(msha)
             prev_hash = prev
             prev = event_hash(prev_hash, stream_id, version, e.event_id, e.type, e.schema_version,
                               e.occurred_at, now, dsha, msha)
-            rows.append((position, stream_pk, version, e.event_id, e.type, e.schema_version, e.data,
-                         e.meta, e.occurred_at, now, dsha, msha, prev_hash, prev))
+            rows.append((position, stream_pk, version, e.event_id, e.type, e.schema_version, blob(data),
+                         meta_param, e.occurred_at, now, blob(dsha), msha_param, blob(prev_hash), blob(prev)))
+            if recorded is not None:
+                recorded.append(RecordedEvent(position, stream_id, version, e.event_id, e.type, e.schema_version,
+                                              data, meta, e.occurred_at, now, prev_hash, prev))
         self.be.insert_events(self.cur, rows)
-        if self.store._inline:
-            self.recorded.extend(RecordedEvent(r[0], stream_id, r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9],
-                                               r[12], r[13]) for r in rows)
         first = self.position + 1
         self.position = position
         head[1], head[2] = version, prev

@@ -105,7 +105,7 @@ def test_schema_not_at_head_tells_what_to_do(tmp_path: Path) -> None:
     r = CliRunner().invoke(register(), ["--url", url, "db", "check"])
     assert r.exit_code == 0 and "schema matches" in r.output
     r = CliRunner().invoke(register(), ["--url", url, "db", "current"])
-    assert "current: 0001  head: 0001" in r.output
+    assert "current: 0002  head: 0002" in r.output
 
 
 @pytest.mark.slow

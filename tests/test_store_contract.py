@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlalchemy import inspect as sa_inspect
 from sqlalchemy import text
 
 from eventstore import chain
@@ -316,3 +317,36 @@ def test_a_redacted_value_does_not_hide_later_tampering(store: EventStore) -> No
     failures = {(f.version, f.field_class) for f in verify(store).failures}
     assert (1, "data") in failures  # the redaction is visible, as designed
     assert (3, "header") in failures  # and the forged digest is caught behind it
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_older_schema_is_refused_until_upgraded_and_keeps_its_events(
+        backend: str, request: pytest.FixtureRequest, tmp_path: object) -> None:
+    """A database at revision 0001 (type index present) is refused with the command to run;
+    `upgrade` takes it to head without touching the recorded events or their chains."""
+    from eventstore import migrate
+    from eventstore.db import make_engine
+    from eventstore.errors import SchemaOutOfDate
+
+    url = f"sqlite:///{tmp_path}/old/events.db" if backend == "sqlite" else request.getfixturevalue("pg_url")
+    engine = make_engine(url)
+    try:
+        migrate.upgrade(engine, "0001")
+        with EventStore(url, check_schema=False) as old:  # what a 0001-era evstore wrote
+            old.append("S", [NewEvent("t.x", {"i": i}) for i in range(3)])
+        with pytest.raises(SchemaOutOfDate) as err:
+            EventStore(url)
+        assert "0001" in str(err.value) and migrate.head_revision(engine) in str(err.value)
+        assert "evstore db upgrade" in str(err.value)
+        migrate.upgrade(engine)
+        migrate.check(engine)  # models and database agree after the upgrade
+        with engine.connect() as conn:
+            indexes = {ix["name"] for ix in sa_inspect(conn).get_indexes("events")}
+        assert "ix_events_type_position" not in indexes
+        with EventStore(url) as store:
+            assert [e.payload["i"] for e in store.read_stream("S")] == [0, 1, 2]
+            assert [e.payload["i"] for e in store.read_all(types=["t.x"])] == [0, 1, 2]
+            store.append("S", [NewEvent("t.y", {})], expected_version=3)
+            assert verify(store).ok
+    finally:
+        engine.dispose()

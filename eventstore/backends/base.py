@@ -4,6 +4,7 @@ write transaction that serialises position allocation, and how to detect a const
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -76,6 +77,9 @@ class Backend(abc.ABC):
 
     def is_unique_violation(self, exc: BaseException) -> bool:
         return False
+
+    #: How the append path hands BLOB values to the driver (``bytes`` returns a bytes object itself).
+    blob: Callable[[bytes], Any] = bytes
 
     def insert_events(self, cur: Any, rows: list[tuple[Any, ...]]) -> None:
         if len(rows) == 1:  # one statement, one round trip (executemany costs more on psycopg)
