@@ -273,9 +273,9 @@ def _raw_rows(payloads: Payloads, s: Slice, position: int) -> list[tuple[Any, ..
 
 def raw_sqlite_append(path: Path, payloads: Payloads, n: int, batch: int, cfg: Config, *,
                       bytearray_blobs: bool = False) -> float:
-    """With ``bytearray_blobs`` the BLOBs are bound as bytearray, as evstore does: CPython's
-    sqlite3 adapts every ``bytes`` parameter through its adapter registry first (the limit a
-    hand-written log could reach with the same trick; reported for information)."""
+    """``bytearray_blobs``: BLOBs bound as bytearray, as evstore binds them (CPython's sqlite3
+    adapts every ``bytes`` parameter through its adapter registry first): the limit a
+    hand-written log could reach with the same trick, reported for information."""
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("PRAGMA journal_mode=WAL")
