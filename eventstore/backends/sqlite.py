@@ -60,6 +60,9 @@ class SQLiteBackend(Backend):
         self._multi_insert = {n: f"{head} VALUES {', '.join([row] * n)}" for n in range(1, self.INSERT_CHUNK + 1)}
 
     def insert_events(self, cur: Any, rows: list[tuple[Any, ...]]) -> None:
+        if len(rows) == 1:
+            cur.execute(self.sql_insert_event, rows[0])
+            return
         step, sql = self.INSERT_CHUNK, self._multi_insert
         for i in range(0, len(rows), step):
             chunk = rows[i:i + step]
