@@ -17,7 +17,7 @@ import msgspec
 DOMAIN = b"evstore.event.v1\x00"
 GENESIS = bytes(32)
 _enc = msgspec.json.Encoder()
-_sha = hashlib.sha256
+sha256 = _sha = hashlib.sha256
 
 
 def digest(data: bytes) -> bytes:

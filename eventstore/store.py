@@ -534,28 +534,31 @@ class _Transaction:
         position, now = self.position, self.now
         rows = []
         recorded = self.recorded if self.store._inline else None
-        digest, event_hash, blob = chain.digest, chain.event_hash, self.be.blob
+        sha, event_hash, blob = chain.sha256, chain.event_hash, self.be.blob
         empty_meta, empty_meta_sha = blob(_EMPTY_META), blob(_EMPTY_META_SHA)
+        prev_param = blob(prev)  # each hash is bound twice (hash, then the next row's prev_hash)
         fresh = iter(new_event_ids(sum(1 for e in batch if e.event_id is None)))
         for e in batch:
-            if e.event_id is None:
-                e.event_id = next(fresh)
+            event_id = e.event_id
+            if event_id is None:
+                event_id = e.event_id = next(fresh)
             position += 1
             version += 1
             data, meta = e.data, e.meta
-            dsha = digest(data)
+            dsha = sha(data).digest()
             if meta is _EMPTY_META:
                 msha, meta_param, msha_param = _EMPTY_META_SHA, empty_meta, empty_meta_sha
             else:
-                msha = digest(meta)
+                msha = sha(meta).digest()
                 meta_param, msha_param = blob(meta), blob(msha)
-            prev_hash = prev
-            prev = event_hash(prev_hash, stream_id, version, e.event_id, e.type, e.schema_version,
+            prev_hash, prev_hash_param = prev, prev_param
+            prev = event_hash(prev_hash, stream_id, version, event_id, e.type, e.schema_version,
                               e.occurred_at, now, dsha, msha)
-            rows.append((position, stream_pk, version, e.event_id, e.type, e.schema_version, blob(data),
-                         meta_param, e.occurred_at, now, blob(dsha), msha_param, blob(prev_hash), blob(prev)))
+            prev_param = blob(prev)
+            rows.append((position, stream_pk, version, event_id, e.type, e.schema_version, blob(data),
+                         meta_param, e.occurred_at, now, blob(dsha), msha_param, prev_hash_param, prev_param))
             if recorded is not None:
-                recorded.append(RecordedEvent(position, stream_id, version, e.event_id, e.type, e.schema_version,
+                recorded.append(RecordedEvent(position, stream_id, version, event_id, e.type, e.schema_version,
                                               data, meta, e.occurred_at, now, prev_hash, prev))
         self.be.insert_events(self.cur, rows)
         first = self.position + 1
