@@ -17,6 +17,7 @@ import msgspec
 DOMAIN = b"evstore.event.v1\x00"
 GENESIS = bytes(32)
 _enc = msgspec.json.Encoder()
+#: The chain's hash function (the append loop calls it inline; :func:`digest` wraps it).
 sha256 = _sha = hashlib.sha256
 
 

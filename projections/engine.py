@@ -106,7 +106,7 @@ class Projection(abc.ABC):
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for one batch.
+    """Pause Python's cyclic garbage collector (process-wide) for one batch.
 
     A batch allocates thousands of short-lived objects (rows, RecordedEvents, decoded Structs)
     while projections such as the runs index hold thousands of folded documents; each young
