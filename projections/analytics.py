@@ -37,6 +37,8 @@ Bumping :data:`FLATTEN_VERSION` rebuilds: a manifest with another version is dis
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import json
 import os
 import shutil
@@ -902,18 +904,37 @@ def export_parquet(store: EventStore, target: str | os.PathLike[str], directory:
     return counts
 
 
-def export_jsonl(store: EventStore, target: str | os.PathLike[str] | Any, *, batch_size: int = 20_000) -> int:
-    """Every stored event as one JSON object per line (``RecordedEvent.to_dict()``); returns the count.
+def export_jsonl(store: EventStore, target: str | os.PathLike[str] | Any, *, table: str = "log",
+                 directory: str | os.PathLike[str] | None = None, batch_size: int = 20_000) -> int:
+    """One JSON object per line; returns the count.  ``table`` "log" (the default) writes every
+    stored event (``RecordedEvent.to_dict()``); an analytics table or view name writes its rows
+    (refreshed first; values as :func:`jsonable` makes them, as ``evstore query --json``
+    prints them), so every line of a file has one shape.
 
     ``target`` is a path or a text stream (``-`` on the CLI is stdout).
     """
     enc = msgspec.json.Encoder()
+    if table != "log" and table not in table_names():
+        raise EvstoreError(f'No analytics table "{table}"; choose log or one of: {", ".join(table_names())}.')
 
     def write(fh: Any) -> int:
         n = 0
-        for e in store.iter_all(batch_size=batch_size):
-            fh.write(enc.encode(e.to_dict()).decode() + "\n")
-            n += 1
+        if table == "log":
+            for e in store.iter_all(batch_size=batch_size):
+                fh.write(enc.encode(e.to_dict()).decode() + "\n")
+                n += 1
+            return n
+        refresh(store, directory)
+        con = connect(analytics_dir(store, directory))
+        try:
+            cur = con.execute(f"SELECT * FROM {table}")
+            cols = [d[0] for d in cur.description]
+            while rows := cur.fetchmany(batch_size):
+                for row in rows:
+                    fh.write(enc.encode(jsonable(dict(zip(cols, row, strict=True)))).decode() + "\n")
+                n += len(rows)
+        finally:
+            con.close()
         return n
 
     if hasattr(target, "write"):
@@ -922,10 +943,25 @@ def export_jsonl(store: EventStore, target: str | os.PathLike[str] | Any, *, bat
         return write(fh)
 
 
+def jsonable(v: Any) -> Any:
+    """A DuckDB value as JSON: times in ISO 8601, decimals as numbers, bytes as hex."""
+    if isinstance(v, (dt.datetime, dt.date, dt.time)):
+        return v.isoformat()
+    if isinstance(v, decimal.Decimal):
+        return float(v)
+    if isinstance(v, (bytes, bytearray)):
+        return v.hex()
+    if isinstance(v, dict):
+        return {str(k): jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [jsonable(x) for x in v]
+    return v
+
+
 def table_names() -> list[str]:
     return list(SCHEMAS) + list(VIEWS)
 
 
 __all__ = ["COMPACT_AT", "FLATTEN_VERSION", "Flattener", "HANDLED_TYPES", "Manifest", "RefreshResult", "SCHEMAS",
-           "VIEWS", "analytics_dir", "compact_tables", "connect", "export_jsonl", "export_parquet", "open_analytics",
-           "query", "QueryError", "refresh", "status", "table_names"]
+           "VIEWS", "analytics_dir", "compact_tables", "connect", "export_jsonl", "export_parquet", "jsonable",
+           "open_analytics", "query", "QueryError", "refresh", "status", "table_names"]

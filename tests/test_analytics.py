@@ -239,3 +239,23 @@ def test_export_parquet_and_jsonl(cli_store: str, tmp_path: Path) -> None:
     assert len(lines) == n and json.loads(lines[0])["position"] == 1
     r = runner.invoke(register(), ["--url", cli_store, "export"])
     assert r.exit_code == 2
+
+
+def test_export_jsonl_of_an_analytics_table(cli_store: str, tmp_path: Path) -> None:
+    """`--table NAME` writes that table's rows, one shape per file, as `query --json` prints them."""
+    runner = CliRunner()
+    r = runner.invoke(register(), ["--url", cli_store, "export", "--jsonl", "-", "--table", "gates"])
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    q = runner.invoke(register(), ["--url", cli_store, "query", "--json", "SELECT * FROM gates"])
+    assert q.exit_code == 0, q.output
+    expected = json.loads(q.stdout)
+    assert rows and len(rows) == len(expected)
+    key = lambda row: json.dumps(row, sort_keys=True)  # noqa: E731
+    assert sorted(map(key, rows)) == sorted(map(key, expected))
+    assert f"wrote {len(rows)} gates rows to -" in r.stderr
+
+    r = runner.invoke(register(), ["--url", cli_store, "export", "--jsonl", "-", "--table", "nope"])
+    assert r.exit_code == 1 and 'No analytics table "nope"' in r.stderr and "review_deltas" in r.stderr
+    r = runner.invoke(register(), ["--url", cli_store, "export", "--parquet", str(tmp_path / "p"), "--table", "gates"])
+    assert r.exit_code == 2 and "--table applies to --jsonl" in r.output

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
 import json
 import sys
 from pathlib import Path
@@ -17,20 +15,6 @@ from eventstore.errors import EvstoreError
 _analytics_dir = click.option("--analytics-dir", type=click.Path(file_okay=False), default=None,
                               envvar="EVSTORE_ANALYTICS_DIR",
                               help="Where the Parquet tables live (default: <store dir>/analytics).")
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, (dt.datetime, dt.date, dt.time)):
-        return v.isoformat()
-    if isinstance(v, decimal.Decimal):
-        return float(v)
-    if isinstance(v, (bytes, bytearray)):
-        return v.hex()
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    return v
 
 
 def _refresh(store: Any, directory: str | None) -> None:
@@ -52,7 +36,7 @@ def query_cmd(ctx: click.Context, sql: str, as_json: bool, as_csv: bool, no_refr
               analytics_dir: str | None) -> None:
     """Run DuckDB SQL over the analytics views (runs, phases, review_findings, review_deltas, gates, ...)."""
     from projections.analytics import analytics_dir as where
-    from projections.analytics import connect, query
+    from projections.analytics import connect, jsonable, query
     from projections.report import rows_csv, table_text
 
     if as_json and as_csv:
@@ -66,11 +50,11 @@ def query_cmd(ctx: click.Context, sql: str, as_json: bool, as_csv: bool, no_refr
     finally:
         con.close()
     if as_json:
-        click.echo(json.dumps([_jsonable(dict(zip(columns, r, strict=True))) for r in rows], ensure_ascii=False))
+        click.echo(json.dumps([jsonable(dict(zip(columns, r, strict=True))) for r in rows], ensure_ascii=False))
     elif as_csv:
-        click.echo(rows_csv(columns, [[_jsonable(v) for v in r] for r in rows]), nl=False)
+        click.echo(rows_csv(columns, [[jsonable(v) for v in r] for r in rows]), nl=False)
     elif columns:
-        click.echo(table_text(columns, [dict(zip(columns, (_jsonable(v) for v in r), strict=True)) for r in rows],
+        click.echo(table_text(columns, [dict(zip(columns, (jsonable(v) for v in r), strict=True)) for r in rows],
                               max_width=80))
         click.echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''})", err=True)
 
@@ -123,19 +107,24 @@ def metrics_cmd(ctx: click.Context, task: str | None, project: str | None, diale
 @click.option("--parquet", "parquet_dir", type=click.Path(file_okay=False), default=None,
               help="Write log.parquet and one Parquet file per analytics table/view into this directory.")
 @click.option("--jsonl", "jsonl_file", type=click.Path(dir_okay=False, allow_dash=True), default=None,
-              help="Write every event as one JSON object per line to this file ('-': stdout).")
+              help="Write one JSON object per line to this file ('-': stdout): every event, or --table's rows.")
+@click.option("--table", "table", default="log", show_default=True, metavar="NAME",
+              help="With --jsonl: log (the events) or an analytics table or view (runs, phases, gates, ...).")
 @_analytics_dir
 @click.pass_context
-def export_cmd(ctx: click.Context, parquet_dir: str | None, jsonl_file: str | None, analytics_dir: str | None) -> None:
+def export_cmd(ctx: click.Context, parquet_dir: str | None, jsonl_file: str | None, table: str,
+               analytics_dir: str | None) -> None:
     """Export the events and the analytics tables for other tools."""
     from projections.analytics import export_jsonl, export_parquet
 
     if not parquet_dir and not jsonl_file:
         raise click.UsageError("pass --parquet DIR and/or --jsonl FILE.")
+    if table != "log" and not jsonl_file:
+        raise click.UsageError("--table applies to --jsonl (--parquet writes every table).")
     store = open_store(ctx)
     if parquet_dir:
         counts = export_parquet(store, parquet_dir, analytics_dir)
         click.echo(f"wrote {len(counts)} Parquet files to {parquet_dir} ({counts['log']} events)", err=True)
     if jsonl_file:
-        n = export_jsonl(store, sys.stdout if jsonl_file == "-" else jsonl_file)
-        click.echo(f"wrote {n} events to {jsonl_file}", err=True)
+        n = export_jsonl(store, sys.stdout if jsonl_file == "-" else jsonl_file, table=table, directory=analytics_dir)
+        click.echo(f"wrote {n} {'events' if table == 'log' else f'{table} rows'} to {jsonl_file}", err=True)
