@@ -351,3 +351,37 @@ def test_older_schema_is_refused_until_upgraded_and_keeps_its_events(
             assert verify(store).ok
     finally:
         engine.dispose()
+
+
+def test_postgres_appends_stay_ordered_under_a_stricter_server_default(pg_url: str) -> None:
+    """A server (or role) defaulting to SERIALIZABLE must not break position allocation:
+    the store's connections run READ COMMITTED, so concurrent appends neither clash nor skip."""
+    from eventstore import migrate
+    from eventstore.db import make_engine
+
+    url = pg_url.replace("options=", "options=-cdefault_transaction_isolation%3Dserializable%20", 1)
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    engine.dispose()
+    with EventStore(url) as store:
+        assert store.fetch_all("SHOW default_transaction_isolation", ())[0][0] == "serializable"
+        assert store.fetch_all("SHOW transaction_isolation", ())[0][0] == "read committed"
+        barrier = threading.Barrier(4)
+        failures: list[BaseException] = []
+
+        def writer(w: int) -> None:
+            barrier.wait()
+            try:
+                for i in range(25):
+                    store.append(f"W{w}", [NewEvent("t.x", {"w": w, "i": i})])
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                failures.append(exc)
+
+        threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert failures == []
+        assert [e.position for e in store.iter_all()] == list(range(1, 101))
+        assert verify(store).ok
