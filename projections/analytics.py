@@ -756,6 +756,8 @@ def refresh(store: EventStore, directory: str | os.PathLike[str] | None = None, 
             read += 1
             if progress and read % batch_size == 0:
                 progress(min(read, total), total)
+        if progress and read % batch_size:
+            progress(min(read, total), total)  # the last, partial batch: the bar ends full
         tables = flat.tables() if high > after else {}
     del flat
     rows: dict[str, int] = {}

@@ -385,3 +385,17 @@ def test_postgres_appends_stay_ordered_under_a_stricter_server_default(pg_url: s
         assert failures == []
         assert [e.position for e in store.iter_all()] == list(range(1, 101))
         assert verify(store).ok
+
+
+@pytest.mark.parametrize("size", [1, 2, 99, 100, 101, 250])
+def test_batch_sizes_around_the_insert_chunk(store: EventStore, size: int) -> None:
+    """Appends of every size around SQLite's 100-row INSERT chunk (and PostgreSQL's COPY
+    threshold) store the same events in order, with a chain that verifies."""
+    store.append("pre", [ev(0)])
+    r = store.append("S", [NewEvent("t.x", {"i": i}, meta={"m": i} if i % 3 else None) for i in range(size)],
+                     expected_version="no stream")
+    assert r.version == size and r.positions == list(range(2, size + 2))
+    got = list(store.read_stream("S"))
+    assert [(e.version, e.position, e.payload["i"]) for e in got] == [(i + 1, i + 2, i) for i in range(size)]
+    assert [e.metadata for e in got] == [{"m": i} if i % 3 else {} for i in range(size)]
+    assert verify(store).ok
