@@ -8,7 +8,9 @@ Each snapshot is one atomic append at the stream's current version (optimistic c
 so a concurrent writer makes the ingest fail cleanly instead of interleaving.  The last event
 of a snapshot's group carries in ``meta``: the source (file, git commit), the snapshot's
 SHA-256 and how to reproduce its exact bytes (a ``json.dumps`` format, or the raw bytes
-zlib-compressed when no format reproduces them), and the dialect's validation findings.
+zlib-compressed when no format reproduces them), and the dialect's validation findings.  The
+same document again with the same bytes appends nothing; with other bytes (re-indented, say) it
+appends one empty ``document.patched`` whose meta records the new bytes.
 """
 
 from __future__ import annotations
@@ -123,12 +125,26 @@ class Ingestor:
     def __init__(self, store: EventStore, dialect: Dialect, *, stream: str | None = None) -> None:
         self.store, self.dialect, self.stream = store, dialect, stream
         self._docs: dict[str, tuple[int, Any]] = {}
+        self._raw_sha: dict[str, str | None] = {}  # SHA-256 of each stream's last recorded snapshot bytes
 
     def _current(self, stream_id: str) -> tuple[int, Any]:
         cached = self._docs.get(stream_id)
         if cached is None:
             cached = current_document(self.store, self.dialect, stream_id)
         return cached
+
+    def _last_raw_sha(self, stream_id: str, version: int) -> str | None:
+        """The recorded SHA-256 of the bytes behind ``stream_id``'s latest version, if an
+        ingested snapshot produced it (its last event's meta says so)."""
+        if stream_id not in self._raw_sha:
+            sha = None
+            if version:
+                for rec in self.store.read_stream(stream_id, after_version=version - 1):
+                    meta = rec.metadata
+                    snap = meta.get("snapshot") if isinstance(meta, dict) else None
+                    sha = snap.get("sha256") if isinstance(snap, dict) else None
+            self._raw_sha[stream_id] = sha if isinstance(sha, str) else None
+        return self._raw_sha[stream_id]
 
     def stream_for(self, snap: Snapshot) -> str:
         sid = self.stream or snap.stream_hint or (self.dialect.stream_id(snap.doc) if snap.doc is not None else None)
@@ -177,6 +193,13 @@ class Ingestor:
         version, prev = self._current(stream_id)
         events = self.events_for(stream_id, prev, snap)
         file = snap.source.get("file") or snap.source.get("dir")
+        if not events and snap.doc is not None and snap.raw is not None and version \
+                and chain.digest(snap.raw).hex() != self._last_raw_sha(stream_id, version):
+            # Same document, other bytes (re-indented, keys re-spaced...): history keeps the new
+            # bytes too, as an empty patch whose meta records them (``replay --raw`` gives them back).
+            from eventstore.dialects.base import DocumentPatched
+
+            events = [DocumentPatched(ops=[])]
         if not events:
             return IngestResult(file, stream_id, version, 0), version, []
         doc = prev if snap.doc is None else documents.copy(snap.doc)
@@ -185,6 +208,7 @@ class Ingestor:
         rec = raw_record(snap.doc, snap.raw) if snap.doc is not None else None
         if rec is not None:
             meta_last["snapshot"] = rec
+        self._raw_sha[stream_id] = rec["sha256"] if rec is not None else None
         if findings:
             meta_last["findings"] = [f.to_dict() for f in findings]
         meta_each = {"dialect": self.dialect.name}
@@ -196,6 +220,7 @@ class Ingestor:
     def forget(self) -> None:
         """Drop the cached documents (after a failed write)."""
         self._docs.clear()
+        self._raw_sha.clear()
 
     def ingest(self, snap: Snapshot) -> IngestResult:
         """Derive and append one snapshot's events (one atomic append at the expected version)."""

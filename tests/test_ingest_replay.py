@@ -60,6 +60,29 @@ def test_ingest_replay_log_diff(run, tmp_path: Path) -> None:  # type: ignore[no
     assert len(log) == 3 and "document.observed" in log[0] and "document.patched" in log[2]
 
 
+def test_reformatted_snapshot_keeps_its_bytes(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The same document written with other bytes is history too: one empty patch records the
+    new bytes, so `replay --raw` gives back both files; the same bytes again add nothing."""
+    doc = {"taskId": "T-9", "status": "running", "items": [1, 2]}
+    a = write(tmp_path / "a.json", doc, indent=2)
+    b = write(tmp_path / "b.json", doc, indent=None)
+    assert a.read_bytes() != b.read_bytes()
+    assert json.loads(run("ingest", "generic", str(a), "--json").output)["version"] == 1
+    r = run("ingest", "generic", str(b), "--json")
+    assert json.loads(r.output) == {"file": str(b), "stream": "T-9", "version": 2, "events": 1}
+    [last] = [json.loads(line) for line in run("log", "T-9", "--json", "--after", "1").output.splitlines()]
+    assert last["type"] == "document.patched" and last["data"]["ops"] == []
+    assert last["meta"]["snapshot"]["sha256"] != json.loads(run("log", "T-9", "--json").output.splitlines()[0])[
+        "meta"]["snapshot"]["sha256"]
+    assert run("replay", "T-9", "--upto", "1", "--raw").stdout_bytes == a.read_bytes()
+    assert run("replay", "T-9", "--raw").stdout_bytes == b.read_bytes()
+    assert documents.same(json.loads(run("replay", "T-9", "--json").output), doc)
+    for again in (b, a):  # b's bytes are the latest: nothing; a's bytes are new again: one event
+        r = run("ingest", "generic", str(again), "--json")
+        assert json.loads(r.output)["events"] == (0 if again == b else 1)
+    assert run("replay", "T-9", "--raw").stdout_bytes == a.read_bytes()
+
+
 def test_directory_ingest_and_time_travel(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     d = tmp_path / "snaps"
     d.mkdir()
