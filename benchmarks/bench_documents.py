@@ -60,10 +60,10 @@ import msgspec
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's eventstore
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: find _common
 
+from _common import fmt_rate  # noqa: E402
 from eventsourcing.application import Application  # noqa: E402
 from eventsourcing.domain import Aggregate, event  # noqa: E402
 
-from _common import fmt_rate  # noqa: E402
 from eventstore import documents, migrate  # noqa: E402
 from eventstore.db import make_engine  # noqa: E402
 from eventstore.dialects.base import Snapshot  # noqa: E402
@@ -266,7 +266,7 @@ def bench_ingest(dbs: Dbs, runs: list[list[Snapshot]], dirs: list[Path], reps: i
     for rep in range(reps):
         store, path = dbs.fresh("ingest-files")
         try:
-            secs, results = timed(lambda: list(ingest(store, DIALECT, dirs)))
+            secs, results = timed(lambda store=store: list(ingest(store, DIALECT, dirs)))
         finally:
             store.close()
         assert len(results) == n, (len(results), n)
@@ -399,7 +399,7 @@ def bench_replay(store: EventStore, sids: list[str], label: str, reps: int, root
                 app.save(agg)
                 ids.append(agg.id)
             if cls is RunDocument:  # the equal-work contender must rebuild the same document
-                for sid, oid in zip(sids, ids):
+                for sid, oid in zip(sids, ids, strict=False):
                     assert documents.same(app.repository.get(oid).doc, expect[sid]), sid
 
             def get(app: Application[Any] = app, ids: list[Any] = ids) -> int:
@@ -412,7 +412,7 @@ def bench_replay(store: EventStore, sids: list[str], label: str, reps: int, root
         for _name, fn, _note in contenders:
             fn()  # warm-up: caches, prepared statements, first-call imports
         for _ in range(reps):
-            for row, (_name, fn, _note) in zip(rows, contenders):
+            for row, (_name, fn, _note) in zip(rows, contenders, strict=False):
                 secs, got = timed(fn)
                 assert got == total, (row.contender, got, total)
                 row.seconds.append(secs)

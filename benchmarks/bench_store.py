@@ -33,10 +33,10 @@ sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # and the check
 from _common import (  # noqa: E402
     EVENT_TYPE,
     LAST_CPU,
-    best_of,
     Result,
     Slice,
     Target,
+    best_of,
     log,
     make_payloads,
     mean_size,
@@ -514,7 +514,7 @@ def run_sqlite(cfg: Config, payloads: Payloads, results: dict[Any, Result], batc
     # reads: one stream of n_read events
     db = dbs.fresh("evstore")
     evstore_build_read(f"sqlite:///{db}", payloads, cfg)
-    for rep in range(cfg.repeat):
+    for _rep in range(cfg.repeat):
         _record(results, "sqlite", "read", "evstore read_stream", cfg.n_read, cfg.n_read,
                 evstore_read(f"sqlite:///{db}", cfg), "RecordedEvent objects")
         _record(results, "sqlite", "read", "raw sqlite3 SELECT", cfg.n_read, cfg.n_read,
@@ -571,7 +571,7 @@ def run_postgres(cfg: Config, payloads: Payloads, results: dict[Any, Result], ba
                     log(f"  pg     {name:<28} {batch:>5}/call  {n / secs:>10,.0f} events/s  (run {rep + 1})")
         db = dbs.fresh("evstore")
         evstore_build_read(dbs.sqlalchemy_url(db), payloads, cfg)
-        for rep in range(cfg.repeat):
+        for _rep in range(cfg.repeat):
             _record(results, "postgresql", "read", "evstore read_stream", cfg.n_read, cfg.n_read,
                     evstore_read(dbs.sqlalchemy_url(db), cfg), "RecordedEvent objects")
             _record(results, "postgresql", "read", "raw psycopg SELECT", cfg.n_read, cfg.n_read,

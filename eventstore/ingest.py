@@ -34,6 +34,7 @@ from eventstore.errors import IngestError
 from eventstore.events import Event, decode_event
 from eventstore.store import EventStore, NewEvent
 
+
 def snapshot_name(dialect: Dialect) -> str:
     """The name replay snapshots of ``dialect`` are kept under (see projections.replay): a change of
     the dialect's lens version makes older snapshots invisible instead of wrong."""

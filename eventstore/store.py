@@ -485,7 +485,7 @@ class _Transaction:
                 return
             if exc is None:
                 try:
-                    for sid, (pk, version, head, _) in self.heads.items():
+                    for pk, version, head, _ in self.heads.values():
                         self.cur.execute(self.be.sql_update_stream, (version, head, pk))
                     if self.store._inline and self.recorded:
                         for handler in self.store._inline:

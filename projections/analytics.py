@@ -71,7 +71,7 @@ DIALECTS = ("mapipe", "friday", "taskflow", "envelope", "generic")
 _decode = msgspec.json.Decoder().decode
 _json = msgspec.json.Encoder()
 
-S, I, B, F, T = pa.string(), pa.int64(), pa.bool_(), pa.float64(), pa.timestamp("us", tz="UTC")
+S, I, B, F, T = pa.string(), pa.int64(), pa.bool_(), pa.float64(), pa.timestamp("us", tz="UTC")  # noqa: E741 - column-type shorthands
 
 
 def _schema(*cols: tuple[str, pa.DataType]) -> pa.Schema:

@@ -17,8 +17,8 @@ from typing import Any
 from eventstore import chain, documents, snapshots
 from eventstore.dialects import Dialect, get_dialect
 from eventstore.errors import EvstoreError, StreamNotFound
-from eventstore.ingest import raw_bytes, snapshot_name
 from eventstore.events import decode_event
+from eventstore.ingest import raw_bytes, snapshot_name
 from eventstore.store import EventStore, iso
 
 SNAPSHOT_EVERY = 200

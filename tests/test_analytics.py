@@ -12,11 +12,11 @@ from typing import Any
 import duckdb
 import pyarrow.parquet as pq
 import pytest
+from analytics_fixtures import simulate_into
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analytics_fixtures import simulate_into
 from eventstore import migrate
 from eventstore.cli import register
 from eventstore.db import make_engine

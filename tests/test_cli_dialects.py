@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from eventstore import documents
 from eventstore.cli import register
 from eventstore.dialects.envelope.simulate import write_transcripts
-from eventstore.dialects.taskflow.simulate import simulate_trees, write_simulated_task
 from eventstore.dialects.taskflow.lifecycle import write_tree
+from eventstore.dialects.taskflow.simulate import simulate_trees, write_simulated_task
 
 START = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
 

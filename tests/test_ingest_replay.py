@@ -49,7 +49,7 @@ def test_ingest_replay_log_diff(run, tmp_path: Path) -> None:  # type: ignore[no
     # identical snapshot again: nothing appended
     r = run("ingest", "generic", str(files[-1]), "--json")
     assert json.loads(r.output) == {"file": str(files[-1]), "stream": "T-1", "version": 3, "events": 0}
-    for v, (doc, f) in enumerate(zip(docs, files), 1):
+    for v, (doc, f) in enumerate(zip(docs, files, strict=False), 1):
         out = run("replay", "T-1", "--upto", str(v), "--json").output
         assert documents.same(json.loads(out), doc)
         raw = run("replay", "T-1", "--upto", str(v), "--raw").stdout_bytes
@@ -144,7 +144,7 @@ def test_friday_real_history_replays_exactly(run, corpus: Path) -> None:  # type
     assert r.exit_code == 0, r.output
     versions = [json.loads(x)["version"] for x in r.output.splitlines()]
     assert len(versions) == 9 and versions == sorted(versions)
-    for v, f in zip(versions, history):
+    for v, f in zip(versions, history, strict=False):
         assert documents.same(json.loads(run("replay", "friday:temper-ai", "--upto", str(v), "--json").output),
                               json.loads(f.read_text()))
         assert run("replay", "friday:temper-ai", "--upto", str(v), "--raw").stdout_bytes == f.read_bytes()
@@ -155,8 +155,8 @@ def test_friday_real_history_replays_exactly(run, corpus: Path) -> None:  # type
 
 
 def test_replay_uses_snapshots(store: EventStore, tmp_path: Path) -> None:
-    from eventstore.ingest import Ingestor
     from eventstore.dialects.base import Snapshot
+    from eventstore.ingest import Ingestor
 
     ing = Ingestor(store, get_dialect("generic"))
     for i in range(rp.SNAPSHOT_EVERY + 50):

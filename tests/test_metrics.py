@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from analytics_fixtures import SimulatedPortfolio, simulate_into
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analytics_fixtures import SimulatedPortfolio, simulate_into
 from eventstore import migrate
 from eventstore.db import make_engine
 from eventstore.dialects.base import Snapshot

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from analytics_fixtures import simulate_into
+
 from eventstore import migrate
 from eventstore.db import make_engine
 from eventstore.store import EventStore

@@ -147,7 +147,7 @@ def test_global_order_with_concurrent_subscriber(store_url: str) -> None:
     stop.set()
     rt.join()
     assert len(seen) == total
-    assert all(a < b for a, b in zip(seen, seen[1:]))
+    assert all(a < b for a, b in zip(seen, seen[1:], strict=False))
     assert sorted(seen) == [e.position for e in store.iter_all()]
     store.close()
 

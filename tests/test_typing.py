@@ -1,4 +1,4 @@
-"""mypy strict on the library (STYLE.md #9): the annotations are checked, not decorative."""
+"""Static checks as tests: mypy strict on the library (STYLE.md #9) and the ruff lint rules."""
 
 from __future__ import annotations
 
@@ -17,4 +17,13 @@ def test_mypy_strict_on_library() -> None:
     root = Path(__file__).resolve().parent.parent
     r = subprocess.run([sys.executable, "-m", "mypy", "eventstore", "projections"], cwd=root,
                        capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_ruff_lint_clean() -> None:
+    """The lint rules in pyproject.toml ([tool.ruff]) hold on the whole tree."""
+    if subprocess.run([sys.executable, "-m", "ruff", "--version"], capture_output=True).returncode != 0:
+        pytest.skip("ruff is not installed (it is in the test extra)")
+    root = Path(__file__).resolve().parent.parent
+    r = subprocess.run([sys.executable, "-m", "ruff", "check", "."], cwd=root, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -160,9 +160,8 @@ def projections_group() -> None:
 @click.pass_context
 def projections_status(ctx: click.Context, as_json: bool) -> None:
     """Name, version, checkpoint, lag (events behind) and last run of every projection."""
-    from projections.engine import ProjectionRunner
-
     from projections import analytics
+    from projections.engine import ProjectionRunner
 
     store = open_store(ctx)
     with ProjectionRunner(store) as runner:
@@ -192,9 +191,8 @@ def projections_status(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def projections_rebuild(ctx: click.Context, name: str | None) -> None:
     """Drop and rebuild NAME (default: every projection) from the first event."""
-    from projections.engine import ProjectionRunner, get_projection, registered
-
     from projections import analytics
+    from projections.engine import ProjectionRunner, get_projection, registered
 
     store = open_store(ctx)
     projs = [] if name == analytics.NAME else [get_projection(name)] if name else registered()

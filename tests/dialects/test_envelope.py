@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from eventstore.events import decode_event, encode_event
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = Path(os.environ.get("EVSTORE_CORPUS", str(REPO.parent / "shared" / "corpus"))) / "agentic-workflow"
 VECTORS = CORPUS / "vectors" / "envelope-validation.vectors.jsonl"
-START = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
+START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 D = EnvelopeDialect()
 
 needs_corpus = pytest.mark.skipif(not VECTORS.is_file(), reason=f"corpus not found at {CORPUS} (set EVSTORE_CORPUS)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 CORPUS = Path(os.environ.get("EVSTORE_CORPUS", REPO.parent / "shared" / "corpus"))
 HISTORY = CORPUS / "friday" / "history"
 D = FridayDialect()
-START = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
+START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 # the only findings the simulator injects on purpose (see simulate.py's docstring)
 SIM_QUIRKS = {"risk-score-mismatch", "status-not-in-enum", "current-step-out-of-range"}
 
@@ -76,7 +76,7 @@ def test_real_history_folds_exactly_with_domain_events_only(history: list[tuple[
     steps = transitions(docs)
     assert isinstance(steps[0][0], DocumentObserved) and len(steps[0]) == 1
     doc: Any = None
-    for events, expected in zip(steps, docs):
+    for events, expected in zip(steps, docs, strict=False):
         doc = D.fold(documents.copy(doc), events)
         assert documents.same(doc, expected)
     # every real change is explained by domain events: no residual patch at all

@@ -6,13 +6,14 @@ import datetime as dt
 import json
 import os
 import random
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from eventstore import documents
@@ -23,13 +24,13 @@ from eventstore.dialects.mapipe import events as ev
 from eventstore.events import Event, decode_event, encode_event, known_event_types
 
 DIALECT = MapipeDialect()
-START = dt.datetime(2026, 1, 5, 9, 0, tzinfo=dt.timezone.utc)
+START = dt.datetime(2026, 1, 5, 9, 0, tzinfo=dt.UTC)
 SEEDS_DIR = Path(os.environ.get("EVSTORE_SEEDS", Path(__file__).resolve().parents[2] / ".." / "shared" / "seeds"))
 SCHEMA_PATH = SEEDS_DIR / "agent-state.schema.json"
 needs_schema = pytest.mark.skipif(not SCHEMA_PATH.is_file(), reason=f"schema not found at {SCHEMA_PATH}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def run(seed: int) -> tuple[Snapshot, ...]:
     return tuple(DIALECT.simulate(random.Random(seed), run_id=f"PROJ-{1000 + seed}", start=START))
 
@@ -62,7 +63,7 @@ def assert_lens(prev: Any, nxt: Any) -> list[Event]:
     return events
 
 
-@lru_cache(maxsize=None)
+@cache
 def observed_events(seed: int) -> list[list[Event]]:
     """observe() for every consecutive pair of a simulated run (first: a new stream)."""
     out, prev = [], None
@@ -109,9 +110,9 @@ def test_simulated_run_shape(seed: int) -> None:
     times = [s.occurred_at for s in snaps]
     assert all(t is not None for t in times) and times == sorted(times)  # type: ignore[type-var]
     first, last = snaps[0].doc, snaps[-1].doc
-    assert first["taskId"] == "PROJ-%d" % (1000 + seed) and first["currentPhase"] == 0
+    assert first["taskId"] == f"PROJ-{1000 + seed}" and first["currentPhase"] == 0
     assert last["status"] in {"complete", "failed", "abandoned", "paused"}
-    assert all(not documents.same(a.doc, b.doc) for a, b in zip(snaps, snaps[1:])), "every write changes something"
+    assert all(not documents.same(a.doc, b.doc) for a, b in zip(snaps, snaps[1:], strict=False)), "every write changes something"
 
 
 def test_simulator_is_deterministic_per_rng() -> None:
@@ -148,7 +149,7 @@ def test_simulation_covers_the_outcomes() -> None:
 @pytest.mark.parametrize("seed", range(25))
 def test_folding_observe_reproduces_every_version(seed: int) -> None:
     state: Any = None
-    for doc, batch in zip(docs(seed), observed_events(seed)):
+    for doc, batch in zip(docs(seed), observed_events(seed), strict=False):
         state = DIALECT.fold(state, roundtrip(batch))
         assert documents.same(state, doc)
 

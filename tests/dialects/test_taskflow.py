@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import random
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from eventstore.dialects.taskflow.verdict import issue_slug, parse_verdict
 from eventstore.errors import IngestError
 from eventstore.events import decode_event, encode_event
 
-START = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
+START = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 D = TaskflowDialect()
 
 
@@ -135,7 +135,7 @@ def test_lens_law_on_simulated_runs_without_residual(seed: int) -> None:
     docs = sim_docs(seed)
     first = law(None, docs[0])
     assert isinstance(first[0], ev.TaskCreated)
-    for prev, nxt in zip(docs, docs[1:]):
+    for prev, nxt in zip(docs, docs[1:], strict=False):
         events = law(prev, nxt)
         assert events, "every simulated step changes the folder"
         # realistic transitions are fully explained by domain events
@@ -430,7 +430,7 @@ def test_loaded_folders_equal_the_simulated_lifecycle(tmp_path: Path) -> None:
         docs = sim_docs(seed)
         assert len(steps) == len(docs)
         tasks = tmp_path / f"s{seed}" / "tasks"
-        for (_, tree), doc in zip(steps, docs):
+        for (_, tree), doc in zip(steps, docs, strict=False):
             write_tree(tasks, tree)
             loaded = {s.doc["task"]: s.doc for s in D.load(tasks)}
             assert documents.same(loaded[f"task-{seed}"], doc)
@@ -465,7 +465,7 @@ def test_simulator_is_deterministic() -> None:
     b = list(D.simulate(random.Random(42), run_id="r", start=START))
     assert [(s.doc, s.occurred_at, s.stream_hint, s.source) for s in a] == \
            [(s.doc, s.occurred_at, s.stream_hint, s.source) for s in b]
-    assert all(x.occurred_at < y.occurred_at for x, y in zip(a, a[1:]))  # type: ignore[operator]
+    assert all(x.occurred_at < y.occurred_at for x, y in zip(a, a[1:], strict=False))  # type: ignore[operator]
     c = list(D.simulate(random.Random(43), run_id="r", start=START))
     assert [s.doc for s in a] != [s.doc for s in c]
 

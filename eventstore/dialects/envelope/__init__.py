@@ -119,7 +119,7 @@ def summarize(event: Event) -> str:
         return "findings: " + ", ".join(parts)
     if isinstance(event, BlockersRaised):
         run = f" ({event.run_scoped} run-scoped)" if event.run_scoped else ""
-        return f"blockers: {', '.join(f'{k}:{i}' for k, i in zip(event.kinds, event.ids)) or len(event.ids)}{run}"
+        return f"blockers: {', '.join(f'{k}:{i}' for k, i in zip(event.kinds, event.ids, strict=False)) or len(event.ids)}{run}"
     if isinstance(event, GatesReported):
         return (f"gates: verification={event.verification} review_pending={event.review_pending} "
                 f"audit_pending={event.audit_pending}")

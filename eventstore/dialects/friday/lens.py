@@ -276,8 +276,8 @@ class _Deriver:
         old, new = p.get("approved_plan"), n["approved_plan"]
         total = _val(n, p, "total_steps")
         if type(old) is list and type(new) is list and len(old) == len(new) and all(
-                _same_step(a, b) for a, b in zip(old, new)):
-            for i, (a, b) in enumerate(zip(old, new)):
+                _same_step(a, b) for a, b in zip(old, new, strict=True)):
+            for i, (a, b) in enumerate(zip(old, new, strict=True)):
                 if documents.same(a, b):
                     continue
                 self.emit(ev.StepStatusChanged(
@@ -326,7 +326,7 @@ class _Deriver:
         old_done = p.get("completed_tasks", [])
         new_done = n.get("completed_tasks", _MISSING)
         if (type(old_done) is list and type(new_done) is list and len(new_done) > len(old_done)
-                and all(documents.same(a, b) for a, b in zip(old_done, new_done))):
+                and all(documents.same(a, b) for a, b in zip(old_done, new_done, strict=False))):
             for task in new_done[len(old_done):]:
                 tid = task.get("task_id") if type(task) is dict else None
                 self.emit(ev.TaskCompleted(task_id=documents.copy(tid), task=documents.copy(task)))

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from eventstore import documents
@@ -55,7 +55,7 @@ class _Session:
     def __init__(self, rng: random.Random, run_id: str, start: datetime) -> None:
         self.rng = rng
         self.run_id = run_id
-        self.t = start if start.tzinfo else start.replace(tzinfo=timezone.utc)
+        self.t = start if start.tzinfo else start.replace(tzinfo=UTC)
         self.snaps: list[Snapshot] = []
         self.doc: dict[str, Any] = {}
         self.project, self.arch, self.stack = rng.choice(PROJECTS)

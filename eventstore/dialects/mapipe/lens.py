@@ -17,9 +17,8 @@ import msgspec
 from msgspec import UNSET
 
 from eventstore import documents
-from eventstore.events import Event, decode_event, encode_event
-
 from eventstore.dialects.mapipe import events as ev
+from eventstore.events import Event, decode_event, encode_event
 
 JSON = Any
 
@@ -144,7 +143,7 @@ def derive_events(prev: JSON, nxt: JSON) -> list[Event]:
     # (a new member goes last); only those events are permuted, among their own slots.
     slots = [i for i, (order, _, _) in enumerate(ordered) if order >= 0]
     adding = sorted((ordered[i] for i in slots), key=lambda t: (t[0], t[1]))
-    for slot, item in zip(slots, adding):
+    for slot, item in zip(slots, adding, strict=True):
         ordered[slot] = item
     return [e for _, _, e in ordered]
 
@@ -181,7 +180,7 @@ def _derive_setters(prev: dict[str, Any], nxt: dict[str, Any], add: Any) -> None
     for cls in (ev.MaturityAssessed, ev.MaturityFollowupAsked,
                 ev.BaselineCaptured, ev.ResearchPassRecorded, ev.PlanCritiqueRecorded, ev.DiffRiskScored,
                 ev.VerificationFailed, ev.PrPublished, ev.CommitRecorded):
-        keys = list(getattr(cls, "OWNS"))
+        keys = list(cls.OWNS)
         add(_order(nxt, prev, keys), _setter(cls, prev, nxt, keys))
 
 
@@ -250,7 +249,7 @@ def _derive_gates(prev: dict[str, Any], nxt: dict[str, Any], add: Any) -> None:
     before, after = prev.get("gates", []), nxt.get("gates")
     if not isinstance(before, list) or not isinstance(after, list) or len(after) <= len(before):
         return
-    if not all(documents.same(a, b) for a, b in zip(before, after)):
+    if not all(documents.same(a, b) for a, b in zip(before, after, strict=False)):
         return
     order = _order(nxt, prev, ["gates"])
     for entry in after[len(before):]:

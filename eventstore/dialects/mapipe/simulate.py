@@ -24,7 +24,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from eventstore import documents
@@ -45,7 +45,7 @@ LABELS = "ABC"
 
 
 def _iso(t: datetime) -> str:
-    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _hex(rng: random.Random, bits: int) -> str:
@@ -121,7 +121,7 @@ class _Run:
 def simulate_run(rng: random.Random, *, run_id: str, start: datetime) -> Iterator[Snapshot]:
     """Snapshots of one realistic run with task id ``run_id`` starting at ``start``."""
     if start.tzinfo is None:
-        start = start.replace(tzinfo=timezone.utc)
+        start = start.replace(tzinfo=UTC)
     run = _Run(rng=rng, run_id=run_id, clock=start)
     run._head = _hex(rng, 160)
     _intake(run)

@@ -57,7 +57,7 @@ import base64
 import hashlib
 import posixpath
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -404,7 +404,7 @@ def is_task_folder(path: Path) -> bool:
 def folder_time(folder: Path) -> datetime:
     """Newest modification time of the folder or its files (UTC)."""
     stamps = [folder.stat().st_mtime] + [p.stat().st_mtime for p in folder.iterdir() if p.is_file()]
-    return datetime.fromtimestamp(max(stamps), tz=timezone.utc)
+    return datetime.fromtimestamp(max(stamps), tz=UTC)
 
 
 def write_tree(tasks_dir: Path, tree: Mapping[str, Mapping[str, bytes]]) -> None:
