@@ -228,6 +228,7 @@ def test_breaker_trips_match_the_documents(portfolio: Any, report: Report) -> No
                 cp = cb["checkpoint"]
                 where[cb["trigger"]].add(f"phase {cp['phase']} / step {cp['step']} / iteration {cp['iteration']}")
             was = now
+    assert trips, "the fixture portfolio must trip a breaker"
     rows = {r["trigger"]: r for r in report.section("breaker_trips").rows}
     assert {t: r["trips"] for t, r in rows.items()} == dict(trips)
     for t, places in where.items():
@@ -248,6 +249,7 @@ def test_phase_durations_match_the_documents(portfolio: Any, report: Report) -> 
             retries[phase] += rec.get("retryCount", 0)
             if rec.get("status") == "done":
                 durations[phase].append(_secs(rec["startedAt"], rec["finishedAt"]))
+    assert durations, "the fixture portfolio must finish phases"
     rows = {r["phase"]: r for r in report.section("phase_durations").rows if r["dialect"] == "mapipe"}
     assert set(rows) == set(executions)
     for phase, ds in durations.items():
@@ -274,6 +276,7 @@ def test_question_latency_matches_the_documents(portfolio: Any, report: Report) 
             a = s.doc.get("lastAnswer")
             if isinstance(a, dict) and a["questionId"] in open_q:
                 lat[a["questionId"]].append(_secs(open_q.pop(a["questionId"]), a["answeredAt"]))
+    assert lat, "the fixture portfolio must answer questions"
     rows = {r["question_id"]: r for r in report.section("question_latency").rows}
     assert set(rows) == set(asked)
     for qid, ls in lat.items():
