@@ -57,9 +57,9 @@ def _fast_ok(node: Any, depth: int, limit: int) -> bool:
     return True
 
 
-def check_value(value: Any, where: str, *, max_depth: int | None = None) -> None:
-    """Reject NaN/Infinity, non-JSON types and nesting deeper than ``max_depth``."""
-    limit = config.MAX_DEPTH if max_depth is None else max_depth
+def check_value(value: Any, where: str) -> None:
+    """Reject NaN/Infinity, non-JSON types and nesting deeper than ``config.MAX_DEPTH``."""
+    limit = config.MAX_DEPTH
     t = type(value)
     if t in _PLAIN or (t is float and value - value == 0.0):
         return
@@ -97,10 +97,10 @@ def json_type(value: Any) -> str:
     return JSON_TYPE_NAMES.get(type(value), type(value).__name__)
 
 
-def encode_checked(value: Any, event_type: str, *, part: str = "data", require_object: bool = True) -> bytes:
-    """Validate ``value`` (the ``part`` of an event of ``event_type``) and return its canonical
-    bytes, enforcing the size limit.  Errors read ``data of "TYPE": ...``."""
-    if require_object and type(value) is not dict:
+def encode_checked(value: Any, event_type: str, *, part: str = "data") -> bytes:
+    """Validate ``value`` (the ``part`` of an event of ``event_type``, a JSON object) and return its
+    canonical bytes, enforcing the size limit.  Errors read ``data of "TYPE": ...``."""
+    if type(value) is not dict:
         raise InvalidEvent(f'{part} of "{event_type}": must be a JSON object, got {json_type(value)}.')
     if not _fast_ok(value, 0, config.MAX_DEPTH):
         check_value(value, f'{part} of "{event_type}"')

@@ -20,12 +20,20 @@ def database_url(url: str | None = None) -> str:
     return url or os.environ.get("EVSTORE_URL") or DEFAULT_URL
 
 
-def store_directory(url: str) -> Path:
-    """The directory that holds a SQLite store's file (analytics go beside it)."""
+def sqlite_file(url: str) -> Path | None:
+    """The database file of a ``sqlite:///PATH`` URL (None for other URLs and ``:memory:``)."""
     if url.startswith("sqlite") and ":///" in url:
         path = url.split(":///", 1)[1].split("?", 1)[0]
         if path and path != ":memory:":
-            return Path(path).expanduser().resolve().parent
+            return Path(path).expanduser()
+    return None
+
+
+def store_directory(url: str) -> Path:
+    """The directory that holds a SQLite store's file (analytics go beside it)."""
+    path = sqlite_file(url)
+    if path is not None:
+        return path.resolve().parent
     return Path(os.environ.get("EVSTORE_HOME", ".evstore")).resolve()
 
 

@@ -5,10 +5,7 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-from sqlalchemy import delete
-
 from eventstore import codec
-from eventstore.schema import snapshots
 from eventstore.store import EventStore, utcnow
 
 
@@ -43,8 +40,3 @@ def save(store: EventStore, stream_pk: int, name: str, version: int, position: i
         raise
     finally:
         cur.close()
-
-
-def drop(store: EventStore, name: str) -> None:
-    with store.engine.begin() as conn:
-        conn.execute(delete(snapshots).where(snapshots.c.name == name))

@@ -70,11 +70,6 @@ def new_event_ids(n: int) -> list[str]:
 _VARIANT = {c: "89ab"[int(c, 16) & 3] for c in "0123456789abcdef"}  # RFC 4122 variant nibble
 
 
-def new_event_id() -> str:
-    """One time-ordered (version 7) UUID string (see :func:`new_event_ids`)."""
-    return new_event_ids(1)[0]
-
-
 def utcnow() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -343,15 +338,9 @@ class EventStore:
                       batch_size: int = 2000) -> Iterator[tuple[int, int, str, int, bytes, str | None, str]]:
         """Lean stream read for replay: (position, version, type, schema_version, data, occurred_at,
         recorded_at), streamed in batches; no meta, hashes or RecordedEvent objects."""
-        after = after_version
-        while after < upto_version:
-            hi = min(upto_version, after + batch_size)
-            rows = self.fetch_all(self.backend.sql_read_payloads, (stream_pk, after, hi))
-            if not rows:
-                return
-            for r in rows:
-                yield r[0], r[1], r[2], r[3], bytes(r[4]), r[5], r[6]
-            after = hi
+        for rows in self._version_batches(self.backend.sql_read_payloads, stream_pk, after_version, upto_version,
+                                          batch_size):
+            yield from rows
 
     def stream_version(self, stream_id: str) -> int:
         info = self.stream_info(stream_id)
@@ -369,25 +358,24 @@ class EventStore:
                                  batch_size)
 
     def _read_stream(self, stream_pk: int, after: int, upto: int, batch_size: int) -> Iterator[RecordedEvent]:
+        for rows in self._version_batches(self.backend.sql_read_stream, stream_pk, after, upto, batch_size):
+            yield from map(recorded_event, rows)
+
+    def _version_batches(self, sql: str, stream_pk: int, after: int, upto: int,
+                         batch_size: int) -> Iterator[list[Any]]:
+        """Rows of ``sql`` (a stream's versions in ``(after, hi]``) for versions after..upto, in batches."""
         while after < upto:
             hi = min(upto, after + batch_size)
-            rows = self.fetch_all(self.backend.sql_read_stream, (stream_pk, after, hi))
+            rows = self.fetch_all(sql, (stream_pk, after, hi))
             if not rows:
                 return
-            for r in rows:
-                yield recorded_event(r)
+            yield rows
             after = hi
 
     def read_all(self, *, after_position: int = 0, limit: int = 1000,
                  types: Sequence[str] | None = None) -> list[RecordedEvent]:
         """Up to ``limit`` events with ``position > after_position``, in position order."""
-        be = self.backend
-        if types:
-            sql = be.sql_read_all_types.format(types=", ".join([be.p] * len(types)))
-            rows = self.fetch_all(sql, (after_position, *types, limit))
-        else:
-            rows = self.fetch_all(be.sql_read_all, (after_position, limit))
-        return [recorded_event(r) for r in rows]
+        return [recorded_event(r) for r in self.fetch_all(*self.backend.read_all_query(after_position, limit, types))]
 
     def iter_all(self, *, after_position: int = 0, upto_position: int | None = None,
                  batch_size: int = 5000, types: Sequence[str] | None = None) -> Iterator[RecordedEvent]:
@@ -448,7 +436,7 @@ class _Transaction:
         self.first_stream = stream_id  # looked up together with the max position (one round trip)
         self.raw = store._raw()
         self.cur: Any = None
-        self.heads: dict[str, list[Any]] = {}  # stream_id -> [stream_pk, version, head_hash, created]
+        self.heads: dict[str, list[Any]] = {}  # stream_id -> [stream_pk, version, head_hash]
         self.position = 0
         self.now = ""
         self.done = False
@@ -467,7 +455,7 @@ class _Transaction:
                 row = self.cur.fetchone()
                 self.position = row[0]
                 if row[1] is not None:
-                    self.heads[self.first_stream] = [row[1], row[2], bytes(row[3]), False]
+                    self.heads[self.first_stream] = [row[1], row[2], bytes(row[3])]
         except BaseException:
             self.be.rollback(self.raw)
             self.cur.close()
@@ -483,9 +471,10 @@ class _Transaction:
         try:
             if self.done:
                 return
-            if exc is None:
+            failed = exc
+            if failed is None:
                 try:
-                    for pk, version, head, _ in self.heads.values():
+                    for pk, version, head in self.heads.values():
                         self.cur.execute(self.be.sql_update_stream, (version, head, pk))
                     if self.store._inline and self.recorded:
                         for handler in self.store._inline:
@@ -493,14 +482,12 @@ class _Transaction:
                     self.be.commit(self.raw)
                     return
                 except BaseException as err:
-                    exc = err
-                    self.be.rollback(self.raw)
-                    if self.be.is_unique_violation(err):
-                        raise EvstoreError(f"Append clashed with a concurrent write ({err}); retry.") from err
-                    raise
+                    failed = err
             self.be.rollback(self.raw)
-            if self.be.is_unique_violation(exc):
-                raise EvstoreError(f"Append clashed with a concurrent write ({exc}); retry.") from exc
+            if self.be.is_unique_violation(failed):
+                raise EvstoreError(f"Append clashed with a concurrent write ({failed}); retry.") from failed
+            if exc is None:
+                raise failed  # the commit step failed: the body's with-block saw no exception
         finally:
             self.cur.close()
 
@@ -510,7 +497,7 @@ class _Transaction:
             self.cur.execute(self.be.sql_stream, (stream_id,))
             found = self.cur.fetchone()
             if found is not None:
-                head = self.heads[stream_id] = [found[0], found[1], bytes(found[2]), False]
+                head = self.heads[stream_id] = [found[0], found[1], bytes(found[2])]
         return head
 
     def add(self, stream_id: str, batch: list[NewEvent], expected_version: ExpectedVersion) -> AppendResult:
@@ -523,7 +510,7 @@ class _Transaction:
             if type(expected_version) is int and expected_version != 0:
                 raise ConcurrencyError(stream_id, expected_version, 0)
             pk = self.be.insert_stream(self.cur, stream_id, self.dialect, chain.GENESIS, self.now)
-            head = self.heads[stream_id] = [pk, 0, chain.GENESIS, True]
+            head = self.heads[stream_id] = [pk, 0, chain.GENESIS]
         else:
             actual = head[1]
             if expected_version == NO_STREAM or (
@@ -541,7 +528,7 @@ class _Transaction:
         for e in batch:
             event_id = e.event_id
             if event_id is None:
-                event_id = e.event_id = next(fresh)
+                event_id = next(fresh)  # not written back: the same NewEvent may be appended again
             position += 1
             version += 1
             data, meta = e.data, e.meta

@@ -62,12 +62,11 @@ def verify(store: EventStore, stream_id: str | None = None,
     """Recompute every chain (or one stream's); report the first failure per stream."""
     report = VerifyReport()
     where = "WHERE s.stream_id = :sid" if stream_id else ""
-    with store.engine.connect() as conn:
-        if stream_id and conn.execute(text("SELECT 1 FROM streams WHERE stream_id = :sid"),
-                                      {"sid": stream_id}).first() is None:
-            from eventstore.errors import StreamNotFound
+    if stream_id and store.stream_info(stream_id) is None:
+        from eventstore.errors import StreamNotFound
 
-            raise StreamNotFound(f'No stream "{stream_id}"; `evstore runs` lists the streams.')
+        raise StreamNotFound(f'No stream "{stream_id}"; `evstore runs` lists the streams.')
+    with store.engine.connect() as conn:
         result = conn.execution_options(stream_results=True, yield_per=5000).execute(
             text(_SQL_EVENTS.format(where=where)), {"sid": stream_id} if stream_id else {})
         current: str | None = None

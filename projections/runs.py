@@ -35,7 +35,7 @@ from eventstore.dialects import Dialect, get_dialect
 from eventstore.errors import EvstoreError
 from eventstore.events import decode_event
 from eventstore.schema import NAMING
-from eventstore.store import EventStore, RecordedEvent
+from eventstore.store import EventStore, RecordedEvent, iso
 from projections import engine
 
 _md = MetaData(naming_convention=NAMING)
@@ -269,7 +269,7 @@ def parse_since(value: str) -> datetime:
 
 def normalize_since(value: str) -> str:
     """An ISO date/time as the index stores times (UTC, ``...Z``) for string comparison."""
-    return parse_since(value).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return str(iso(parse_since(value)))
 
 
 def list_runs(store: EventStore, *, dialect: str | None = None, project: str | None = None,

@@ -399,3 +399,14 @@ def test_batch_sizes_around_the_insert_chunk(store: EventStore, size: int) -> No
     assert [(e.version, e.position, e.payload["i"]) for e in got] == [(i + 1, i + 2, i) for i in range(size)]
     assert [e.metadata for e in got] == [{"m": i} if i % 3 else {} for i in range(size)]
     assert verify(store).ok
+
+
+def test_a_new_event_can_be_appended_twice(store: EventStore) -> None:
+    """An id the store generates belongs to that append: the caller's NewEvent is not changed,
+    so appending the same object again records a second event with its own id."""
+    e = NewEvent("t.x", {"i": 1})
+    store.append("A", [e])
+    store.append("B", [e])
+    assert e.event_id is None
+    a, b = next(iter(store.read_stream("A"))), next(iter(store.read_stream("B")))
+    assert a.payload == b.payload == {"i": 1} and a.event_id != b.event_id

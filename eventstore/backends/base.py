@@ -4,10 +4,14 @@ write transaction that serialises position allocation, and how to detect a const
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy.engine import Engine
+
+#: The columns an append writes, in the order of the rows ``_Transaction.add`` builds.
+EVENT_COLUMNS = ("position, stream_pk, version, event_id, type, schema_version, data, meta, "
+                 "occurred_at, recorded_at, data_sha256, meta_sha256, prev_hash, hash")
 
 
 class Backend(abc.ABC):
@@ -17,9 +21,7 @@ class Backend(abc.ABC):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         p = self.p
-        cols = ("position, stream_pk, version, event_id, type, schema_version, data, meta, "
-                "occurred_at, recorded_at, data_sha256, meta_sha256, prev_hash, hash")
-        self.sql_insert_event = f"INSERT INTO events ({cols}) VALUES ({', '.join([p] * 14)})"
+        self.sql_insert_event = f"INSERT INTO events ({EVENT_COLUMNS}) VALUES ({', '.join([p] * 14)})"
         self.sql_stream = f"SELECT stream_pk, version, head_hash FROM streams WHERE stream_id = {p}"
         self.sql_insert_stream = (
             f"INSERT INTO streams (stream_id, dialect, version, head_hash, created_at) "
@@ -55,6 +57,12 @@ class Backend(abc.ABC):
             "SELECT e.event_id, s.stream_id, e.version, e.position, e.type, e.data_sha256, e.meta_sha256, "
             "e.occurred_at, e.schema_version FROM events e JOIN streams s ON s.stream_pk = e.stream_pk WHERE e.event_id IN ({ids})"
         )
+
+    def read_all_query(self, after: int, limit: int, types: Sequence[str] | None) -> tuple[str, tuple[Any, ...]]:
+        """(sql, params) of up to ``limit`` events after position ``after`` (of ``types`` only, if given)."""
+        if types:
+            return self.sql_read_all_types.format(types=", ".join([self.p] * len(types))), (after, *types, limit)
+        return self.sql_read_all, (after, limit)
 
     @abc.abstractmethod
     def begin_write(self, raw: Any) -> None:

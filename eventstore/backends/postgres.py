@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
-from eventstore.backends.base import Backend
+from eventstore.backends.base import EVENT_COLUMNS, Backend
 
 _COPY_TYPES = ["int8", "int8", "int4", "varchar", "varchar", "int2", "bytea", "bytea", "varchar", "varchar",
                "bytea", "bytea", "bytea", "bytea"]
@@ -34,9 +34,6 @@ class PostgresBackend(Backend):
     def begin_write(self, raw: Any) -> None:
         raw.execute(f"SELECT pg_advisory_xact_lock({APPEND_LOCK_KEY})")
 
-    def begin_read(self, raw: Any) -> None:
-        pass  # psycopg opens a transaction on the first statement
-
     def end_read(self, raw: Any) -> None:
         raw.rollback()
 
@@ -47,9 +44,7 @@ class PostgresBackend(Backend):
         if len(rows) < self.COPY_FROM:
             super().insert_events(cur, rows)
             return
-        cols = ("position, stream_pk, version, event_id, type, schema_version, data, meta, occurred_at, "
-                "recorded_at, data_sha256, meta_sha256, prev_hash, hash")
-        with cur.copy(f"COPY events ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
+        with cur.copy(f"COPY events ({EVENT_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
             copy.set_types(_COPY_TYPES)  # binary COPY: no text escaping of the bytea columns
             for row in rows:
                 copy.write_row(row)

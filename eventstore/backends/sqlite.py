@@ -6,13 +6,13 @@ from __future__ import annotations
 import os
 import sqlite3
 from itertools import chain
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
 
 from eventstore.backends.base import Backend
+from eventstore.config import sqlite_file
 
 
 def make_engine(url: str, *, synchronous: str | None = None) -> Engine:
@@ -21,9 +21,9 @@ def make_engine(url: str, *, synchronous: str | None = None) -> Engine:
         from eventstore.errors import EvstoreError
 
         raise EvstoreError(f'synchronous must be NORMAL or FULL, got "{sync}".')
-    path = url.split(":///", 1)[1].split("?", 1)[0] if ":///" in url else ""
-    if path and path != ":memory:":
-        Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    path = sqlite_file(url)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
 
     @event.listens_for(engine, "connect")
@@ -80,13 +80,6 @@ class SQLiteBackend(Backend):
     def rollback(self, raw: Any) -> None:
         if raw.in_transaction:
             raw.execute("ROLLBACK")
-
-    def begin_read(self, raw: Any) -> None:
-        raw.execute("BEGIN")  # one consistent snapshot for multi-statement reads
-
-    def end_read(self, raw: Any) -> None:
-        if raw.in_transaction:
-            raw.execute("COMMIT")
 
     def is_unique_violation(self, exc: BaseException) -> bool:
         return isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in str(exc)

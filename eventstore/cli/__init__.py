@@ -58,14 +58,8 @@ def open_store(ctx: click.Context, *, check_schema: bool = True) -> Any:
     root = ctx.find_root()
     obj = root.obj
     if check_schema:
-        from eventstore.migrate import ensure_current
         from projections.runs import IndexedEventStore  # the CLI is the top layer
 
-        probe = EventStore(obj.get("url"), synchronous=obj.get("synchronous"), check_schema=False)
-        try:
-            ensure_current(probe.engine)
-        finally:
-            probe.close()
         store: EventStore = IndexedEventStore(obj.get("url"), synchronous=obj.get("synchronous"))
     else:
         store = EventStore(obj.get("url"), synchronous=obj.get("synchronous"), check_schema=False)
@@ -74,21 +68,14 @@ def open_store(ctx: click.Context, *, check_schema: bool = True) -> Any:
 
 
 def main() -> None:
-    from eventstore.cli import core, documents  # noqa: F401  (register commands)
-
-    try:  # commands that live in the projections layer (the CLI is the top layer)
-        import projections.cli  # noqa: F401
-    except ImportError as exc:  # pragma: no cover
-        if "projections.cli" not in str(exc):
-            raise
-    cli(prog_name="evstore")
+    register()(prog_name="evstore")
 
 
 def register() -> click.Group:
     """The fully populated group (tests: ``CliRunner().invoke(register(), [...])``)."""
     from eventstore.cli import core, documents  # noqa: F401
 
-    try:
+    try:  # commands that live in the projections layer (the CLI is the top layer)
         import projections.cli  # noqa: F401
     except ImportError as exc:  # pragma: no cover
         if "projections.cli" not in str(exc):

@@ -132,11 +132,12 @@ def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_j
         click.echo(json.dumps(rp.diff_versions(store, sid, diff[0], diff[1]), ensure_ascii=False, indent=None if as_json else 2))
         return
     if at is not None:
-        from datetime import datetime
+        from eventstore.errors import InvalidEvent
+        from eventstore.store import iso
 
         try:
-            datetime.fromisoformat(at.replace("Z", "+00:00"))
-        except ValueError:
+            iso(at)  # the parser the store reads times with
+        except InvalidEvent:
             raise click.BadParameter(f'"{at}" is not an ISO-8601 time', param_hint="--at") from None
     result = rp.replay(store, sid, upto_version=upto, at=at)
     if restore is not None:

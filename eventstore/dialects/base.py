@@ -23,7 +23,6 @@ stream is a :class:`DocumentObserved`.
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -233,19 +232,8 @@ def parse_json_document(raw: bytes, where: str) -> JSON:
         raise IngestError(f"{where}: not valid UTF-8 at byte {exc.start}.") from exc
     if text.startswith("\ufeff"):
         text = text[1:]
-
-    def _const(name: str) -> Any:
-        raise ValueError(f"{name} is not valid JSON")
-
     try:
-        doc = json.loads(text, parse_constant=_const)
-    except json.JSONDecodeError as exc:
-        raise IngestError(f"{where}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}.") from exc
-    except ValueError as exc:
-        raise IngestError(f"{where}: {exc}.") from exc
-    except RecursionError as exc:
-        raise IngestError(f"{where}: nesting deeper than {config.MAX_DEPTH} levels.") from exc
-    try:
+        doc = codec.parse_json_text(text, where)  # str: the size and UTF-8 checks above are the snapshot's own
         codec.check_value(doc, where)
         codec.encode(doc)  # e.g. a lone surrogate "\ud800" parses but cannot be stored as UTF-8
     except EvstoreError as exc:
