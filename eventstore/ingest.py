@@ -31,14 +31,8 @@ import msgspec
 from eventstore import chain, documents, snapshots
 from eventstore.dialects.base import Dialect, Finding, Snapshot, parse_json_document
 from eventstore.errors import IngestError
-from eventstore.events import Event, decode_event
+from eventstore.events import Event
 from eventstore.store import EventStore, NewEvent
-
-
-def snapshot_name(dialect: Dialect) -> str:
-    """The name replay snapshots of ``dialect`` are kept under (see projections.replay): a change of
-    the dialect's lens version makes older snapshots invisible instead of wrong."""
-    return f"replay.{dialect.name}.v{dialect.lens_version}"
 
 # Serialisations tried, in order, to reproduce a snapshot's bytes without storing them.  msgspec's
 # formatter first: with an indent, json.dumps falls back to its pure-Python encoder (20x slower).
@@ -111,12 +105,7 @@ def current_document(store: EventStore, dialect: Dialect, stream_id: str) -> tup
     info = store.stream_info(stream_id)
     if info is None:
         return 0, None
-    snap = snapshots.latest_by_pk(store, info[0], snapshot_name(dialect), info[1])
-    version, doc = (0, None) if snap is None else snap
-    with documents.owned_events():
-        for _, _, type_, schema_version, data, _, _ in store.read_payloads(info[0], after_version=version,
-                                                                           upto_version=info[1]):
-            doc = dialect.evolve(doc, decode_event(type_, schema_version, data))
+    doc, _, _ = snapshots.fold(store, info[0], dialect, info[1])
     return info[1], doc
 
 

@@ -43,7 +43,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -54,7 +54,7 @@ import msgspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from eventstore import config
+from eventstore import codec, config
 from eventstore.errors import EvstoreError
 from eventstore.store import EventStore, RecordedEvent
 from projections.engine import gc_paused
@@ -68,8 +68,7 @@ COMPACT_AT = 16
 SMALL_ROWS = 200_000
 DIALECTS = ("mapipe", "friday", "taskflow", "envelope", "generic")
 
-_decode = msgspec.json.Decoder().decode
-_json = msgspec.json.Encoder()
+_decode = codec.decode
 
 S, I, B, F, T = pa.string(), pa.int64(), pa.bool_(), pa.float64(), pa.timestamp("us", tz="UTC")  # noqa: E741 - column-type shorthands
 
@@ -270,10 +269,6 @@ class Flattener:
         self.rows: Rows = {name: [] for name in SCHEMAS}
         self._recorded: tuple[str, datetime | None] = ("", None)  # one value per append transaction
 
-    def add(self, events: Iterable[RecordedEvent]) -> None:
-        for e in events:
-            self.add_one(e)
-
     def add_one(self, e: RecordedEvent) -> None:
         dialect = None
         if e.meta != b"{}":
@@ -446,7 +441,7 @@ def _breaker(rows: Rows, e: RecordedEvent, p: dict[str, Any], at: datetime | Non
         e.position, e.stream_id, "tripped", _i(rec.get("trigger")), _s(rec.get("detail")),
         None if phase is None else str(phase), None if cp.get("step") is None else str(cp.get("step")),
         _i(cp.get("iteration")), _ts(rec.get("trippedAt")),
-        None if counters is None else _json.encode(counters).decode(), at))
+        None if counters is None else codec.encode(counters).decode(), at))
 
 
 @_on("mapipe.circuit_breaker_reset")
@@ -539,7 +534,7 @@ def _f_risk(rows: Rows, e: RecordedEvent, p: dict[str, Any], at: datetime | None
         return
     recorded = p.get("risk_score")
     mismatch = not (_i(recorded) is not None and recorded == computed)
-    rows["friday_risk"].append((e.position, e.stream_id, _json.encode(recorded).decode(), _i(recorded), computed,
+    rows["friday_risk"].append((e.position, e.stream_id, codec.encode(recorded).decode(), _i(recorded), computed,
                                 mismatch, at))
 
 
@@ -635,10 +630,6 @@ def _t_follow(rows: Rows, e: RecordedEvent, p: dict[str, Any], at: datetime | No
 @_on("taskflow.autopilot_paused")
 def _t_paused(rows: Rows, e: RecordedEvent, p: dict[str, Any], at: datetime | None) -> None:
     _tf(rows, e, "paused", at, verdict=p.get("verdict"))
-
-
-#: Every event type a fact table reads (the rest only feed ``events``).
-HANDLED_TYPES: tuple[str, ...] = tuple(sorted([*_HANDLERS, "document.observed"]))
 
 
 # ---------------------------------------------------------------- the Parquet directory
@@ -899,8 +890,8 @@ def export_parquet(store: EventStore, target: str | os.PathLike[str], directory:
     try:
         for name in table_names():
             path = str(out / f"{name}.parquet").replace("'", "''")
-            con.execute(f"COPY (SELECT * FROM {name}) TO '{path}' (FORMAT parquet, COMPRESSION zstd)")
-            counts[name] = int(con.execute(f"SELECT count(*) FROM {name}").fetchall()[0][0])
+            copied = con.execute(f"COPY (SELECT * FROM {name}) TO '{path}' (FORMAT parquet, COMPRESSION zstd)")
+            counts[name] = int(copied.fetchall()[0][0])  # COPY returns the rows it wrote
     finally:
         con.close()
     return counts
@@ -964,6 +955,6 @@ def table_names() -> list[str]:
     return list(SCHEMAS) + list(VIEWS)
 
 
-__all__ = ["COMPACT_AT", "FLATTEN_VERSION", "Flattener", "HANDLED_TYPES", "Manifest", "RefreshResult", "SCHEMAS",
+__all__ = ["COMPACT_AT", "FLATTEN_VERSION", "Flattener", "Manifest", "RefreshResult", "SCHEMAS",
            "VIEWS", "analytics_dir", "compact_tables", "connect", "export_jsonl", "export_parquet", "jsonable",
            "open_analytics", "query", "QueryError", "refresh", "status", "table_names"]

@@ -53,7 +53,7 @@ from eventstore.store import EventStore, RecordedEvent, recorded_event, utcnow
 Progress = Callable[[int, int], None]  # (events applied so far, total events to apply)
 
 #: Modules that define and register projections; imported by :func:`registered`.
-PROJECTION_MODULES: list[str] = ["projections.runs", "projections.metrics", "projections.analytics"]
+PROJECTION_MODULES: list[str] = ["projections.runs"]
 
 REGISTRY: dict[str, Projection] = {}
 
@@ -69,11 +69,7 @@ def register(projection: Projection) -> Projection:
 def registered() -> list[Projection]:
     """Every registered projection (imports :data:`PROJECTION_MODULES` that exist)."""
     for mod in PROJECTION_MODULES:
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as exc:  # a layer that has not landed yet
-            if exc.name != mod:
-                raise
+        importlib.import_module(mod)
     return list(REGISTRY.values())
 
 
@@ -146,6 +142,12 @@ def _claim_checkpoint(cur: Any, be: Backend, name: str) -> tuple[int, int] | Non
     return None if row is None else (int(row[0]), int(row[1]))
 
 
+def _read_checkpoint(cur: Any, be: Backend, name: str) -> tuple[int, int] | None:
+    cur.execute(f"SELECT version, position FROM projection_checkpoints WHERE name = {be.p}", (name,))
+    row = cur.fetchone()
+    return None if row is None else (int(row[0]), int(row[1]))
+
+
 def _set_checkpoint(cur: Any, be: Backend, name: str, version: int, position: int) -> None:
     p = be.p
     cur.execute(f"UPDATE projection_checkpoints SET version = {p}, position = {p}, updated_at = {p} WHERE name = {p}",
@@ -178,7 +180,9 @@ class InlineHandler:
 
     def __call__(self, cur: Any, be: Backend, events: list[RecordedEvent]) -> None:
         proj = self.projection
-        claimed = _claim_checkpoint(cur, be, proj.name)
+        # A plain read: the append transaction holds the append lock, which every writer of an
+        # inline projection's checkpoint takes (ProjectionRunner._begin).
+        claimed = _read_checkpoint(cur, be, proj.name)
         if claimed is None or claimed[0] != proj.version:
             # Not set up (or another version) on this database: leave it to the runner's rebuild
             # rather than write rows whose history is incomplete.
@@ -200,7 +204,8 @@ class InlineHandler:
 
 def attach(store: EventStore, projection: Projection) -> InlineHandler:
     """Make ``projection`` inline on ``store`` (creates its tables on first use)."""
-    ProjectionRunner(store).ensure(projection)
+    with ProjectionRunner(store) as runner:
+        runner.ensure(projection)
     handler = InlineHandler(projection)
     store.add_inline(handler)
     return handler
@@ -283,6 +288,10 @@ class ProjectionRunner:
 
         Returns True if the projection was (re)initialised (its checkpoint is now 0).
         """
+        cp = self.checkpoint(projection.name)
+        if cp is not None and cp[0] == projection.version:
+            return False  # current: no write transaction (read-only commands call this)
+
         def body(cur: Any) -> bool:
             claimed = _claim_checkpoint(cur, self.be, projection.name)
             if claimed is not None and claimed[0] == projection.version:
@@ -326,6 +335,9 @@ class ProjectionRunner:
                  after_batch: Callable[[], None] | None = None) -> int:
         """Apply every batch up to the current end of the log; returns events covered."""
         self.ensure(projection)
+        cp = self.checkpoint(projection.name)
+        if cp is not None and cp[0] == projection.version and cp[1] >= self.store.max_position():
+            return 0  # already current: no write transaction
         total = self.lag(projection) if progress else 0
         done = 0
         while True:

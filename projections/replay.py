@@ -17,11 +17,12 @@ from typing import Any
 from eventstore import chain, documents, snapshots
 from eventstore.dialects import Dialect, get_dialect
 from eventstore.errors import EvstoreError, StreamNotFound
-from eventstore.events import decode_event
-from eventstore.ingest import raw_bytes, snapshot_name
+from eventstore.ingest import raw_bytes
 from eventstore.store import EventStore, iso
+from projections.runs import find_streams_by_task
 
 SNAPSHOT_EVERY = 200
+_UNFOLDED: Any = object()  # replay_raw's "no document given" (None is a document)
 
 
 @dataclass
@@ -42,13 +43,7 @@ def resolve(store: EventStore, task: str) -> str:
     """A stream id for ``task`` (a stream id or a task id); ambiguous task ids list candidates."""
     if store.stream_info(task) is not None:
         return task
-    candidates: list[str] = []
-    try:
-        from projections.runs import find_streams_by_task
-
-        candidates = find_streams_by_task(store, task)
-    except ImportError:
-        pass
+    candidates = find_streams_by_task(store, task)
     if not candidates:
         candidates = [sid for sid, _, _ in store.list_streams() if sid.endswith("/" + task) or sid.endswith(":" + task)]
     if len(candidates) == 1:
@@ -59,15 +54,15 @@ def resolve(store: EventStore, task: str) -> str:
                        + ", ".join(candidates) + ". Pass one of them.")
 
 
-def _version_at(store: EventStore, stream_id: str, at: datetime | str) -> int:
+def _version_at(store: EventStore, stream_pk: int, stream_version: int, at: datetime | str) -> int:
     """The last version whose event occurred (or, lacking a source time, was recorded) at or before ``at``."""
     when = iso(at)
     assert when is not None
     version = 0
-    for rec in store.read_stream(stream_id):
-        t = rec.occurred_at or rec.recorded_at
-        if t <= when:
-            version = rec.version
+    for _, v, _, _, _, occurred_at, recorded_at in store.read_payloads(stream_pk, after_version=0,
+                                                                       upto_version=stream_version):
+        if (occurred_at or recorded_at) <= when:
+            version = v
     return version
 
 
@@ -79,35 +74,24 @@ def replay(store: EventStore, stream_id: str, *, upto_version: int | None = None
         raise StreamNotFound(f'No stream "{stream_id}"; `evstore runs` lists the streams.')
     stream_pk, stream_version, dialect_name = head
     if at is not None:
-        upto_version = _version_at(store, stream_id, at)
+        upto_version = _version_at(store, stream_pk, stream_version, at)
     target = stream_version if upto_version is None else upto_version
     if target < 0 or target > stream_version:
         raise EvstoreError(f'Stream "{stream_id}" has versions 1..{stream_version}; there is no version {target}.')
     dialect = get_dialect(dialect_name or "generic")
-    start, doc = 0, None
-    if use_snapshots and target > SNAPSHOT_EVERY:
-        snap = snapshots.latest_by_pk(store, stream_pk, snapshot_name(dialect), target)
-        if snap is not None:
-            start, doc = snap
-    last: tuple[int, int] | None = None  # (version, position)
-    folded = 0
-    evolve = dialect.evolve
-    with documents.owned_events():  # freshly decoded events: no defensive copies
-        for position, version, type_, schema_version, data, _, _ in store.read_payloads(
-                stream_pk, after_version=start, upto_version=target):
-            doc = evolve(doc, decode_event(type_, schema_version, data))
-            last = (version, position)
-            folded += 1
+    doc, last, folded = snapshots.fold(store, stream_pk, dialect, target,
+                                       use_snapshots=use_snapshots and target > SNAPSHOT_EVERY)
     if use_snapshots and folded > SNAPSHOT_EVERY and last is not None:
         try:  # a cache: losing a race with another writer must not fail the read
-            snapshots.save(store, stream_pk, snapshot_name(dialect), last[0], last[1], doc)
+            snapshots.save(store, stream_pk, snapshots.snapshot_name(dialect), last[0], last[1], doc)
         except Exception:  # noqa: BLE001
             pass
     return ReplayResult(stream_id, dialect.name, target, stream_version, doc)
 
 
-def replay_raw(store: EventStore, stream_id: str, version: int | None = None) -> bytes:
-    """The exact bytes of the snapshot file whose ingest ended at ``version`` (default: latest)."""
+def replay_raw(store: EventStore, stream_id: str, version: int | None = None, *, doc: Any = _UNFOLDED) -> bytes:
+    """The exact bytes of the snapshot file whose ingest ended at ``version`` (default: latest);
+    ``doc``: the document at that version when the caller has already replayed it."""
     info = store.stream_info(stream_id)
     if info is None:
         raise StreamNotFound(f'No stream "{stream_id}".')
@@ -119,7 +103,8 @@ def replay_raw(store: EventStore, stream_id: str, version: int | None = None) ->
             if rec.version != target:
                 raise EvstoreError(f'Version {target} of "{stream_id}" is inside the snapshot that ends at version '
                                    f"{rec.version}; use --upto {rec.version} (or --json for version {target}).")
-            doc = replay(store, stream_id, upto_version=rec.version).doc
+            if doc is _UNFOLDED:
+                doc = replay(store, stream_id, upto_version=rec.version).doc
             out = raw_bytes(doc, meta["snapshot"])
             if chain.digest(out).hex() != meta["snapshot"].get("sha256"):
                 raise EvstoreError(f'The rebuilt bytes of "{stream_id}" version {target} do not match the recorded '
@@ -136,16 +121,6 @@ def diff_versions(store: EventStore, stream_id: str, v1: int, v2: int) -> list[d
     a = replay(store, stream_id, upto_version=v1).doc
     b = replay(store, stream_id, upto_version=v2).doc
     return documents.diff(a, b)
-
-
-def findings_at(store: EventStore, stream_id: str, version: int | None = None) -> list[dict[str, Any]]:
-    """Validation findings recorded with the latest snapshot at or before ``version``."""
-    found: list[dict[str, Any]] = []
-    for rec in store.read_stream(stream_id, upto_version=version):
-        meta = rec.metadata
-        if isinstance(meta, dict) and "source" in meta:
-            found = list(meta.get("findings", []))
-    return found
 
 
 def validate_against(doc: Any, schema_path: str) -> list[dict[str, str]]:

@@ -9,7 +9,8 @@ Keeping ``describe`` current needs the current document.  The projection keeps a
 of folded documents keyed by stream and validated against the hash chain: a cached entry is
 used only if the batch's first event extends it (same version + 1 and ``prev_hash`` equal to
 the cached head), so a rolled-back append or a write by another process can never leave a stale
-document in use; on a miss the stream is folded from the log inside the same transaction.
+document in use; on a miss the stream is folded from its newest replay snapshot and the log,
+inside the same transaction.
 
     >>> store = IndexedEventStore(url)            # appends keep proj_runs current
     >>> [r.task_id for r in list_runs(store, dialect="mapipe")]
@@ -21,6 +22,7 @@ or :func:`refresh` (called by every reader here), applies the missed events firs
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,7 +31,7 @@ from typing import Any
 
 from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, SmallInteger, String, Table, or_, select
 
-from eventstore import codec, documents
+from eventstore import codec, documents, snapshots
 from eventstore.backends import Backend
 from eventstore.dialects import Dialect, get_dialect
 from eventstore.errors import EvstoreError
@@ -71,6 +73,11 @@ _UPSERT = (
     "findings = COALESCE(excluded.findings, proj_runs.findings), version = excluded.version, "
     "described = excluded.described"
 )
+
+
+@functools.cache
+def _upsert_sql(p: str) -> str:
+    return _UPSERT.format(marks=", ".join([p] * len(runs_table.c)))
 
 
 class _Doc:
@@ -138,18 +145,26 @@ class RunsIndex(engine.Projection):
         entry.version, entry.head = e.version, e.hash
 
     def _load(self, cur: Any, be: Backend, e: RecordedEvent, dialect: str | None) -> _Doc:
-        """The stream's document just before ``e``, folded from the log (cache miss)."""
-        p = be.p
-        cur.execute(f"SELECT stream_pk, dialect FROM streams WHERE stream_id = {p}", (e.stream_id,))
+        """The stream's document just before ``e`` (cache miss): folded from its newest replay
+        snapshot, through the append transaction's own cursor."""
+        cur.execute(be.sql_stream_head, (e.stream_id,))
         row = cur.fetchone()
-        name = dialect or (row[1] if row else None)
-        entry = _Doc(name, self._dialect(name), 0, b"", None)
-        if e.version > 1 and row is not None:
-            cur.execute("SELECT e.version, e.type, e.schema_version, e.data, e.hash FROM events e "
-                        f"WHERE e.stream_pk = {p} AND e.version < {p} ORDER BY e.version", (row[0], e.version))
-            for version, type_, sv, data, h in cur.fetchall():
-                self._fold(entry, RecordedEvent(0, e.stream_id, version, "", type_, sv, bytes(data), b"", None, "",
-                                                b"", bytes(h)))
+        name = dialect or (row[2] if row else None)
+        entry = _Doc(name, self._dialect(name), e.version - 1, e.prev_hash, None)
+        if entry.lens is None or row is None or e.version <= 1:
+            return entry  # nothing to fold (no dialect: the row is not described anyway)
+        start = 0
+        cur.execute(be.sql_latest_snapshot, (row[0], snapshots.snapshot_name(entry.lens), e.version - 1))
+        snap = cur.fetchone()
+        if snap is not None:
+            start, entry.doc = int(snap[0]), snapshots.decode_state(snap[1])
+        cur.execute(be.sql_read_payloads, (row[0], start, e.version - 1))
+        evolve = entry.lens.evolve
+        try:
+            for _, _, type_, schema_version, data, _, _ in cur.fetchall():
+                entry.doc = evolve(entry.doc, decode_event(type_, schema_version, data))
+        except Exception:  # noqa: BLE001 - an event the dialect cannot fold must not block appends
+            entry.ok, entry.doc = False, None
         return entry
 
     def apply(self, cur: Any, backend: Backend, events: Sequence[RecordedEvent]) -> None:
@@ -199,7 +214,7 @@ class RunsIndex(engine.Projection):
             rows.append((sid, entry.dialect, *fields, t.started_at, t.last_at, t.events, t.findings,
                          entry.version, 0 if info is None else 1))
         if rows:
-            cur.executemany(_UPSERT.format(marks=", ".join([backend.p] * 13)), rows)
+            cur.executemany(_upsert_sql(backend.p), rows)
         while len(cache) > self.cache_size:
             cache.popitem(last=False)
 

@@ -147,7 +147,7 @@ def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_j
         click.echo(f"restored {len(written)} file(s) of {sid} @ version {result.version}", err=True)
         return
     if raw:
-        sys.stdout.buffer.write(rp.replay_raw(store, sid, result.version))
+        sys.stdout.buffer.write(rp.replay_raw(store, sid, result.version, doc=result.doc))
         sys.stdout.buffer.flush()
         return
     problems: list[str] = []
