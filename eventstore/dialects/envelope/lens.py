@@ -138,12 +138,12 @@ _SECTION = {StateTransitioned: ("state", "to_state"), FindingsReported: ("findin
 def apply(doc: JSON, event: Event) -> JSON:
     """Fold one envelope event (the document is the latest accepted envelope)."""
     if isinstance(event, EnvelopeEmitted):
-        return documents.copy(event.envelope)
+        return documents.take(event.envelope)
     section = _SECTION.get(type(event))
     if section is not None:
         key, attr = section
         if type(doc) is dict:
-            doc[key] = documents.copy(getattr(event, attr))
+            doc[key] = documents.take(getattr(event, attr))
         return doc
     # Halted, NoProgressDetected, TurnRejected, RepairAttempted, TurnFailed: facts about the turn,
     # not about the document.

@@ -31,6 +31,7 @@ from typing import Any
 
 from eventstore.dialects.base import Snapshot, parse_json_document
 from eventstore.dialects.envelope.events import RepairAttempted, TurnFailed, TurnRejected
+from eventstore.dialects.envelope.lens import unit_id
 from eventstore.dialects.envelope.validate import check
 
 JSON = Any
@@ -171,14 +172,6 @@ class LoadContext:
     last_rejected: int | None = None
 
 
-def _unit_id(doc: JSON) -> str | None:
-    unit = doc.get("unit") if isinstance(doc, dict) else None
-    uid = unit.get("id") if isinstance(unit, dict) else None
-    if isinstance(uid, bool):
-        return None
-    return str(uid) if isinstance(uid, (str, int)) and uid != "" else None
-
-
 def load_turn(path: Path, raw: bytes, ctx: LoadContext) -> Snapshot:
     """One transcript file -> one snapshot (an accepted envelope, or turn bookkeeping only)."""
     text = raw.decode("utf-8", "replace").lstrip("\ufeff")
@@ -203,7 +196,7 @@ def load_turn(path: Path, raw: bytes, ctx: LoadContext) -> Snapshot:
         source["repair_of"] = repair_of
     when = _when(meta.get("at"))
     if parsed.ok:
-        stream = hint or _unit_id(parsed.envelope) or ctx.stream
+        stream = hint or unit_id(parsed.envelope) or ctx.stream
         ctx.stream = stream
         events: list[Any] = []
         if is_repair:
@@ -255,14 +248,14 @@ def load_path(path: Path, ctx: LoadContext | None = None) -> list[Snapshot]:
             out.append(load_turn(p, raw, ctx))
         else:
             doc = parse_json_document(raw, str(p))
-            ctx.stream = _unit_id(doc) or ctx.stream
+            ctx.stream = unit_id(doc) or ctx.stream
             ctx.last_turn += 1
             out.append(Snapshot(doc=doc, raw=raw, source={"file": str(p), "kind": "envelope"}))
     # A rejected turn before any accepted one (no front matter) belongs to the unit that follows.
     following: str | None = None
     for snap in reversed(out):
         if snap.doc is not None:
-            following = snap.stream_hint or _unit_id(snap.doc) or following
+            following = snap.stream_hint or unit_id(snap.doc) or following
         elif snap.stream_hint is None:
             snap.stream_hint = following
     return out

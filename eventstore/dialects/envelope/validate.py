@@ -26,7 +26,6 @@ Example::
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from eventstore import documents
+from eventstore.config import corpus_path
 from eventstore.dialects.base import Finding
 
 JSON = Any
@@ -145,28 +145,18 @@ def normalize(envelope: JSON) -> tuple[JSON, list[Finding]]:
         canon = state.strip().upper().replace("-", "_").replace(" ", "_")
         if canon in STATES:
             fix(out, "state", ("state",), canon)
-    pr = out.get("pr")
-    if _is_obj(pr):
-        ps = pr.get("state")
-        if type(ps) is str and ps not in PR_STATES:
-            low = ps.strip().lower()
-            mapped = low if low in PR_STATES else PR_STATE_SPELLINGS.get(low)
+    def lowercase_enum(section: str, key: str, allowed: Any, spellings: dict[str, str]) -> None:
+        parent = out.get(section)
+        value = parent.get(key) if _is_obj(parent) else None
+        if type(value) is str and value not in allowed:
+            low = value.strip().lower()
+            mapped = low if low in allowed else spellings.get(low)
             if mapped:
-                fix(pr, "state", ("pr", "state"), mapped)
-        ci = pr.get("ci")
-        if type(ci) is str and ci not in CI_STATES:
-            low = ci.strip().lower()
-            mapped = low if low in CI_STATES else CI_SPELLINGS.get(low)
-            if mapped:
-                fix(pr, "ci", ("pr", "ci"), mapped)
-    gates = out.get("gates")
-    if _is_obj(gates):
-        ver = gates.get("verification")
-        if type(ver) is str and ver not in VERIFICATION_STATES:
-            low = ver.strip().lower()
-            mapped = low if low in VERIFICATION_STATES else VERIFICATION_SPELLINGS.get(low)
-            if mapped:
-                fix(gates, "verification", ("gates", "verification"), mapped)
+                fix(parent, key, (section, key), mapped)
+
+    lowercase_enum("pr", "state", PR_STATES, PR_STATE_SPELLINGS)
+    lowercase_enum("pr", "ci", CI_STATES, CI_SPELLINGS)
+    lowercase_enum("gates", "verification", VERIFICATION_STATES, VERIFICATION_SPELLINGS)
     return out, notes.items
 
 
@@ -542,12 +532,6 @@ def semantic_findings(env: JSON) -> list[Finding]:
 # ------------------------------------------------------------------ the JSON Schemas (precision)
 
 
-def corpus_dir() -> Path:
-    """The corpus root (``EVSTORE_CORPUS``, default ``<repo>/../shared/corpus``)."""
-    default = Path(__file__).resolve().parents[3].parent / "shared" / "corpus"
-    return Path(os.environ.get("EVSTORE_CORPUS", str(default)))
-
-
 @lru_cache(maxsize=4)
 def _schema_validator(path: str) -> Any:
     p = Path(path)
@@ -562,7 +546,7 @@ def _schema_validator(path: str) -> Any:
 
 def schema_validator() -> Any:
     """A Draft-7 validator for the newest ``envelope.schema.json``, or None without the corpus."""
-    return _schema_validator(str(corpus_dir() / "agentic-workflow" / "schemas" / "envelope.schema.json"))
+    return _schema_validator(str(corpus_path() / "agentic-workflow" / "schemas" / "envelope.schema.json"))
 
 
 def schema_findings(value: JSON) -> list[Finding] | None:

@@ -19,18 +19,12 @@ from msgspec import UNSET
 
 from eventstore import documents
 from eventstore.dialects.friday import events as ev
-from eventstore.dialects.friday.validate import computed_risk_score
+from eventstore.dialects.friday.validate import KNOWN_TOP, computed_risk_score
 from eventstore.events import Event
 
 JSON = Any
 
-TOP_KEYS: tuple[str, ...] = (
-    "last_updated", "status", "request_summary", "context", "approved_plan", "current_step",
-    "total_steps", "current_agent", "current_execution_mode", "current_task",
-    "current_work_item_type", "current_work_item_id", "current_task_category",
-    "current_task_location", "task_title", "total_tasks", "completed_tasks", "pending_tasks",
-    "active_cycle", "session_metrics", "block_reason", "next_action",
-)
+TOP_KEYS: tuple[str, ...] = KNOWN_TOP  # the spec's top-level keys, in the orchestrator's order
 CYCLE_KEYS: tuple[str, ...] = (
     "agent", "phase", "cycle_type", "mode", "waiting_for", "last_report_type", "question_origin",
     "pending_interaction", "gap_queue", "collected_gap_answers", "ambiguity_queue",

@@ -547,11 +547,3 @@ CATALOG: tuple[type[Event], ...] = (
     GateVerdictRecorded, CircuitBreakerTripped, CircuitBreakerReset, VerificationFailed,
     PrOpened, PrUpdated, PrPublished, CommitRecorded, WorktreeRemoved,
 )
-
-# Events that set top-level keys of the document (``OWNS``), in the order derive() tries them.
-SETTER_EVENTS: tuple[type[Event], ...] = (
-    RunStatusChanged, RunFinished, QuestionAnswered, QuestionAsked, SteerQueued, SteerApplied,
-    MaturityAssessed, MaturityFollowupAsked, BaselineCaptured, ResearchPassRecorded,
-    PlanCritiqueRecorded, DiffRiskScored, VerificationFailed, PrOpened, PrUpdated, PrPublished,
-    CommitRecorded, WorktreeRemoved,
-)

@@ -113,8 +113,8 @@ def _setter(cls: type[Event], prev: dict[str, Any], nxt: dict[str, Any], keys: I
 
 def _order(nxt: dict[str, Any], prev: dict[str, Any], keys: Iterable[str]) -> int:
     """Position of the first key this event adds to ``nxt`` (new keys are appended in order)."""
-    positions = [i for i, k in enumerate(nxt) if k in set(keys) and k not in prev]
-    return min(positions) if positions else -1
+    new = {k for k in keys if k in nxt and k not in prev}
+    return next((i for i, k in enumerate(nxt) if k in new), -1) if new else -1
 
 
 def derive_events(prev: JSON, nxt: JSON) -> list[Event]:

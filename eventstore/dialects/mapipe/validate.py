@@ -14,7 +14,6 @@ JSON Pointer of the failing location.  ``additionalProperties`` errors are split
 from __future__ import annotations
 
 import json
-import os
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -31,10 +30,6 @@ from eventstore.documents import pointer
 SCHEMA_FILE = "agent-state.schema.json"
 
 
-def seeds_dir() -> Path:
-    return seeds_path()
-
-
 @lru_cache(maxsize=8)
 def _schema_file(seeds: str) -> Path | None:
     path = Path(seeds) / SCHEMA_FILE
@@ -43,20 +38,17 @@ def _schema_file(seeds: str) -> Path | None:
 
 def schema_path() -> Path | None:
     """The schema file validation uses, or ``None`` when it is not available (cached per setting)."""
-    return _schema_file(os.environ.get("EVSTORE_SEEDS", "") or _DEFAULT_SEEDS)
-
-
-_DEFAULT_SEEDS = str(seeds_path())
+    return _schema_file(str(seeds_path()))
 
 
 @lru_cache(maxsize=4)
-def _validator(path: str, mtime: float) -> Draft202012Validator:
+def _validator(path: str) -> Draft202012Validator:
     schema = json.loads(Path(path).read_text(encoding="utf-8"))
     return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
 @lru_cache(maxsize=4)
-def _fast(path: str, mtime: float) -> Any:
+def _fast(path: str) -> Any:
     # fastjsonschema compiles the schema to Python: ~30x faster than jsonschema on a valid
     # 20-50 KB document.  The schema only uses keywords whose draft-07 and 2020-12 meanings
     # agree, and fastjsonschema's format checks are at least as strict, so "valid" here implies
@@ -73,7 +65,7 @@ def _fast_valid(doc: Any) -> bool:
     path = schema_path()
     if path is None:
         return False
-    fast = _fast(str(path), 0.0)
+    fast = _fast(str(path))
     if fast is None:
         return False
     try:
@@ -87,7 +79,7 @@ def validator() -> Draft202012Validator | None:
     path = schema_path()
     if path is None:
         return None
-    return _validator(str(path), 0.0)
+    return _validator(str(path))
 
 
 def validate_document(doc: Any) -> list[Finding]:
