@@ -199,8 +199,12 @@ class Dialect:
     def validate(self, doc: JSON) -> list[Finding]:
         return []
 
+    def summary(self, event: Event) -> str | None:
+        """The dialect's own line for one of its events (None or "": the generic line)."""
+        return None
+
     def summarize(self, event: Event) -> str:
-        """One line for ``evstore log``."""
+        """One line for ``evstore log``: document events, then :meth:`summary`, then the fields."""
         if isinstance(event, DocumentObserved):
             d = event.doc
             return f"snapshot observed ({len(d)} top-level keys)" if isinstance(d, dict) else "snapshot observed"
@@ -208,6 +212,9 @@ class Dialect:
             paths = ", ".join(op["path"] or "/" for op in event.ops[:4])
             more = f" (+{len(event.ops) - 4})" if len(event.ops) > 4 else ""
             return f"{len(event.ops)} change(s): {paths}{more}"
+        line = self.summary(event)
+        if line:
+            return line
         fields = msgspec.structs.asdict(event)
         parts = [f"{k}={v}" for k, v in fields.items() if isinstance(v, (str, int, float)) and v != ""]
         return " ".join(parts[:4])

@@ -88,8 +88,8 @@ class EnvelopeDialect(Dialect):
     def validate(self, doc: JSON) -> list[Finding]:
         return list(check(doc).findings)
 
-    def summarize(self, event: Event) -> str:
-        return summarize(event) or super().summarize(event)
+    def summary(self, event: Event) -> str | None:
+        return summarize(event)
 
     # -- simulating -------------------------------------------------------------
 

@@ -89,9 +89,7 @@ class FridayDialect(Dialect):
     def validate(self, doc: JSON) -> list[Finding]:
         return validate_state(doc)
 
-    def summarize(self, event: Event) -> str:
-        if isinstance(event, (DocumentObserved, DocumentPatched)):
-            return super().summarize(event)
+    def summary(self, event: Event) -> str | None:
         return _summary(event)
 
     def simulate(self, rng: random.Random, *, run_id: str, start: datetime) -> Iterator[Snapshot]:

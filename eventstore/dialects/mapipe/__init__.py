@@ -67,9 +67,8 @@ class MapipeDialect(Dialect):
     def simulate(self, rng: random.Random, *, run_id: str, start: datetime) -> Iterator[Snapshot]:
         return simulate_run(rng, run_id=run_id, start=start)
 
-    def summarize(self, event: Event) -> str:
-        line = _summary(event)
-        return line if line is not None else super().summarize(event)
+    def summary(self, event: Event) -> str | None:
+        return _summary(event)
 
 
 def _phase_line(e: Any, verb: str) -> str:

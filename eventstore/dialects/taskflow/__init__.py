@@ -148,9 +148,7 @@ class TaskflowDialect(Dialect):
     def validate(self, doc: JSON) -> list[Finding]:
         return _validate(doc)
 
-    def summarize(self, event: Event) -> str:
-        if isinstance(event, (DocumentObserved, DocumentPatched)):
-            return super().summarize(event)
+    def summary(self, event: Event) -> str | None:
         return _summary(event)
 
     # -- simulating -------------------------------------------------------------
