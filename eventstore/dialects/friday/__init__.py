@@ -22,7 +22,7 @@ from typing import Any
 
 from msgspec import UNSET
 
-from eventstore.dialects.base import Dialect, DocumentObserved, DocumentPatched, Finding, RunInfo, Snapshot
+from eventstore.dialects.base import Dialect, Finding, RunInfo, Snapshot
 from eventstore.dialects.friday import events as ev
 from eventstore.dialects.friday.lens import apply_event, derive_events
 from eventstore.dialects.friday.simulate import simulate_session

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from eventstore import documents
-from eventstore.dialects.base import Dialect, DocumentObserved, DocumentPatched, Finding, RunInfo, Snapshot
+from eventstore.dialects.base import Dialect, DocumentObserved, Finding, RunInfo, Snapshot
 from eventstore.dialects.taskflow import events as ev
 from eventstore.dialects.taskflow import lens
 from eventstore.dialects.taskflow.lifecycle import (
