@@ -478,3 +478,24 @@ def test_registry_describe_and_stream() -> None:
     assert (info.task_id, info.status, info.phase) == ("43-null-crash", "READY_FOR_REVIEW", "execute-phase")
     assert d.stream_id(base_envelope(unit={"type": "none", "id": None, "issue": None, "branch": "main"})) is None
     assert d.describe([1, 2]).task_id is None
+
+
+def test_cheap_verdict_agrees_with_the_full_check() -> None:
+    """The lens and the turn parser use ``verdict`` (no schema layer); it must give check()'s flags,
+    on valid runs and on damaged envelopes alike."""
+    values: list[Any] = []
+    for seed in range(20):
+        for snap in simulate_run(random.Random(seed), run_id=f"r{seed}", start=START):
+            if isinstance(snap.doc, dict):
+                values.append(snap.doc)
+    rng = random.Random(1)
+    for env in list(values):
+        bad = documents.copy(env)
+        key = rng.choice(sorted(bad))
+        bad[key] = rng.choice([None, 7, "X", [], {}])
+        values.append(bad)
+    values += [{"contract": val.SKILL_OUTCOME_CONTRACT, "version": 1}, [], "text", None]
+    assert any(not check(v).ok for v in values) and any(check(v).ok for v in values)
+    for v in values:
+        c = check(v)
+        assert val.verdict(v) == (c.ok, c.ok_strict), v

@@ -22,7 +22,7 @@ from eventstore.dialects.envelope.events import (
     NoProgressDetected,
     StateTransitioned,
 )
-from eventstore.dialects.envelope.validate import SKILL_OUTCOME_CONTRACT, check, is_run_halt
+from eventstore.dialects.envelope.validate import SKILL_OUTCOME_CONTRACT, is_run_halt, verdict
 from eventstore.events import Event
 
 JSON = Any
@@ -83,14 +83,14 @@ def derive(prev: JSON, nxt: JSON, *, turn: int | None = None) -> list[Event]:
     if not is_envelope_like(nxt):
         return []
     before = prev if is_envelope_like(prev) else None
-    verdict = check(nxt)
+    ok, ok_strict = verdict(nxt)  # the findings are the dialect's validate(); only the flags here
     state, skill, uid = _str(nxt.get("state")), _str(nxt.get("skill")), unit_id(nxt)
     nx = _obj(nxt.get("next"))
     rhash = recommendation_hash(nxt)
     events: list[Event] = [EnvelopeEmitted(
         envelope=documents.copy(nxt), skill=skill, state=state, unit_id=uid, turn=turn,
         recommended=_str(nx.get("recommended")), tier=_str(nx.get("tier")), recommendation_hash=rhash,
-        valid=verdict.ok, valid_strict=verdict.ok_strict)]
+        valid=ok, valid_strict=ok_strict)]
     prev_state = _str(before.get("state")) if before else None
     if state is not None and (before is None or before.get("state") != nxt.get("state")):
         events.append(StateTransitioned(from_state=prev_state, to_state=state, skill=skill, unit_id=uid, turn=turn))

@@ -32,7 +32,7 @@ from typing import Any
 from eventstore.dialects.base import Snapshot, parse_json_document
 from eventstore.dialects.envelope.events import RepairAttempted, TurnFailed, TurnRejected
 from eventstore.dialects.envelope.lens import unit_id
-from eventstore.dialects.envelope.validate import check
+from eventstore.dialects.envelope.validate import check, verdict
 
 JSON = Any
 REPAIR_PROMPT = "Emit only the machine envelope for the turn above."
@@ -111,9 +111,8 @@ def parse_turn(text: str, *, line_offset: int = 0) -> TurnParse:
                          line=line, column=exc.colno, block=block)
     except ValueError as exc:
         return TurnParse(None, "invalid-json", f"invalid JSON in last fenced block: {exc}", line=first, block=block)
-    verdict = check(value)
-    if not verdict.ok:
-        errs = tuple(verdict.errors)
+    if not verdict(value)[0]:  # the cheap verdict first; the full check only to name the errors
+        errs = tuple(check(value).errors)
         shown = "; ".join(errs[:3]) + (f" (+{len(errs) - 3} more)" if len(errs) > 3 else "")
         return TurnParse(None, "invalid-envelope", f"envelope does not validate: {shown}", line=first,
                          errors=errs, block=block)
