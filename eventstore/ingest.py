@@ -144,7 +144,6 @@ class Ingestor:
 
     def events_for(self, stream_id: str, prev: Any, snap: Snapshot) -> list[Event]:
         where = _where(snap, stream_id)
-        self.dialect.check_identity(snap.doc, where)
         events = list(snap.events)
         if snap.doc is None:
             return events
@@ -179,6 +178,7 @@ class Ingestor:
         Returns the result it will have, the stream version it expects, and the events.  The
         cached document moves on as if the append happened (call :meth:`forget` if it does not).
         """
+        self.dialect.check_identity(snap.doc, _where(snap))  # before the task id: a wrong dialect says so
         stream_id = self.stream_for(snap)
         version, prev = self._current(stream_id)
         events = self.events_for(stream_id, prev, snap)
@@ -257,9 +257,7 @@ def ingest(store: EventStore, dialect: Dialect, paths: Iterable[Path], *,
     for path in paths:  # read and parse everything first
         if not path.exists():
             raise IngestError(f"{path}: no such file or directory.")
-        for snap in dialect.load(path):
-            dialect.check_identity(snap.doc, _where(snap))
-            loaded.append(snap)
+        loaded.extend(dialect.load(path))
     _stamp_file_times(loaded)
     return Ingestor(store, dialect, stream=stream).ingest_all(loaded)
 

@@ -499,3 +499,8 @@ def test_cheap_verdict_agrees_with_the_full_check() -> None:
     for v in values:
         c = check(v)
         assert val.verdict(v) == (c.ok, c.ok_strict), v
+
+
+def test_check_survives_a_halt_whose_blockers_are_not_a_list() -> None:
+    found = check({"state": "HALT", "blockers": 1.0, "skill": "x"}).findings
+    assert any(f.code == "halt-without-blockers" for f in found)

@@ -540,3 +540,11 @@ def test_sections_and_slugs() -> None:
     assert issue_slug("The cache is never invalidated after a write") == "the-cache-is-never"
     assert issue_slug("`auth/gateway`: x") == "auth-gateway"
     assert issue_slug("!!!") == "item"
+
+
+def test_validate_survives_follow_ups_that_are_not_a_list() -> None:
+    """Found by the mutated-document property: a manual-mode task whose follow_ups is a number."""
+    doc = next(d for d in sim_docs(0) if isinstance(d, dict) and d.get("mode") == "manual")
+    bad = documents.copy(doc)
+    bad["follow_ups"] = 1.0
+    assert isinstance(D.validate(bad), list)

@@ -466,7 +466,8 @@ def semantic_findings(env: JSON) -> list[Finding]:
     if not _is_obj(env):
         return c.items
     state = env.get("state")
-    blockers = [b for b in env.get("blockers") or [] if _is_obj(b)] if type(env.get("blockers")) is list else []
+    listed = env.get("blockers") if type(env.get("blockers")) is list else []
+    blockers = [b for b in listed if _is_obj(b)]
     findings, gates, pr, nxt = (_section(env, k) for k in ("findings", "gates", "pr", "next"))
     rec = nxt.get("recommended")
     recommended: str = rec if type(rec) is str else ""
@@ -475,7 +476,7 @@ def semantic_findings(env: JSON) -> list[Finding]:
     if state == "HALT":
         if not blockers:
             c.add(("blockers",), "halt-without-blockers", "HALT must say why: blockers[] is empty")
-        for i, b in enumerate(env.get("blockers") or []):
+        for i, b in enumerate(listed):
             if _is_obj(b) and b.get("scope") != "run":
                 c.add(("blockers", i, "scope"), "halt-blocker-not-run-scoped",
                       f'HALT requires every blocker to have scope "run" (blockers[{i}] has {b.get("scope")!r})')

@@ -150,7 +150,8 @@ def _follow_up_findings(doc: dict[str, Any], verdict: Any) -> list[Finding]:
     expected = expected_follow_ups(task, verdict)
     out = []
     if mode == "manual":
-        spawned = {f.get("task") for f in doc.get("follow_ups") or [] if isinstance(f, dict)}
+        follow_ups = doc.get("follow_ups")
+        spawned = {f.get("task") for f in follow_ups if isinstance(f, dict)} if isinstance(follow_ups, list) else set()
         for kind, name, _ in expected:
             if name not in spawned:
                 out.append(Finding(pointer("follow_ups"), "follow-up-missing",
