@@ -30,13 +30,12 @@ class SimulatedPortfolio:
         return {sid: [s.doc for s in snaps if s.doc is not None] for sid, snaps in self.of(dialect).items()}
 
 
-def simulate_into(store: EventStore, counts: dict[str, int], *, seed: int = 11, first: int = 0,
-                  portfolio: SimulatedPortfolio | None = None,
+def simulate_into(store: EventStore, counts: dict[str, int], *, seed: int = 11,
                   transform: Callable[[list[Snapshot], int], list[Snapshot]] | None = None) -> SimulatedPortfolio:
     """Simulate ``counts[dialect]`` runs of each dialect and ingest them (the public path)."""
-    out = portfolio or SimulatedPortfolio()
+    out = SimulatedPortfolio()
     rng = random.Random(seed)
-    n = first
+    n = 0
     for name, count in counts.items():
         dialect = get_dialect(name)
         for _ in range(count):

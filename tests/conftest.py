@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner, Result
 from hypothesis import settings
 
 from eventstore import migrate
+from eventstore.cli import register
 from eventstore.config import corpus_path
 from eventstore.db import make_engine
 from eventstore.store import EventStore
@@ -66,10 +68,28 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         url = f"sqlite:///{tmp_path}/store/events.db"
     else:
         url = request.getfixturevalue("pg_url")
+    return migrated(url)
+
+
+def migrated(url: str) -> str:
+    """``url`` with the evstore schema at the migration head (tests that need a fresh database)."""
     engine = make_engine(url)
-    migrate.upgrade(engine)
-    engine.dispose()
+    try:
+        migrate.upgrade(engine)
+    finally:
+        engine.dispose()
     return url
+
+
+@pytest.fixture
+def run(store_url: str) -> Callable[..., Result]:
+    """``evstore --url <store> ARGS...`` through click's CliRunner (exceptions propagate)."""
+    runner = CliRunner()
+
+    def invoke(*args: str, input: str | bytes | None = None) -> Result:
+        return runner.invoke(register(), ["--url", store_url, *args], input=input, catch_exceptions=False)
+
+    return invoke
 
 
 @pytest.fixture

@@ -14,12 +14,11 @@ import pyarrow.parquet as pq
 import pytest
 from analytics_fixtures import simulate_into
 from click.testing import CliRunner
+from conftest import migrated
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eventstore import migrate
 from eventstore.cli import register
-from eventstore.db import make_engine
 from eventstore.store import EventStore
 from projections import analytics
 from projections.analytics import SCHEMAS, VIEWS, Manifest
@@ -31,9 +30,7 @@ COUNTS = {"mapipe": 6, "friday": 2, "taskflow": 3, "envelope": 2}
 def small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, EventStore]]:
     d = tmp_path_factory.mktemp("analytics")
     url = f"sqlite:///{d}/events.db"
-    engine = make_engine(url)
-    migrate.upgrade(engine)
-    engine.dispose()
+    migrated(url)
     store = EventStore(url)
     simulate_into(store, COUNTS, seed=5)
     yield url, store

@@ -9,25 +9,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from eventstore import documents
-from eventstore.cli import register
 from eventstore.dialects.envelope.simulate import write_transcripts
 from eventstore.dialects.taskflow.lifecycle import write_tree
 from eventstore.dialects.taskflow.simulate import simulate_trees, write_simulated_task
 
 START = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
 
-
-@pytest.fixture
-def run(store_url: str):  # type: ignore[no-untyped-def]
-    runner = CliRunner()
-
-    def invoke(*args: str):  # type: ignore[no-untyped-def]
-        return runner.invoke(register(), ["--url", store_url, *args], catch_exceptions=False)
-
-    return invoke
 
 
 def test_taskflow_folder_ingest_replay_restore(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -13,16 +13,6 @@ from click.testing import CliRunner
 from eventstore.cli import register
 
 
-@pytest.fixture
-def run(store_url: str):  # type: ignore[no-untyped-def]
-    runner = CliRunner()
-
-    def invoke(*args: str, input: str | bytes | None = None) -> object:
-        return runner.invoke(register(), ["--url", store_url, *args], input=input, catch_exceptions=False)
-
-    return invoke
-
-
 def test_append_log_verify(run) -> None:  # type: ignore[no-untyped-def]
     r = run("append", "PROJ-1", "demo.note", "--data", '{"text":"hello"}')
     assert r.exit_code == 0 and r.output.startswith("PROJ-1 @ version 1")

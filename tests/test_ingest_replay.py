@@ -11,23 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from conftest import migrated
 
 from eventstore import documents
-from eventstore.cli import register
 from eventstore.dialects import get_dialect
 from eventstore.store import EventStore
 from projections import replay as rp
-
-
-@pytest.fixture
-def run(store_url: str):  # type: ignore[no-untyped-def]
-    runner = CliRunner()
-
-    def invoke(*args: str, input: str | None = None):  # type: ignore[no-untyped-def]
-        return runner.invoke(register(), ["--url", store_url, *args], input=input, catch_exceptions=False)
-
-    return invoke
 
 
 def write(path: Path, doc: object, indent: int | None = 2) -> Path:
@@ -190,10 +179,7 @@ def test_git_history_ingest(run, tmp_path: Path) -> None:  # type: ignore[no-unt
 
 
 def test_watch_follows_atomic_and_in_place_writes(sqlite_url: str, tmp_path: Path) -> None:
-    from eventstore import migrate
-    from eventstore.db import make_engine
-
-    migrate.upgrade(make_engine(sqlite_url))
+    migrated(sqlite_url)
     state = write(tmp_path / "state.json", {"taskId": "W-1", "n": 0})
     exe = Path(sys.executable).parent / "evstore"
     proc = subprocess.Popen([str(exe), "--url", sqlite_url, "watch", "generic", str(state), "--interval", "0.05", "--json"],

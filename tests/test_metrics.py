@@ -11,11 +11,10 @@ from typing import Any
 
 import pytest
 from analytics_fixtures import SimulatedPortfolio, simulate_into
+from conftest import migrated
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventstore import migrate
-from eventstore.db import make_engine
 from eventstore.dialects.base import Snapshot
 from eventstore.dialects.friday.validate import risk_score_mismatch
 from eventstore.store import EventStore
@@ -43,9 +42,7 @@ def _strip_some(snaps: list[Snapshot], run_no: int) -> list[Snapshot]:
 def portfolio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EventStore, SimulatedPortfolio, Path]]:
     d = tmp_path_factory.mktemp("metrics")
     url = f"sqlite:///{d}/events.db"
-    engine = make_engine(url)
-    migrate.upgrade(engine)
-    engine.dispose()
+    migrated(url)
     store = EventStore(url)
     p = simulate_into(store, COUNTS, seed=20260105, transform=_strip_some)
     analytics.refresh(store)

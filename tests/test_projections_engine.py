@@ -13,14 +13,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
+from conftest import migrated
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eventstore import migrate
 from eventstore.cli import register
-from eventstore.db import make_engine
 from eventstore.store import EventStore, NewEvent
 from projections.engine import EventCounts, ProjectionRunner, read_event_counts
 
@@ -28,11 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _fresh_sqlite(path: Path) -> str:
-    url = f"sqlite:///{path}/events.db"
-    engine = make_engine(url)
-    migrate.upgrade(engine)
-    engine.dispose()
-    return url
+    return migrated(f"sqlite:///{path}/events.db")
 
 
 def _append_random(store: EventStore, rng: random.Random, n: int, types: list[str]) -> Counter[str]:
@@ -169,16 +163,8 @@ _CHILD = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
-def test_sigkill_mid_run_then_resume_is_exactly_once(backend: str, tmp_path: Path,
-                                                     request: pytest.FixtureRequest) -> None:
-    if backend == "sqlite":
-        url = _fresh_sqlite(tmp_path)
-    else:
-        url = request.getfixturevalue("pg_url")
-        engine = make_engine(url)
-        migrate.upgrade(engine)
-        engine.dispose()
+def test_sigkill_mid_run_then_resume_is_exactly_once(store_url: str, tmp_path: Path) -> None:
+    url = store_url
     store = EventStore(url)
     try:
         rng = random.Random(7)
@@ -216,9 +202,7 @@ def test_sigkill_mid_run_then_resume_is_exactly_once(backend: str, tmp_path: Pat
 
 
 def test_cli_projections_status_run_rebuild(sqlite_url: str) -> None:
-    engine = make_engine(sqlite_url)
-    migrate.upgrade(engine)
-    engine.dispose()
+    migrated(sqlite_url)
     store = EventStore(sqlite_url)
     store.append_many([("s1", NewEvent("t.a", {}), None) for _ in range(3)])
     store.close()

@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 from analytics_fixtures import simulate_into
+from conftest import migrated
 
-from eventstore import migrate
-from eventstore.db import make_engine
 from eventstore.store import EventStore
 from projections import analytics
 from projections.metrics import cross_run_report
@@ -29,9 +28,7 @@ PALETTE = {(0x33, 0x66, 0xCC), (0xDC, 0x39, 0x12), (0xFF, 0x99, 0x00)}  # the fi
 def html_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     d = tmp_path_factory.mktemp("html")
     url = f"sqlite:///{d}/events.db"
-    engine = make_engine(url)
-    migrate.upgrade(engine)
-    engine.dispose()
+    migrated(url)
     store = EventStore(url)
     simulate_into(store, {"mapipe": 14, "friday": 2, "taskflow": 2, "envelope": 2}, seed=3)
     con = analytics.open_analytics(store)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eventstore import documents
+from eventstore.config import corpus_path
 from eventstore.dialects import get_dialect
 from eventstore.dialects.base import DocumentObserved, DocumentPatched
 from eventstore.dialects.envelope import EnvelopeDialect, check, classify, is_run_halt, is_terminal, parse_turn
@@ -23,8 +23,7 @@ from eventstore.dialects.envelope.parse import REPAIR_PROMPT, load_path
 from eventstore.dialects.envelope.simulate import simulate_run, write_transcripts
 from eventstore.events import decode_event, encode_event
 
-REPO = Path(__file__).resolve().parents[2]
-CORPUS = Path(os.environ.get("EVSTORE_CORPUS", str(REPO.parent / "shared" / "corpus"))) / "agentic-workflow"
+CORPUS = corpus_path() / "agentic-workflow"
 VECTORS = CORPUS / "vectors" / "envelope-validation.vectors.jsonl"
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 D = EnvelopeDialect()

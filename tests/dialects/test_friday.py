@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,14 +14,14 @@ from hypothesis import strategies as st
 from msgspec import UNSET
 
 from eventstore import documents
+from eventstore.config import corpus_path
 from eventstore.dialects import get_dialect
 from eventstore.dialects.base import DocumentObserved, DocumentPatched
 from eventstore.dialects.friday import FridayDialect, computed_risk_score
 from eventstore.dialects.friday import events as ev
 from eventstore.events import decode_event, encode_event
 
-REPO = Path(__file__).resolve().parents[2]
-CORPUS = Path(os.environ.get("EVSTORE_CORPUS", REPO.parent / "shared" / "corpus"))
+CORPUS = corpus_path()
 HISTORY = CORPUS / "friday" / "history"
 D = FridayDialect()
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import random
 from functools import cache
 from pathlib import Path
@@ -17,6 +16,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from eventstore import documents
+from eventstore.config import seeds_path
 from eventstore.dialects import get_dialect
 from eventstore.dialects.base import DocumentObserved, DocumentPatched, Snapshot
 from eventstore.dialects.mapipe import MapipeDialect
@@ -25,7 +25,7 @@ from eventstore.events import Event, decode_event, encode_event, known_event_typ
 
 DIALECT = MapipeDialect()
 START = dt.datetime(2026, 1, 5, 9, 0, tzinfo=dt.UTC)
-SEEDS_DIR = Path(os.environ.get("EVSTORE_SEEDS", Path(__file__).resolve().parents[2] / ".." / "shared" / "seeds"))
+SEEDS_DIR = seeds_path()
 SCHEMA_PATH = SEEDS_DIR / "agent-state.schema.json"
 needs_schema = pytest.mark.skipif(not SCHEMA_PATH.is_file(), reason=f"schema not found at {SCHEMA_PATH}")
 
