@@ -32,6 +32,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: find _common
+
+from _common import log  # noqa: E402
 
 from eventstore import migrate  # noqa: E402
 from eventstore.codec import decode  # noqa: E402
@@ -40,10 +43,6 @@ from projections import analytics  # noqa: E402
 from projections.demo import simulate_run  # noqa: E402
 
 REVIEW_TYPES = ["mapipe.review_iteration_recorded", "mapipe.review_iteration_updated", "mapipe.review_delta_computed"]
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 def make_store(path: Path) -> EventStore:

@@ -60,7 +60,7 @@ import msgspec
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's eventstore
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: find _common
 
-from _common import fmt_rate  # noqa: E402
+from _common import fmt_rate, log, timed  # noqa: E402
 from eventsourcing.application import Application  # noqa: E402
 from eventsourcing.domain import Aggregate, event  # noqa: E402
 
@@ -76,17 +76,6 @@ from projections import replay as replay_mod  # noqa: E402
 DIALECT = MapipeDialect()
 MIN_DOC, MAX_DOC = 20_000, 50_000  # final-document size window of the histories kept
 START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    gc.collect()
-    t0 = time.perf_counter()
-    value = fn()
-    return time.perf_counter() - t0, value
 
 
 def kb(n: float) -> str:

@@ -87,10 +87,6 @@ class BenchRun(Aggregate):
         pass
 
 
-def _es_imports() -> Any:
-    return Application, BenchRun
-
-
 def _patch_es_sqlite(sync: str) -> None:
     """eventsourcing never sets ``synchronous`` (SQLite's default, FULL, applies).  Set it
     explicitly on each of its connections so every contender runs at the same durability,
@@ -132,7 +128,6 @@ def es_append(env: dict[str, str], payloads: Payloads, n: int, batch: int, cfg: 
     recorder: build the domain events, map them (``mapper.to_stored_event``) and
     ``app.recorder.insert_events`` them, one call per batch.  Both write through the
     application recorder (the one with a global notification id, as evstore has)."""
-    Application, BenchRun = _es_imports()
     app = Application(env=env)
     slices = list(plan(n, batch, cfg.stream_size))
     aggs: dict[int, Any] = {}
@@ -172,7 +167,6 @@ def es_append(env: dict[str, str], payloads: Payloads, n: int, batch: int, cfg: 
 
 def es_read(env: dict[str, str], payloads: Payloads, cfg: Config) -> tuple[tuple[float, float], tuple[float, float]]:
     """(select_events + mapper.to_domain_event, repository.get) seconds for one stream."""
-    Application, BenchRun = _es_imports()
     app = Application(env=env)
     try:
         agg = BenchRun()
