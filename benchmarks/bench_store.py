@@ -485,26 +485,39 @@ def _record(results: dict[tuple[str, str, str, int], Result], backend: str, op: 
     r.cpu.append(cpu)
 
 
-def run_sqlite(cfg: Config, payloads: Payloads, results: dict[Any, Result], batches: list[int]) -> None:
-    dbs = SQLiteDatabases(cfg.workdir)
-    _patch_es_sqlite(cfg.synchronous)
-    contenders: list[tuple[str, str, Runner]] = [
-        ("evstore", "evstore", lambda db, n, b: evstore_append(f"sqlite:///{db}", payloads, n, b, cfg)),
-        ("raw sqlite3", "raw", lambda db, n, b: raw_sqlite_append(db, payloads, n, b, cfg)),
-        (RAW_BA, "raw", lambda db, n, b: raw_sqlite_append(db, payloads, n, b, cfg, bytearray_blobs=True)),
-        (ES_APP, "es", lambda db, n, b: es_append(_es_env_sqlite(db), payloads, n, b, cfg, low_level=False)),
-        (ES_REC, "es", lambda db, n, b: es_append(_es_env_sqlite(db), payloads, n, b, cfg, low_level=True)),
-    ]
+Contender = tuple[str, str, Runner, "set[int] | None"]  # (name, database kind, runner, batch sizes or all)
+
+
+def _append_rounds(backend: str, dbs: Any, contenders: list[Contender], batches: list[int], n_single: int,
+                   cfg: Config, results: dict[Any, Result]) -> None:
+    """Every contender at every batch size, ``cfg.repeat`` times, a fresh database each, the
+    order rotated per round so no contender always runs first."""
     for rep in range(cfg.repeat):
         for batch in batches:
-            n = cfg.n_single if batch == 1 else cfg.n
-            for name, kind, fn in contenders[rep % len(contenders):] + contenders[:rep % len(contenders)]:
+            n = n_single if batch == 1 else cfg.n
+            k = rep % len(contenders)
+            for name, kind, fn, allowed in contenders[k:] + contenders[:k]:
+                if allowed is not None and batch not in allowed:
+                    continue
                 db = dbs.fresh(kind)
                 secs = fn(db, n, batch)
                 dbs.drop(db)
                 note = "expected_version exact" if name == "evstore" else ""
-                _record(results, "sqlite", "append", name, batch, n, secs, note)
-                log(f"  sqlite {name:<28} {batch:>5}/call  {n / secs:>10,.0f} events/s  (run {rep + 1})")
+                _record(results, backend, "append", name, batch, n, secs, note)
+                log(f"  {backend:<10} {name:<28} {batch:>5}/call  {n / secs:>10,.0f} events/s  (run {rep + 1})")
+
+
+def run_sqlite(cfg: Config, payloads: Payloads, results: dict[Any, Result], batches: list[int]) -> None:
+    dbs = SQLiteDatabases(cfg.workdir)
+    _patch_es_sqlite(cfg.synchronous)
+    contenders: list[Contender] = [
+        ("evstore", "evstore", lambda db, n, b: evstore_append(f"sqlite:///{db}", payloads, n, b, cfg), None),
+        ("raw sqlite3", "raw", lambda db, n, b: raw_sqlite_append(db, payloads, n, b, cfg), None),
+        (RAW_BA, "raw", lambda db, n, b: raw_sqlite_append(db, payloads, n, b, cfg, bytearray_blobs=True), None),
+        (ES_APP, "es", lambda db, n, b: es_append(_es_env_sqlite(db), payloads, n, b, cfg, low_level=False), None),
+        (ES_REC, "es", lambda db, n, b: es_append(_es_env_sqlite(db), payloads, n, b, cfg, low_level=True), None),
+    ]
+    _append_rounds("sqlite", dbs, contenders, batches, cfg.n_single, cfg, results)
     # reads: one stream of n_read events
     db = dbs.fresh("evstore")
     evstore_build_read(f"sqlite:///{db}", payloads, cfg)
@@ -535,34 +548,22 @@ def run_postgres(cfg: Config, payloads: Payloads, results: dict[Any, Result], ba
         except ImportError as exc:
             es_ok = False
             log(f"  eventsourcing on PostgreSQL skipped: {exc} (pip install psycopg-pool)")
-        contenders: list[tuple[str, str, Runner, set[int]]] = [
+        contenders: list[Contender] = [
             ("evstore", "evstore",
-             lambda db, n, b: evstore_append(dbs.sqlalchemy_url(db), payloads, n, b, cfg), {1, 100, 1000}),
+             lambda db, n, b: evstore_append(dbs.sqlalchemy_url(db), payloads, n, b, cfg), None),
             ("raw psycopg executemany", "raw",
-             lambda db, n, b: raw_pg_append(dbs.url(db), payloads, n, b, cfg, copy=False), {1, 100, 1000}),
+             lambda db, n, b: raw_pg_append(dbs.url(db), payloads, n, b, cfg, copy=False), None),
             ("raw psycopg COPY binary", "raw",
              lambda db, n, b: raw_pg_append(dbs.url(db), payloads, n, b, cfg, copy=True), {100, 1000}),
         ]
         if es_ok:
             contenders += [
                 (ES_APP, "es", lambda db, n, b: es_append(_es_env_pg(dbs.url(db)), payloads, n, b, cfg,
-                                                          low_level=False), {1, 100, 1000}),
+                                                          low_level=False), None),
                 (ES_REC, "es", lambda db, n, b: es_append(_es_env_pg(dbs.url(db)), payloads, n, b, cfg,
-                                                          low_level=True), {1, 100, 1000}),
+                                                          low_level=True), None),
             ]
-        for rep in range(cfg.repeat):
-            for batch in batches:
-                n = cfg.n_single_pg if batch == 1 else cfg.n
-                k = rep % len(contenders)
-                for name, kind, fn, allowed in contenders[k:] + contenders[:k]:
-                    if batch not in allowed:
-                        continue
-                    db = dbs.fresh(kind)
-                    secs = fn(db, n, batch)
-                    dbs.drop(db)
-                    note = "expected_version exact" if name == "evstore" else ""
-                    _record(results, "postgresql", "append", name, batch, n, secs, note)
-                    log(f"  pg     {name:<28} {batch:>5}/call  {n / secs:>10,.0f} events/s  (run {rep + 1})")
+        _append_rounds("postgresql", dbs, contenders, batches, cfg.n_single_pg, cfg, results)
         db = dbs.fresh("evstore")
         evstore_build_read(dbs.sqlalchemy_url(db), payloads, cfg)
         for _rep in range(cfg.repeat):
