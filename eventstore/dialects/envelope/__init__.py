@@ -62,8 +62,8 @@ class EnvelopeDialect(Dialect):
         # Unlike the base class, an envelope is a turn even as the first document of a stream or
         # when it repeats the previous one verbatim (that repetition is the no-progress signal).
         if lens.is_envelope_like(next_doc):
-            events = lens.derive(prev, next_doc)
-            if documents.same(self.fold(documents.copy(prev), events), next_doc):
+            events = lens.derive(prev, next_doc)  # starts with EnvelopeEmitted, which replaces the document
+            if documents.same(self.fold(None, events), next_doc):
                 return events
         return super().observe(prev, next_doc)
 

@@ -91,28 +91,28 @@ def _set_fields(obj: dict[str, Any], pairs: Sequence[tuple[str, Any]], rank: dic
             _put(obj, key, documents.take(value), rank)
 
 
+#: Events that set one top-level key: the key and the event's field holding its value.
+_TOP_SETTERS: dict[type[Event], tuple[str, str]] = {
+    ev.StateSaved: ("last_updated", "last_updated"), ev.StatusChanged: ("status", "status"),
+    ev.RequestChanged: ("request_summary", "request_summary"), ev.ContextChanged: ("context", "context"),
+    ev.NextActionChanged: ("next_action", "next_action"), ev.Blocked: ("block_reason", "block_reason"),
+    ev.Unblocked: ("block_reason", "block_reason"),
+}
+_REPORT_FIELDS = ("last_report_type", "question_origin", "mode", "gap_queue", "collected_gap_answers",
+                  "ambiguity_queue", "collected_ambiguity_answers", "unresolved_blocking_gaps", "cycle_count")
+
+
 def apply_event(doc: JSON, event: Event) -> JSON:
     """Fold one FRIDAY domain event into ``doc`` (mutates and returns it)."""
     if isinstance(event, ev.StateInitialised):
         return documents.take(event.doc)
     d = _top(doc)
-    if isinstance(event, ev.StateReset):
+    setter = _TOP_SETTERS.get(type(event))
+    if setter is not None:
+        _set_fields(d, [(setter[0], getattr(event, setter[1]))], _TOP_RANK)
+    elif isinstance(event, ev.StateReset):
         for key in event.removed:
             d.pop(key, None)
-    elif isinstance(event, ev.StateSaved):
-        _set_fields(d, [("last_updated", event.last_updated)], _TOP_RANK)
-    elif isinstance(event, ev.StatusChanged):
-        _set_fields(d, [("status", event.status)], _TOP_RANK)
-    elif isinstance(event, ev.RequestChanged):
-        _set_fields(d, [("request_summary", event.request_summary)], _TOP_RANK)
-    elif isinstance(event, ev.ContextChanged):
-        _set_fields(d, [("context", event.context)], _TOP_RANK)
-    elif isinstance(event, ev.NextActionChanged):
-        _set_fields(d, [("next_action", event.next_action)], _TOP_RANK)
-    elif isinstance(event, ev.Blocked):
-        _set_fields(d, [("block_reason", event.block_reason)], _TOP_RANK)
-    elif isinstance(event, ev.Unblocked):
-        _set_fields(d, [("block_reason", event.block_reason)], _TOP_RANK)
     elif isinstance(event, (ev.PlanProposed, ev.PlanReplaced)):
         _set_fields(d, [("approved_plan", event.plan), ("total_steps", event.total_steps)], _TOP_RANK)
     elif isinstance(event, (ev.PlanApproved, ev.BatchSent)):
@@ -136,10 +136,7 @@ def apply_event(doc: JSON, event: Event) -> JSON:
     elif isinstance(event, ev.CycleOpened):
         _put(d, "active_cycle", documents.take(event.cycle), _TOP_RANK)
     elif isinstance(event, ev.ReportReceived):
-        _set_fields(_cycle(d), [(k, getattr(event, k)) for k in (
-            "last_report_type", "question_origin", "mode", "gap_queue", "collected_gap_answers",
-            "ambiguity_queue", "collected_ambiguity_answers", "unresolved_blocking_gaps",
-            "cycle_count")], _CYCLE_RANK)
+        _set_fields(_cycle(d), [(k, getattr(event, k)) for k in _REPORT_FIELDS], _CYCLE_RANK)
     elif isinstance(event, ev.InteractionSurfaced):
         c = _cycle(d)
         if event.pending_interaction_removed:

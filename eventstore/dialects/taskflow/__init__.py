@@ -78,12 +78,8 @@ class TaskflowDialect(Dialect):
             return super().observe(prev, next_doc)
         created = lens.task_created(next_doc)
         if created is not None:
-            try:
-                start = lens.apply(None, created)
-                rest = super().observe(start, next_doc)
-                if not any(isinstance(e, DocumentObserved) for e in rest):
-                    if documents.same(self.fold(documents.copy(start), rest), next_doc):
-                        return [created, *rest]
+            try:  # the base observe checks its own events by folding them, or returns the exact patch
+                return [created, *super().observe(lens.apply(None, created), next_doc)]
             except Exception:  # survive: the exact snapshot below is always right
                 pass
         return [DocumentObserved(doc=documents.copy(next_doc))]
