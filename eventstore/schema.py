@@ -85,4 +85,11 @@ snapshots = Table(
     Column("created_at", String(32), nullable=False),
 )
 
+store_identity = Table(
+    "store_identity",
+    metadata,
+    Column("store_id", String(36), primary_key=True),  # a UUID created with the store (migration 0003)
+    Column("created_at", String(32), nullable=False),
+)
+
 OWNED_TABLES = frozenset(metadata.tables)

@@ -211,6 +211,7 @@ class EventStore:
         self._conns: list[Any] = []
         self._lock = threading.Lock()
         self._inline: list[InlineHandler] = []
+        self._store_id: str | None = None
         if check_schema:
             from eventstore.migrate import ensure_current
 
@@ -405,6 +406,17 @@ class EventStore:
                     stop.wait(poll_interval)
                 else:
                     time.sleep(poll_interval)
+
+    def store_id(self) -> str:
+        """This store's identity: a UUID created with its schema, never changed (``store_identity``).
+
+        Derived data kept outside the database (analytics files) is bound to it, so two stores
+        never share it and a deleted-and-recreated store is a new store."""
+        cached = self._store_id
+        if cached is None:
+            cached = str(self.fetch_all("SELECT store_id FROM store_identity", ())[0][0])
+            self._store_id = cached
+        return cached
 
     def max_position(self) -> int:
         """The position of the last committed event (0 for an empty store)."""
