@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import log, make_payloads  # noqa: E402
 
-EVSTORE = [sys.executable, "-m", "eventstore.cli"] if shutil.which("evstore") is None else ["evstore"]
+EVSTORE = ["evstore"] if shutil.which("evstore") else [sys.executable, "-c", "from eventstore.cli import main; main()"]
 
 RAW_INSERT = r"""
 import json, sqlite3, sys, uuid

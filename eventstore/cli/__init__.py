@@ -11,9 +11,15 @@ import sys
 from typing import Any
 
 import click
-import sqlalchemy.exc
 
 from eventstore.errors import EvstoreError
+
+
+def _database_error(exc: BaseException) -> bool:
+    """A driver error SQLAlchemy raised (checked without importing SQLAlchemy: ``--help`` and
+    commands that never open a store should not pay its ~0.1 s import)."""
+    sa_exc = sys.modules.get("sqlalchemy.exc")
+    return sa_exc is not None and isinstance(exc, (sa_exc.OperationalError, sa_exc.InterfaceError))
 
 
 class EvstoreGroup(click.Group):
@@ -27,8 +33,8 @@ class EvstoreGroup(click.Group):
                 raise
             click.echo(f"Error: {exc}", err=True)
             ctx.exit(1)
-        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError) as exc:
-            if ctx.obj and ctx.obj.get("traceback"):
+        except Exception as exc:
+            if not _database_error(exc) or (ctx.obj and ctx.obj.get("traceback")):
                 raise
             reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
             click.echo(f"Error: cannot use the database ({reason}); check --url / EVSTORE_URL.", err=True)
