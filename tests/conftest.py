@@ -6,7 +6,13 @@ it) and each gets a private schema, so tests never see each other's rows.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -107,3 +113,74 @@ def corpus() -> Path:
     if not path.is_dir():
         pytest.skip(f"corpus not found at {path} (set EVSTORE_CORPUS)")
     return path
+
+
+EVSTORE = str(Path(sys.executable).parent / "evstore")
+
+
+class Child:
+    """An ``evstore`` child process for a test (see :func:`evstore_child`): its stdout lines come
+    with a deadline, so a silent child fails the test instead of hanging it."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def readline(self, timeout: float = 20) -> str:
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no output from {self.proc.args} within {timeout} s") from None
+        if line is None:
+            raise AssertionError(f"{self.proc.args} closed its output (exit {self.proc.poll()})")
+        return line
+
+    def interrupt(self, timeout: float = 20) -> tuple[list[str], str]:
+        """Ctrl-C: SIGINT, wait for the exit; the stdout lines not read yet and all of stderr."""
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(timeout=timeout)
+        out = []
+        while (line := self._lines.get(timeout=timeout)) is not None:
+            out.append(line)
+        assert self.proc.stderr is not None
+        return out, self.proc.stderr.read()
+
+
+@contextlib.contextmanager
+def evstore_child(*args: str, cwd: Path | None = None) -> Iterator[Child]:
+    """Run ``evstore ARGS`` in its own process group and stop it whatever the test does.
+
+    Ctrl-C reaches the child even when pytest itself runs as a background job (whose shell
+    starts it with SIGINT ignored, a disposition children inherit).  On the way out the child,
+    and anything it started, gets SIGTERM, then SIGKILL after 5 s: no test leaks a process.
+    """
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:  # SIG_DFL across exec: the child's Python turns Ctrl-C into KeyboardInterrupt
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        proc = subprocess.Popen([EVSTORE, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield Child(proc)
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if proc.poll() is not None:
+                break
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+        proc.wait()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()

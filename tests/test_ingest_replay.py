@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import migrated
+from conftest import evstore_child, migrated
 
 from eventstore import documents
 from eventstore.dialects import get_dialect
@@ -181,27 +179,20 @@ def test_git_history_ingest(run, tmp_path: Path) -> None:  # type: ignore[no-unt
 def test_watch_follows_atomic_and_in_place_writes(sqlite_url: str, tmp_path: Path) -> None:
     migrated(sqlite_url)
     state = write(tmp_path / "state.json", {"taskId": "W-1", "n": 0})
-    exe = Path(sys.executable).parent / "evstore"
-    proc = subprocess.Popen([str(exe), "--url", sqlite_url, "watch", "generic", str(state), "--interval", "0.05", "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    lines: list[str] = []
-    try:
-        lines.append(proc.stdout.readline())  # the first snapshot is ingested
+    with evstore_child("--url", sqlite_url, "watch", "generic", str(state), "--interval", "0.05", "--json") as child:
+        lines = [child.readline()]  # the first snapshot is ingested
         tmp = tmp_path / "state.json.tmp"
         write(tmp, {"taskId": "W-1", "n": 1})
         os.replace(tmp, state)  # atomic rename
-        lines.append(proc.stdout.readline())
+        lines.append(child.readline())
         time.sleep(0.1)  # a distinct mtime for the in-place write
         with state.open("w") as fh:  # in-place write
             fh.write(json.dumps({"taskId": "W-1", "n": 2}))
-        lines.append(proc.stdout.readline())
-    finally:
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=10)
-    assert proc.returncode == 0, err
+        lines.append(child.readline())
+        out, err = child.interrupt()
+    assert child.proc.returncode == 0, err
     assert "stopped" in err
-    assert [json.loads(x)["version"] for x in lines + out.splitlines()] == [1, 2, 3]
+    assert [json.loads(x)["version"] for x in lines + out] == [1, 2, 3]
     with EventStore(sqlite_url) as s:
         assert rp.replay(s, "W-1").doc == {"taskId": "W-1", "n": 2}
 

@@ -92,6 +92,8 @@ class TaskflowDialect(Dialect):
             raise IngestError(f"{path}: no such task folder or tasks/ directory.")
         if path.is_file():
             path = path.parent
+        if path.name in ("", ".."):  # "." or "..": the folder's own name decides what it is
+            path = path.resolve()
         if (path / "tasks").is_dir() and not any(p.is_file() and not p.name.startswith(".")
                                                    for p in path.iterdir()):
             path = path / "tasks"

@@ -300,9 +300,10 @@ def _mode(tree: Mapping[str, Mapping[str, bytes]], rel: str) -> tuple[str, str]:
         for marker in MARKERS:  # .manual wins: it is the explicit opt-out
             if marker in files:
                 return marker[1:], "../" * up + marker
-        if folder == "":
+        parent = posixpath.dirname(folder)
+        if folder == "" or parent == folder:  # the top ("" or "/"): no marker anywhere
             return "manual", "default"
-        folder, up = posixpath.dirname(folder), up + 1
+        folder, up = parent, up + 1
 
 
 def lifecycle(tree: Mapping[str, Mapping[str, bytes]], rel: str) -> dict[str, Any]:

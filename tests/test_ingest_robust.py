@@ -1,0 +1,78 @@
+"""Ingest and the CLI under hostile conditions: odd paths, oversized events, lens bugs, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+from conftest import evstore_child, migrated
+
+# ---------------------------------------------------------------- taskflow: relative paths
+
+
+def _task_with_subtask(root: Path) -> Path:
+    task = root / "t" / "tasks" / "feat-1"
+    (task / "sub-a").mkdir(parents=True)
+    (task / "SPEC.md").write_text("x\n")
+    (task / "sub-a" / "SPEC.md").write_text("x\n")
+    return task
+
+
+@pytest.mark.timeout(60)  # the bug was an endless loop: fail, do not hang
+def test_taskflow_ingest_of_relative_paths_finishes(run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """``ingest taskflow .`` inside a task with a sub-task folder looped forever (100 % CPU)."""
+    task = _task_with_subtask(tmp_path)
+    spellings = [(task, "."), (task, "SPEC.md"), (task / "sub-a", ".."), (task.parent, "feat-1"), (tmp_path, str(task))]
+    for i, (cwd, arg) in enumerate(spellings):
+        monkeypatch.chdir(cwd)
+        r: Result = run("ingest", "taskflow", arg, "--json")
+        assert r.exit_code == 0, r.output
+        got = [json.loads(line) for line in r.stdout.splitlines()]
+        assert [g["stream"] for g in got] == ["taskflow/feat-1", "taskflow/sub-a"], arg
+        # every spelling of the same folder is the same document: only the first one appends
+        assert all((g["events"] > 0) == (i == 0) for g in got), (arg, got)
+    r = run("replay", "taskflow/sub-a", "--json")
+    assert json.loads(r.stdout)["task"] == "sub-a"
+
+
+@pytest.mark.timeout(60)
+def test_taskflow_watch_of_a_relative_folder(sqlite_url: str, tmp_path: Path) -> None:
+    migrated(sqlite_url)
+    task = _task_with_subtask(tmp_path)
+    with evstore_child("--url", sqlite_url, "watch", "taskflow", ".", "--interval", "0.05", "--json",
+                       cwd=task) as child:
+        first = [json.loads(child.readline()) for _ in range(2)]
+        (task / "sub-a" / "PLAN.md").write_text("plan\n")
+        more = json.loads(child.readline())
+        _, err = child.interrupt()
+    assert child.proc.returncode == 0, err
+    assert [f["stream"] for f in first] == ["taskflow/feat-1", "taskflow/sub-a"]
+    assert more["stream"] == "taskflow/sub-a" and more["events"] > 0
+
+
+# ---------------------------------------------------------------- test children
+
+
+def test_children_stop_even_when_sigint_is_ignored(sqlite_url: str, tmp_path: Path) -> None:
+    """pytest run as a background job inherits SIGINT ignored: the watch child must still get
+    Ctrl-C, and a child nobody stopped must not outlive its test."""
+    migrated(sqlite_url)
+    state = tmp_path / "state.json"
+    state.write_text('{"taskId": "W-2", "n": 0}')
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # what the shell does to a background job
+    try:
+        with evstore_child("--url", sqlite_url, "watch", "generic", str(state), "--json") as child:
+            assert json.loads(child.readline())["version"] == 1
+            _, err = child.interrupt()
+        assert child.proc.returncode == 0 and "stopped" in err
+        with evstore_child("--url", sqlite_url, "watch", "generic", str(state)) as left:
+            pid = left.proc.pid
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert left.proc.returncode is not None
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)  # nothing of its process group is left
