@@ -1,9 +1,13 @@
 """evstore: an event-sourced, hash-chained audit store for AI coding-agent runs.
 
-    >>> from eventstore import EventStore, NewEvent
-    >>> store = EventStore("sqlite:///./.evstore/events.db")
-    >>> store.append("PROJ-1", [NewEvent("demo.note", {"text": "hello"})], expected_version="no stream")
+    >>> import eventstore
+    >>> store = eventstore.open("sqlite:///./.evstore/events.db", create=True)
+    >>> store.append("PROJ-1", [eventstore.NewEvent("demo.note", {"text": "hello"})], expected_version="no stream")
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from eventstore.errors import (
     ConcurrencyError,
@@ -17,11 +21,36 @@ from eventstore.errors import (
     UnknownEventType,
 )
 
+if TYPE_CHECKING:
+    from eventstore.store import EventStore
+
 __all__ = [
-    "ConcurrencyError", "DuplicateEventId", "EventStore", "EvstoreError", "IngestError",
+    "open", "ConcurrencyError", "DuplicateEventId", "EventStore", "EvstoreError", "IngestError",
     "IntegrityViolation", "InvalidEvent", "NewEvent", "RecordedEvent", "SchemaOutOfDate",
     "StreamNotFound", "UnknownEventType",
 ]
+
+
+def open(url: str | None = None, *, create: bool = False, synchronous: str | None = None) -> EventStore:
+    """The store at ``url`` (default: ``$EVSTORE_URL``, else the embedded SQLite file).
+
+    ``create=True`` creates the store (or brings its schema to the head) first, as
+    ``evstore init`` does; otherwise a database without the evstore schema is refused with
+    :class:`SchemaOutOfDate`.  Close it with ``store.close()`` or use it in a ``with`` block.
+    """
+    from eventstore.store import EventStore
+
+    if create:
+        from eventstore import migrate
+        from eventstore.config import database_url
+        from eventstore.db import make_engine
+
+        engine = make_engine(database_url(url), synchronous=synchronous)
+        try:
+            migrate.upgrade(engine)
+        finally:
+            engine.dispose()
+    return EventStore(url, synchronous=synchronous)
 
 
 def __getattr__(name: str) -> object:  # keep `import eventstore.errors` free of SQLAlchemy
