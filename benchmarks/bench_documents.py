@@ -16,9 +16,9 @@ What is measured, in one run, on one machine (progress on stderr, the report on 
    snapshots (same bytes in ``raw``).  The snapshot sizes are printed; the rate for the
    snapshots of 20 KB and more is reported separately (per-snapshot timings).
 2. **Replay** (events/s, decode + evolve).  ``projections.replay.replay`` of every ingested
-   stream, ``use_snapshots=False`` and with snapshots (steady state: a first replay stores a
-   snapshot once more than ``SNAPSHOT_EVERY`` events were folded), plus one long stream (the
-   same task re-run until it has >= 600 events) where snapshots matter.  Against
+   stream, ``use_cache=False`` and with the replay cache (steady state: a first replay caches
+   the document once more than ``CACHE_EVERY`` events were folded), plus one long stream (the
+   same task re-run until it has >= 600 events) where the cache matters.  Against
    ``eventsourcing`` ``app.repository.get(id)`` on an Aggregate (SQLite recorder) holding the
    same number of events with the same payloads (the decoded ``data`` of each evstore event),
    in two flavours: its ``apply`` only keeps the payload (the library's floor: decode +
@@ -356,19 +356,19 @@ def bench_replay(store: EventStore, sids: list[str], label: str, reps: int, root
 
     def evstore_replay(use: bool) -> Callable[[], int]:
         def go() -> int:
-            return sum(replay_mod.replay(store, sid, use_snapshots=use).version for sid in sids)
+            return sum(replay_mod.replay(store, sid, use_cache=use).version for sid in sids)
         return go
 
     for sid in sids:  # exactness guard: a fast wrong replay is not a result
-        assert documents.same(replay_mod.replay(store, sid, use_snapshots=False).doc, expect[sid]), sid
-    cold, _ = timed(evstore_replay(True))  # stores a snapshot where > SNAPSHOT_EVERY events were folded
+        assert documents.same(replay_mod.replay(store, sid, use_cache=False).doc, expect[sid]), sid
+    cold, _ = timed(evstore_replay(True))  # caches a document where > CACHE_EVERY events were folded
     for sid in sids:
         assert documents.same(replay_mod.replay(store, sid).doc, expect[sid]), sid
-    stored = sum(1 for s in sids if store.stream_version(s) > replay_mod.SNAPSHOT_EVERY)
+    stored = sum(1 for s in sids if store.stream_version(s) > replay_mod.CACHE_EVERY)
     contenders: list[tuple[str, Callable[[], int], str]] = [
-        ("evstore replay, no snapshots", evstore_replay(False), ""),
-        ("evstore replay, snapshots", evstore_replay(True),
-         f"{stored}/{len(sids)} streams > SNAPSHOT_EVERY={replay_mod.SNAPSHOT_EVERY} (first call {cold * 1000:.0f} ms)"),
+        ("evstore replay, no cache", evstore_replay(False), ""),
+        ("evstore replay, cache", evstore_replay(True),
+         f"{stored}/{len(sids)} streams > CACHE_EVERY={replay_mod.CACHE_EVERY} (first call {cold * 1000:.0f} ms)"),
     ]
 
     payloads = {sid: _stream_events(store, sid) for sid in sids}
@@ -580,7 +580,7 @@ def main(argv: list[str] | None = None) -> int:
 
         targets: list[tuple[str, float, str, bool]] = []
         for label in ("run streams", "long stream"):
-            ev = find(label, "evstore replay, no snapshots")
+            ev = find(label, "evstore replay, no cache")
             for es_name in ("eventsourcing get, payload only", "eventsourcing get + evolve"):
                 es = find(label, es_name)
                 ratio = ev.rate / es.rate
@@ -596,7 +596,7 @@ def main(argv: list[str] | None = None) -> int:
         for label, value, goal, ok in targets:
             shown = f"{value:.2f}x" if goal.endswith("x") else f"{value:.1f} %"
             print(f"  [{'met' if ok else 'NOT met':^7}] {label}: {shown} (target {goal})")
-        ls = find("long stream", "evstore replay, snapshots")
+        ls = find("long stream", "evstore replay, cache")
         print(f"  [  info ] long stream with snapshots: {ls.seconds and min(ls.seconds) * 1000:.1f} ms per replay of "
               f"{ls.events} events vs {min(find('long stream', 'evstore replay, no snapshots').seconds) * 1000:.1f} ms "
               "without")
@@ -625,15 +625,15 @@ def _profiles(runs: list[list[Snapshot]], ingest_db: Path, dbs: Dbs, long_db: Pa
     print("\nProfiles (cProfile)")
     store = EventStore(f"sqlite:///{long_db}")
     try:
-        print("-- evstore replay(use_snapshots=False) of the long stream x 20, by own time")
-        print(profile(lambda: [replay_mod.replay(store, long_sid, use_snapshots=False) for _ in range(20)],
+        print("-- evstore replay(use_cache=False) of the long stream x 20, by own time")
+        print(profile(lambda: [replay_mod.replay(store, long_sid, use_cache=False) for _ in range(20)],
                       sort="tottime"))
     finally:
         store.close()
     store = EventStore(f"sqlite:///{ingest_db}")
     sids = sorted(str(r[0].doc["taskId"]) for r in runs)
     try:
-        print("-- evstore replay(use_snapshots=True) of the run streams x 20 (per-stream fixed costs), cumulative")
+        print("-- evstore replay(use_cache=True) of the run streams x 20 (per-stream fixed costs), cumulative")
         print(profile(lambda: [replay_mod.replay(store, s) for _ in range(20) for s in sids]))
     finally:
         store.close()

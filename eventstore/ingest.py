@@ -28,7 +28,7 @@ from typing import Any
 
 import msgspec
 
-from eventstore import chain, documents, snapshots
+from eventstore import chain, documents, replay_cache
 from eventstore.dialects.base import Dialect, Finding, Snapshot, parse_json_document
 from eventstore.errors import IngestError
 from eventstore.events import Event
@@ -101,11 +101,11 @@ class IngestResult:
 
 
 def current_document(store: EventStore, dialect: Dialect, stream_id: str) -> tuple[int, Any]:
-    """(version, document) of a stream, folded from its newest snapshot. (0, None) if absent."""
+    """(version, document) of a stream, folded from its newest usable replay-cache row. (0, None) if absent."""
     info = store.stream_info(stream_id)
     if info is None:
         return 0, None
-    doc, _, _ = snapshots.fold(store, info[0], dialect, info[1])
+    doc, _, _ = replay_cache.fold(store, info[0], dialect, info[1])
     return info[1], doc
 
 

@@ -74,14 +74,16 @@ projection_checkpoints = Table(
     Column("updated_at", String(32), nullable=False),
 )
 
-snapshots = Table(
-    "snapshots",
+replay_cache = Table(  # folded documents, bound to the log (eventstore/replay_cache.py)
+    "replay_cache",
     metadata,
     Column("stream_pk", BigId, ForeignKey("streams.stream_pk"), primary_key=True),
     Column("name", String(100), primary_key=True),
     Column("version", Integer, primary_key=True),
     Column("position", BigInteger, nullable=False),
+    Column("event_hash", LargeBinary(32), nullable=False),  # events.hash at (stream_pk, version)
     Column("state", LargeBinary, nullable=False),  # zlib-compressed canonical JSON
+    Column("state_sha256", LargeBinary(32), nullable=False),  # SHA-256 of state as stored
     Column("created_at", String(32), nullable=False),
 )
 

@@ -1,22 +1,30 @@
-"""Tamper evidence: recompute every hash chain; write and check HMAC-signed checkpoints.
+"""Tamper evidence: recompute every hash chain, check the replay cache against the log, write
+and check signed checkpoints.
 
-Field classes named in failures: ``data`` / ``meta`` (the stored bytes no longer match their
-recorded SHA-256), ``header`` (type, ids, times or digests changed: the event hash does not
-recompute), ``link`` (prev_hash is not the previous event's hash), ``sequence`` (a version is
-missing) and ``head`` (the stream's recorded head is not its last event: truncated tail).
+Failure classes: ``data`` / ``meta`` (the stored bytes no longer match their recorded SHA-256),
+``header`` (type, ids, times or digests changed: the event hash does not recompute), ``link``
+(prev_hash is not the previous event's hash), ``sequence`` (a version is missing), ``head`` (the
+stream's recorded head is not its last event: truncated tail), ``position`` (positions do not
+increase with versions within a stream: events reordered), ``cache`` (a replay-cache row does not
+match the log or the document folded from it) and ``checkpoint`` (the log no longer contains what
+a signed checkpoint covered: count, stream heads or the global order).
 """
 
 from __future__ import annotations
 
 import os
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import text
 
-from eventstore import chain
-from eventstore.errors import EvstoreError, IntegrityViolation
+from eventstore import chain, codec, documents
+from eventstore.dialects import Dialect, get_dialect
+from eventstore.errors import EvstoreError, IntegrityViolation, StreamNotFound
+from eventstore.events import decode_event
+from eventstore.replay_cache import cache_name
 from eventstore.store import EventStore, utcnow
 
 
@@ -38,6 +46,7 @@ class Failure:
 class VerifyReport:
     streams: int = 0
     events: int = 0
+    cached: int = 0  # replay-cache rows checked
     failures: list[Failure] = field(default_factory=list)
     checkpoint: dict[str, Any] | None = None
 
@@ -46,7 +55,7 @@ class VerifyReport:
         return not self.failures
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "streams": self.streams, "events": self.events,
+        return {"ok": self.ok, "streams": self.streams, "events": self.events, "cached": self.cached,
                 "failures": [f.to_dict() for f in self.failures], "checkpoint": self.checkpoint}
 
 
@@ -59,12 +68,11 @@ _SQL_EVENTS = (
 
 def verify(store: EventStore, stream_id: str | None = None,
            progress: Callable[[int], None] | None = None) -> VerifyReport:
-    """Recompute every chain (or one stream's); report the first failure per stream."""
+    """Recompute every chain (or one stream's), report the first chain failure per stream, and
+    check every replay-cache row against the log."""
     report = VerifyReport()
     where = "WHERE s.stream_id = :sid" if stream_id else ""
     if stream_id and store.stream_info(stream_id) is None:
-        from eventstore.errors import StreamNotFound
-
         raise StreamNotFound(f'No stream "{stream_id}"; `evstore runs` lists the streams.')
     with store.engine.connect() as conn:
         result = conn.execution_options(stream_results=True, yield_per=5000).execute(
@@ -72,6 +80,7 @@ def verify(store: EventStore, stream_id: str | None = None,
         current: str | None = None
         prev = chain.GENESIS
         expect_version = 0
+        last_position = 0
         failed = False
         head: tuple[int, bytes] = (0, chain.GENESIS)
 
@@ -85,7 +94,7 @@ def verify(store: EventStore, stream_id: str | None = None,
             sid = r[0]
             if sid != current:
                 close_stream()
-                current, prev, expect_version, failed = sid, chain.GENESIS, 0, False
+                current, prev, expect_version, last_position, failed = sid, chain.GENESIS, 0, 0, False
                 head = (r[1], bytes(r[2]))
                 report.streams += 1
             if r[3] is None:  # stream without events
@@ -93,9 +102,16 @@ def verify(store: EventStore, stream_id: str | None = None,
             report.events += 1
             if progress and report.events % 10000 == 0:
                 progress(report.events)
+            version, position = r[3], r[15]
+            # Positions are not in the per-event chain (the signed checkpoint covers the global
+            # order); within a stream they must still grow with the versions.
+            if position <= last_position:
+                report.failures.append(Failure(sid, version, "position",
+                                               f"position {position} is not after position {last_position} of the "
+                                               "stream's previous event (events reordered)"))
+            last_position = position
             if failed:
                 continue
-            version = r[3]
             data, meta = bytes(r[7]), bytes(r[8])
             data_sha, meta_sha, prev_hash, h = bytes(r[11]), bytes(r[12]), bytes(r[13]), bytes(r[14])
             # A data/meta mismatch does not break the chain (it commits to the recorded digests, so an
@@ -117,10 +133,71 @@ def verify(store: EventStore, stream_id: str | None = None,
                 continue
             prev, expect_version = h, version
         close_stream()
+    _verify_cache(store, stream_id, report)
     return report
 
 
+# ------------------------------------------------------------------ the replay cache
+
+_SQL_CACHE = (
+    "SELECT c.stream_pk, s.stream_id, s.dialect, c.name, c.version, c.event_hash, c.state, "
+    "c.state_sha256, e.hash FROM replay_cache c JOIN streams s ON s.stream_pk = c.stream_pk "
+    "LEFT JOIN events e ON e.stream_pk = c.stream_pk AND e.version = c.version {where} "
+    "ORDER BY s.stream_id, c.name, c.version"
+)
+
+
+def _verify_cache(store: EventStore, stream_id: str | None, report: VerifyReport) -> None:
+    """Every cached row must name the event stored at its version, match its state digest and,
+    for the dialect's current lens, equal (canonical bytes) the document folded from the events."""
+    where = "WHERE s.stream_id = :sid" if stream_id else ""
+    with store.engine.connect() as conn:
+        rows = conn.execute(text(_SQL_CACHE.format(where=where)), {"sid": stream_id} if stream_id else {}).all()
+    group: tuple[int, str] | None = None
+    dialect: Dialect | None = None
+    doc: Any = None
+    at = 0
+    for pk, sid, dialect_name, name, version, event_hash, state, state_sha, log_hash in rows:
+        report.cached += 1
+        problem: str | None = None
+        if log_hash is None:
+            problem = "no event is stored at this version"
+        elif bytes(event_hash) != bytes(log_hash):
+            problem = "bound to another event than the one stored at this version"
+        elif chain.digest(bytes(state)) != bytes(state_sha):
+            problem = "stored state does not match its recorded SHA-256"
+        else:
+            if group != (pk, name):
+                group, doc, at, dialect = (pk, name), None, 0, None
+                try:
+                    dialect = get_dialect(dialect_name or "generic")
+                except EvstoreError:
+                    pass
+                if dialect is not None and cache_name(dialect) != name:
+                    dialect = None  # rows of an older lens are never read
+            if dialect is None:
+                continue
+            try:
+                with documents.owned_events():
+                    for _, _, type_, schema_version, data, _, _ in store.read_payloads(pk, after_version=at,
+                                                                                       upto_version=version):
+                        doc = dialect.evolve(doc, decode_event(type_, schema_version, data))
+                at = version
+                if zlib.decompress(bytes(state)) != codec.encode(doc):
+                    problem = "differs from the document folded from the events"
+            except Exception as exc:  # noqa: BLE001 - a fold or decode failure is a finding, not a crash
+                problem = f"cannot be checked by folding the events ({type(exc).__name__}: {exc})"
+                group = None
+        if problem:
+            report.failures.append(Failure(sid, version, "cache", f'replay cache "{name}": {problem}'))
+
+
 # ------------------------------------------------------------------ checkpoints
+
+FORMAT_V1 = "evstore.checkpoint.v1"
+FORMAT = "evstore.checkpoint.v2"
+#: Largest position a checkpoint may name (a signed 64-bit integer, the column's range).
+MAX_POSITION = 2**63 - 1
 
 
 def _signing_key() -> bytes:
@@ -130,46 +207,97 @@ def _signing_key() -> bytes:
     return key.encode()
 
 
-def _state_at(store: EventStore, max_position: int) -> tuple[int, int, str]:
-    """(event count, stream count, Merkle root over stream heads) as of ``max_position``."""
-    sql = text(
-        "SELECT s.stream_id, e.version, e.hash FROM events e JOIN streams s ON s.stream_pk = e.stream_pk "
-        "JOIN (SELECT stream_pk, MAX(version) AS v FROM events WHERE position <= :p GROUP BY stream_pk) last "
-        "ON last.stream_pk = e.stream_pk AND last.v = e.version ORDER BY s.stream_id"
-    )
+@dataclass
+class LogState:
+    """What a checkpoint commits to, as of a position."""
+
+    event_count: int
+    stream_count: int
+    merkle_root: str  # over stream heads (stream id, version, hash), by stream id
+    order_digest: str  # running SHA-256 over (position, stream id, version, hash) in position order
+
+
+def log_state(store: EventStore, max_position: int) -> LogState:
+    """One streamed pass over the log up to ``max_position``, in position order."""
+    heads: dict[str, tuple[int, bytes]] = {}
+    order = chain.sha256(chain.ORDER_DOMAIN)
+    count = 0
+    sql = text("SELECT e.position, s.stream_id, e.version, e.hash FROM events e "
+               "JOIN streams s ON s.stream_pk = e.stream_pk WHERE e.position <= :p ORDER BY e.position")
     with store.engine.connect() as conn:
-        count = conn.execute(text("SELECT COUNT(*) FROM events WHERE position <= :p"), {"p": max_position}).scalar_one()
-        heads = conn.execute(sql, {"p": max_position}).all()
-    leaves = [chain.head_leaf(sid, v, bytes(h)) for sid, v, h in heads]
-    return int(count), len(heads), chain.merkle_root(leaves).hex()
+        for position, sid, version, h in conn.execution_options(stream_results=True, yield_per=5000).execute(
+                sql, {"p": max_position}):
+            h = bytes(h)
+            count += 1
+            order.update(chain.order_entry(position, sid, version, h))
+            if version > heads.get(sid, (0, b""))[0]:
+                heads[sid] = (version, h)
+    leaves = [chain.head_leaf(sid, v, h) for sid, (v, h) in sorted(heads.items())]
+    return LogState(count, len(heads), chain.merkle_root(leaves).hex(), order.hexdigest())
 
 
-def make_checkpoint(store: EventStore) -> dict[str, Any]:
-    """A signed digest of the whole log, to keep somewhere the store's writers cannot reach."""
-    key = _signing_key()
+def make_checkpoint(store: EventStore, signer: chain.Signer | None = None) -> dict[str, Any]:
+    """A signed digest of the whole log, to keep somewhere the store's writers cannot reach.
+
+    ``signer``: an Ed25519 private key (:func:`chain.load_private_key`); default HMAC-SHA256
+    with ``EVSTORE_SIGNING_KEY``."""
+    if signer is None:
+        signer = chain.HmacKey(_signing_key())
     max_pos = store.max_position()
-    count, n_streams, root = _state_at(store, max_pos)
-    digest = {"format": "evstore.checkpoint.v1", "event_count": count, "stream_count": n_streams,
-              "max_position": max_pos, "merkle_root": root, "created_at": utcnow()}
-    return {**digest, "signature": chain.sign(digest, key)}
+    state = log_state(store, max_pos)
+    payload = {"format": FORMAT, "store_id": store.store_id(), "event_count": state.event_count,
+               "stream_count": state.stream_count, "max_position": max_pos, "merkle_root": state.merkle_root,
+               "order_digest": state.order_digest, "created_at": utcnow(), "algorithm": signer.algorithm,
+               "key_id": signer.key_id}
+    return {**payload, "signature": signer.sign(chain.canonical(payload))}
 
 
-def check_checkpoint(store: EventStore, checkpoint: dict[str, Any]) -> list[Failure]:
-    """Failures if the log no longer contains exactly what the checkpoint signed."""
-    key = _signing_key()
+def _checked_int(checkpoint: dict[str, Any], key: str, hi: int) -> int:
+    value = checkpoint.get(key)
+    if type(value) is not int or not 0 <= value <= hi:
+        raise IntegrityViolation(f'Checkpoint is malformed: "{key}" must be an integer from 0 to {hi}, '
+                                 f"got {str(value)[:40]}.")
+    return value
+
+
+def check_checkpoint(store: EventStore, checkpoint: dict[str, Any],
+                     verifier: chain.Verifier | None = None) -> list[Failure]:
+    """Failures if the log no longer contains exactly what the checkpoint signed.
+
+    ``verifier``: an Ed25519 public key (:func:`chain.load_public_key`) for checkpoints signed
+    with one; default HMAC-SHA256 with ``EVSTORE_SIGNING_KEY``."""
+    fmt = checkpoint.get("format")
+    if fmt not in (FORMAT, FORMAT_V1):
+        raise IntegrityViolation(f'Checkpoint format {str(fmt)[:40]!r} is not one evstore knows ({FORMAT}).')
+    algorithm = checkpoint.get("algorithm", chain.HmacKey.algorithm)
+    if verifier is None:
+        if algorithm != chain.HmacKey.algorithm:
+            raise EvstoreError(f"The checkpoint is signed with {str(algorithm)[:20]}; pass its public key "
+                               "(--public-key).")
+        verifier = chain.HmacKey(_signing_key())
+    elif algorithm != verifier.algorithm:
+        return [Failure("*", 0, "checkpoint", f"signed with {str(algorithm)[:20]}, not with the "
+                        f"{verifier.algorithm} key given")]
     sig = checkpoint.get("signature", "")
-    digest = {k: v for k, v in checkpoint.items() if k != "signature"}
-    if not isinstance(sig, str) or not chain.signature_ok(digest, sig, key):
+    payload = {k: v for k, v in checkpoint.items() if k != "signature"}
+    message = chain.canonical(payload) if fmt == FORMAT else chain.legacy_encoding(payload)
+    if not isinstance(sig, str) or not verifier.verify(message, sig):
         return [Failure("*", 0, "checkpoint", "signature does not verify (wrong key or edited checkpoint)")]
-    try:
-        max_pos = int(checkpoint["max_position"])
-        count, _, root = _state_at(store, max_pos)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise IntegrityViolation(f"Checkpoint is malformed: {exc!r}") from exc
+    # Signed by a key we trust, yet still data: check its shape before using it.
+    max_pos = _checked_int(checkpoint, "max_position", MAX_POSITION)
+    expected_count = _checked_int(checkpoint, "event_count", MAX_POSITION)
     out = []
-    if count != checkpoint["event_count"]:
-        out.append(Failure("*", 0, "checkpoint", f"{checkpoint['event_count']} events up to position {max_pos} "
-                           f"were signed, {count} are stored (history truncated or inserted)"))
-    if root != checkpoint["merkle_root"]:
+    store_id = checkpoint.get("store_id")
+    if store_id is not None and store_id != store.store_id():
+        out.append(Failure("*", 0, "checkpoint", f"signed for store {str(store_id)[:36]}, this is store "
+                           f"{store.store_id()} (another or a recreated store)"))
+    state = log_state(store, max_pos)
+    if state.event_count != expected_count:
+        out.append(Failure("*", 0, "checkpoint", f"{expected_count} events up to position {max_pos} "
+                           f"were signed, {state.event_count} are stored (history truncated or inserted)"))
+    if state.merkle_root != checkpoint.get("merkle_root"):
         out.append(Failure("*", 0, "checkpoint", "Merkle root over stream heads differs (history rewritten)"))
+    if fmt == FORMAT and state.order_digest != checkpoint.get("order_digest"):
+        out.append(Failure("*", 0, "checkpoint", "the global order of events differs (positions changed, "
+                           "events moved, inserted or removed)"))
     return out

@@ -1,4 +1,4 @@
-"""Projections: replay and snapshots, runs index, analytics, metrics, reports.
+"""Projections: replay, runs index, analytics, metrics, reports.
 
 For notebooks and scripts, one call gives DuckDB with every analytics view registered::
 

@@ -1,11 +1,13 @@
-"""Live replay: fold a stream through its dialect's ``evolve`` from the newest snapshot.
+"""Live replay: fold a stream through its dialect's ``evolve`` from the newest cached document.
 
     >>> result = replay(store, "PROJ-1", upto_version=12)
     >>> result.doc["currentPhase"]
 
-Cost grows with the events since the nearest snapshot: after folding more than
-``SNAPSHOT_EVERY`` events past it, replay stores a new snapshot.  Events are streamed in
-batches, so memory stays proportional to the document, not to the history.
+Cost grows with the events since the nearest usable cache row: after folding more than
+``CACHE_EVERY`` events past it, replay caches the document (``eventstore.replay_cache``; a row
+that disagrees with the log is never used).  A caller that cannot write (a read-only database
+role) still replays, without caching.  Events are streamed in batches, so memory stays
+proportional to the document, not to the history.
 """
 
 from __future__ import annotations
@@ -14,14 +16,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from eventstore import chain, documents, snapshots
+from eventstore import chain, documents, replay_cache
 from eventstore.dialects import Dialect, get_dialect
 from eventstore.errors import EvstoreError, StreamNotFound
 from eventstore.ingest import raw_bytes
 from eventstore.store import EventStore, iso
 from projections.runs import find_streams_by_task
 
-SNAPSHOT_EVERY = 200
+CACHE_EVERY = 200
 _UNFOLDED: Any = object()  # replay_raw's "no document given" (None is a document)
 
 
@@ -67,7 +69,7 @@ def _version_at(store: EventStore, stream_pk: int, stream_version: int, at: date
 
 
 def replay(store: EventStore, stream_id: str, *, upto_version: int | None = None,
-           at: datetime | str | None = None, use_snapshots: bool = True) -> ReplayResult:
+           at: datetime | str | None = None, use_cache: bool = True) -> ReplayResult:
     """The document of ``stream_id`` at ``upto_version`` (or time ``at``; default: latest)."""
     head = store.stream_head(stream_id)
     if head is None:
@@ -79,11 +81,11 @@ def replay(store: EventStore, stream_id: str, *, upto_version: int | None = None
     if target < 0 or target > stream_version:
         raise EvstoreError(f'Stream "{stream_id}" has versions 1..{stream_version}; there is no version {target}.')
     dialect = get_dialect(dialect_name or "generic")
-    doc, last, folded = snapshots.fold(store, stream_pk, dialect, target,
-                                       use_snapshots=use_snapshots and target > SNAPSHOT_EVERY)
-    if use_snapshots and folded > SNAPSHOT_EVERY and last is not None:
-        try:  # a cache: losing a race with another writer must not fail the read
-            snapshots.save(store, stream_pk, snapshots.snapshot_name(dialect), last[0], last[1], doc)
+    doc, last, folded = replay_cache.fold(store, stream_pk, dialect, target,
+                                          use_cache=use_cache and target > CACHE_EVERY)
+    if use_cache and folded > CACHE_EVERY and last is not None:
+        try:  # a cache: losing a race with another writer, or having no right to write, must not fail the read
+            replay_cache.save(store, stream_pk, replay_cache.cache_name(dialect), last, doc)
         except Exception:  # noqa: BLE001
             pass
     return ReplayResult(stream_id, dialect.name, target, stream_version, doc)

@@ -9,7 +9,7 @@ Keeping ``describe`` current needs the current document.  The projection keeps a
 of folded documents keyed by stream and validated against the hash chain: a cached entry is
 used only if the batch's first event extends it (same version + 1 and ``prev_hash`` equal to
 the cached head), so a rolled-back append or a write by another process can never leave a stale
-document in use; on a miss the stream is folded from its newest replay snapshot and the log,
+document in use; on a miss the stream is folded from its newest usable replay-cache row and the log,
 inside the same transaction.
 
     >>> store = IndexedEventStore(url)            # appends keep proj_runs current
@@ -31,7 +31,7 @@ from typing import Any
 
 from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, SmallInteger, String, Table, or_, select
 
-from eventstore import codec, documents, snapshots
+from eventstore import codec, documents, replay_cache
 from eventstore.backends import Backend
 from eventstore.dialects import Dialect, get_dialect
 from eventstore.errors import EvstoreError
@@ -145,8 +145,8 @@ class RunsIndex(engine.Projection):
         entry.version, entry.head = e.version, e.hash
 
     def _load(self, cur: Any, be: Backend, e: RecordedEvent, dialect: str | None) -> _Doc:
-        """The stream's document just before ``e`` (cache miss): folded from its newest replay
-        snapshot, through the append transaction's own cursor."""
+        """The stream's document just before ``e`` (cache miss): folded from its newest usable
+        replay-cache row, through the append transaction's own cursor."""
         cur.execute(be.sql_stream_head, (e.stream_id,))
         row = cur.fetchone()
         name = dialect or (row[2] if row else None)
@@ -154,10 +154,10 @@ class RunsIndex(engine.Projection):
         if entry.lens is None or row is None or e.version <= 1:
             return entry  # nothing to fold (no dialect: the row is not described anyway)
         start = 0
-        cur.execute(be.sql_latest_snapshot, (row[0], snapshots.snapshot_name(entry.lens), e.version - 1))
-        snap = cur.fetchone()
-        if snap is not None:
-            start, entry.doc = int(snap[0]), snapshots.decode_state(snap[1])
+        cur.execute(be.sql_latest_cache, (row[0], replay_cache.cache_name(entry.lens), e.version - 1))
+        cached = replay_cache.usable(cur.fetchone())
+        if cached is not None:
+            start, entry.doc = cached
         cur.execute(be.sql_read_payloads, (row[0], start, e.version - 1))
         evolve = entry.lens.evolve
         try:

@@ -141,18 +141,18 @@ def test_friday_real_history_replays_exactly(run, corpus: Path) -> None:  # type
     assert r.exit_code == 1 and "status-not-in-enum" in r.output
 
 
-def test_replay_uses_snapshots(store: EventStore, tmp_path: Path) -> None:
+def test_replay_uses_the_cache(store: EventStore, tmp_path: Path) -> None:
     from eventstore.dialects.base import Snapshot
     from eventstore.ingest import Ingestor
 
     ing = Ingestor(store, get_dialect("generic"))
-    for i in range(rp.SNAPSHOT_EVERY + 50):
+    for i in range(rp.CACHE_EVERY + 50):
         ing.ingest(Snapshot(doc={"taskId": "LONG", "i": i, "log": list(range(i % 7))}))
-    full = rp.replay(store, "LONG", use_snapshots=False)
-    first = rp.replay(store, "LONG")  # folds everything, then stores a snapshot
-    from eventstore import snapshots
+    full = rp.replay(store, "LONG", use_cache=False)
+    first = rp.replay(store, "LONG")  # folds everything, then caches the document
+    from eventstore import replay_cache
 
-    assert snapshots.latest(store, "LONG", "replay.generic.v1") is not None
+    assert replay_cache.latest(store, "LONG", "replay.generic.v1") is not None
     second = rp.replay(store, "LONG")
     assert documents.same(first.doc, full.doc) and documents.same(second.doc, full.doc)
     mid = rp.replay(store, "LONG", upto_version=10)
@@ -209,19 +209,19 @@ def test_ambiguous_task_id_lists_candidates(run, tmp_path: Path) -> None:  # typ
     assert json.loads(run("replay", "T-7#2", "--json").output)["attempt"] == 2
 
 
-def test_snapshots_of_an_older_lens_are_ignored(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cache_rows_of_an_older_lens_are_ignored(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
     from eventstore.dialects.base import Snapshot
     from eventstore.ingest import Ingestor
 
     d = get_dialect("generic")
     ing = Ingestor(store, d)
-    for i in range(rp.SNAPSHOT_EVERY + 10):
+    for i in range(rp.CACHE_EVERY + 10):
         ing.ingest(Snapshot(doc={"taskId": "LENS", "i": i}))
-    rp.replay(store, "LENS")  # saves a snapshot under the current lens version
-    from eventstore import snapshots
+    rp.replay(store, "LENS")  # caches under the current lens version
+    from eventstore import replay_cache
 
-    assert snapshots.latest(store, "LENS", "replay.generic.v1") is not None
+    assert replay_cache.latest(store, "LENS", "replay.generic.v1") is not None
     monkeypatch.setattr(type(d), "lens_version", 2)
-    assert snapshots.latest(store, "LENS", "replay.generic.v2") is None
-    assert rp.replay(store, "LENS").doc == {"taskId": "LENS", "i": rp.SNAPSHOT_EVERY + 9}
-    assert snapshots.latest(store, "LENS", "replay.generic.v2") is not None
+    assert replay_cache.latest(store, "LENS", "replay.generic.v2") is None
+    assert rp.replay(store, "LENS").doc == {"taskId": "LENS", "i": rp.CACHE_EVERY + 9}
+    assert replay_cache.latest(store, "LENS", "replay.generic.v2") is not None

@@ -40,7 +40,7 @@ def test_every_version_replays_exactly(store: EventStore, dialect_name: str) -> 
                 expected[r.version] = documents.copy(snap.doc)  # type: ignore[attr-defined]
         assert stream is not None and expected
         for version, doc in expected.items():
-            got = replay(store, stream, upto_version=version, use_snapshots=False).doc
+            got = replay(store, stream, upto_version=version, use_cache=False).doc
             assert documents.same(got, doc), (stream, version)
         # domain events, not just document patches, explain the run
         types = {e.type for e in store.read_stream(stream)}

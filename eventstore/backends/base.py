@@ -33,18 +33,23 @@ class Backend(abc.ABC):
             "SELECT (SELECT COALESCE(MAX(position), 0) FROM events), s.stream_pk, s.version, s.head_hash "
             f"FROM (SELECT 1 AS one) x LEFT JOIN streams s ON s.stream_id = {p}"
         )
-        self.sql_insert_snapshot = (
-            f"INSERT INTO snapshots (stream_pk, name, version, position, state, created_at) "
-            f"VALUES ({p}, {p}, {p}, {p}, {p}, {p}) ON CONFLICT (stream_pk, name, version) DO NOTHING"
+        # A cache row takes the position and hash of the event at its version from the log itself.
+        self.sql_insert_cache = (
+            "INSERT INTO replay_cache (stream_pk, name, version, position, event_hash, state, state_sha256, "
+            f"created_at) SELECT {p}, {p}, version, position, hash, {p}, {p}, {p} FROM events "
+            f"WHERE stream_pk = {p} AND version = {p} ON CONFLICT (stream_pk, name, version) DO NOTHING"
         )
         self.sql_stream_head = f"SELECT stream_pk, version, dialect FROM streams WHERE stream_id = {p}"
         self.sql_read_payloads = (
             "SELECT position, version, type, schema_version, data, occurred_at, recorded_at FROM events "
             f"WHERE stream_pk = {p} AND version > {p} AND version <= {p} ORDER BY version"
         )
-        self.sql_latest_snapshot = (
-            f"SELECT version, state FROM snapshots WHERE stream_pk = {p} AND name = {p} AND version <= {p} "
-            "ORDER BY version DESC LIMIT 1"
+        # The newest cache row at or below a version, with the hash the log has at its version
+        # (replay_cache.usable decides whether the row agrees with the log).
+        self.sql_latest_cache = (
+            "SELECT c.version, c.state, c.state_sha256, c.event_hash, e.hash FROM replay_cache c "
+            "LEFT JOIN events e ON e.stream_pk = c.stream_pk AND e.version = c.version "
+            f"WHERE c.stream_pk = {p} AND c.name = {p} AND c.version <= {p} ORDER BY c.version DESC LIMIT 1"
         )
         sel = ("SELECT e.position, s.stream_id, e.version, e.event_id, e.type, e.schema_version, "
                "e.data, e.meta, e.occurred_at, e.recorded_at, e.prev_hash, e.hash "
@@ -69,7 +74,7 @@ class Backend(abc.ABC):
         """Start a transaction holding the store-wide append lock."""
 
     def begin_plain_write(self, raw: Any) -> None:
-        """Start a write transaction that does not take the append lock (caches, snapshots)."""
+        """Start a write transaction that does not take the append lock (caches)."""
 
     def commit(self, raw: Any) -> None:
         raw.commit()

@@ -1,4 +1,4 @@
-"""Log commands: init, db, append, log, verify, checkpoint."""
+"""Log commands: init, db, append, log, verify, checkpoint, keygen."""
 
 from __future__ import annotations
 
@@ -181,25 +181,39 @@ def append(ctx: click.Context, stream: str | None, type_: str | None, data: str 
 @click.argument("stream", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable report.")
 @click.option("--checkpoint", "checkpoint", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Also check a signed checkpoint (needs EVSTORE_SIGNING_KEY).")
+              help="Also check a signed checkpoint (HMAC: needs EVSTORE_SIGNING_KEY; Ed25519: --public-key).")
+@click.option("--public-key", "public_key", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The Ed25519 public key (PEM) an Ed25519 checkpoint was signed for.")
 @click.pass_context
-def verify(ctx: click.Context, stream: str | None, as_json: bool, checkpoint: Path | None) -> None:
-    """Recompute every hash chain (or STREAM's); exit 1 naming what fails."""
+def verify(ctx: click.Context, stream: str | None, as_json: bool, checkpoint: Path | None,
+           public_key: Path | None) -> None:
+    """Recompute every hash chain (or STREAM's) and check the replay cache; exit 1 naming what fails."""
+    from eventstore import chain
     from eventstore import verify as v
 
-    store = open_store(ctx)
-    report = v.verify(store, stream)
+    if public_key is not None and checkpoint is None:
+        raise click.UsageError("--public-key checks a --checkpoint; pass one.")
+    verifier = chain.load_public_key(public_key) if public_key is not None else None
+    cp = None
     if checkpoint is not None:
-        cp = codec.parse_json_text(checkpoint.read_bytes(), str(checkpoint))
+        try:
+            raw = checkpoint.read_bytes()
+        except OSError as exc:
+            raise EvstoreError(f"Cannot read {checkpoint}: {exc.strerror}.") from exc
+        cp = codec.parse_json_text(raw, str(checkpoint))
         if type(cp) is not dict:
             raise InvalidEvent(f"{checkpoint}: a checkpoint is a JSON object.")
-        report.failures.extend(v.check_checkpoint(store, cp))
+    store = open_store(ctx)
+    report = v.verify(store, stream)
+    if cp is not None:
+        report.failures.extend(v.check_checkpoint(store, cp, verifier))
         report.checkpoint = {"file": str(checkpoint), "ok": report.ok}
     if as_json:
         _echo_json(report.to_dict())
     elif report.ok:
         extra = f"; checkpoint {checkpoint} holds" if checkpoint else ""
-        click.echo(f"verified {report.streams} streams, {report.events} events: all hash chains intact{extra}")
+        click.echo(f"verified {report.streams} streams, {report.events} events, {report.cached} cached documents: "
+                   f"all hash chains intact{extra}")
     else:
         for f in report.failures:
             click.echo(f"FAIL {f}", err=True)
@@ -212,16 +226,33 @@ def verify(ctx: click.Context, stream: str | None, as_json: bool, checkpoint: Pa
 @cli.command()
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Where to write the signed checkpoint (keep it away from the store).")
+@click.option("--key-file", "key_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Sign with this Ed25519 private key (PEM, from `evstore keygen`) instead of HMAC.")
 @click.pass_context
-def checkpoint(ctx: click.Context, out: Path) -> None:
-    """Write an HMAC-signed digest of the log (key: EVSTORE_SIGNING_KEY)."""
+def checkpoint(ctx: click.Context, out: Path, key_file: Path | None) -> None:
+    """Write a signed digest of the log (Ed25519 with --key-file, else HMAC with EVSTORE_SIGNING_KEY)."""
+    from eventstore import chain
     from eventstore import verify as v
 
+    signer = chain.load_private_key(key_file) if key_file is not None else None
     store = open_store(ctx)
-    cp = v.make_checkpoint(store)
+    cp = v.make_checkpoint(store, signer)
     try:
         out.write_text(json.dumps(cp, indent=2) + "\n")
     except OSError as exc:
         raise EvstoreError(f"Cannot write {out}: {exc.strerror}.") from exc
     click.echo(f"checkpoint: {cp['event_count']} events, {cp['stream_count']} streams, "
-               f"max position {cp['max_position']}, root {cp['merkle_root'][:16]}… -> {out}")
+               f"max position {cp['max_position']}, root {cp['merkle_root'][:16]}…, {cp['algorithm']} -> {out}")
+
+
+@cli.command()
+@click.option("--out", "prefix", type=click.Path(dir_okay=False, path_type=Path), required=True, metavar="PREFIX",
+              help="Write PREFIX.key (private, mode 0600) and PREFIX.pub.")
+def keygen(prefix: Path) -> None:
+    """Create an Ed25519 key pair for signing checkpoints (PREFIX.key, PREFIX.pub)."""
+    from eventstore import chain
+
+    key_path, pub_path = chain.generate_keypair(prefix)
+    click.echo(f"private key {key_path} (mode 0600: keep it with whoever takes checkpoints)")
+    click.echo(f"public key  {pub_path} (give it to auditors: `evstore verify --checkpoint FILE --public-key "
+               f"{pub_path}`)")

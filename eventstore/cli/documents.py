@@ -114,9 +114,12 @@ def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, inte
 @click.option("--check", "check", is_flag=True, help="List the dialect's validation findings (exit 1 if any).")
 @click.option("--restore", "restore", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write the files the document records into this directory (taskflow folders).")
+@click.option("--no-cache", "no_cache", is_flag=True,
+              help="Fold every event; neither read nor write the replay cache.")
 @click.pass_context
 def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_json: bool, raw: bool,
-           diff: tuple[int, int] | None, schema: str | None, check: bool, restore: Path | None) -> None:
+           diff: tuple[int, int] | None, schema: str | None, check: bool, restore: Path | None,
+           no_cache: bool) -> None:
     """Rebuild TASK's state document (a stream id or a task id)."""
     import sys
 
@@ -139,7 +142,7 @@ def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_j
             iso(at)  # the parser the store reads times with
         except InvalidEvent:
             raise click.BadParameter(f'"{at}" is not an ISO-8601 time', param_hint="--at") from None
-    result = rp.replay(store, sid, upto_version=upto, at=at)
+    result = rp.replay(store, sid, upto_version=upto, at=at, use_cache=not no_cache)
     if restore is not None:
         written = _dialect(result.dialect).restore(result.doc, restore)
         for path in written:

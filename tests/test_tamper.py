@@ -1,0 +1,385 @@
+"""Tamper evidence, class by class: rows are altered behind the store's back (the append-only
+triggers dropped first) and `verify` / `verify --checkpoint` must name what each check catches,
+on SQLite and on PostgreSQL.  The README's Guarantees table is this matrix in prose."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from eventstore import chain, codec, replay_cache
+from eventstore.dialects import get_dialect
+from eventstore.errors import ConcurrencyError
+from eventstore.store import EventStore, NewEvent
+from eventstore.verify import check_checkpoint, make_checkpoint, verify
+from projections import replay as rp
+
+KEY = "tamper-k3y"
+#: (stream, version, class) of each failure, sorted.
+Found = list[tuple[str, int, str]]
+
+
+def _exec(store: EventStore, sql: str, **params: object) -> None:
+    with store.engine.begin() as conn:
+        conn.execute(text(sql), params)
+
+
+def _drop_triggers(store: EventStore) -> None:
+    if store.engine.dialect.name == "sqlite":
+        _exec(store, "DROP TRIGGER events_no_update")
+        _exec(store, "DROP TRIGGER events_no_delete")
+    else:
+        _exec(store, "DROP TRIGGER events_no_update_delete ON events")
+        _exec(store, "DROP TRIGGER events_no_truncate ON events")
+
+
+def _pk(stream: str) -> str:
+    return f"(SELECT stream_pk FROM streams WHERE stream_id = '{stream}')"
+
+
+def _where(stream: str, version: int) -> str:
+    return f"stream_pk = {_pk(stream)} AND version = {version}"
+
+
+def _patch(n: int) -> NewEvent:
+    return NewEvent("document.patched", {"ops": [{"op": "replace", "path": "/n", "value": n}]})
+
+
+@pytest.fixture
+def log(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[EventStore, dict[str, Any]]]:
+    """Streams A (versions 1-4 at positions 1, 2, 4, 7) and B (1-3 at 3, 5, 6), cached documents
+    at A@2 and B@2, and an HMAC checkpoint over all of it; then the triggers are dropped."""
+    monkeypatch.setenv("EVSTORE_SIGNING_KEY", KEY)
+    observed = NewEvent("document.observed", {"doc": {"n": 0, "who": "a"}})
+    store.append("A", [observed, _patch(1)], dialect="generic")
+    store.append("B", [NewEvent("document.observed", {"doc": {"n": 10}})], dialect="generic")
+    store.append("A", [NewEvent("document.patched", {"ops": [{"op": "replace", "path": "/n", "value": 2}]},
+                                meta={"source": "x"}, occurred_at="2025-01-01T00:00:00Z")])
+    store.append("B", [_patch(11), _patch(12)])
+    store.append("A", [_patch(3)])
+    generic = get_dialect("generic")
+    for sid in ("A", "B"):
+        info = store.stream_info(sid)
+        assert info is not None
+        doc, _, _ = replay_cache.fold(store, info[0], generic, 2, use_cache=False)
+        replay_cache.save(store, info[0], replay_cache.cache_name(generic), 2, doc)
+    cp = make_checkpoint(store)
+    assert (cp["event_count"], cp["stream_count"], cp["max_position"]) == (7, 2, 7)
+    report = verify(store)
+    assert report.ok and (report.streams, report.events, report.cached) == (2, 7, 2)
+    assert check_checkpoint(store, cp) == []
+    _drop_triggers(store)
+    yield store, cp
+
+
+def _found(failures: list[Any]) -> Found:
+    return sorted((f.stream_id, f.version, f.field_class) for f in failures)
+
+
+def _rechain(store: EventStore, stream: str, forge: dict[int, bytes]) -> None:
+    """What an attacker with write access does: rewrite ``stream``'s events (data of the versions in
+    ``forge``), recompute every digest and hash to the end and the head, drop its cache rows."""
+    prev = chain.GENESIS
+    for e in store.read_stream(stream):
+        data = forge.get(e.version, e.data)
+        dsha, msha = chain.digest(data), chain.digest(e.meta)
+        h = chain.event_hash(prev, stream, e.version, e.event_id, e.type, e.schema_version, e.occurred_at,
+                             e.recorded_at, dsha, msha)
+        _exec(store, "UPDATE events SET data = :d, data_sha256 = :ds, prev_hash = :p, hash = :h WHERE event_id = :id",
+              d=data, ds=dsha, p=prev, h=h, id=e.event_id)
+        prev = h
+    _exec(store, "UPDATE streams SET head_hash = :h WHERE stream_id = :s", h=prev, s=stream)
+    _exec(store, f"DELETE FROM replay_cache WHERE stream_pk = {_pk(stream)}")
+
+
+def _swap_positions(store: EventStore, a: int, b: int) -> None:
+    _exec(store, "UPDATE events SET position = -1 WHERE position = :a", a=a)
+    _exec(store, "UPDATE events SET position = :a WHERE position = :b", a=a, b=b)
+    _exec(store, "UPDATE events SET position = :b WHERE position = -1", b=b)
+
+
+def _swap_contents(store: EventStore) -> None:
+    rows = {}
+    with store.engine.connect() as conn:
+        for sid, version in (("A", 3), ("B", 3)):
+            rows[sid] = conn.execute(text(f"SELECT data, data_sha256 FROM events WHERE {_where(sid, version)}")).one()
+    for sid, other in (("A", "B"), ("B", "A")):
+        _exec(store, f"UPDATE events SET data = :d, data_sha256 = :s WHERE {_where(sid, 3)}",
+              d=bytes(rows[other][0]), s=bytes(rows[other][1]))
+
+
+def _forge_cache(store: EventStore, recompute_digest: bool) -> None:
+    state = replay_cache.encode_state({"n": 999, "who": "mallory"})
+    sets = "state = :st, state_sha256 = :sh" if recompute_digest else "state = :st"
+    _exec(store, f"UPDATE replay_cache SET {sets} WHERE {_where('A', 2)}", st=state, sh=chain.digest(state))
+
+
+_FORGED = b'{"ops":[{"op":"replace","path":"/n","value":-1}]}'
+_NO_VERIFY_FAILURE: Found = []
+
+#: class -> (tamper, what `verify` reports, whether the checkpoint itself catches it)
+CASES: dict[str, tuple[Callable[[EventStore], None], Found, bool]] = {
+    "payload": (lambda s: _exec(s, f"UPDATE events SET data = :d WHERE {_where('A', 3)}", d=_FORGED),
+                [("A", 3, "data")], False),
+    "payload, digest recomputed": (
+        lambda s: _exec(s, f"UPDATE events SET data = :d, data_sha256 = :h WHERE {_where('A', 3)}",
+                        d=_FORGED, h=chain.digest(_FORGED)), [("A", 3, "header")], False),
+    "meta": (lambda s: _exec(s, f"UPDATE events SET meta = :m WHERE {_where('A', 3)}", m=b'{"source":"y"}'),
+             [("A", 3, "meta")], False),
+    "meta, digest recomputed": (
+        lambda s: _exec(s, f"UPDATE events SET meta = :m, meta_sha256 = :h WHERE {_where('A', 3)}",
+                        m=b'{"source":"y"}', h=chain.digest(b'{"source":"y"}')), [("A", 3, "header")], False),
+    "type": (lambda s: _exec(s, f"UPDATE events SET type = 'document.observed' WHERE {_where('A', 3)}"),
+             [("A", 3, "header")], False),
+    "recorded_at": (lambda s: _exec(s, f"UPDATE events SET recorded_at = '2020-01-01T00:00:00.000000Z' "
+                                       f"WHERE {_where('A', 3)}"), [("A", 3, "header")], False),
+    "event id": (lambda s: _exec(s, "UPDATE events SET event_id = '00000000-0000-4000-8000-000000000000' "
+                                    f"WHERE {_where('A', 3)}"), [("A", 3, "header")], False),
+    "prev_hash": (lambda s: _exec(s, f"UPDATE events SET prev_hash = hash WHERE {_where('A', 3)}"),
+                  [("A", 3, "link")], False),
+    "stream id": (lambda s: _exec(s, "UPDATE streams SET stream_id = 'A2' WHERE stream_id = 'A'"),
+                  [("A2", 1, "header")], True),
+    "version": (lambda s: _exec(s, f"UPDATE events SET version = 5 WHERE {_where('A', 4)}"),
+                [("A", 5, "sequence")], True),
+    "schema_version": (lambda s: _exec(s, f"UPDATE events SET schema_version = 2 WHERE {_where('A', 3)}"),
+                       [("A", 3, "header")], False),
+    "occurred_at": (lambda s: _exec(s, "UPDATE events SET occurred_at = '2025-01-02T00:00:00.000000Z' "
+                                       f"WHERE {_where('A', 3)}"), [("A", 3, "header")], False),
+    "swapped contents": (_swap_contents, [("A", 3, "header"), ("B", 3, "header")], False),
+    "middle delete": (lambda s: _exec(s, f"DELETE FROM events WHERE {_where('A', 3)}"),
+                      [("A", 4, "sequence")], True),
+    "tail truncation": (lambda s: _exec(s, f"DELETE FROM events WHERE {_where('A', 4)}"), [("A", 3, "head")], True),
+    "tail truncation, head rewritten": (
+        lambda s: (_exec(s, f"DELETE FROM events WHERE {_where('A', 4)}"),
+                   _exec(s, "UPDATE streams SET version = 3, head_hash = (SELECT hash FROM events WHERE "
+                            f"{_where('A', 3)}) WHERE stream_id = 'A'")), _NO_VERIFY_FAILURE, True),
+    "stream deleted": (
+        lambda s: (_exec(s, f"DELETE FROM replay_cache WHERE stream_pk = {_pk('B')}"),
+                   _exec(s, f"DELETE FROM events WHERE stream_pk = {_pk('B')}"),
+                   _exec(s, "DELETE FROM streams WHERE stream_id = 'B'")), _NO_VERIFY_FAILURE, True),
+    "forged and re-chained: middle": (lambda s: _rechain(s, "A", {3: _FORGED}), _NO_VERIFY_FAILURE, True),
+    "forged and re-chained: one stream": (
+        lambda s: _rechain(s, "A", {1: b'{"doc":{"n":0,"who":"mallory"}}'}), _NO_VERIFY_FAILURE, True),
+    "forged and re-chained: all streams": (
+        lambda s: (_rechain(s, "A", {1: b'{"doc":{"n":0,"who":"mallory"}}'}),
+                   _rechain(s, "B", {1: b'{"doc":{"n":-10}}'})), _NO_VERIFY_FAILURE, True),
+    "positions swapped: one stream": (lambda s: _swap_positions(s, 2, 4), [("A", 3, "position")], True),
+    "positions swapped: two streams": (lambda s: _swap_positions(s, 4, 5), _NO_VERIFY_FAILURE, True),
+    "cache row edited": (lambda s: _forge_cache(s, False), [("A", 2, "cache")], False),
+    "cache row forged, digest recomputed": (lambda s: _forge_cache(s, True), [("A", 2, "cache")], False),
+    "cache row bound to another event": (
+        lambda s: _exec(s, f"UPDATE replay_cache SET event_hash = (SELECT hash FROM events WHERE {_where('A', 1)}) "
+                           f"WHERE {_where('A', 2)}"), [("A", 2, "cache")], False),
+    "empty table": (lambda s: _exec(s, "DELETE FROM events"),
+                    [("A", 0, "head"), ("A", 2, "cache"), ("B", 0, "head"), ("B", 2, "cache")], True),
+    "everything erased": (
+        lambda s: (_exec(s, "DELETE FROM replay_cache"), _exec(s, "DELETE FROM events"),
+                   _exec(s, "DELETE FROM streams")), _NO_VERIFY_FAILURE, True),
+    # Not tampering, and not detectable: the checkpoint covers what existed when it was taken.
+    "appended after the checkpoint": (lambda s: s.append("A", [_patch(4)]) and None, _NO_VERIFY_FAILURE, False),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_tamper_matrix(log: tuple[EventStore, dict[str, Any]], case: str) -> None:
+    store, cp = log
+    tamper, expected, checkpoint_catches = CASES[case]
+    tamper(store)
+    assert _found(verify(store).failures) == expected
+    from_checkpoint = _found(check_checkpoint(store, cp))
+    assert bool(from_checkpoint) == checkpoint_catches, from_checkpoint
+    assert {c for _, _, c in from_checkpoint} <= {"checkpoint"}
+
+
+def test_every_hashed_field_has_a_tamper_case() -> None:
+    """chain.HASHED_FIELDS names event_hash's parameters; a newly hashed field needs a case above."""
+    assert tuple(inspect.signature(chain.event_hash).parameters) == tuple(chain.HASHED_FIELDS)
+    assert set(HASHED_FIELD_CASES) == set(chain.HASHED_FIELDS)
+    assert all(CASES[case][1] for case in HASHED_FIELD_CASES.values())  # verify alone catches each
+
+
+#: parameter of chain.event_hash -> the case of CASES that alters that column alone
+HASHED_FIELD_CASES = {
+    "prev_hash": "prev_hash", "stream_id": "stream id", "version": "version", "event_id": "event id",
+    "type_": "type", "schema_version": "schema_version", "occurred_at": "occurred_at",
+    "recorded_at": "recorded_at", "data_sha": "payload, digest recomputed", "meta_sha": "meta, digest recomputed",
+}
+
+
+# ------------------------------------------------------------------ the replay cache through the CLI
+
+
+def _long_stream(store: EventStore) -> int:
+    n = rp.CACHE_EVERY + 5
+    store.append("L", [NewEvent("document.observed", {"doc": {"n": 0}})] + [_patch(i) for i in range(1, n)],
+                 dialect="generic")
+    return n
+
+
+def test_an_edited_cache_row_is_never_printed(run: Callable[..., Any], store: EventStore) -> None:
+    """Regression (issue 10, defect 2): an edited replay-cache row was printed by `replay --json`
+    and passed `verify --checkpoint`."""
+    n = _long_stream(store)
+    assert json.loads(run("replay", "L", "--json").stdout) == {"n": n - 1}  # caches L@n
+    assert replay_cache.latest(store, "L", "replay.generic.v1") is not None
+    forged = replay_cache.encode_state({"n": -1})
+    _drop_triggers(store)
+    _exec(store, f"UPDATE replay_cache SET state = :s WHERE stream_pk = {_pk('L')}", s=forged)
+    assert replay_cache.latest(store, "L", "replay.generic.v1") is None  # the row no longer counts
+    assert json.loads(run("replay", "L", "--json").stdout) == {"n": n - 1}
+    r = run("verify")
+    assert r.exit_code == 1 and f'stream "L" version {n}: cache' in r.stderr
+    # With the digest recomputed the row looks intact to replay; verify re-folds and says no.
+    _exec(store, f"UPDATE replay_cache SET state_sha256 = :h WHERE stream_pk = {_pk('L')}", h=chain.digest(forged))
+    assert json.loads(run("replay", "L", "--json", "--no-cache").stdout) == {"n": n - 1}
+    r = run("verify", "--json")
+    report = json.loads(r.stdout)
+    assert r.exit_code == 1 and [(f["stream"], f["version"], f["field"]) for f in report["failures"]] == [
+        ("L", n, "cache")]
+    assert "differs from the document folded" in report["failures"][0]["detail"]
+
+
+def test_a_cache_row_is_bound_to_the_event_at_its_version(store: EventStore) -> None:
+    n = _long_stream(store)
+    assert rp.replay(store, "L").doc == {"n": n - 1}
+    with store.engine.connect() as conn:
+        row = conn.execute(text(f"SELECT c.event_hash, e.hash, c.position, e.position, c.state, c.state_sha256 "
+                                f"FROM replay_cache c JOIN events e ON e.stream_pk = c.stream_pk AND "
+                                f"e.version = c.version WHERE c.stream_pk = {_pk('L')}")).one()
+    assert bytes(row[0]) == bytes(row[1]) and row[2] == row[3]
+    assert bytes(row[5]) == chain.digest(bytes(row[4]))
+    assert codec.decode(zlib.decompress(bytes(row[4]))) == {"n": n - 1}
+    assert verify(store).cached == 1 and verify(store).ok
+
+
+# ------------------------------------------------------------------ expected-version edges
+
+
+def test_expected_version_edges(store: EventStore) -> None:
+    with pytest.raises(ConcurrencyError) as err:
+        store.append("NEW", [_patch(1)], expected_version=1)
+    assert (type(err.value), str(err.value)) == (
+        ConcurrencyError, 'Stream "NEW" is at version 0, expected 1; re-read and retry.')
+    assert store.stream_info("NEW") is None
+    assert store.append("NEW", [_patch(1)], expected_version=0).version == 1  # 0: the stream does not exist yet
+    with pytest.raises(ConcurrencyError) as err:
+        store.append("NEW", [_patch(2)], expected_version="no stream")
+    assert (type(err.value), str(err.value)) == (
+        ConcurrencyError, 'Stream "NEW" is at version 1, expected no stream; re-read and retry.')
+    with pytest.raises(ConcurrencyError) as err:
+        store.append("NEW", [_patch(2)], expected_version=0)
+    assert str(err.value) == 'Stream "NEW" is at version 1, expected 0; re-read and retry.'
+    assert store.stream_version("NEW") == 1
+
+
+# ------------------------------------------------------------------ checkpoints through the CLI
+
+
+def _cli_checkpoint(run: Callable[..., Any], tmp_path: Path, *args: str) -> Path:
+    out = tmp_path / "cp.json"
+    r = run("checkpoint", "--out", str(out), *args)
+    assert r.exit_code == 0, r.output
+    return out
+
+
+def test_positions_swapped_across_streams_fail_the_checkpoint(
+        run: Callable[..., Any], store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression (issue 10, defect 3): swapping two events' positions went unnoticed."""
+    monkeypatch.setenv("EVSTORE_SIGNING_KEY", KEY)
+    store.append("A", [_patch(1)])
+    store.append("B", [_patch(2)])
+    cp = _cli_checkpoint(run, tmp_path)
+    _drop_triggers(store)
+    _swap_positions(store, 1, 2)
+    assert run("verify").exit_code == 0  # each stream alone is still in order
+    r = run("verify", "--checkpoint", str(cp))
+    assert r.exit_code == 1 and "the global order of events differs" in r.stderr
+
+
+def test_ed25519_checkpoints(run: Callable[..., Any], store: EventStore, tmp_path: Path,
+                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """keygen writes a private key only its owner can read; an auditor verifies with the public key."""
+    monkeypatch.delenv("EVSTORE_SIGNING_KEY", raising=False)  # no shared secret anywhere
+    prefix = tmp_path / "keys" / "audit"
+    prefix.parent.mkdir()
+    r = run("keygen", "--out", str(prefix))
+    assert r.exit_code == 0 and f"{prefix}.pub" in r.stdout
+    key, pub = Path(f"{prefix}.key"), Path(f"{prefix}.pub")
+    assert key.stat().st_mode & 0o777 == 0o600
+    assert key.read_text().startswith("-----BEGIN PRIVATE KEY-----")
+    assert pub.read_text().startswith("-----BEGIN PUBLIC KEY-----")
+    r = run("keygen", "--out", str(prefix))  # never overwrites a key
+    assert r.exit_code == 1 and r.stderr.startswith(f"Error: {key} exists")
+    store.append("A", [_patch(1), _patch(2)])
+    cp = _cli_checkpoint(run, tmp_path, "--key-file", str(key))
+    signed = json.loads(cp.read_text())
+    assert signed["algorithm"] == "ed25519" and len(signed["signature"]) == 128
+    r = run("verify", "--checkpoint", str(cp), "--public-key", str(pub))
+    assert r.exit_code == 0 and "checkpoint" in r.stdout and "holds" in r.stdout
+    # Without the public key there is nothing to check it with; with another key it fails.
+    r = run("verify", "--checkpoint", str(cp))
+    assert r.exit_code == 1 and "pass its public key (--public-key)" in r.stderr
+    assert run("keygen", "--out", str(tmp_path / "other")).exit_code == 0
+    r = run("verify", "--checkpoint", str(cp), "--public-key", str(tmp_path / "other.pub"))
+    assert r.exit_code == 1 and "signature does not verify" in r.stderr
+    # An edited checkpoint (fewer events, as after a truncation) no longer verifies.
+    cp.write_text(json.dumps({**signed, "event_count": 1}))
+    r = run("verify", "--checkpoint", str(cp), "--public-key", str(pub))
+    assert r.exit_code == 1 and "signature does not verify" in r.stderr
+    # A private key is not a public key, and a public key does not sign.
+    r = run("verify", "--checkpoint", str(cp), "--public-key", str(key))
+    assert r.exit_code == 1 and r.stderr.startswith(f"Error: {key} is not a PEM public key")
+    r = run("checkpoint", "--out", str(tmp_path / "x.json"), "--key-file", str(pub))
+    assert r.exit_code == 1 and r.stderr.startswith(f"Error: {pub} is not an unencrypted PEM private key")
+
+
+def test_hmac_checkpoint_against_a_public_key_fails(run: Callable[..., Any], store: EventStore, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVSTORE_SIGNING_KEY", KEY)
+    store.append("A", [_patch(1)])
+    cp = _cli_checkpoint(run, tmp_path)
+    assert run("verify", "--checkpoint", str(cp)).exit_code == 0
+    assert run("keygen", "--out", str(tmp_path / "k")).exit_code == 0
+    r = run("verify", "--checkpoint", str(cp), "--public-key", str(tmp_path / "k.pub"))
+    assert r.exit_code == 1 and "signed with hmac-sha256, not with the ed25519 key given" in r.stderr
+
+
+@pytest.mark.parametrize("value", [10**30, -1, "7", True, None])
+def test_a_validly_signed_absurd_checkpoint_is_an_error(run: Callable[..., Any], store: EventStore, tmp_path: Path,
+                                                        value: object) -> None:
+    """Regression (issue 10, defect 9): max_position 10**30 in a validly signed checkpoint gave a
+    traceback (OverflowError from the driver)."""
+    store.append("A", [_patch(1)])
+    assert run("keygen", "--out", str(tmp_path / "k")).exit_code == 0
+    signer = chain.load_private_key(tmp_path / "k.key")
+    payload = {k: v for k, v in make_checkpoint(store, signer).items() if k != "signature"}
+    payload["max_position"] = value
+    cp = tmp_path / "absurd.json"
+    cp.write_text(json.dumps({**payload, "signature": signer.sign(chain.canonical(payload))}))
+    r = run("verify", "--checkpoint", str(cp), "--public-key", str(tmp_path / "k.pub"))
+    assert r.exit_code == 1, r.output
+    assert r.stderr.startswith('Error: Checkpoint is malformed: "max_position" must be an integer from 0 to '), r.stderr
+
+
+def test_version_1_checkpoints_still_verify(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint written before the order digest (format v1, HMAC over the file's key order)."""
+    import hashlib
+    import hmac
+
+    monkeypatch.setenv("EVSTORE_SIGNING_KEY", KEY)
+    store.append("A", [_patch(1), _patch(2)])
+    state = make_checkpoint(store)
+    v1 = {"format": "evstore.checkpoint.v1", "event_count": 2, "stream_count": 1, "max_position": 2,
+          "merkle_root": state["merkle_root"], "created_at": state["created_at"]}
+    v1["signature"] = hmac.new(KEY.encode(), chain.legacy_encoding(v1), hashlib.sha256).hexdigest()
+    assert check_checkpoint(store, v1) == []
+    _drop_triggers(store)
+    _exec(store, f"DELETE FROM events WHERE {_where('A', 2)}")
+    assert [f.field_class for f in check_checkpoint(store, v1)] == ["checkpoint", "checkpoint"]
