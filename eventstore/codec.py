@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import sys
 from typing import Any
 
 import msgspec
@@ -120,8 +122,25 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def parse_json_text(raw: bytes | str, where: str) -> Any:
-    """Parse user JSON strictly; errors carry line and column."""
+def _position(text: str, index: int) -> tuple[int, int]:
+    """1-based (line, column) of ``text[index]``."""
+    return text.count("\n", 0, index) + 1, index - (text.rfind("\n", 0, index) + 1) + 1
+
+
+def _long_integer(text: str) -> tuple[int, str]:
+    """Where and what is wrong when ``json`` refuses an integer literal longer than
+    ``sys.get_int_max_str_digits()``.  Found after the fact: well-formed input pays nothing."""
+    limit = sys.get_int_max_str_digits()
+    m = re.search(rf"(?<![\w.])-?(\d{{{limit + 1},}})", text)
+    why = f"evstore accepts integers of at most {limit} digits (write it as a string)"
+    if m is None:  # pragma: no cover - json named a too-long integer, so one is there
+        return 0, f"an integer has more than {limit} digits; {why}."
+    return m.start(), f"an integer of {len(m.group(1))} digits; {why}."
+
+
+def parse_json_text(raw: bytes | str, where: str, *, one_line: bool = False) -> Any:
+    """Parse user JSON strictly; errors carry line and column (only the column when ``one_line``:
+    ``where`` names the line, e.g. a JSONL file's)."""
     if isinstance(raw, bytes):
         if len(raw) > config.MAX_SNAPSHOT_BYTES:
             raise InvalidEvent(f"{where}: {len(raw)} bytes exceeds the limit of {config.MAX_SNAPSHOT_BYTES}.")
@@ -131,11 +150,22 @@ def parse_json_text(raw: bytes | str, where: str) -> Any:
             raise InvalidEvent(f"{where}: not valid UTF-8 at byte {exc.start}.") from exc
     else:
         text = raw
+    if one_line:
+        text = text.rstrip("\r\n")
+
+    def at(line: int, col: int) -> str:
+        return f"{where}, column {col}" if one_line else f"{where}: line {line}, column {col}"
+
     try:
         value = json.loads(text, parse_constant=_no_constants)
     except json.JSONDecodeError as exc:
+        if one_line:
+            raise InvalidEvent(f"{at(exc.lineno, exc.colno)}: not valid JSON: {exc.msg}.") from exc
         raise InvalidEvent(f"{where}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}.") from exc
-    except ValueError as exc:  # NaN / Infinity
+    except ValueError as exc:  # NaN / Infinity, or an integer past Python's digit limit
+        if "integer string conversion" in str(exc):
+            index, why = _long_integer(text)
+            raise InvalidEvent(f"{at(*_position(text, index))}: {why}") from exc
         raise InvalidEvent(f"{where}: {exc}.") from exc
     except RecursionError as exc:
         raise InvalidEvent(f"{where}: nesting deeper than {config.MAX_DEPTH} levels.") from exc

@@ -6,6 +6,10 @@ from __future__ import annotations
 class EvstoreError(Exception):
     """Base of every error evstore raises on purpose (CLI: ``Error: ...``, exit 1)."""
 
+    #: Raised by :meth:`EventStore.append_many`: the 0-based index of the item it is about
+    #: (callers that read items from a file name the line with it).
+    item: int | None = None
+
 
 class ConcurrencyError(EvstoreError):
     """A stream was not at the expected version."""

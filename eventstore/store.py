@@ -292,23 +292,36 @@ class EventStore:
         results: dict[str, AppendResult] = {}
         with _Transaction(self, dialect) as txn:
             group: list[NewEvent] = []
+            group_items: list[int] = []  # the item index of each event in group, for errors
             group_stream: str | None = None
             group_expected: ExpectedVersion = ANY
-            for stream_id, event, expected in items:
-                if group and (stream_id != group_stream or expected is not None or len(group) >= chunk):
+
+            def flush() -> None:
+                try:
                     r = txn.add(group_stream, group, group_expected)  # type: ignore[arg-type]
-                    results[r.stream_id] = _merge(results.get(r.stream_id), r)
-                    group = []
+                except EvstoreError as exc:
+                    exc.item = group_items[exc.item or 0]  # add names an offset in group (or the stream: 0)
+                    raise
+                results[r.stream_id] = _merge(results.get(r.stream_id), r)
+
+            for index, (stream_id, event, expected) in enumerate(items):
+                if group and (stream_id != group_stream or expected is not None or len(group) >= chunk):
+                    flush()
+                    group, group_items = [], []
                 if not group:
                     group_stream, group_expected = stream_id, ANY if expected is None else expected
                 if event._client_id:
-                    dup = txn.find_duplicates(stream_id, [event])
+                    try:
+                        dup = txn.find_duplicates(stream_id, [event])
+                    except EvstoreError as exc:
+                        exc.item = index
+                        raise
                     if dup is not None:
                         continue
                 group.append(event)
+                group_items.append(index)
             if group:
-                r = txn.add(group_stream, group, group_expected)  # type: ignore[arg-type]
-                results[r.stream_id] = _merge(results.get(r.stream_id), r)
+                flush()
         return list(results.values())
 
     # -- read ---------------------------------------------------------------------
@@ -514,7 +527,9 @@ class _Transaction:
 
     def add(self, stream_id: str, batch: list[NewEvent], expected_version: ExpectedVersion) -> AppendResult:
         if not isinstance(stream_id, str) or not stream_id or len(stream_id) > 255:
-            raise InvalidEvent(f"stream id must be a non-empty string of at most 255 characters, got {stream_id!r}.")
+            got = f"{len(stream_id)} characters ({stream_id[:40]!r}…)" if isinstance(stream_id, str) and stream_id \
+                else repr(stream_id)
+            raise InvalidEvent(f"stream id must be a non-empty string of at most 255 characters, got {got}.")
         if not (expected_version in (ANY, NO_STREAM) or (type(expected_version) is int and expected_version >= 0)):
             raise InvalidEvent(f'expected_version must be "any", "no stream" or an int >= 0, got {expected_version!r}.')
         head = self._head(stream_id)
@@ -570,14 +585,16 @@ class _Transaction:
         if not any(e._client_id for e in batch):
             return batch
         out = []
-        for e in batch:
+        for offset, e in enumerate(batch):
             if e._client_id and e.event_id is not None:
                 content = (stream_id, e.type, e.data, e.meta)
                 seen = self.client_ids.get(e.event_id)
                 if seen is not None:
                     if seen != content:
-                        raise DuplicateEventId(f"Event id {e.event_id} appears twice in one append with different "
+                        exc = DuplicateEventId(f"Event id {e.event_id} appears twice in one append with different "
                                                "content; give each event its own id.")
+                        exc.item = offset
+                        raise exc
                     continue
                 self.client_ids[e.event_id] = content
             out.append(e)

@@ -796,10 +796,15 @@ def status(store: EventStore, directory: str | os.PathLike[str] | None = None) -
     high = store.max_position()
     if m is None:
         return {"name": NAME, "directory": str(out), "version": FLATTEN_VERSION, "stored_version": None,
-                "checkpoint": 0, "lag": high, "files": 0}
+                "checkpoint": 0, "lag": high, "files": 0, "updated_at": None}
+    try:  # the last refresh wrote the manifest (its mtime, as the runs index's updated_at is spelled)
+        mtime = (out / MANIFEST).stat().st_mtime
+        updated: str | None = datetime.fromtimestamp(mtime, dt.UTC).isoformat(timespec="microseconds")[:-6] + "Z"
+    except OSError:
+        updated = None
     return {"name": NAME, "directory": str(out), "version": FLATTEN_VERSION, "stored_version": m.version,
             "checkpoint": m.position, "lag": max(high - m.position, 0),
-            "files": sum(len(v) for v in m.files.values())}
+            "files": sum(len(v) for v in m.files.values()), "updated_at": updated}
 
 
 # ---------------------------------------------------------------- DuckDB

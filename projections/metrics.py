@@ -341,6 +341,31 @@ def cross_run_report(con: duckdb.DuckDBPyConnection, scope: Scope | None = None)
     return report
 
 
+def check_scope(con: duckdb.DuckDBPyConnection, scope: Scope) -> None:
+    """Raise if no run is in ``scope``, naming the filter that matches nothing and the values that
+    exist: a typo must not read as a portfolio of 0 runs (``evstore metrics``)."""
+    if scope.project is None and scope.dialect is None and scope.since is None:
+        return
+    _select(con, scope)
+    if _rows(con, "SELECT count(*) AS runs FROM sel")[0]["runs"]:
+        return
+    for option, column, value in (("--dialect", "dialect", scope.dialect), ("--project", "project", scope.project)):
+        if value is None:
+            continue
+        have = [r[0] for r in con.execute(f"SELECT DISTINCT {column} FROM runs WHERE {column} IS NOT NULL "
+                                          "ORDER BY 1").fetchall()]
+        if value not in have:
+            listed = ", ".join(have[:20]) + (f", … ({len(have)} in all)" if len(have) > 20 else "")
+            raise EvstoreError(f'No run has {option} "{value}"; '
+                               + (f"the {column}s are: {listed}." if have else f"no run records a {column}."))
+    given = " ".join(f"{o} {v}" for o, v in (("--project", scope.project), ("--dialect", scope.dialect),
+                                             ("--since", scope.since)) if v is not None)
+    latest = con.execute("SELECT max(last_event_at) FROM runs").fetchone()
+    if scope.since is not None and latest and latest[0] is not None:
+        raise EvstoreError(f"No run matches {given}; the latest activity is at {latest[0].isoformat()}.")
+    raise EvstoreError(f"No run matches {given}: each value exists, but no run has them all.")
+
+
 # ---------------------------------------------------------------- one run
 
 
@@ -388,4 +413,4 @@ def run_report(con: duckdb.DuckDBPyConnection, stream_id: str) -> Report:
     return Report(f"evstore metrics {stream_id}", {"stream": stream_id, **run[0]}, sections)
 
 
-__all__ = ["CROSS_RUN", "Report", "Scope", "Section", "cross_run_report", "run_report", "wilson"]
+__all__ = ["CROSS_RUN", "Report", "Scope", "Section", "check_scope", "cross_run_report", "run_report", "wilson"]

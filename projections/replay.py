@@ -18,13 +18,17 @@ from typing import Any
 
 from eventstore import chain, documents, replay_cache
 from eventstore.dialects import Dialect, get_dialect
-from eventstore.errors import EvstoreError, StreamNotFound
+from eventstore.errors import EvstoreError, StreamNotFound, UnknownEventType
 from eventstore.ingest import raw_bytes
 from eventstore.store import EventStore, iso
 from projections.runs import find_streams_by_task
 
 CACHE_EVERY = 200
 _UNFOLDED: Any = object()  # replay_raw's "no document given" (None is a document)
+
+
+class NoStateDocument(EvstoreError):
+    """The stream's events are not document or dialect events: there is nothing to fold."""
 
 
 @dataclass
@@ -81,8 +85,15 @@ def replay(store: EventStore, stream_id: str, *, upto_version: int | None = None
     if target < 0 or target > stream_version:
         raise EvstoreError(f'Stream "{stream_id}" has versions 1..{stream_version}; there is no version {target}.')
     dialect = get_dialect(dialect_name or "generic")
-    doc, last, folded = replay_cache.fold(store, stream_pk, dialect, target,
-                                          use_cache=use_cache and target > CACHE_EVERY)
+    try:
+        doc, last, folded = replay_cache.fold(store, stream_pk, dialect, target,
+                                              use_cache=use_cache and target > CACHE_EVERY)
+    except UnknownEventType as exc:
+        if dialect_name is not None:
+            raise
+        raise NoStateDocument(
+            f'Stream "{stream_id}" holds free-form events (recorded with `evstore append`, no dialect), so it has '
+            f"no state document to rebuild; `evstore log {stream_id}` shows its events.") from exc
     if use_cache and folded > CACHE_EVERY and last is not None:
         try:  # a cache: losing a race with another writer, or having no right to write, must not fail the read
             replay_cache.save(store, stream_pk, replay_cache.cache_name(dialect), last, doc)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -88,6 +89,8 @@ def test_checkpoint_round_trip(run, tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 def test_schema_not_at_head_tells_what_to_do(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/fresh/events.db"
+    (tmp_path / "fresh").mkdir()
+    sqlite3.connect(tmp_path / "fresh" / "events.db").close()  # a database, but no evstore schema
     r = CliRunner().invoke(register(), ["--url", url, "log", "X"])
     assert r.exit_code == 1
     assert "has no evstore schema" in r.stderr and "evstore db upgrade" in r.stderr

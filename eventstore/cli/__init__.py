@@ -57,18 +57,39 @@ def cli(ctx: click.Context, url: str | None, synchronous: str | None, traceback:
     ctx.obj.update(url=url, synchronous=synchronous, traceback=traceback)
 
 
-def open_store(ctx: click.Context, *, check_schema: bool = True) -> Any:
-    """The store for this invocation; at the schema head it keeps the runs index inline."""
+def open_store(ctx: click.Context, *, check_schema: bool = True, create: bool = False) -> Any:
+    """The store for this invocation; at the schema head it keeps the runs index inline.
+
+    Only commands that write (``create=True``: init, demo, append, ingest, watch) may create a
+    store; a read command on a SQLite file that does not exist fails before anything is made, so a
+    mistyped ``--url`` never leaves directories and an empty database behind.  ``create`` also
+    gives a database with no evstore schema at all the latest one (``evstore init``'s job).
+    """
+    from eventstore import config
     from eventstore.store import EventStore
 
     root = ctx.find_root()
     obj = root.obj
+    url = config.database_url(obj.get("url"))
+    path = config.sqlite_file(url)
+    if not create and path is not None and not path.exists():
+        raise EvstoreError(f"No store at {path}: create one with `evstore init` (or `evstore demo`), "
+                           "or point --url / EVSTORE_URL at an existing store.")
+    if create and check_schema:
+        from eventstore import migrate
+
+        bootstrap = EventStore(url, synchronous=obj.get("synchronous"), check_schema=False)
+        try:
+            if migrate.current_revision(bootstrap.engine) is None:
+                migrate.upgrade(bootstrap.engine)
+        finally:
+            bootstrap.close()
     if check_schema:
         from projections.runs import IndexedEventStore  # the CLI is the top layer
 
-        store: EventStore = IndexedEventStore(obj.get("url"), synchronous=obj.get("synchronous"))
+        store: EventStore = IndexedEventStore(url, synchronous=obj.get("synchronous"))
     else:
-        store = EventStore(obj.get("url"), synchronous=obj.get("synchronous"), check_schema=False)
+        store = EventStore(url, synchronous=obj.get("synchronous"), check_schema=False)
     root.call_on_close(store.close)
     return store
 

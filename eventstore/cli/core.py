@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from array import array
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ def init(ctx: click.Context) -> None:
     """Create the store (or bring it to the latest schema)."""
     from eventstore import migrate
 
-    store = open_store(ctx, check_schema=False)
+    store = open_store(ctx, check_schema=False, create=True)
     rev = migrate.upgrade(store.engine)
     click.echo(f"evstore ready at {store.engine.url.render_as_string(hide_password=True)} (schema {rev})")
 
@@ -96,37 +97,73 @@ def _read_data_arg(value: str) -> bytes:
     return value.encode("utf-8", "surrogateescape")
 
 
-def _batch_items(path: Path) -> Iterator[tuple[str, Any, Any]]:
-    from eventstore.store import NewEvent
+#: The keys of one ``append --batch`` line: (type, default, what it is).  ``--help`` and the
+#: README describe the format from this table.
+BATCH_KEYS: dict[str, tuple[str, str, str]] = {
+    "stream": ("string, required", "", "stream id, 1-255 characters"),
+    "type": ("string, required", "", "event type, e.g. demo.note"),
+    "data": ("object", "{}", "the event's data"),
+    "meta": ("object", "{}", "free-form metadata"),
+    "event_id": ("UUID string", "generated", "client id: a retry with the same content is a no-op"),
+    "expected_version": ('int, "any" or "no-stream"', '"any"', "checked before this line's event is written"),
+    "occurred_at": ("ISO-8601 time", "none", "when it happened at the source"),
+    "schema_version": ("int", "1", "the event's schema version"),
+}
 
-    try:
-        fh = path.open("rb")
-    except OSError as exc:
-        raise EvstoreError(f"Cannot read {path}: {exc.strerror}.") from exc
-    allowed = {"stream", "type", "data", "meta", "event_id", "expected_version", "occurred_at", "schema_version"}
-    with fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            where = f"{path}, line {lineno}"
-            obj = codec.parse_json_text(line, where)
-            if type(obj) is not dict:
-                raise InvalidEvent(f"{where}: each line must be a JSON object.")
-            unknown = set(obj) - allowed
-            if unknown:
-                raise InvalidEvent(f"{where}: unknown key(s) {', '.join(sorted(unknown))}.")
-            for key in ("stream", "type"):
-                if not isinstance(obj.get(key), str) or not obj[key]:
-                    raise InvalidEvent(f'{where}: "{key}" must be a non-empty string.')
-            try:
-                event = NewEvent(obj["type"], obj.get("data", {}), meta=obj.get("meta"),
-                                 event_id=obj.get("event_id"), occurred_at=obj.get("occurred_at"),
-                                 schema_version=obj.get("schema_version"))
-                expected = obj.get("expected_version")
-                expected = None if expected is None else _parse_expected(str(expected))
-            except (InvalidEvent, click.BadParameter) as exc:
-                raise InvalidEvent(f"{where}: {exc}") from exc
-            yield obj["stream"], event, expected
+
+class _BatchLines:
+    """The events of a JSONL file for ``append_many``, remembering each one's line number
+    (4 bytes an event) so errors the store raises about an item name the file's line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lines = array("I")
+
+    def where(self, exc: EvstoreError) -> EvstoreError:
+        """``exc`` naming the line of the item it is about (the store's errors name none)."""
+        if exc.item is None or exc.item >= len(self.lines):
+            return exc
+        return EvstoreError(f"{self.path}, line {self.lines[exc.item]}: {exc}")
+
+    def __iter__(self) -> Iterator[tuple[str, Any, Any]]:
+        from eventstore.store import NewEvent
+
+        path = self.path
+        try:
+            fh = path.open("rb")
+        except OSError as exc:
+            raise EvstoreError(f"Cannot read {path}: {exc.strerror}.") from exc
+        with fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                where = f"{path}, line {lineno}"
+                obj = codec.parse_json_text(line, where, one_line=True)
+                if type(obj) is not dict:
+                    raise InvalidEvent(f"{where}: each line must be a JSON object.")
+                unknown = set(obj) - BATCH_KEYS.keys()
+                if unknown:
+                    raise InvalidEvent(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; "
+                                       f"a line may have {', '.join(BATCH_KEYS)}.")
+                for key in ("stream", "type"):
+                    if not isinstance(obj.get(key), str) or not obj[key]:
+                        raise InvalidEvent(f'{where}: "{key}" must be a non-empty string.')
+                try:
+                    event = NewEvent(obj["type"], obj.get("data", {}), meta=obj.get("meta"),
+                                     event_id=obj.get("event_id"), occurred_at=obj.get("occurred_at"),
+                                     schema_version=obj.get("schema_version"))
+                    expected = obj.get("expected_version")
+                    expected = None if expected is None else _parse_expected(str(expected))
+                except (InvalidEvent, click.BadParameter) as exc:
+                    raise InvalidEvent(f"{where}: {exc}") from exc
+                self.lines.append(lineno)
+                yield obj["stream"], event, expected
+
+
+def _batch_help() -> str:
+    keys = "; ".join(f"{k} ({t}{', default ' + d if d else ''})" for k, (t, d, _) in BATCH_KEYS.items())
+    return ("Append a JSONL file, all-or-nothing: one JSON object per line with the keys " + keys
+            + ". Blank lines are skipped.")
 
 
 @cli.command()
@@ -137,7 +174,7 @@ def _batch_items(path: Path) -> Iterator[tuple[str, Any, Any]]:
 @click.option("--expected-version", default=None, metavar="N|any|no-stream")
 @click.option("--event-id", default=None, metavar="UUID", help="Client id: makes retries idempotent.")
 @click.option("--batch", "batch", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Append a JSONL file, all-or-nothing (one event per line).")
+              help=_batch_help())
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
 def append(ctx: click.Context, stream: str | None, type_: str | None, data: str | None, meta: str | None,
@@ -148,8 +185,12 @@ def append(ctx: click.Context, stream: str | None, type_: str | None, data: str 
     if batch is not None:
         if stream or type_ or data:
             raise click.UsageError("--batch takes no STREAM, TYPE or --data.")
-        store = open_store(ctx)
-        results = store.append_many(_batch_items(batch))
+        store = open_store(ctx, create=True)
+        lines = _BatchLines(batch)
+        try:
+            results = store.append_many(lines)
+        except EvstoreError as exc:
+            raise lines.where(exc) from exc
         n = sum(len(r.positions) for r in results)
         if as_json:
             _echo_json({"events": n, "streams": {r.stream_id: r.version for r in results}})
@@ -168,7 +209,7 @@ def append(ctx: click.Context, stream: str | None, type_: str | None, data: str 
     if meta_obj is not None and type(meta_obj) is not dict:
         raise InvalidEvent(f"--meta: must be a JSON object, got {codec.json_type(meta_obj)}.")
     event = NewEvent(type_, payload, meta=meta_obj, event_id=event_id)
-    store = open_store(ctx)
+    store = open_store(ctx, create=True)
     r = store.append(stream, [event], expected_version=expected)
     if as_json:
         _echo_json({"stream": r.stream_id, "version": r.version, "positions": r.positions, "duplicate": r.duplicate})

@@ -35,7 +35,7 @@ def ingest(ctx: click.Context, dialect: str, paths: tuple[Path, ...], stream: st
     d = _dialect(dialect)
     if not paths and not git_spec:
         raise click.UsageError("give at least one PATH or --git REPO_DIR:FILE")
-    store = open_store(ctx)
+    store = open_store(ctx, create=True)
     results = ing.ingest_git(store, d, git_spec, stream=stream) if git_spec else ing.ingest(store, d, list(paths), stream=stream)
     n = events = 0
     for r in results:
@@ -77,7 +77,7 @@ def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, inte
     from eventstore.ingest import Ingestor
 
     d = _dialect(dialect)
-    store = open_store(ctx)
+    store = open_store(ctx, create=True)
     ing = Ingestor(store, d, stream=stream)
     last: Any = object()
     click.echo(f"watching {path} ({dialect}); Ctrl-C stops", err=True)

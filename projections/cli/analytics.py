@@ -77,7 +77,7 @@ def metrics_cmd(ctx: click.Context, task: str | None, project: str | None, diale
     or with TASK the same for one run (its timeline, iterations and deltas)."""
     from projections.analytics import analytics_dir as where
     from projections.analytics import connect
-    from projections.metrics import Scope, cross_run_report, run_report
+    from projections.metrics import Scope, check_scope, cross_run_report, run_report
     from projections.report import render
 
     store = open_store(ctx)
@@ -90,7 +90,9 @@ def metrics_cmd(ctx: click.Context, task: str | None, project: str | None, diale
 
             report = run_report(con, resolve(store, task))
         else:
-            report = cross_run_report(con, Scope(project=project, dialect=dialect, since=since))
+            scope = Scope(project=project, dialect=dialect, since=since)
+            check_scope(con, scope)
+            report = cross_run_report(con, scope)
     finally:
         con.close()
     text = render(report, fmt)

@@ -182,8 +182,9 @@ def projections_status(ctx: click.Context, as_json: bool) -> None:
     pv = parquet["version"] if parquet["stored_version"] in (None, parquet["version"]) else \
         f"{parquet['stored_version']} → {parquet['version']}"
     table.add_row(parquet["name"], "async (parquet)", str(pv), str(parquet["checkpoint"]), str(parquet["lag"]),
-                  parquet["directory"])
+                  parquet["updated_at"] or "never")
     _stdout_console().print(table)
+    click.echo(f"analytics tables: {parquet['directory']}")
 
 
 @projections_group.command("rebuild")
@@ -212,7 +213,7 @@ def projections_rebuild(ctx: click.Context, name: str | None) -> None:
 @click.option("--poll", type=float, default=0.5, show_default=True, help="Seconds between polls with --follow.")
 @click.pass_context
 def projections_run(ctx: click.Context, follow: bool, poll: float) -> None:
-    """Catch every projection up to the end of the log (and keep following)."""
+    """Catch every projection up to the end of the log (with --follow, keep following it)."""
     from projections.engine import ProjectionRunner, registered
 
     store = open_store(ctx)

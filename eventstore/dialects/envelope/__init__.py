@@ -97,6 +97,15 @@ class EnvelopeDialect(Dialect):
         return simulate_run(rng, run_id=run_id, start=start)
 
 
+def _shown(value: str | bool | None) -> str:
+    """A gate value as people read it: unset is "-", never Python's None."""
+    if value is None:
+        return "-"
+    if type(value) is bool:
+        return "yes" if value else "no"
+    return str(value)
+
+
 def _t(turn: int | None) -> str:
     return f"turn {turn}" if turn is not None else "turn"
 
@@ -121,8 +130,8 @@ def summarize(event: Event) -> str:
         run = f" ({event.run_scoped} run-scoped)" if event.run_scoped else ""
         return f"blockers: {', '.join(f'{k}:{i}' for k, i in zip(event.kinds, event.ids, strict=False)) or len(event.ids)}{run}"
     if isinstance(event, GatesReported):
-        return (f"gates: verification={event.verification} review_pending={event.review_pending} "
-                f"audit_pending={event.audit_pending}")
+        return (f"gates: verification={_shown(event.verification)} review_pending={_shown(event.review_pending)} "
+                f"audit_pending={_shown(event.audit_pending)}")
     if isinstance(event, Halted):
         return "HALT — stop the whole run: " + ("; ".join(event.reasons) or f"state {event.state}")
     if isinstance(event, NoProgressDetected):

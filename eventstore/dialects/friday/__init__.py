@@ -129,7 +129,7 @@ def _summary(e: Event) -> str:  # noqa: C901 - one line per event type, flat on 
         if e.step is not UNSET:
             parts.append(f"step {e.step}")
         if e.agent is not UNSET:
-            parts.append(f"to {e.agent}")
+            parts.append(f"to {e.agent}" if e.agent is not None else "(agent cleared)")
         if e.execution_mode is not UNSET:
             parts.append(f"mode {e.execution_mode}")
         if e.total_steps is not UNSET:

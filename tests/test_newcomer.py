@@ -1,0 +1,193 @@
+"""What a newcomer trips over in the first hour: each stumble, with the exact message it now gets."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from eventstore.cli import register
+
+DEMO_RUNS = 12
+
+
+def invoke(url: str, *args: str) -> Result:
+    return CliRunner().invoke(register(), ["--url", url, *args])
+
+
+def clean_error(r: Result, message: str) -> None:
+    """Exit 1, no traceback, and exactly ``message`` on stderr."""
+    assert r.exit_code == 1, r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    assert r.stderr == f"Error: {message}\n"
+
+
+@pytest.fixture(scope="module")
+def demo_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    url = f"sqlite:///{tmp_path_factory.mktemp('demo')}/events.db"
+    r = CliRunner().invoke(register(), ["demo", "--url", url, "--runs", str(DEMO_RUNS), "--seed", "3", "--json"])
+    assert r.exit_code == 0, r.output
+    return url
+
+
+# ---------------------------------------------------------------- 1. free-form streams
+
+
+def test_replay_of_free_form_events_points_to_log(store_url: str) -> None:
+    r = invoke(store_url, "append", "PROJ-1", "demo.note", "--data", '{"text":"hello"}', "--expected-version",
+               "no-stream")
+    assert r.exit_code == 0, r.output
+    clean_error(invoke(store_url, "replay", "PROJ-1"),
+                'Stream "PROJ-1" holds free-form events (recorded with `evstore append`, no dialect), so it has '
+                "no state document to rebuild; `evstore log PROJ-1` shows its events.")
+    log = invoke(store_url, "log", "PROJ-1")
+    assert log.exit_code == 0, log.output
+    assert re.fullmatch(r'    1  \d{4}-\d\d-\d\d \d\d:\d\d:\d\d  demo\.note {31}  \{"text":"hello"\}\n', log.stdout)
+
+
+# ---------------------------------------------------------------- 5. help, status, log wording
+
+
+def test_projections_run_help_names_follow() -> None:
+    r = CliRunner().invoke(register(), ["projections", "run", "--help"])
+    text = " ".join(r.output.split())
+    assert "Catch every projection up to the end of the log (with --follow, keep following it)." in text
+
+
+def test_projections_status_last_run_is_a_time(demo_url: str) -> None:
+    assert invoke(demo_url, "query", "select 1").exit_code == 0  # builds the analytics tables
+    r = CliRunner().invoke(register(), ["--url", demo_url, "projections", "status"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    row = next(line for line in r.stdout.splitlines() if "analytics" in line and "parquet" in line)
+    last_run = row.strip("│ ").split("│")[-1].strip()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", last_run), row
+    directory = Path(demo_url.split(":///", 1)[1]).parent / "analytics"
+    assert r.stdout.splitlines()[-1] == f"analytics tables: {directory}"
+    status = json.loads(invoke(demo_url, "projections", "status", "--json").stdout)
+    assert status[-1]["updated_at"] == last_run
+
+
+def test_log_never_prints_python_none(demo_url: str) -> None:
+    runs = json.loads(invoke(demo_url, "runs", "--json").stdout)
+    assert {r["dialect"] for r in runs} == {"mapipe", "friday", "taskflow", "envelope"}
+    for r in runs:
+        out = invoke(demo_url, "log", r["stream_id"]).stdout
+        assert not re.search(r"\bNone\b", out), (r["stream_id"], [x for x in out.splitlines() if "None" in x][:3])
+
+
+def test_envelope_gates_line_reads_without_none() -> None:
+    from eventstore.dialects import get_dialect
+    from eventstore.dialects.envelope.events import GatesReported
+
+    line = get_dialect("envelope").summarize(GatesReported(gates={}, verification="green", review_pending=False))
+    assert line == "gates: verification=green review_pending=no audit_pending=-"
+
+
+# ---------------------------------------------------------------- 6. metrics filters that match nothing
+
+
+def test_metrics_unknown_dialect_or_project_lists_what_exists(demo_url: str) -> None:
+    assert invoke(demo_url, "query", "select 1").exit_code == 0  # catch the analytics up: stderr stays clean
+    clean_error(invoke(demo_url, "metrics", "--dialect", "nope"),
+                'No run has --dialect "nope"; the dialects are: envelope, friday, mapipe, taskflow.')
+    runs = json.loads(invoke(demo_url, "runs", "--json").stdout)
+    projects = ", ".join(sorted({r["project"] for r in runs if r["project"]}))
+    clean_error(invoke(demo_url, "metrics", "--project", "nope"), f'No run has --project "nope"; the projects are: '
+                                                                  f"{projects}.")
+    clean_error(invoke(demo_url, "metrics", "--since", "2999-01-01", "--no-refresh"),
+                "No run matches --since 2999-01-01; the latest activity is at "
+                + datetime.fromisoformat(max(r["last_event_at"] for r in runs)).isoformat() + ".")
+    ok = invoke(demo_url, "metrics", "--dialect", "mapipe", "--format", "json")
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["scope"]["runs"] > 0
+
+
+# ---------------------------------------------------------------- 7. read commands never create a store
+
+READ_COMMANDS = [
+    ("runs",), ("log", "T"), ("replay", "T"), ("verify",), ("checkpoint", "--out", "{tmp}/cp.json"), ("metrics",),
+    ("query", "select 1"), ("export", "--jsonl", "-"), ("projections", "status"), ("projections", "run"),
+    ("projections", "rebuild"), ("db", "current"), ("db", "check"), ("db", "upgrade"),
+]
+
+
+@pytest.mark.parametrize("args", READ_COMMANDS, ids=lambda a: " ".join(a[:2]))
+def test_read_commands_never_create_a_store(tmp_path: Path, args: tuple[str, ...]) -> None:
+    target = tmp_path / "newdir" / "x.db"
+    r = invoke(f"sqlite:///{target}", *(a.replace("{tmp}", str(tmp_path)) for a in args))
+    clean_error(r, f"No store at {target}: create one with `evstore init` (or `evstore demo`), "
+                   "or point --url / EVSTORE_URL at an existing store.")
+    assert not (tmp_path / "newdir").exists()
+
+
+@pytest.mark.parametrize("args", [("init",), ("append", "S", "t.x", "--data", "{}")], ids=lambda a: a[0])
+def test_writing_commands_create_the_store(tmp_path: Path, args: tuple[str, ...]) -> None:
+    url = f"sqlite:///{tmp_path}/newdir/x.db"
+    r = invoke(url, *args)
+    assert r.exit_code == 0, r.output
+    assert invoke(url, "verify").stdout.startswith("verified ")
+
+
+# ---------------------------------------------------------------- 9. integers longer than Python parses
+
+
+def test_a_5001_digit_integer_is_named_as_such(store_url: str, tmp_path: Path) -> None:
+    doc = tmp_path / "big.json"
+    doc.write_text('{"n": ' + "9" * 5001 + "}\n")
+    why = "an integer of 5001 digits; evstore accepts integers of at most 4300 digits (write it as a string)."
+    clean_error(invoke(store_url, "ingest", "generic", str(doc)), f"{doc}: line 1, column 7: {why}")
+    clean_error(invoke(store_url, "append", "S", "t.x", "--data", f"@{doc}"), f"--data: line 1, column 7: {why}")
+    batch = tmp_path / "b.jsonl"
+    batch.write_text('{"stream": "S", "type": "t.x"}\n{"stream": "S", "type": "t.x", "data": {"n": -'
+                     + "1" * 5001 + "}}\n")
+    clean_error(invoke(store_url, "append", "--batch", str(batch)), f"{batch}, line 2, column 46: {why}")
+
+
+# ---------------------------------------------------------------- 10. batch errors name the file's line once
+
+
+def _lines(path: Path, *objs: object, tail: str = "") -> Path:
+    path.write_text("".join(json.dumps(o) + "\n" for o in objs) + tail)
+    return path
+
+
+def test_batch_errors_name_the_line_once(store_url: str, tmp_path: Path) -> None:
+    assert invoke(store_url, "append", "taken", "t.x", "--data", "{}").exit_code == 0
+    ok = {"stream": "S", "type": "t.x"}
+    clash = _lines(tmp_path / "clash.jsonl", ok, ok, {**ok, "stream": "taken", "expected_version": "no-stream"})
+    clean_error(invoke(store_url, "append", "--batch", str(clash)),
+                f'{clash}, line 3: Stream "taken" is at version 1, expected no stream; re-read and retry.')
+    long_id = _lines(tmp_path / "long.jsonl", ok, {**ok, "stream": "s" * 256})
+    clean_error(invoke(store_url, "append", "--batch", str(long_id)),
+                f"{long_id}, line 2: stream id must be a non-empty string of at most 255 characters, got 256 "
+                f"characters ({'s' * 40!r}…).")
+    eid = "6f1c1f2e-7c53-4a47-9d0e-4a1f4b7d2a11"
+    dup = _lines(tmp_path / "dup.jsonl", {**ok, "event_id": eid, "data": {"a": 1}}, ok,
+                 {**ok, "event_id": eid, "data": {"a": 2}})
+    clean_error(invoke(store_url, "append", "--batch", str(dup)),
+                f"{dup}, line 3: Event id {eid} appears twice in one append with different content; "
+                "give each event its own id.")
+    assert invoke(store_url, "append", "--batch", str(_lines(tmp_path / "one.jsonl", {**ok, "event_id": eid}))
+                  ).exit_code == 0
+    again = _lines(tmp_path / "again.jsonl", ok, {**ok, "stream": "T", "event_id": eid})
+    clean_error(invoke(store_url, "append", "--batch", str(again)),
+                f'{again}, line 2: Event id {eid} was already recorded as "t.x" in stream "S" version 1 with '
+                "different content; use a new event id.")
+    cut = _lines(tmp_path / "cut.jsonl", *[ok] * 1000, tail='{"stream": "S",\n')
+    clean_error(invoke(store_url, "append", "--batch", str(cut)),
+                f"{cut}, line 1001, column 16: not valid JSON: Expecting property name enclosed in double quotes.")
+    assert invoke(store_url, "verify", "--json").exit_code == 0
+    assert json.loads(invoke(store_url, "verify", "--json").stdout)["events"] == 2  # nothing of a bad batch
+
+
+def test_batch_format_is_in_help_and_readme() -> None:
+    from eventstore.cli.core import BATCH_KEYS
+
+    help_text = " ".join(CliRunner().invoke(register(), ["append", "--help"]).output.split())
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    for key, (kind, default, _) in BATCH_KEYS.items():
+        assert f"{key} ({kind}" in help_text
+        assert re.search(rf"^\| `{key}` \| {re.escape(kind)} \| {re.escape(default or '-')} \|", readme, re.M), key
