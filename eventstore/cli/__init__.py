@@ -61,9 +61,10 @@ def open_store(ctx: click.Context, *, check_schema: bool = True, create: bool = 
     """The store for this invocation; at the schema head it keeps the runs index inline.
 
     Only commands that write (``create=True``: init, demo, append, ingest, watch) may create a
-    store; a read command on a SQLite file that does not exist fails before anything is made, so a
-    mistyped ``--url`` never leaves directories and an empty database behind.  ``create`` also
-    gives a database with no evstore schema at all the latest one (``evstore init``'s job).
+    store: a SQLite file that does not exist yet gets the latest schema.  A read command on a
+    missing file fails before anything is made, so a mistyped ``--url`` never leaves directories
+    and an empty database behind.  (A PostgreSQL database without the schema is refused by the
+    schema check, which says to run ``evstore init``.)
     """
     from eventstore import config
     from eventstore.store import EventStore
@@ -72,18 +73,15 @@ def open_store(ctx: click.Context, *, check_schema: bool = True, create: bool = 
     obj = root.obj
     url = config.database_url(obj.get("url"))
     path = config.sqlite_file(url)
-    if not create and path is not None and not path.exists():
-        raise EvstoreError(f"No store at {path}: create one with `evstore init` (or `evstore demo`), "
-                           "or point --url / EVSTORE_URL at an existing store.")
-    if create and check_schema:
-        from eventstore import migrate
+    if path is not None and not path.exists():
+        if not create:
+            raise EvstoreError(f"No store at {path}: create one with `evstore init` (or `evstore demo`), "
+                               "or point --url / EVSTORE_URL at an existing store.")
+        if check_schema:
+            from eventstore import migrate
 
-        bootstrap = EventStore(url, synchronous=obj.get("synchronous"), check_schema=False)
-        try:
-            if migrate.current_revision(bootstrap.engine) is None:
-                migrate.upgrade(bootstrap.engine)
-        finally:
-            bootstrap.close()
+            with EventStore(url, synchronous=obj.get("synchronous"), check_schema=False) as fresh:
+                migrate.upgrade(fresh.engine)
     if check_schema:
         from projections.runs import IndexedEventStore  # the CLI is the top layer
 
