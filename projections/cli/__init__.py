@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-for _name in ("runs", "analytics"):
+for _name in ("runs", "analytics", "serve"):
     try:
         importlib.import_module(f"projections.cli.{_name}")
     except ModuleNotFoundError as exc:  # a layer that has not landed yet

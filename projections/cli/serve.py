@@ -1,0 +1,56 @@
+"""CLI: ``evstore serve`` (the web pages and the JSON API of :mod:`projections.serve`)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from eventstore.cli import cli
+from eventstore.errors import EvstoreError
+
+
+def _token(token_file: Path | None) -> str | None:
+    if token_file is not None:
+        try:
+            token = token_file.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise EvstoreError(f"Cannot read the token file {token_file}: {exc}.") from exc
+        if not token:
+            raise EvstoreError(f"The token file {token_file} is empty; put the token on its first line.")
+        return token
+    return os.environ.get("EVSTORE_SERVE_TOKEN") or None
+
+
+@cli.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on (anything but loopback needs a token).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="TCP port.")
+@click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="A file holding the write token (default: $EVSTORE_SERVE_TOKEN; none: read-only).")
+@click.option("--checkpoint", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              envvar="EVSTORE_SERVE_CHECKPOINT", help="A signed checkpoint the integrity page shows and checks.")
+@click.option("--analytics-dir", type=click.Path(file_okay=False), default=None, envvar="EVSTORE_ANALYTICS_DIR",
+              help="Where the Parquet tables live (default: <store dir>/analytics).")
+@click.option("--live-poll", type=click.FloatRange(0.05, 60), default=0.5, show_default=True,
+              help="Seconds between polls for a run page in live mode.")
+@click.pass_context
+def serve_cmd(ctx: click.Context, host: str, port: int, token_file: Path | None, checkpoint: Path | None,
+              analytics_dir: str | None, live_poll: float) -> None:
+    """Serve runs, states, diffs, metrics and integrity in a browser, and a JSON API (writes need a token)."""
+    import uvicorn
+
+    from projections.serve import ServeConfig, create_app, is_loopback
+
+    token = _token(token_file)
+    if not is_loopback(host) and token is None:
+        raise EvstoreError(f"Refusing to listen on {host} without a token; set EVSTORE_SERVE_TOKEN or --token-file, "
+                           "or serve on a loopback address (--host 127.0.0.1).")
+    obj = ctx.find_root().obj
+    app = create_app(ServeConfig(url=obj.get("url"), token=token, analytics_dir=analytics_dir,
+                                 checkpoint=checkpoint, live_poll=live_poll, synchronous=obj.get("synchronous")))
+    shown = f"[{host}]" if ":" in host else host
+    click.echo(f"evstore serving on http://{shown}:{port}/ ({'writes on' if token else 'read-only'}); Ctrl-C stops",
+               err=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)

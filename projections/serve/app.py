@@ -1,0 +1,495 @@
+"""The ``evstore serve`` application: server-rendered pages, a JSON API and token-guarded writes.
+
+    >>> app = create_app(ServeConfig(url="sqlite:///./.evstore/events.db", token=None))
+    >>> # uvicorn.run(app, host="127.0.0.1", port=8765)
+
+Read-only unless a token is configured.  Every page is rendered by Jinja2 with autoescape on,
+every response carries a strict Content-Security-Policy (scripts and styles only from
+``/static``), and no request value reaches SQL except as a bound parameter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import json
+import threading
+import urllib.parse
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from jinja2 import Environment, FileSystemLoader
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from eventstore import codec, config, documents
+from eventstore.errors import (
+    ConcurrencyError,
+    DuplicateEventId,
+    EvstoreError,
+    InvalidEvent,
+    StreamNotFound,
+)
+from eventstore.store import NewEvent
+from projections.report import _cell, charts
+from projections.serve import views
+
+HERE = Path(__file__).resolve().parent
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+       "font-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+SECURITY_HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+]
+EVENT_KEYS = {"type", "data", "meta", "event_id", "occurred_at", "schema_version"}
+TIMELINE_PAGE = 2000
+
+
+@dataclass
+class ServeConfig:
+    url: str | None = None
+    token: str | None = None
+    analytics_dir: str | None = None
+    checkpoint: Path | None = None
+    live_poll: float = 0.5  # seconds between polls of a live run page
+    synchronous: str | None = None
+    max_body: int = field(default_factory=lambda: config.MAX_SNAPSHOT_BYTES)
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses only this machine reaches (127.0.0.0/8, ::1, localhost)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class HTTPError(Exception):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers or {}
+
+
+class SecurityHeaders:
+    """Adds the CSP and friends to every response (pages, API, static files, errors)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def _status_of(exc: EvstoreError) -> int:
+    if isinstance(exc, StreamNotFound):
+        return 404
+    if isinstance(exc, (ConcurrencyError, DuplicateEventId)):
+        return 409
+    return 400
+
+
+def _int_param(params: Any, name: str, default: int | None = None, *, minimum: int = 0) -> int | None:
+    raw = params.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise HTTPError(400, f'query parameter "{name}" must be an integer, got "{raw[:40]}".') from None
+    if value < minimum:
+        raise HTTPError(400, f'query parameter "{name}" must be >= {minimum}, got {value}.')
+    return value
+
+
+def _expected(value: Any) -> Any:
+    """``expected_version`` as ``append --batch`` lines take it."""
+    if value is None or value == "any":
+        return "any"
+    if value in ("no stream", "no-stream"):
+        return "no stream"
+    if type(value) is int and value >= 0:
+        return value
+    raise InvalidEvent(f'expected_version must be "any", "no-stream" or a version number >= 0, got {value!r}.')
+
+
+def _too_large(value: Any) -> bool:
+    try:
+        return len(msgspec.json.encode(value)) > config.MAX_EVENT_BYTES
+    except (TypeError, ValueError, msgspec.EncodeError):  # not encodable at all: not a size problem
+        return False
+
+
+def parse_append(body: bytes) -> tuple[list[NewEvent], Any]:
+    """The body of ``POST /api/streams/{id}/events`` as events and an expected version."""
+    obj = codec.parse_json_text(body, "request body")
+    if type(obj) is not dict:
+        raise InvalidEvent("request body: must be a JSON object with an \"events\" list.")
+    unknown = set(obj) - {"events", "expected_version"}
+    if unknown:
+        raise InvalidEvent(f"request body: unknown key(s) {', '.join(sorted(unknown))}.")
+    items = obj.get("events")
+    if type(items) is not list or not items:
+        raise InvalidEvent('request body: "events" must be a non-empty list.')
+    events = []
+    for i, item in enumerate(items):
+        where = f"events[{i}]"
+        if type(item) is not dict:
+            raise InvalidEvent(f"{where}: each event must be a JSON object.")
+        unknown = set(item) - EVENT_KEYS
+        if unknown:
+            raise InvalidEvent(f"{where}: unknown key(s) {', '.join(sorted(unknown))}.")
+        if not isinstance(item.get("type"), str) or not item["type"]:
+            raise InvalidEvent(f'{where}: "type" must be a non-empty string.')
+        try:
+            events.append(NewEvent(item["type"], item.get("data", {}), meta=item.get("meta"),
+                                   event_id=item.get("event_id"), occurred_at=item.get("occurred_at"),
+                                   schema_version=item.get("schema_version")))
+        except InvalidEvent as exc:
+            if _too_large(item.get("data")) or _too_large(item.get("meta")):
+                raise HTTPError(413, f"{where}: {exc}") from exc
+            raise InvalidEvent(f"{where}: {exc}") from exc
+    return events, _expected(obj.get("expected_version"))
+
+
+class Server:
+    """The application's state: one store (thread-safe), templates, the integrity state."""
+
+    def __init__(self, cfg: ServeConfig) -> None:
+        from projections.runs import IndexedEventStore
+
+        self.cfg = cfg
+        self.store = IndexedEventStore(cfg.url, synchronous=cfg.synchronous)
+        self.checks = views.IntegrityState(cfg.checkpoint)
+        self.metrics_lock = threading.Lock()  # one analytics refresh at a time
+        self.stopping = asyncio.Event()
+        self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True,
+                               trim_blocks=True, lstrip_blocks=True)
+        self.env.filters["cell"] = _cell
+        self.env.filters["source"] = views.describe_source
+        self.env.filters["when"] = lambda s: (s or "")[:19].replace("T", " ")
+        self.env.globals["writable"] = cfg.token is not None
+
+    # -- helpers ----------------------------------------------------------------
+
+    def page(self, name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
+        return HTMLResponse(self.env.get_template(name).render(**ctx), status_code=status)
+
+    def check_token(self, request: Request, form_token: str | None = None) -> None:
+        """401 without a token, 403 with a wrong one (or when writes are off)."""
+        if self.cfg.token is None:
+            raise HTTPError(403, "writes are disabled on this server; start `evstore serve` with "
+                                 "EVSTORE_SERVE_TOKEN or --token-file to allow them.")
+        given = form_token
+        auth = request.headers.get("authorization", "")
+        if auth[:7].lower() == "bearer ":
+            given = auth[7:].strip()
+        if not given:
+            raise HTTPError(401, "this needs a token: send \"Authorization: Bearer TOKEN\".",
+                            {"www-authenticate": 'Bearer realm="evstore"'})
+        if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), self.cfg.token.encode()):
+            raise HTTPError(403, "the token is not valid for this server.")
+
+    async def read_body(self, request: Request) -> bytes:
+        limit = self.cfg.max_body
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > limit:
+            raise HTTPError(413, f"request body of {declared} bytes exceeds the limit of {limit} bytes "
+                                 "(EVSTORE_MAX_SNAPSHOT_BYTES).")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise HTTPError(413, f"request body exceeds the limit of {limit} bytes (EVSTORE_MAX_SNAPSHOT_BYTES).")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def resolve(self, stream_id: str) -> str:
+        from projections.replay import resolve
+
+        return resolve(self.store, stream_id)
+
+    def metrics_report(self, filters: views.RunFilters | None, stream_id: str | None = None) -> Any:
+        from projections.analytics import analytics_dir, connect, refresh
+        from projections.metrics import Scope, cross_run_report, run_report
+
+        with self.metrics_lock:
+            refresh(self.store, self.cfg.analytics_dir)
+            con = connect(analytics_dir(self.store, self.cfg.analytics_dir))
+        try:
+            if stream_id is not None:
+                return run_report(con, stream_id)
+            f = filters or views.RunFilters()
+            return cross_run_report(con, Scope(project=f.project, dialect=f.dialect, since=f.since))
+        finally:
+            con.close()
+
+    # -- pages ------------------------------------------------------------------
+
+    def runs(self, request: Request) -> Response:
+        filters = views.RunFilters.from_query(request.query_params)
+        page_no = _int_param(request.query_params, "page", 1, minimum=1) or 1
+        size = _int_param(request.query_params, "size", views.PAGE_SIZE, minimum=1) or views.PAGE_SIZE
+        page = views.runs_page(self.store, filters, page=page_no, size=size)
+        if request.url.path.startswith("/api/"):
+            return JSONResponse(page.to_dict())
+        query = filters.to_query()
+
+        def link(n: int) -> str:
+            return "/?" + urllib.parse.urlencode({**query, "page": n, **({"size": size} if size != views.PAGE_SIZE
+                                                                         else {})})
+
+        return self.page("runs.html", title="Runs", page=page, filters=filters,
+                         choices=views.filter_choices(self.store), link=link)
+
+    def run(self, request: Request) -> Response:
+        from projections.replay import dialect_of, replay
+
+        sid = self.resolve(request.path_params["stream_id"])
+        if sid != request.path_params["stream_id"]:  # a task id: send to the stream's own address
+            return RedirectResponse(f"/runs/{urllib.parse.quote(sid, safe='')}", status_code=303)
+        dialect = dialect_of(self.store, sid)
+        q = request.query_params
+        after = _int_param(q, "after", 0) or 0
+        rows = views.timeline(self.store, sid, dialect, after=after, limit=TIMELINE_PAGE)
+        latest = self.store.stream_version(sid)
+        version = _int_param(q, "version", latest)
+        v_from, v_to = _int_param(q, "from"), _int_param(q, "to")
+        state = diff = tree = None
+        problem = None
+        try:  # a stream whose events no dialect folds (free-form `append` types) still has a timeline
+            state = replay(self.store, sid, upto_version=version)
+            tree = views.json_tree(state.doc)
+            if v_from is not None and v_to is not None:
+                a = replay(self.store, sid, upto_version=v_from).doc
+                b = replay(self.store, sid, upto_version=v_to).doc
+                diff = {"from": v_from, "to": v_to, "ops": documents.diff(a, b), "rows": views.side_by_side(a, b)}
+        except EvstoreError as exc:
+            problem = str(exc)
+        shown = version if state is None else state.version
+        source = views.source_of(rows, shown) if shown is not None and shown > after else None
+        return self.page("run.html", title=sid, sid=sid, dialect=dialect.name, rows=rows, latest=latest,
+                         after=after, more=after + len(rows) < latest, page_size=TIMELINE_PAGE,
+                         version=shown, state=state, tree=tree, diff=diff, source=source, problem=problem,
+                         quote=lambda s: urllib.parse.quote(s, safe=""), live_poll=self.cfg.live_poll)
+
+    def run_metrics(self, request: Request) -> Response:
+        sid = self.resolve(request.path_params["stream_id"])
+        report = self.metrics_report(None, sid)
+        return self.page("metrics.html", title=f"Metrics of {sid}", report=report, charts=charts(report),
+                         filters=None, sid=sid, quote=lambda s: urllib.parse.quote(s, safe=""))
+
+    def metrics(self, request: Request) -> Response:
+        filters = views.RunFilters.from_query(request.query_params)
+        run_id = request.query_params.get("run")
+        report = self.metrics_report(filters, self.resolve(run_id) if run_id else None)
+        if request.url.path.startswith("/api/"):
+            return JSONResponse(json.loads(json.dumps(report.to_dict(), default=str)))
+        return self.page("metrics.html", title="Metrics", report=report, charts=charts(report), filters=filters,
+                         sid=None)
+
+    def integrity(self, request: Request) -> Response:
+        page_no = _int_param(request.query_params, "page", 1, minimum=1) or 1
+        streams, total = self.checks.streams(self.store, page=page_no)
+        state = self.checks
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"verified_at": state.verified_at,
+                                 "report": None if state.report is None else state.report.to_dict(),
+                                 "checkpoint": state.checkpoint(), "streams": streams, "total": total,
+                                 "page": page_no})
+        return self.page("integrity.html", title="Integrity", state=state, checkpoint=state.checkpoint(),
+                         streams=streams, total=total, page_no=page_no, pages=max(1, -(-total // 200)))
+
+    # -- JSON API ---------------------------------------------------------------
+
+    def api_events(self, request: Request) -> Response:
+        sid = self.resolve(request.path_params["stream_id"])
+        after = _int_param(request.query_params, "after", 0)
+        limit = _int_param(request.query_params, "limit", None, minimum=1)
+        upto = None if limit is None else (after or 0) + limit
+        return JSONResponse([rec.to_dict() for rec in self.store.read_stream(sid, after_version=after,
+                                                                             upto_version=upto)])
+
+    def api_state(self, request: Request) -> Response:
+        from projections.replay import replay
+
+        sid = self.resolve(request.path_params["stream_id"])
+        result = replay(self.store, sid, upto_version=_int_param(request.query_params, "version"))
+        return JSONResponse({"stream": sid, "dialect": result.dialect, "version": result.version,
+                             "stream_version": result.stream_version, "doc": result.doc})
+
+    def api_diff(self, request: Request) -> Response:
+        from projections.replay import diff_versions
+
+        sid = self.resolve(request.path_params["stream_id"])
+        v_from, v_to = _int_param(request.query_params, "from"), _int_param(request.query_params, "to")
+        if v_from is None or v_to is None:
+            raise HTTPError(400, 'query parameters "from" and "to" (versions) are required.')
+        return JSONResponse(diff_versions(self.store, sid, v_from, v_to))
+
+    def append(self, stream_id: str, body: bytes) -> Response:
+        events, expected = parse_append(body)
+        r = self.store.append(stream_id, events, expected_version=expected)
+        return JSONResponse({"stream": r.stream_id, "version": r.version, "positions": r.positions,
+                             "duplicate": r.duplicate}, status_code=200 if r.duplicate else 201)
+
+    def verify(self, request: Request, *, html: bool) -> Response:
+        report = self.checks.run_verify(self.store)
+        if html:
+            return RedirectResponse("/integrity", status_code=303)
+        return JSONResponse(report.to_dict(), status_code=200 if report.ok else 409)
+
+    async def live(self, request: Request) -> StreamingResponse:
+        """Server-sent events: the run's new events as they are appended (polling the log)."""
+        from projections.replay import dialect_of
+
+        sid = await run_in_threadpool(self.resolve, request.path_params["stream_id"])
+        dialect = await run_in_threadpool(dialect_of, self.store, sid)
+        last = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
+        after = _int_param({"after": last}, "after", 0) or 0
+
+        async def stream() -> AsyncIterator[str]:
+            nonlocal after
+            yield "retry: 2000\n\n"
+            idle = 0.0
+            while not self.stopping.is_set() and not await request.is_disconnected():
+                rows = await run_in_threadpool(views.timeline, self.store, sid, dialect, after=after, limit=500)
+                if rows:
+                    after = rows[-1].version
+                    for chunk in views.iter_sse(rows):
+                        yield chunk
+                    idle = 0.0
+                    continue
+                if idle >= 15:  # a comment keeps proxies from closing an idle stream
+                    yield ": ping\n\n"
+                    idle = 0.0
+                try:
+                    await asyncio.wait_for(self.stopping.wait(), self.cfg.live_poll)
+                except TimeoutError:
+                    idle += self.cfg.live_poll
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"cache-control": "no-store", "x-accel-buffering": "no"})
+
+
+def _wants_json(request: Request) -> bool:
+    return request.url.path.startswith("/api/") or request.url.path.startswith("/hooks/")
+
+
+def create_app(cfg: ServeConfig) -> Starlette:
+    """The ASGI application for ``cfg`` (opens the store; closed on shutdown)."""
+    server = Server(cfg)
+
+    def guarded(handler: Callable[[Request], Response]) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            try:
+                return await run_in_threadpool(handler, request)
+            except (HTTPError, EvstoreError) as exc:
+                return error_response(request, exc)
+        return endpoint
+
+    def error_response(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, HTTPError):
+            status, message, headers = exc.status, exc.message, exc.headers
+        else:
+            status, message, headers = _status_of(exc), str(exc), {}  # type: ignore[arg-type]
+        if _wants_json(request):
+            body: dict[str, Any] = {"error": message, "status": status}
+            if isinstance(exc, ConcurrencyError):  # what a client needs to re-read and retry
+                body["stream_version"] = exc.actual
+            return JSONResponse(body, status_code=status, headers=headers)
+        return server.page("error.html", status, title=f"Error {status}", code=status, message=message)
+
+    async def append_endpoint(request: Request) -> Response:
+        try:
+            server.check_token(request)
+            body = await server.read_body(request)
+            return await run_in_threadpool(server.append, request.path_params["stream_id"], body)
+        except (HTTPError, EvstoreError) as exc:
+            return error_response(request, exc)
+
+    async def verify_endpoint(request: Request) -> Response:
+        html = not request.url.path.startswith("/api/")
+        try:
+            form_token: str | None = None
+            if html:  # the integrity page's form posts the token as a field
+                body = await server.read_body(request)
+                tokens = urllib.parse.parse_qs(body.decode("utf-8", "replace")).get("token")
+                form_token = tokens[0] if tokens else None
+            server.check_token(request, form_token)
+            return await run_in_threadpool(server.verify, request, html=html)
+        except (HTTPError, EvstoreError) as exc:
+            return error_response(request, exc)
+
+    async def live_endpoint(request: Request) -> Response:
+        try:
+            return await server.live(request)
+        except (HTTPError, EvstoreError) as exc:
+            return error_response(request, exc)
+
+    async def openapi(request: Request) -> Response:
+        from projections.serve.openapi import spec
+
+        return JSONResponse(spec())
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return error_response(request, HTTPError(404, f"nothing at {request.url.path}"))
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            server.stopping.set()
+            server.store.close()
+
+    routes = [
+        Route("/", guarded(server.runs)),
+        Route("/runs/{stream_id:path}/metrics", guarded(server.run_metrics)),
+        Route("/runs/{stream_id:path}/live", live_endpoint),
+        Route("/runs/{stream_id:path}", guarded(server.run)),
+        Route("/metrics", guarded(server.metrics)),
+        Route("/integrity", guarded(server.integrity)),
+        Route("/integrity/verify", verify_endpoint, methods=["POST"]),
+        Route("/api/runs", guarded(server.runs)),
+        Route("/api/runs/{stream_id:path}/events", guarded(server.api_events)),
+        Route("/api/runs/{stream_id:path}/state", guarded(server.api_state)),
+        Route("/api/runs/{stream_id:path}/diff", guarded(server.api_diff)),
+        Route("/api/runs/{stream_id:path}/live", live_endpoint),
+        Route("/api/metrics", guarded(server.metrics)),
+        Route("/api/integrity", guarded(server.integrity)),
+        Route("/api/verify", verify_endpoint, methods=["POST"]),
+        Route("/api/streams/{stream_id:path}/events", append_endpoint, methods=["POST"]),
+        Route("/openapi.json", openapi),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found},
+                    middleware=[Middleware(SecurityHeaders)])
+    app.state.server = server
+    return app
+
+
+__all__ = ["CSP", "ServeConfig", "create_app", "is_loopback", "parse_append"]

@@ -1,0 +1,306 @@
+"""What the pages and the JSON API of ``evstore serve`` show, as plain data (no HTTP here).
+
+Every filter reaches SQL as a bound parameter (SQLAlchemy Core); text search escapes ``%`` and
+``_`` so a query string matches literally.
+
+    >>> page = runs_page(store, RunFilters(dialect="mapipe", q="payments"), page=2)
+    >>> [r.stream_id for r in page.rows], page.total
+    >>> rows = timeline(store, "PROJ-1")
+    >>> diff = side_by_side(doc_at_3, doc_at_9)
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from markupsafe import Markup, escape
+from sqlalchemy import func, or_, select
+
+from eventstore import codec
+from eventstore.dialects import Dialect
+from eventstore.errors import EvstoreError
+from eventstore.store import EventStore, RecordedEvent
+from projections.runs import RunRow, normalize_since, refresh, runs_table
+
+PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
+
+
+# ---------------------------------------------------------------- runs
+
+
+@dataclass(frozen=True)
+class RunFilters:
+    """The ``evstore runs`` filters plus a text search over stream id, task id, title and project."""
+
+    dialect: str | None = None
+    project: str | None = None
+    status: str | None = None
+    since: str | None = None
+    q: str | None = None
+
+    @classmethod
+    def from_query(cls, params: Any) -> RunFilters:
+        def get(name: str) -> str | None:
+            value = params.get(name)
+            return value.strip() or None if isinstance(value, str) else None
+
+        return cls(get("dialect"), get("project"), get("status"), get("since"), get("q"))
+
+    def to_query(self) -> dict[str, str]:
+        return {k: v for k, v in (("dialect", self.dialect), ("project", self.project), ("status", self.status),
+                                  ("since", self.since), ("q", self.q)) if v}
+
+
+@dataclass
+class RunsPage:
+    rows: list[RunRow]
+    total: int
+    page: int
+    size: int
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.size))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"runs": [r.to_dict() for r in self.rows], "total": self.total, "page": self.page,
+                "pages": self.pages, "size": self.size}
+
+
+def runs_page(store: EventStore, filters: RunFilters, *, page: int = 1, size: int = PAGE_SIZE) -> RunsPage:
+    """One page of the runs index, newest activity first (``evstore runs`` with an offset)."""
+    if page < 1 or not 1 <= size <= MAX_PAGE_SIZE:
+        raise EvstoreError(f"page must be >= 1 and size 1..{MAX_PAGE_SIZE}, got page {page}, size {size}.")
+    refresh(store)
+    t = runs_table
+    conds: list[Any] = []
+    for col, value in ((t.c.dialect, filters.dialect), (t.c.project, filters.project), (t.c.status, filters.status)):
+        if value:
+            conds.append(col == value)
+    if filters.since:
+        conds.append(t.c.last_event_at >= normalize_since(filters.since))
+    if filters.q:
+        conds.append(or_(*(c.icontains(filters.q, autoescape=True)
+                           for c in (t.c.stream_id, t.c.task_id, t.c.title, t.c.project))))
+    q = (select(t.c.stream_id, t.c.dialect, t.c.project, t.c.task_id, t.c.title, t.c.status, t.c.phase,
+                t.c.started_at, t.c.last_event_at, t.c.events, t.c.findings)
+         .where(*conds).order_by(t.c.last_event_at.desc(), t.c.stream_id).limit(size).offset((page - 1) * size))
+    with store.engine.connect() as conn:
+        total = int(conn.execute(select(func.count()).select_from(t).where(*conds)).scalar_one())
+        rows = conn.execute(q).all()
+    return RunsPage([RunRow(*r[:9], int(r[9]), None if r[10] is None else int(r[10])) for r in rows],
+                    total, page, size)
+
+
+def filter_choices(store: EventStore) -> dict[str, list[str]]:
+    """Distinct dialects and statuses in the index (the filter drop-downs)."""
+    t = runs_table
+    with store.engine.connect() as conn:
+        return {name: [v for (v,) in conn.execute(select(col).where(col.is_not(None)).distinct().order_by(col))]
+                for name, col in (("dialect", t.c.dialect), ("status", t.c.status))}
+
+
+# ---------------------------------------------------------------- one run
+
+
+@dataclass
+class TimelineRow:
+    version: int
+    position: int
+    when: str
+    type: str
+    summary: str
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    source: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": self.version, "position": self.position, "when": self.when, "type": self.type,
+                "summary": self.summary, "findings": self.findings, "source": self.source}
+
+
+def timeline_row(dialect: Dialect, rec: RecordedEvent) -> TimelineRow:
+    """One line of ``evstore log`` as data: the dialect's summary, findings, the snapshot's source."""
+    try:
+        summary = dialect.summarize(rec.to_event())
+    except EvstoreError:  # a free-form event type (`append`): show its data
+        summary = rec.data.decode("utf-8")[:300]
+    meta = rec.metadata
+    findings: list[dict[str, Any]] = []
+    source = None
+    if isinstance(meta, dict):
+        found = meta.get("findings")
+        if isinstance(found, list):
+            findings = [f for f in found if isinstance(f, dict)]
+        if isinstance(meta.get("source"), dict):
+            source = meta["source"]
+    return TimelineRow(rec.version, rec.position, (rec.occurred_at or rec.recorded_at), rec.type, summary,
+                       findings, source)
+
+
+def describe_source(source: dict[str, Any]) -> str:
+    """One line for an ingested snapshot's source: file, git commit, then whatever else it names
+    (session, tool call, ...)."""
+    parts = []
+    if source.get("file") or source.get("dir"):
+        parts.append(str(source.get("file") or source.get("dir")))
+    git = source.get("git")
+    if isinstance(git, dict):
+        parts.append(f"git {str(git.get('commit') or '')[:12]} in {git.get('repo') or '?'}")
+    for key, value in source.items():
+        if key not in ("file", "dir", "git"):
+            parts.append(f"{key} {value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}")
+    return " · ".join(parts)
+
+
+def timeline(store: EventStore, stream_id: str, dialect: Dialect, *, after: int = 0,
+             limit: int | None = None) -> list[TimelineRow]:
+    upto = None if limit is None else after + limit
+    return [timeline_row(dialect, rec) for rec in store.read_stream(stream_id, after_version=after, upto_version=upto)]
+
+
+def source_of(rows: list[TimelineRow], version: int) -> TimelineRow | None:
+    """The event closing the ingested snapshot that produced ``version`` (None: not ingested)."""
+    for row in rows:
+        if row.version >= version and row.source is not None:
+            return row
+    return None
+
+
+# ---------------------------------------------------------------- documents
+
+
+def json_tree(value: Any, *, open_depth: int = 2) -> Markup:
+    """The document as nested ``<details>`` (collapsible without script); every text escaped."""
+    out: list[str] = []
+    _tree(out, None, value, 0, open_depth)
+    return Markup("".join(out))
+
+
+def _scalar(value: Any) -> str:
+    kind = "null" if value is None else "bool" if isinstance(value, bool) else \
+        "num" if isinstance(value, (int, float)) else "str"
+    # json.dumps escapes control characters; escape() makes the result inert HTML text.
+    return f'<span class="j-{kind}">{escape(json.dumps(value, ensure_ascii=False))}</span>'
+
+
+def _tree(out: list[str], key: str | None, value: Any, depth: int, open_depth: int) -> None:
+    label = "" if key is None else f'<span class="j-key">{escape(key)}</span>: '
+    if isinstance(value, (dict, list)):
+        n = len(value)
+        kind = f"{{{n} key{'s' if n != 1 else ''}}}" if isinstance(value, dict) else f"[{n} item{'s' if n != 1 else ''}]"
+        if n == 0:
+            out.append(f'<div class="j-leaf">{label}<span class="j-empty">{"{}" if isinstance(value, dict) else "[]"}'
+                       "</span></div>")
+            return
+        out.append(f'<details class="j-node"{" open" if depth < open_depth else ""}><summary>{label}'
+                   f'<span class="j-kind">{kind}</span></summary>')
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for k, v in items:
+            _tree(out, str(k), v, depth + 1, open_depth)
+        out.append("</details>")
+    else:
+        out.append(f'<div class="j-leaf">{label}{_scalar(value)}</div>')
+
+
+@dataclass
+class SideBySideRow:
+    kind: str  # "equal" | "replace" | "delete" | "insert" | "skip"
+    left_no: int | None
+    left: str
+    right_no: int | None
+    right: str
+
+
+def side_by_side(a: Any, b: Any, *, context: int = 3) -> list[SideBySideRow]:
+    """Both documents pretty-printed, changed lines paired, unchanged runs cut to ``context`` lines."""
+    left = json.dumps(a, indent=2, ensure_ascii=False).splitlines()
+    right = json.dumps(b, indent=2, ensure_ascii=False).splitlines()
+    rows: list[SideBySideRow] = []
+    matcher = difflib.SequenceMatcher(None, left, right, autojunk=False)
+    for gi, group in enumerate(matcher.get_grouped_opcodes(context)):
+        if gi:
+            rows.append(SideBySideRow("skip", None, "…", None, "…"))
+        for tag, i1, i2, j1, j2 in group:
+            for k in range(max(i2 - i1, j2 - j1)):
+                li, rj = i1 + k, j1 + k
+                lt = left[li] if li < i2 else None
+                rt = right[rj] if rj < j2 else None
+                rows.append(SideBySideRow(tag, li + 1 if lt is not None else None, lt or "",
+                                          rj + 1 if rt is not None else None, rt or ""))
+    return rows
+
+
+# ---------------------------------------------------------------- integrity
+
+
+@dataclass
+class IntegrityState:
+    """The last full verify this server ran (kept in memory) and the configured checkpoint file."""
+
+    checkpoint_path: Path | None = None
+    report: Any = None  # eventstore.verify.VerifyReport
+    verified_at: str | None = None
+    versions: dict[str, int] = field(default_factory=dict)  # stream -> version at that verify
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def checkpoint(self) -> dict[str, Any] | None:
+        """The checkpoint file's fields (or an ``error`` naming why it cannot be read)."""
+        if self.checkpoint_path is None:
+            return None
+        try:
+            cp = codec.parse_json_text(self.checkpoint_path.read_bytes(), str(self.checkpoint_path))
+        except (OSError, EvstoreError) as exc:
+            return {"file": str(self.checkpoint_path), "error": str(exc)}
+        if type(cp) is not dict:
+            return {"file": str(self.checkpoint_path), "error": "a checkpoint is a JSON object"}
+        return {"file": str(self.checkpoint_path), **cp}
+
+    def run_verify(self, store: EventStore) -> Any:
+        """A full verify (and the checkpoint check when a file and EVSTORE_SIGNING_KEY are there)."""
+        from eventstore import verify as v
+
+        with self.lock:  # one full verify at a time
+            before = {sid: version for sid, _, version in store.list_streams()}
+            report = v.verify(store)
+            cp = self.checkpoint()
+            if cp is not None and "error" not in cp:
+                try:
+                    report.failures.extend(v.check_checkpoint(store, {k: x for k, x in cp.items() if k != "file"}))
+                    report.checkpoint = {"file": cp["file"], "ok": report.ok}
+                except EvstoreError as exc:
+                    report.checkpoint = {"file": cp["file"], "ok": None, "error": str(exc)}
+            self.report, self.versions = report, before
+            self.verified_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            return report
+
+    def streams(self, store: EventStore, *, page: int, size: int = 200) -> tuple[list[dict[str, Any]], int]:
+        """One page of streams with their status as of the last verify."""
+        failed = {f.stream_id: f for f in self.report.failures} if self.report is not None else {}
+        all_streams = store.list_streams()
+        out = []
+        for sid, dialect, version in all_streams[(page - 1) * size: page * size]:
+            seen = self.versions.get(sid)
+            if sid in failed:
+                status, detail = "failed", str(failed[sid])
+            elif seen is None:
+                status, detail = "not verified", ""
+            elif seen == version:
+                status, detail = "verified", ""
+            else:
+                status, detail = "changed since", f"verified at version {seen}, now {version}"
+            out.append({"stream": sid, "dialect": dialect, "version": version, "status": status, "detail": detail})
+        return out, len(all_streams)
+
+
+def iter_sse(rows: list[TimelineRow]) -> Iterator[str]:
+    """Server-sent events (one ``append`` event per timeline row; its id is the version)."""
+    for row in rows:
+        yield f"id: {row.version}\nevent: append\ndata: {json.dumps(row.to_dict(), ensure_ascii=False)}\n\n"
