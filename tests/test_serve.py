@@ -316,13 +316,15 @@ def test_integrity_page_and_verify_for_token_holders(empty: TestClient, store_ur
 def test_integrity_shows_and_checks_a_configured_checkpoint(sqlite_url: str, tmp_path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EVSTORE_SIGNING_KEY", "k" * 32)
-    demo_url = migrated(sqlite_url)
-    store = IndexedEventStore(demo_url)
+    url = migrated(sqlite_url)
+    store = IndexedEventStore(url)
     store.append("one", [NewEvent("demo.note", {})])
     store.close()
-    cp = tmp_path / "cp.json"
-    assert cli(demo_url, "checkpoint", "--out", str(cp)).exit_code == 0
-    with TestClient(create_app(ServeConfig(url=demo_url, token=TOKEN, checkpoint=cp))) as c:
+    cp, signed = tmp_path / "cp.json", tmp_path / "cp-ed25519.json"
+    assert cli(url, "checkpoint", "--out", str(cp)).exit_code == 0
+    assert cli(url, "keygen", "--out", str(tmp_path / "k")).exit_code == 0
+    assert cli(url, "checkpoint", "--out", str(signed), "--key-file", str(tmp_path / "k.key")).exit_code == 0
+    with TestClient(create_app(ServeConfig(url=url, token=TOKEN, checkpoint=cp))) as c:
         assert json.loads(cp.read_text())["merkle_root"] in c.get("/integrity").text
         report = c.post("/api/verify", headers=AUTH).json()
         assert report["ok"] and report["checkpoint"] == {"file": str(cp), "ok": True}
@@ -330,6 +332,10 @@ def test_integrity_shows_and_checks_a_configured_checkpoint(sqlite_url: str, tmp
         cp.write_text(cp.read_text().replace('"event_count": ', '"event_count": 1'))
         bad = c.post("/api/verify", headers=AUTH)
         assert bad.status_code == 409 and "signature does not verify" in bad.text
+        assert "FAILS" in c.get("/integrity").text
+    with TestClient(create_app(ServeConfig(url=url, token=TOKEN, checkpoint=signed,
+                                           public_key=tmp_path / "k.pub"))) as c:
+        assert c.post("/api/verify", headers=AUTH).json()["checkpoint"] == {"file": str(signed), "ok": True}
 
 
 # ---------------------------------------------------------------- the command

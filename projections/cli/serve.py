@@ -31,13 +31,15 @@ def _token(token_file: Path | None) -> str | None:
               help="A file holding the write token (default: $EVSTORE_SERVE_TOKEN; none: read-only).")
 @click.option("--checkpoint", type=click.Path(dir_okay=False, path_type=Path), default=None,
               envvar="EVSTORE_SERVE_CHECKPOINT", help="A signed checkpoint the integrity page shows and checks.")
+@click.option("--public-key", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="The Ed25519 public key an --checkpoint is signed with (default: HMAC, EVSTORE_SIGNING_KEY).")
 @click.option("--analytics-dir", type=click.Path(file_okay=False), default=None, envvar="EVSTORE_ANALYTICS_DIR",
               help="Where the Parquet tables live (default: <store dir>/analytics).")
 @click.option("--live-poll", type=click.FloatRange(0.05, 60), default=0.5, show_default=True,
               help="Seconds between polls for a run page in live mode.")
 @click.pass_context
 def serve_cmd(ctx: click.Context, host: str, port: int, token_file: Path | None, checkpoint: Path | None,
-              analytics_dir: str | None, live_poll: float) -> None:
+              public_key: Path | None, analytics_dir: str | None, live_poll: float) -> None:
     """Serve runs, states, diffs, metrics and integrity in a browser, and a JSON API (writes need a token)."""
     import uvicorn
 
@@ -48,8 +50,8 @@ def serve_cmd(ctx: click.Context, host: str, port: int, token_file: Path | None,
         raise EvstoreError(f"Refusing to listen on {host} without a token; set EVSTORE_SERVE_TOKEN or --token-file, "
                            "or serve on a loopback address (--host 127.0.0.1).")
     obj = ctx.find_root().obj
-    app = create_app(ServeConfig(url=obj.get("url"), token=token, analytics_dir=analytics_dir,
-                                 checkpoint=checkpoint, live_poll=live_poll, synchronous=obj.get("synchronous")))
+    app = create_app(ServeConfig(url=obj.get("url"), token=token, analytics_dir=analytics_dir, checkpoint=checkpoint,
+                                 public_key=public_key, live_poll=live_poll, synchronous=obj.get("synchronous")))
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"evstore serving on http://{shown}:{port}/ ({'writes on' if token else 'read-only'}); Ctrl-C stops",
                err=True)

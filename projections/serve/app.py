@@ -64,6 +64,7 @@ class ServeConfig:
     token: str | None = None
     analytics_dir: str | None = None
     checkpoint: Path | None = None
+    public_key: Path | None = None  # checks an Ed25519-signed checkpoint (else HMAC, EVSTORE_SIGNING_KEY)
     live_poll: float = 0.5  # seconds between polls of a live run page
     synchronous: str | None = None
     max_body: int = field(default_factory=lambda: config.MAX_SNAPSHOT_BYTES)
@@ -183,7 +184,10 @@ class Server:
 
         self.cfg = cfg
         self.store = IndexedEventStore(cfg.url, synchronous=cfg.synchronous)
-        self.checks = views.IntegrityState(cfg.checkpoint)
+        from eventstore import chain
+
+        verifier = chain.load_public_key(cfg.public_key) if cfg.public_key is not None else None
+        self.checks = views.IntegrityState(cfg.checkpoint, verifier)
         self.metrics_lock = threading.Lock()  # one analytics refresh at a time
         self.stopping = asyncio.Event()
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True,

@@ -246,6 +246,7 @@ class IntegrityState:
     """The last full verify this server ran (kept in memory) and the configured checkpoint file."""
 
     checkpoint_path: Path | None = None
+    verifier: Any = None  # an Ed25519 public key (chain.load_public_key); None: HMAC with EVSTORE_SIGNING_KEY
     report: Any = None  # eventstore.verify.VerifyReport
     verified_at: str | None = None
     versions: dict[str, int] = field(default_factory=dict)  # stream -> version at that verify
@@ -273,7 +274,8 @@ class IntegrityState:
             cp = self.checkpoint()
             if cp is not None and "error" not in cp:
                 try:
-                    report.failures.extend(v.check_checkpoint(store, {k: x for k, x in cp.items() if k != "file"}))
+                    report.failures.extend(v.check_checkpoint(store, {k: x for k, x in cp.items() if k != "file"},
+                                                             self.verifier))
                     report.checkpoint = {"file": cp["file"], "ok": report.ok}
                 except EvstoreError as exc:
                     report.checkpoint = {"file": cp["file"], "ok": None, "error": str(exc)}
