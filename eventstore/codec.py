@@ -110,6 +110,11 @@ def encode_checked(value: Any, event_type: str, *, part: str = "data") -> bytes:
         data = _enc.encode(value)
     except (UnicodeEncodeError, msgspec.EncodeError) as exc:  # e.g. a lone surrogate "\ud800"
         raise InvalidEvent(f'{part} of "{event_type}": cannot be encoded as UTF-8 JSON ({exc}).') from exc
+    return check_size(data, event_type, part=part)
+
+
+def check_size(data: bytes, event_type: str, *, part: str = "data") -> bytes:
+    """``data`` (the canonical bytes of an event's ``part``) if within ``config.MAX_EVENT_BYTES``."""
     if len(data) > config.MAX_EVENT_BYTES:
         raise InvalidEvent(
             f'{part} of "{event_type}": {len(data)} bytes exceeds the limit of {config.MAX_EVENT_BYTES} bytes '

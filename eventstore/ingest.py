@@ -30,7 +30,7 @@ import msgspec
 
 from eventstore import chain, documents, replay_cache
 from eventstore.dialects.base import Dialect, Finding, Snapshot, parse_json_document
-from eventstore.errors import IngestError
+from eventstore.errors import IngestError, InvalidEvent
 from eventstore.events import Event
 from eventstore.store import EventStore, NewEvent
 
@@ -192,18 +192,27 @@ class Ingestor:
             events = [DocumentPatched(ops=[])]
         if not events:
             return IngestResult(file, stream_id, version, 0), version, []
-        doc = prev if snap.doc is None else documents.copy(snap.doc)
+        where = _where(snap, stream_id)
+
+        def new_event(ev: Event, meta: dict[str, Any]) -> NewEvent:
+            try:  # the limits of any append (EVSTORE_MAX_EVENT_BYTES), named by file
+                return NewEvent(None, ev, meta=meta, occurred_at=snap.occurred_at)
+            except InvalidEvent as exc:
+                raise IngestError(f"{where}: {exc} Nothing was written.") from exc
+
+        # Every event's data checked before the costlier steps below (validation, raw bytes);
+        # the last one is made again with the snapshot's meta.
+        new = [new_event(ev, {"dialect": self.dialect.name}) for ev in events]
         findings = self.dialect.validate(snap.doc) if snap.doc is not None else []
         meta_last: dict[str, Any] = {"dialect": self.dialect.name, "source": snap.source}
         rec = raw_record(snap.doc, snap.raw) if snap.doc is not None else None
         if rec is not None:
             meta_last["snapshot"] = rec
-        self._raw_sha[stream_id] = rec["sha256"] if rec is not None else None
         if findings:
             meta_last["findings"] = [f.to_dict() for f in findings]
-        meta_each = {"dialect": self.dialect.name}
-        new = [NewEvent(None, ev, meta=meta_each if i < len(events) - 1 else meta_last,
-                        occurred_at=snap.occurred_at) for i, ev in enumerate(events)]
+        new[-1] = new_event(events[-1], meta_last)
+        doc = prev if snap.doc is None else documents.copy(snap.doc)
+        self._raw_sha[stream_id] = rec["sha256"] if rec is not None else None
         self._docs[stream_id] = (version + len(new), doc)
         return IngestResult(file, stream_id, version + len(new), len(new), findings), version, new
 

@@ -120,7 +120,9 @@ class NewEvent:
             self.schema_version = 1 if schema_version is None else (_schema_version(schema_version) or 1)
         elif isinstance(data, Event):
             self.type = type or data.event_type()
-            self.data = encode_event(data)  # produced by our own Struct: trusted canonical bytes
+            # Our own Struct's canonical bytes (no validation pass), under the same size limit as
+            # any JSON object: a dialect event carries documents of arbitrary size.
+            self.data = codec.check_size(encode_event(data), self.type)
             self.schema_version = _schema_version(schema_version) or data.schema_version
         else:
             if not type or not isinstance(type, str) or len(type) > 200:

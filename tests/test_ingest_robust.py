@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 from click.testing import Result
-from conftest import evstore_child, migrated
+from conftest import EVSTORE, evstore_child, migrated
+
+from eventstore import config
+from eventstore.store import EventStore
 
 # ---------------------------------------------------------------- taskflow: relative paths
 
@@ -76,3 +80,61 @@ def test_children_stop_even_when_sigint_is_ignored(sqlite_url: str, tmp_path: Pa
     assert left.proc.returncode is not None
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)  # nothing of its process group is left
+
+
+# ---------------------------------------------------------------- per-event limit on ingest
+
+
+def log_state(url: str) -> tuple[int, list[tuple[str, str | None, int]]]:
+    """(max position, every stream's id, dialect and version): equal before and after = nothing written."""
+    with EventStore(url) as s:
+        return s.max_position(), s.list_streams()
+
+
+def clean_error(r: Result | subprocess.CompletedProcess[str], *needles: str) -> None:
+    out, err = (r.stdout, r.stderr)
+    code = r.exit_code if isinstance(r, Result) else r.returncode
+    assert code == 1, (out, err)
+    assert err.startswith("Error: ") and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in err, (needle, err)
+
+
+def test_ingest_enforces_the_event_size_limit(run, store_url: str, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(config, "MAX_EVENT_BYTES", 4096)
+    small = tmp_path / "01-small.json"
+    small.write_text(json.dumps({"taskId": "BIG-1", "n": 1}))
+    big = tmp_path / "02-big.json"
+    big.write_text(json.dumps({"taskId": "BIG-1", "n": 2, "blob": "x" * 5000}))
+    before = log_state(store_url)
+    # all-or-nothing: the small first file is not written either
+    r = run("ingest", "generic", str(small), str(big))
+    clean_error(r, str(big), 'data of "document.patched"', "exceeds the limit of 4096 bytes",
+                "EVSTORE_MAX_EVENT_BYTES", "Nothing was written")
+    assert log_state(store_url) == before
+    r = run("ingest", "generic", str(big))  # as a first snapshot: one oversized document.observed
+    clean_error(r, str(big), 'data of "document.observed"')
+    assert log_state(store_url) == before
+    # the same limit as `append`
+    clean_error(run("append", "S", "note", "--data", json.dumps({"blob": "x" * 5000})), "exceeds the limit of 4096")
+    # a typed dialect event (mapipe's task description) is held to it too
+    doc = {"schemaVersion": "2.2.0", "taskId": "PROJ-9", "taskDescription": "y" * 5000, "currentPhase": 0,
+           "phases": {}}
+    f = tmp_path / "agent-state.json"
+    f.write_text(json.dumps(doc))
+    clean_error(run("ingest", "mapipe", str(f)), str(f), "exceeds the limit of 4096")
+    assert log_state(store_url) == before
+    assert run("ingest", "generic", str(small)).exit_code == 0  # within the limit: accepted
+
+
+def test_event_size_limit_is_read_from_the_environment(store_url: str, tmp_path: Path) -> None:
+    """`evstore ingest generic big.json` stored a 60 MB file as one 60 MB event."""
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps({"taskId": "BIG-2", "rows": ["z" * 100] * 200}))  # ~21 KB
+    env = {**os.environ, "EVSTORE_MAX_EVENT_BYTES": "16384"}
+    before = log_state(store_url)
+    r = subprocess.run([EVSTORE, "--url", store_url, "ingest", "generic", str(big)], env=env,
+                       capture_output=True, text=True, timeout=60)
+    clean_error(r, f"{big}: ", "exceeds the limit of 16384 bytes")
+    assert log_state(store_url) == before
