@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import random
 from datetime import UTC, datetime
 
 import pytest
+from jsonschema import Draft202012Validator
 
 from eventstore import documents
-from eventstore.config import seeds_path
 from eventstore.dialects import available, get_dialect
+from eventstore.dialects.mapipe.validate import schema
 from eventstore.ingest import Ingestor
 from eventstore.store import EventStore
 from projections.replay import replay
@@ -48,11 +48,7 @@ def test_every_version_replays_exactly(store: EventStore, dialect_name: str) -> 
 
 
 def test_mapipe_versions_are_schema_valid(store: EventStore) -> None:
-    jsonschema = pytest.importorskip("jsonschema")
-    path = seeds_path() / "agent-state.schema.json"
-    if not path.is_file():
-        pytest.skip(f"schema not found at {path} (set EVSTORE_SEEDS)")
-    validator = jsonschema.Draft202012Validator(json.loads(path.read_text()))
+    validator = Draft202012Validator(schema())
     ing = Ingestor(store, get_dialect("mapipe"))
     for snap in simulated("mapipe", 7, "PROJ-7"):
         ing.ingest(snap)  # type: ignore[arg-type]

@@ -9,20 +9,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import DATA
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from msgspec import UNSET
 
 from eventstore import documents
-from eventstore.config import corpus_path
 from eventstore.dialects import get_dialect
 from eventstore.dialects.base import DocumentObserved, DocumentPatched
 from eventstore.dialects.friday import FridayDialect, computed_risk_score
 from eventstore.dialects.friday import events as ev
 from eventstore.events import decode_event, encode_event
 
-CORPUS = corpus_path()
-HISTORY = CORPUS / "friday" / "history"
+HISTORY = DATA / "friday" / "history"
 D = FridayDialect()
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 # the only findings the simulator injects on purpose (see simulate.py's docstring)
@@ -31,8 +30,6 @@ SIM_QUIRKS = {"risk-score-mismatch", "status-not-in-enum", "current-step-out-of-
 
 @pytest.fixture(scope="module")
 def history() -> list[tuple[str, bytes, Any]]:
-    if not HISTORY.is_dir():
-        pytest.skip(f"FRIDAY corpus not found at {HISTORY} (set EVSTORE_CORPUS)")
     snaps = list(D.load(HISTORY))
     assert len(snaps) == 9
     return [(Path(s.source["file"]).name[:2], s.raw or b"", s.doc) for s in snaps]

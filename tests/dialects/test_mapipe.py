@@ -6,7 +6,6 @@ import datetime as dt
 import json
 import random
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -16,18 +15,15 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from eventstore import documents
-from eventstore.config import seeds_path
 from eventstore.dialects import get_dialect
 from eventstore.dialects.base import DocumentObserved, DocumentPatched, Snapshot
 from eventstore.dialects.mapipe import MapipeDialect
 from eventstore.dialects.mapipe import events as ev
+from eventstore.dialects.mapipe.validate import schema
 from eventstore.events import Event, decode_event, encode_event, known_event_types
 
 DIALECT = MapipeDialect()
 START = dt.datetime(2026, 1, 5, 9, 0, tzinfo=dt.UTC)
-SEEDS_DIR = seeds_path()
-SCHEMA_PATH = SEEDS_DIR / "agent-state.schema.json"
-needs_schema = pytest.mark.skipif(not SCHEMA_PATH.is_file(), reason=f"schema not found at {SCHEMA_PATH}")
 
 
 @cache
@@ -123,11 +119,9 @@ def test_simulator_is_deterministic_per_rng() -> None:
     assert [json.dumps(s.doc) for s in a] != [json.dumps(s.doc) for s in c]
 
 
-@needs_schema
 @pytest.mark.parametrize("seed", range(15))
 def test_every_simulated_snapshot_is_schema_valid(seed: int) -> None:
-    schema = json.loads(SCHEMA_PATH.read_text())
-    validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    validator = Draft202012Validator(schema(), format_checker=Draft202012Validator.FORMAT_CHECKER)
     for i, doc in enumerate(docs(seed)):
         errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(doc)]
         assert errors == [], f"snapshot {i}: {errors}"
@@ -454,7 +448,6 @@ def test_out_of_spec_values_never_become_undecodable_events() -> None:
 # ------------------------------------------------------------------ validate and summarize
 
 
-@needs_schema
 def test_validate_reports_unknown_keys_and_bad_values_with_pointers() -> None:
     doc = documents.copy(docs(4)[-1])
     doc["bogus"] = 1
@@ -473,11 +466,6 @@ def test_validate_reports_unknown_keys_and_bad_values_with_pointers() -> None:
     missing = documents.copy(docs(4)[-1])
     del missing["taskId"]
     assert [(f.path, f.code) for f in DIALECT.validate(missing)] == [("", "schema-required")]
-
-
-def test_validate_without_the_schema_returns_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("EVSTORE_SEEDS", str(tmp_path))
-    assert DIALECT.validate({"bogus": 1}) == []
 
 
 def test_summaries_are_readable() -> None:
