@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracles import exact
 
 from eventstore import documents
 from eventstore.dialects import get_dialect
@@ -34,7 +35,7 @@ def sim_docs(seed: int) -> list[Any]:
 
 def law(prev: Any, nxt: Any) -> list[Any]:
     events = D.observe(prev, nxt)
-    assert documents.same(D.fold(documents.copy(prev), events), nxt)
+    assert exact(D.fold(documents.copy(prev), events), nxt)
     return events
 
 
@@ -259,7 +260,7 @@ def test_single_task_folder(tmp_path: Path) -> None:
     assert (info.task_id, info.title, info.status, info.phase) == ("add-user-auth", "Add user auth", "active", "bug_find")
     assert codes(doc) == set()
     # a file path (what a watcher reports) reads its folder
-    assert documents.same(load_one(folder / "SPEC.md"), doc)
+    assert exact(load_one(folder / "SPEC.md"), doc)
 
 
 def test_empty_folder_is_a_new_task_in_research(tmp_path: Path) -> None:
@@ -348,7 +349,7 @@ def test_manual_fail_spawns_linked_follow_ups(tmp_path: Path) -> None:
     snaps = list(D.load(tasks))
     assert [s.stream_hint for s in snaps] == [f"taskflow/{n}" for n in sorted(p.name for p in tasks.iterdir())]
     by = {s.doc["task"]: s.doc for s in snaps}
-    assert documents.same(by["add-user-auth"], after)
+    assert exact(by["add-user-auth"], after)
     assert by["unrelated-task"]["origin"] is None and by["unrelated-task"]["follow_ups"] == []
 
 
@@ -433,10 +434,10 @@ def test_loaded_folders_equal_the_simulated_lifecycle(tmp_path: Path) -> None:
         for (_, tree), doc in zip(steps, docs, strict=False):
             write_tree(tasks, tree)
             loaded = {s.doc["task"]: s.doc for s in D.load(tasks)}
-            assert documents.same(loaded[f"task-{seed}"], doc)
-            assert documents.same(load_one_named(tasks / f"task-{seed}", f"task-{seed}"), doc)
+            assert exact(loaded[f"task-{seed}"], doc)
+            assert exact(load_one_named(tasks / f"task-{seed}", f"task-{seed}"), doc)
             for name, other in loaded.items():
-                assert documents.same(other, lifecycle(tree, name))
+                assert exact(other, lifecycle(tree, name))
                 if other["origin"] is not None:
                     seen_kinds.add(other["origin"]["kind"])
                     assert other["phase"] == other["origin"]["starts_at"]
@@ -451,9 +452,9 @@ def test_write_simulated_task_helper(tmp_path: Path) -> None:
     name = write_simulated_task(tmp_path / "tasks", random.Random(7), run_id="Add Auth", start=START)
     assert name == "add-auth" and (tmp_path / "tasks" / name / "SPEC.md").is_file()
     last = list(D.simulate(random.Random(7), run_id="Add Auth", start=START))[-1]
-    assert documents.same(load_one_named(tmp_path / "tasks", name), last.doc)
+    assert exact(load_one_named(tmp_path / "tasks", name), last.doc)
     write_simulated_task(tmp_path / "tasks", random.Random(7), run_id="Add Auth", start=START, step=0)
-    assert documents.same(load_one(tmp_path / "tasks" / name),
+    assert exact(load_one(tmp_path / "tasks" / name),
                           next(iter(D.simulate(random.Random(7), run_id="Add Auth", start=START))).doc)
 
 
