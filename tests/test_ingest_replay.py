@@ -174,7 +174,7 @@ def test_git_history_ingest(run, tmp_path: Path) -> None:  # type: ignore[no-unt
     assert [json.loads(x)["version"] for x in r.output.splitlines()] == [1, 2, 3]
     events = [json.loads(x) for x in run("log", "G-1", "--json").output.splitlines()]
     assert all(len(e["meta"]["source"]["git"]["commit"]) == 40 for e in events)
-    assert json.loads(run("replay", "G-1", "--json").output) == {"taskId": "G-1", "step": 2}
+    assert exact(json.loads(run("replay", "G-1", "--json").output), {"taskId": "G-1", "step": 2})
 
 
 def test_watch_follows_atomic_and_in_place_writes(sqlite_url: str, tmp_path: Path) -> None:
@@ -195,7 +195,7 @@ def test_watch_follows_atomic_and_in_place_writes(sqlite_url: str, tmp_path: Pat
     assert "stopped" in err
     assert [json.loads(x)["version"] for x in lines + out] == [1, 2, 3]
     with EventStore(sqlite_url) as s:
-        assert rp.replay(s, "W-1").doc == {"taskId": "W-1", "n": 2}
+        assert exact(rp.replay(s, "W-1").doc, {"taskId": "W-1", "n": 2})
 
 
 def test_ambiguous_task_id_lists_candidates(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
