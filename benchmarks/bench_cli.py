@@ -12,11 +12,12 @@ Contenders:
 * ``evstore --help``;
 * ``evstore append`` of one event to an existing store;
 * ``evstore replay`` of a 50-event run (``--json``);
+* ``evstore hook claude-code`` spooling one PreToolUse call (what Claude Code runs per tool call);
 * ``evstore append --batch`` of N ~400-byte events as a whole process, against a plain Python
   process that inserts the same rows with raw ``sqlite3`` in one transaction (the floor).
 
 Targets (issue 13): ``--help`` <= 4x the baseline; one-event append and the 50-event replay
-<= 12x; ``append --batch`` >= 0.6x raw sqlite3.
+<= 12x; ``append --batch`` >= 0.6x raw sqlite3; (issue 14) the hook <= 3x.
 """
 
 from __future__ import annotations
@@ -104,6 +105,22 @@ def main() -> None:
             t = timed(cmd, env=env, repeat=args.repeat)
             log(f"{name}: {t * 1000:.1f} ms")
             results.append((name, t, t / base, target))
+
+        hook_env = {**env, "EVSTORE_SPOOL_DIR": str(work / "spool")}
+        hook_input = json.dumps({"session_id": "s-1", "hook_event_name": "PreToolUse", "tool_name": "Bash",
+                                 "tool_use_id": "toolu_1", "tool_input": {"command": "ls"}},
+                                separators=(",", ":")).encode()
+        times = []
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            r = subprocess.run([*EVSTORE, "hook", "claude-code"], input=hook_input, env=hook_env,
+                               capture_output=True)
+            times.append(time.perf_counter() - t0)
+            if r.returncode != 0 or r.stdout:
+                raise SystemExit(f"hook failed or printed: {r!r}")
+        hook = statistics.median(times)
+        log(f"evstore hook claude-code: {hook * 1000:.1f} ms")
+        results.append(("evstore hook claude-code (spool one call)", hook, hook / base, "<= 3x"))
 
         n = args.batch_events
         payloads = make_payloads(n, size=400)

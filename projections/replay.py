@@ -109,6 +109,11 @@ def replay_raw(store: EventStore, stream_id: str, version: int | None = None, *,
     if info is None:
         raise StreamNotFound(f'No stream "{stream_id}".')
     target = info[1] if version is None else version
+    head = store.stream_head(stream_id)
+    if head is not None and head[2] == "claude":  # a transcript: its lines, as recorded
+        from eventstore.capture import transcript_raw
+
+        return transcript_raw(store, stream_id, target)
     # The snapshot producing version V is the first event at or after V that ends a snapshot group.
     for rec in store.read_stream(stream_id, after_version=max(target - 1, 0)):
         meta = rec.metadata

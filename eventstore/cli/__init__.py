@@ -98,7 +98,7 @@ def main() -> None:
 
 def register() -> click.Group:
     """The fully populated group (tests: ``CliRunner().invoke(register(), [...])``)."""
-    from eventstore.cli import core, documents  # noqa: F401
+    from eventstore.cli import claude, core, documents  # noqa: F401
 
     try:  # commands that live in the projections layer (the CLI is the top layer)
         import projections.cli  # noqa: F401

@@ -26,11 +26,17 @@ def _dialect(name: str) -> Any:
 @click.option("--git", "git_spec", default=None, metavar="REPO_DIR:FILE",
               help="Ingest every committed version of FILE in REPO_DIR, oldest first.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON line per snapshot.")
+@click.option("--no-scrub", is_flag=True, help="claude: store transcripts without replacing secrets (not advised).")
 @click.pass_context
 def ingest(ctx: click.Context, dialect: str, paths: tuple[Path, ...], stream: str | None,
-           git_spec: str | None, as_json: bool) -> None:
+           git_spec: str | None, as_json: bool, no_scrub: bool) -> None:
     """Ingest state-file snapshots with DIALECT (a directory: its files in name order)."""
     from eventstore import ingest as ing
+
+    if dialect == "claude":  # transcripts are recorded line by line, not as snapshots
+        from eventstore.cli.claude import ingest_claude
+
+        return ingest_claude(ctx, paths, stream=stream, as_json=as_json, scrub=not no_scrub)
 
     d = _dialect(dialect)
     if not paths and not git_spec:
@@ -76,6 +82,10 @@ def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, inte
     """
     from eventstore.ingest import Ingestor
 
+    if dialect == "claude":
+        from eventstore.cli.claude import watch_claude
+
+        return watch_claude(ctx, path, interval=interval, as_json=as_json)
     d = _dialect(dialect)
     store = open_store(ctx, create=True)
     ing = Ingestor(store, d, stream=stream)
@@ -151,6 +161,10 @@ def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_j
         return
     if raw:
         sys.stdout.buffer.write(rp.replay_raw(store, sid, result.version, doc=result.doc))
+        scrubbed = result.doc.get("secrets_scrubbed") if result.dialect == "claude" and isinstance(result.doc, dict) else 0
+        if scrubbed:
+            click.echo(f"note: {scrubbed} secret(s) in this transcript were replaced by [evstore-secret:...] markers "
+                       "before it was stored; these are the stored (scrubbed) bytes.", err=True)
         sys.stdout.buffer.flush()
         return
     problems: list[str] = []
@@ -199,6 +213,11 @@ def log(ctx: click.Context, task: str, as_json: bool, after: int | None, finding
         when = (rec.occurred_at or rec.recorded_at)[:19].replace("T", " ")
         click.echo(f"{rec.version:>5}  {when}  {rec.type:<40}  {summary}")
         meta = rec.metadata
+        source = meta.get("source") if isinstance(meta, dict) else None
+        writer = source.get("claude") if isinstance(source, dict) else None
+        if isinstance(writer, dict):  # who wrote this state: the session and tool call (a Claude Code hook)
+            click.echo(f"{'':>5}  {'':19}  written by session {writer.get('session_id')}, "
+                       f"tool call {writer.get('tool_use_id')} ({writer.get('tool_name')})")
         found = meta.get("findings") if isinstance(meta, dict) else None
         if findings and isinstance(found, list):
             shown = [f for f in found if isinstance(f, dict)]

@@ -14,6 +14,7 @@ _DIALECTS: dict[str, str] = {
     "friday": "eventstore.dialects.friday:FridayDialect",
     "taskflow": "eventstore.dialects.taskflow:TaskflowDialect",
     "envelope": "eventstore.dialects.envelope:EnvelopeDialect",
+    "claude": "eventstore.dialects.claude:ClaudeDialect",
 }
 _instances: dict[str, Dialect] = {}
 

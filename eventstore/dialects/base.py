@@ -111,6 +111,9 @@ class Dialect:
     #: Top-level keys every document of this dialect has; a snapshot without them is refused
     #: (wrong dialect or not a state file).  Everything else out of spec is only a finding.
     identity_keys: ClassVar[tuple[str, ...]] = ()
+    #: File names this dialect's state file has (a Claude Code hook seeing a Write/Edit of such a
+    #: file records its new version at once; see eventstore.capture).
+    state_file_names: ClassVar[tuple[str, ...]] = ()
 
     def check_identity(self, doc: JSON, where: str) -> None:
         """Raise IngestError if ``doc`` cannot be this dialect's document."""

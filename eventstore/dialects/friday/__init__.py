@@ -45,6 +45,7 @@ def _short(value: Any, limit: int = 70) -> str:
 class FridayDialect(Dialect):
     name = "friday"
     identity_keys = ("status",)
+    state_file_names = ("friday-state.json",)
     description = "TemperAI FRIDAY orchestrator state (.temper/friday-state.json)"
     catalog = ev.CATALOG
 

@@ -2,8 +2,8 @@
 
 * catalog: :mod:`eventstore.dialects.mapipe.events` (tags ``mapipe.<snake_name>``);
 * evolve/derive: :mod:`eventstore.dialects.mapipe.lens`;
-* validation against multi-agent-pipeline's JSON Schema, shipped as ``schemas/agent-state.schema.json``:
-  :mod:`eventstore.dialects.mapipe.validate`;
+* validation against ``seeds/agent-state.schema.json``: :mod:`eventstore.dialects.mapipe.validate`
+  (``EVSTORE_SEEDS``; no findings when the schema file is absent);
 * simulator: :mod:`eventstore.dialects.mapipe.simulate`.
 
 Example::
@@ -35,6 +35,7 @@ from eventstore.events import Event
 class MapipeDialect(Dialect):
     name = "mapipe"
     identity_keys = ("schemaVersion", "taskId")
+    state_file_names = ("agent-state.json",)
     description = "multi-agent-pipeline agent-state.json (schemaVersion 2.0.0-2.2.0)"
     catalog = ev.CATALOG
 

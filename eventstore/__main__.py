@@ -1,0 +1,5 @@
+"""``python -m eventstore``: the same as the ``evstore`` command."""
+
+from eventstore.entry import main
+
+main()

@@ -1,0 +1,244 @@
+"""Claude Code capture commands: ``ingest claude``, ``watch claude``, ``hook ...``, ``doctor``."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from eventstore.cli import cli, open_store
+from eventstore.errors import EvstoreError
+
+#: Hook events the installed configuration subscribes to.
+HOOK_EVENTS = ("SessionStart", "PreToolUse", "PostToolUse", "PostToolUseFailure", "Stop", "SubagentStop",
+               "PreCompact", "SessionEnd")
+
+
+def _is_ours(hook: object) -> bool:
+    command = str(hook.get("command")) if isinstance(hook, dict) else ""
+    return "evstore" in command and "hook claude-code" in command
+
+
+def _url(ctx: click.Context) -> str | None:
+    url: str | None = ctx.find_root().obj.get("url")
+    return url
+
+
+def _drain(ctx: click.Context, store: Any, *, scrub: bool = True) -> Any:
+    from eventstore import capture, spool
+
+    return capture.drain(store, spool.spool_dir(_url(ctx)), scrub=scrub)
+
+
+def ingest_claude(ctx: click.Context, paths: tuple[Path, ...], *, stream: str | None, as_json: bool,
+                  scrub: bool) -> None:
+    """``evstore ingest claude FILE.jsonl|DIR``: archive transcripts (and drain the hook spool)."""
+    from eventstore import capture
+
+    if not paths:
+        raise click.UsageError("give at least one transcript FILE.jsonl or folder (e.g. ~/.claude/projects)")
+    store = open_store(ctx)
+    _drain(ctx, store, scrub=scrub)
+    progress = None
+    if not as_json and sys.stderr.isatty():
+        from rich.progress import Progress
+
+        bar = Progress(transient=True)
+        task = bar.add_task("transcripts", total=None)
+        bar.start()
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+    else:
+        bar = None
+    try:
+        results = capture.ingest_transcripts(store, list(paths), scrub=scrub, progress=progress, stream=stream)
+    finally:
+        if bar is not None:
+            bar.stop()
+    for r in results:
+        if as_json:
+            click.echo(json.dumps(r.to_dict()))
+        elif r.rewritten:
+            click.echo(f"{r.file} -> {r.stream} @ {r.version} (prefix rewritten since it was recorded: "
+                       "recorded as a finding, not merged)")
+        else:
+            note = "unchanged" if r.events == 0 else f"+{r.lines} lines, +{r.events} events"
+            flag = f", {len(r.findings)} secret(s) scrubbed" if r.findings else ""
+            click.echo(f"{r.file} -> {r.stream} @ {r.version} ({note}{flag})")
+    lines = sum(r.lines for r in results)
+    size = sum(r.bytes for r in results)
+    sessions = len({r.stream.split("/", 1)[0] for r in results})
+    if not as_json:
+        click.echo(f"archived {len(results)} transcript(s) of {sessions} session(s): {lines} new line(s), "
+                   f"{size:,} new byte(s)", err=True)
+    if not scrub:
+        click.echo("warning: --no-scrub: secrets in these transcripts are stored as they were", err=True)
+
+
+def watch_claude(ctx: click.Context, path: Path, *, interval: float, as_json: bool) -> None:
+    """``evstore watch claude DIR``: record new transcript lines (and spooled hooks) as they come."""
+    from eventstore import capture
+    from eventstore.dialects.claude.secrets import Scrubber
+
+    store = open_store(ctx)
+    scrubber = Scrubber()
+    seen: dict[Path, tuple[int, int]] = {}
+    click.echo(f"watching {path} (claude); Ctrl-C stops", err=True)
+    try:
+        while True:
+            _drain(ctx, store)
+            for f in capture.transcript_files(path) if path.exists() else []:
+                try:
+                    st = f.stat()
+                except FileNotFoundError:
+                    continue
+                sig = (st.st_mtime_ns, st.st_size)
+                if seen.get(f) == sig:
+                    continue
+                try:
+                    r = capture.ingest_transcript(store, f, scrubber=scrubber)
+                except EvstoreError as exc:
+                    click.echo(f"warning: {exc}", err=True)
+                    continue
+                seen[f] = sig
+                if r.events:
+                    click.echo(json.dumps(r.to_dict()) if as_json else
+                               f"{r.file} -> {r.stream} @ {r.version} (+{r.lines} lines)")
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        click.echo("stopped", err=True)
+
+
+@cli.group()
+def hook() -> None:
+    """Claude Code hooks: spool, drain, install."""
+
+
+@hook.command("claude-code")
+@click.pass_context
+def hook_claude_code(ctx: click.Context) -> None:
+    """Spool one hook call from stdin (what Claude Code runs; always exit 0, silent)."""
+    from eventstore.entry import run_hook
+
+    run_hook(_url(ctx) or os.environ.get("EVSTORE_URL"))
+
+
+@hook.command("drain")
+@click.option("--json", "as_json", is_flag=True, help="Print what was recorded as JSON.")
+@click.option("--quiet", is_flag=True, help="Print nothing (what hooks start in the background).")
+@click.pass_context
+def hook_drain(ctx: click.Context, as_json: bool, quiet: bool) -> None:
+    """Record the spooled hook calls in the store (and the transcripts they point at)."""
+    store = open_store(ctx)
+    result = _drain(ctx, store)
+    if quiet:
+        return
+    if as_json:
+        click.echo(json.dumps(result.to_dict()))
+        return
+    click.echo(f"recorded {result.hooks} hook call(s), {len(result.states)} state version(s), "
+               f"{len(result.transcripts)} transcript update(s)")
+    for err in result.errors:
+        click.echo(f"warning: {err}", err=True)
+
+
+def _settings_path(user: bool) -> Path:
+    return (Path.home() / ".claude" / "settings.json") if user else Path(".claude") / "settings.json"
+
+
+def hook_command(url: str | None) -> str:
+    exe = shutil.which("evstore") or "evstore"
+    return f"{exe} --url {url} hook claude-code" if url else f"{exe} hook claude-code"
+
+
+def merged_settings(settings: dict[str, Any], command: str, *, uninstall: bool) -> dict[str, Any]:
+    """``settings`` with evstore's hook entries added (once) or removed; nothing else touched."""
+    out: dict[str, Any] = json.loads(json.dumps(settings))
+    hooks = out.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise EvstoreError('settings "hooks" is not an object; fix it by hand first.')
+    for name in HOOK_EVENTS:
+        entries = [e for e in hooks.get(name, []) if isinstance(e, dict)]
+        kept = []
+        for entry in entries:
+            inner = [h for h in entry.get("hooks", []) if not _is_ours(h)]
+            if inner or not entry.get("hooks"):
+                kept.append({**entry, "hooks": inner} if "hooks" in entry else entry)
+        if not uninstall:
+            kept.append({"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": 15}]}
+                        if name in ("PreToolUse", "PostToolUse", "PostToolUseFailure") else
+                        {"hooks": [{"type": "command", "command": command, "timeout": 15}]})
+        if kept:
+            hooks[name] = kept
+        else:
+            hooks.pop(name, None)
+    if not hooks:
+        out.pop("hooks")
+    return out
+
+
+@hook.command("install")
+@click.option("--project", "scope", flag_value="project", default=True, help="./.claude/settings.json (default).")
+@click.option("--user", "scope", flag_value="user", help="~/.claude/settings.json.")
+@click.option("--dry-run", is_flag=True, help="Print the merged settings instead of writing them.")
+@click.option("--uninstall", is_flag=True, help="Remove evstore's hooks (and nothing else).")
+@click.pass_context
+def hook_install(ctx: click.Context, scope: str, dry_run: bool, uninstall: bool) -> None:
+    """Merge evstore's hooks into Claude Code's settings (a backup first; idempotent)."""
+    path = _settings_path(scope == "user")
+    try:
+        current = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    except (OSError, ValueError) as exc:
+        raise EvstoreError(f"{path}: cannot read it as JSON ({exc}); nothing was changed.") from exc
+    if not isinstance(current, dict):
+        raise EvstoreError(f"{path}: settings are not a JSON object; nothing was changed.")
+    url = _url(ctx) or os.environ.get("EVSTORE_URL")
+    if url is None and scope == "user":
+        from eventstore.config import DEFAULT_URL, sqlite_file
+
+        url = f"sqlite:///{sqlite_file(DEFAULT_URL).resolve()}"  # type: ignore[union-attr]
+    merged = merged_settings(current, hook_command(url), uninstall=uninstall)
+    text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
+    if dry_run:
+        click.echo(text, nl=False)
+        return
+    if merged == current:
+        click.echo(f"{path}: already {'without' if uninstall else 'with'} evstore's hooks; nothing to do")
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        backup = path.with_name(f"{path.name}.evstore-backup-{time.strftime('%Y%m%dT%H%M%S')}")
+        shutil.copy2(path, backup)
+        click.echo(f"backup: {backup}", err=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    click.echo(f"{path}: evstore's hooks {'removed' if uninstall else 'installed'} ({', '.join(HOOK_EVENTS)})")
+
+
+@cli.command()
+@click.pass_context
+def doctor(ctx: click.Context) -> None:
+    """Check the hook spool: waiting records, claims a crashed drain left, recent hook errors."""
+    from eventstore import spool
+
+    directory = spool.spool_dir(_url(ctx))
+    click.echo(f"spool: {directory}")
+    waiting = directory / spool.SPOOL
+    n = sum(1 for _ in waiting.open("rb")) if waiting.exists() else 0
+    claimed = sorted(directory.glob("claimed-*.jsonl")) if directory.is_dir() else []
+    click.echo(f"waiting hook records: {n}; unfinished drains: {len(claimed)}")
+    log = directory / "hook-errors.log"
+    errors = log.read_text(encoding="utf-8", errors="replace").splitlines()[-10:] if log.exists() else []
+    click.echo(f"hook errors: {len(errors) and 'last ' + str(len(errors)) or 'none'}")
+    for line in errors:
+        click.echo(f"  {line}")
+    if errors:
+        ctx.exit(1)

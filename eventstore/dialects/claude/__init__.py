@@ -1,0 +1,306 @@
+"""The ``claude`` dialect: Claude Code session transcripts (JSONL), recorded line by line.
+
+Claude Code keeps each session as ``~/.claude/projects/<encoded cwd>/<session id>.jsonl``
+(subagents under ``<session id>/subagents/agent-<id>.jsonl``) and deletes transcripts older
+than ``cleanupPeriodDays``.  ``evstore ingest claude FILE|DIR`` archives them:
+
+* one stream per transcript file, named by the session id (a subagent file's stream is
+  ``<session id>/agent-<id>``, linked to its parent session in ``meta.transcript``);
+* one typed event per line (:mod:`eventstore.dialects.claude.events`), the line kept exactly,
+  after secrets are scrubbed (:mod:`eventstore.dialects.claude.secrets`), so
+  ``evstore replay SESSION --raw`` gives the file back byte for byte — lines that are not JSON
+  and record types nobody knows included;
+* incremental: the last event of each ingest records the byte offset reached and the SHA-256 of
+  the file up to it; a grown file appends only its new lines, an unchanged one nothing, and a
+  file whose recorded prefix changed is recorded as a ``claude.prefix_rewritten`` finding and
+  not merged.  An unterminated last line is left for the next ingest unless it is complete JSON.
+
+The state document a session folds to (``replay --json``) is a summary: lines, records per type,
+models, tool calls and errors, first and last time.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from eventstore.dialects.base import Dialect, Finding, RunInfo
+from eventstore.dialects.claude import events as ev
+from eventstore.dialects.claude.secrets import Scrubber
+from eventstore.errors import EvstoreError, IngestError
+from eventstore.events import Event
+
+_decode = msgspec.json.Decoder()
+
+
+class ClaudeDialect(Dialect):
+    name = "claude"
+    description = "Claude Code session transcripts (JSONL), one event per line, and hook calls"
+    catalog = ev.CATALOG
+    requires_object = False
+
+    def apply(self, doc: Any, event: Event) -> Any:
+        doc = doc if isinstance(doc, dict) else {"lines": 0, "records": {}, "models": [], "tool_calls": 0,
+                                                 "tool_errors": 0, "unreadable": 0, "secrets_scrubbed": 0,
+                                                 "hooks": 0, "first_at": None, "last_at": None}
+        if isinstance(event, ev._Line):
+            doc["lines"] += 1
+            kind = event.event_type().split(".", 1)[1]
+            doc["records"][kind] = doc["records"].get(kind, 0) + 1
+            doc["secrets_scrubbed"] += event.secrets
+            if event.timestamp:
+                doc["first_at"] = doc["first_at"] or event.timestamp
+                doc["last_at"] = event.timestamp
+            model = getattr(event, "model", None)
+            if model and model not in doc["models"]:
+                doc["models"].append(model)
+            if isinstance(event, ev.ToolUse):
+                doc["tool_calls"] += 1
+            elif isinstance(event, ev.ToolResult) and event.is_error:
+                doc["tool_errors"] += 1
+            elif isinstance(event, ev.UnreadableLine):
+                doc["unreadable"] += 1
+        elif isinstance(event, ev.HookReceived):
+            doc["hooks"] += 1
+        return doc
+
+    def describe(self, doc: Any) -> RunInfo:
+        if not isinstance(doc, dict):
+            return RunInfo()
+        return RunInfo(title=", ".join(doc.get("models") or []) or None, status="session")
+
+    def load(self, path: Path) -> Iterator[Any]:
+        raise IngestError("claude transcripts are ingested line by line: use `evstore ingest claude FILE|DIR`.")
+
+    def summary(self, event: Event) -> str | None:
+        if isinstance(event, ev.ToolUse):
+            target = f" {event.file_path}" if event.file_path else ""
+            return f"tool use {event.tool_name}{target} ({event.tool_use_id})"
+        if isinstance(event, ev.ToolResult):
+            return f"tool result {event.tool_use_id}{' ERROR' if event.is_error else ''}"
+        if isinstance(event, ev.AssistantMessage):
+            return f"assistant {event.block or 'message'} ({event.model})"
+        if isinstance(event, ev.UserMessage):
+            return f"user message ({event.text_chars} chars)"
+        if isinstance(event, ev.UnreadableLine):
+            return f"line {event.lineno} is not readable: {event.error}"
+        if isinstance(event, ev.UnknownRecord):
+            return f"record of unknown type {event.record_type!r} (kept whole)"
+        if isinstance(event, ev.HookReceived):
+            tool = f" {event.tool_name}" if event.tool_name else ""
+            return f"hook {event.hook_event_name}{tool}"
+        if isinstance(event, ev.PrefixRewritten):
+            return f"{event.file}: the first {event.recorded_bytes} bytes changed since they were recorded"
+        if isinstance(event, ev.LinePart):
+            return f"line {event.lineno}, part {event.part}"
+        if isinstance(event, ev._Line):
+            return f"{event.event_type().split('.', 1)[1].replace('_', ' ')} (line {event.lineno})"
+        return None
+
+
+# ----------------------------------------------------------------------------- lines -> events
+
+
+def _s(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def _first_block(message: Any) -> dict[str, Any] | None:
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict):
+                return block
+    return None
+
+
+def _blocks(message: Any, kind: str) -> list[dict[str, Any]]:
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return []
+    return [b for b in content if isinstance(b, dict) and b.get("type") == kind]
+
+
+def line_event(rec: Any, common: dict[str, Any]) -> ev._Line:
+    """The typed event for one parsed record (``common``: line bytes, position, secrets)."""
+    if not isinstance(rec, dict):
+        return ev.UnknownRecord(record_type=None, **common)
+    common = {**common, "uuid": _s(rec.get("uuid")), "parent_uuid": _s(rec.get("parentUuid")),
+              "timestamp": _s(rec.get("timestamp")), "agent_id": _s(rec.get("agentId")),
+              "is_sidechain": rec.get("isSidechain") if isinstance(rec.get("isSidechain"), bool) else None}
+    kind = rec.get("type")
+    message = rec.get("message")
+    if kind == "user":
+        results = _blocks(message, "tool_result")
+        if results:
+            r = results[0]
+            return ev.ToolResult(tool_use_id=_s(r.get("tool_use_id")), is_error=r.get("is_error") is True, **common)
+        content = message.get("content") if isinstance(message, dict) else None
+        chars = len(content) if isinstance(content, str) else sum(
+            len(b.get("text", "")) for b in _blocks(message, "text") if isinstance(b.get("text"), str))
+        return ev.UserMessage(text_chars=chars, **common)
+    if kind == "assistant":
+        msg = message if isinstance(message, dict) else {}
+        usage = msg.get("usage") if isinstance(msg.get("usage"), dict) else None
+        api: dict[str, Any] = {"model": _s(msg.get("model")), "message_id": _s(msg.get("id")),
+               "request_id": _s(rec.get("requestId")), "usage": usage}
+        uses = _blocks(message, "tool_use")
+        if uses:
+            u = uses[0]
+            tool_input: dict[str, Any] = u["input"] if isinstance(u.get("input"), dict) else {}
+            return ev.ToolUse(tool_use_id=_s(u.get("id")), tool_name=_s(u.get("name")),
+                              file_path=_s(tool_input.get("file_path") or tool_input.get("notebook_path")),
+                              **api, **common)
+        block = _first_block(message)
+        return ev.AssistantMessage(block=_s(block.get("type")) if block else None, **api, **common)
+    if kind == "summary":
+        return ev.Summary(leaf_uuid=_s(rec.get("leafUuid")), **common)
+    if kind == "system":
+        if rec.get("subtype") == "compact_boundary":
+            meta: dict[str, Any] = rec["compactMetadata"] if isinstance(rec.get("compactMetadata"), dict) else {}
+            return ev.CompactBoundary(trigger=_s(meta.get("trigger")), **common)
+        return ev.SystemRecord(subtype=_s(rec.get("subtype")), **common)
+    if kind == "file-history-snapshot":
+        return ev.FileHistorySnapshot(**common)
+    if kind == "attachment":
+        return ev.Attachment(**common)
+    if kind == "queue-operation":
+        return ev.QueueOperation(operation=_s(rec.get("operation")), **common)
+    return ev.UnknownRecord(record_type=kind if isinstance(kind, str) else None, **common)
+
+
+def _parse_error(text: str) -> str:
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        return f"column {exc.colno}: {exc.msg}"
+    except RecursionError:
+        return "nested too deeply"
+    return "not a JSON object"
+
+
+@dataclass
+class LineEvents:
+    """The events of one line and the findings (secrets replaced) to attach to them."""
+
+    events: list[Event]
+    findings: list[Finding] = field(default_factory=list)
+
+
+def events_for_line(raw: bytes, lineno: int, offset: int, scrubber: Scrubber | None) -> LineEvents:
+    """One line's events: parts (if oversized), then its typed event; secrets scrubbed first."""
+    try:
+        text: str | None = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    found: list[Any] = []
+    if scrubber is not None:
+        if text is not None:
+            text, found = scrubber.scrub(text)
+            raw = text.encode("utf-8") if found else raw
+        else:  # latin-1 maps bytes 1:1, so everything but a replaced secret keeps its bytes
+            latin, found = scrubber.scrub(raw.decode("latin-1"))
+            raw = latin.encode("latin-1", "replace") if found else raw
+    findings = [Finding(path=f"/line/{lineno}", code="secret-scrubbed",
+                        message=f"a {s.kind} was replaced by {s.marker}") for s in found]
+    out: list[Event] = []
+    common: dict[str, Any] = {"lineno": lineno, "offset": offset, "secrets": len(found)}
+    if len(raw) > ev.PART_BYTES:
+        for i in range(0, len(raw), ev.PART_BYTES):
+            out.append(ev.LinePart(lineno=lineno, part=i // ev.PART_BYTES,
+                                   b64=base64.b64encode(raw[i:i + ev.PART_BYTES]).decode("ascii")))
+        common["parts"] = len(out)
+    elif text is not None:
+        common["line"] = text
+    else:
+        common["line_b64"] = base64.b64encode(raw).decode("ascii")
+    body = raw.rstrip(b"\r\n")
+    if text is None:
+        out.append(ev.UnreadableLine(error="not valid UTF-8", **common))
+        return LineEvents(out, findings)
+    try:
+        rec = _decode.decode(body) if body.strip() else None
+    except (msgspec.DecodeError, RecursionError):
+        out.append(ev.UnreadableLine(error=_parse_error(body.decode("utf-8")), **common))
+        return LineEvents(out, findings)
+    if rec is None and not body.strip():
+        out.append(ev.UnreadableLine(error="empty line", **common))
+        return LineEvents(out, findings)
+    out.append(line_event(rec, common))
+    return LineEvents(out, findings)
+
+
+def split_lines(data: bytes, final: bool = False) -> tuple[list[bytes], int]:
+    """Complete lines of ``data`` (with their newlines) and the bytes they cover.  An
+    unterminated tail counts only if ``final`` or it is complete JSON (a writer mid-line is not)."""
+    lines = data.splitlines(keepends=True)
+    if lines and not lines[-1].endswith(b"\n"):
+        tail = lines[-1]
+        complete = final
+        if not complete:
+            try:
+                _decode.decode(tail)
+                complete = True
+            except (msgspec.DecodeError, RecursionError):
+                complete = False
+        if not complete:
+            lines.pop()
+    return lines, sum(len(x) for x in lines)
+
+
+def stream_for(path: Path) -> tuple[str, str | None]:
+    """(stream id, parent session) of a transcript file: ``<session>`` or ``<session>/agent-<id>``."""
+    stem = path.stem
+    if stem.startswith("agent-") and path.parent.name == "subagents":
+        parent = path.parent.parent.name
+        return f"{parent}/{stem}", parent
+    return stem, None
+
+
+def transcript_files(path: Path) -> list[Path]:
+    """``*.jsonl`` files under ``path`` (or ``path`` itself), sessions before their subagents."""
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise IngestError(f"{path}: no such file or directory.")
+    files = sorted(path.rglob("*.jsonl"), key=lambda p: (p.parent.name == "subagents", str(p)))
+    return [f for f in files if f.is_file()]
+
+
+def raw_from_events(events: Iterator[Event]) -> bytes:
+    """The transcript bytes the line events of a stream hold, in order."""
+    out = bytearray()
+    for e in events:
+        if isinstance(e, ev.LinePart):
+            out += base64.b64decode(e.b64)
+        elif isinstance(e, ev._Line):
+            if e.line is not None:
+                out += e.line.encode("utf-8")
+            elif e.line_b64 is not None:
+                out += base64.b64decode(e.line_b64)
+    return bytes(out)
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+__all__ = ["ClaudeDialect", "EvstoreError", "LineEvents", "events_for_line", "line_event", "raw_from_events",
+           "split_lines", "stream_for", "transcript_files"]

@@ -1,0 +1,135 @@
+"""The claude catalog: one event per transcript line (plus hooks and findings).
+
+Every line event keeps the line itself, after secret scrubbing, exactly as it was in the file
+(``line``: UTF-8 text including its newline; ``line_b64`` when the bytes are not UTF-8), so
+``evstore replay SESSION --raw`` gives the transcript back byte for byte.  The other fields are
+what analytics and ``evstore log`` read, taken from the record when present.  A line longer than
+:data:`PART_BYTES` is stored as :class:`LinePart` events (base64 chunks) followed by its typed
+event with ``parts`` set and ``line`` empty.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eventstore.events import Event
+
+#: Lines longer than this are stored in parts (each event stays far below the 4 MiB limit).
+PART_BYTES = 1024 * 1024
+
+
+class _Line(Event, frozen=True):
+    """Fields every transcript line event has (no tag: not an event type of its own)."""
+
+    lineno: int
+    offset: int
+    line: str | None = None
+    line_b64: str | None = None
+    parts: int = 0
+    uuid: str | None = None
+    parent_uuid: str | None = None
+    timestamp: str | None = None
+    is_sidechain: bool | None = None
+    agent_id: str | None = None
+    secrets: int = 0
+
+
+class UserMessage(_Line, frozen=True, tag="claude.user_message"):
+    text_chars: int = 0
+
+
+class AssistantMessage(_Line, frozen=True, tag="claude.assistant_message"):
+    model: str | None = None
+    message_id: str | None = None
+    request_id: str | None = None
+    usage: dict[str, Any] | None = None
+    block: str | None = None  # the content block type this line carries (text, thinking, ...)
+
+
+class ToolUse(_Line, frozen=True, tag="claude.tool_use"):
+    tool_use_id: str | None = None
+    tool_name: str | None = None
+    model: str | None = None
+    message_id: str | None = None
+    request_id: str | None = None
+    usage: dict[str, Any] | None = None
+    file_path: str | None = None
+
+
+class ToolResult(_Line, frozen=True, tag="claude.tool_result"):
+    tool_use_id: str | None = None
+    is_error: bool = False
+
+
+class Summary(_Line, frozen=True, tag="claude.summary"):
+    leaf_uuid: str | None = None
+
+
+class CompactBoundary(_Line, frozen=True, tag="claude.compact_boundary"):
+    trigger: str | None = None
+
+
+class SystemRecord(_Line, frozen=True, tag="claude.system"):
+    subtype: str | None = None
+
+
+class FileHistorySnapshot(_Line, frozen=True, tag="claude.file_history_snapshot"):
+    pass
+
+
+class Attachment(_Line, frozen=True, tag="claude.attachment"):
+    pass
+
+
+class QueueOperation(_Line, frozen=True, tag="claude.queue_operation"):
+    operation: str | None = None
+
+
+class UnknownRecord(_Line, frozen=True, tag="claude.unknown_record"):
+    """A record type this version of evstore does not know yet (kept whole)."""
+
+    record_type: str | None = None
+
+
+class UnreadableLine(_Line, frozen=True, tag="claude.unreadable_line"):
+    """A line that is not JSON (or not an object): its bytes, and the parse error."""
+
+    error: str = ""
+
+
+class LinePart(Event, frozen=True, tag="claude.line_part"):
+    """One chunk of an oversized line's bytes (base64); the line's typed event follows."""
+
+    lineno: int
+    part: int
+    b64: str
+
+
+class PrefixRewritten(Event, frozen=True, tag="claude.prefix_rewritten"):
+    """The file no longer starts with what was recorded: never merged silently."""
+
+    file: str
+    recorded_bytes: int
+    recorded_sha256: str
+    found_sha256: str
+
+
+class HookReceived(Event, frozen=True, tag="claude.hook"):
+    """One Claude Code hook call, as spooled (``input``: the hook's stdin, scrubbed)."""
+
+    hook_event_name: str | None = None
+    tool_name: str | None = None
+    tool_use_id: str | None = None
+    agent_id: str | None = None
+    agent_type: str | None = None
+    input: str | None = None
+    input_b64: str | None = None
+    received_at: float | None = None
+    secrets: int = 0
+
+
+LINE_EVENTS: tuple[type[_Line], ...] = (
+    UserMessage, AssistantMessage, ToolUse, ToolResult, Summary, CompactBoundary, SystemRecord,
+    FileHistorySnapshot, Attachment, QueueOperation, UnknownRecord, UnreadableLine,
+)
+CATALOG: tuple[type[Event], ...] = (*LINE_EVENTS, LinePart, PrefixRewritten, HookReceived)

@@ -1,0 +1,95 @@
+"""The ``evstore`` console script.
+
+``evstore [--url URL] hook claude-code`` is answered here, before click, SQLAlchemy or any
+dialect is imported: a Claude Code hook runs on every tool call, so it only spools its input
+(:mod:`eventstore.spool`) and returns, in about the time Python takes to start.  It never
+breaks the agent: whatever happens it exits 0 and prints nothing on stdout; errors go to
+``hook-errors.log`` in the spool folder (``evstore hook status`` shows them).  Every other
+command goes to the click CLI (:mod:`eventstore.cli`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+#: Hook events after which the new part of the transcript is worth recording at once.
+DRAIN_ON = (b"Stop", b"SubagentStop", b"SessionEnd", b"PreCompact")
+#: A hook never blocks the agent longer than this (seconds), even if stdin never closes.
+HOOK_DEADLINE = 10
+
+
+def _fast_hook_url(argv: list[str]) -> tuple[bool, str | None]:
+    """(is this ``[--url URL] hook claude-code``?, the URL given)."""
+    url = None
+    rest = argv
+    if rest[:1] == ["--url"] and len(rest) >= 2:
+        url, rest = rest[1], rest[2:]
+    elif rest[:1] and rest[0].startswith("--url="):
+        url, rest = rest[0][6:], rest[1:]
+    return rest == ["hook", "claude-code"], url
+
+
+def run_hook(url: str | None, stdin: bytes | None = None) -> None:
+    """Spool one hook input; never raises."""
+    directory = None
+    try:
+        import signal
+
+        from eventstore import spool
+
+        if hasattr(signal, "SIGALRM"):
+            signal.signal(signal.SIGALRM, lambda *_: os._exit(0))
+            signal.alarm(HOOK_DEADLINE)
+        directory = spool.spool_dir(url)
+        data = sys.stdin.buffer.read() if stdin is None else stdin
+        spool.write(directory, data)
+        if any(b'"' + name + b'"' in data for name in DRAIN_ON):
+            _start_drain(url)
+    except BaseException as exc:  # the agent must never see a failure
+        _log_error(directory, exc)
+    finally:
+        try:
+            import signal
+
+            if hasattr(signal, "SIGALRM"):
+                signal.alarm(0)
+        except BaseException:
+            pass
+
+
+def _start_drain(url: str | None) -> None:
+    """Record the spool (and the new part of the transcript) in the background."""
+    import subprocess
+
+    args = [sys.executable, "-m", "eventstore"] + (["--url", url] if url else []) + ["hook", "drain", "--quiet"]
+    subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True, close_fds=True)
+
+
+def _log_error(directory: object, exc: BaseException) -> None:
+    try:
+        import time
+        from pathlib import Path
+
+        where = Path(str(directory)) if directory is not None else Path.home() / ".evstore"
+        where.mkdir(parents=True, exist_ok=True)
+        with open(where / "hook-errors.log", "a", encoding="utf-8") as fh:
+            fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {type(exc).__name__}: {exc}\n")
+    except BaseException:
+        pass
+
+
+def main() -> None:
+    is_hook, url = _fast_hook_url(sys.argv[1:])
+    if is_hook:
+        run_hook(url or os.environ.get("EVSTORE_URL"))
+        sys.stdout.flush()
+        os._exit(0)
+    from eventstore.cli import main as cli_main
+
+    cli_main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""A durable hook spool: what a Claude Code hook hands over, kept until a drain records it.
+
+A hook fires on every tool call, so its cost lands on the agent's loop.  ``evstore hook
+claude-code`` therefore only appends the hook's stdin (and, for a ``Write``/``Edit`` of a file,
+that file's bytes as they were at that moment) to a spool file and returns: standard library
+only, no database, no SQLAlchemy, no dialects.  ``evstore hook drain`` (and ``ingest claude`` /
+``watch claude``) moves the spool into the store.
+
+Format: one record per line, ``<base64 of a JSON header>\\t<base64 of stdin>[\\t<base64 of the
+file>]\\n``, written with one ``write`` on an ``O_APPEND`` descriptor under an exclusive
+``flock`` and fsynced, so records from hooks firing at once never interleave and a record either
+is whole or is an unterminated tail a drain ignores.
+
+Draining claims the spool by renaming it (``spool.jsonl`` -> ``claimed-<pid>-<ns>.jsonl``): new
+hooks start a new file at once and the claimed file is deleted only after its records are in the
+store.  A drain killed half-way leaves the claimed file behind; the next drain records it again,
+and the records' event ids (derived from their bytes) make that a no-op for what was already
+recorded.
+"""
+
+from __future__ import annotations
+
+import binascii
+import fcntl
+import hashlib
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+SPOOL = "spool.jsonl"
+#: Largest file (bytes) a Write/Edit hook copies into the spool.
+MAX_FILE_BYTES = 16 * 1024 * 1024
+#: Largest hook input kept whole; bigger inputs are kept truncated, with their size.
+MAX_INPUT_BYTES = 16 * 1024 * 1024
+_FILE_TOOLS = (b'"Write"', b'"Edit"', b'"MultiEdit"', b'"NotebookEdit"')
+
+
+def spool_dir(url: str | None = None) -> Path:
+    """Where hooks spool for the store at ``url``: beside a SQLite store's file, else per URL
+    under ``$XDG_STATE_HOME/evstore`` (``EVSTORE_SPOOL_DIR`` overrides both)."""
+    explicit = os.environ.get("EVSTORE_SPOOL_DIR")
+    if explicit:
+        return Path(explicit)
+    from eventstore.config import database_url, sqlite_file
+
+    url = database_url(url)
+    path = sqlite_file(url)
+    if path is not None:
+        return path.expanduser().absolute().parent / "spool"
+    state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    return state / "evstore" / "spool" / hashlib.sha256(url.encode()).hexdigest()[:16]
+
+
+def _b64(data: bytes) -> bytes:
+    return binascii.b2a_base64(data, newline=False)
+
+
+def write(directory: Path, stdin: bytes, *, now: float | None = None) -> None:
+    """Append one hook record (and, for a file-writing tool, the file's bytes) durably."""
+    header: dict[str, Any] = {"received_at": time.time() if now is None else now, "pid": os.getpid(),
+                              "bytes": len(stdin)}
+    if len(stdin) > MAX_INPUT_BYTES:
+        stdin = stdin[:MAX_INPUT_BYTES]
+        header["truncated"] = True
+    parts = [b"", _b64(stdin)]
+    if b'"PostToolUse"' in stdin and any(t in stdin for t in _FILE_TOOLS):
+        copied = _copy_written_file(stdin, header)
+        if copied is not None:
+            parts.append(_b64(copied))
+    parts[0] = _b64(json.dumps(header, separators=(",", ":")).encode())
+    record = b"\t".join(parts) + b"\n"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / SPOOL
+    while True:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                current = os.stat(path).st_ino
+            except FileNotFoundError:
+                current = None
+            if current != os.fstat(fd).st_ino:
+                continue  # a drain claimed the file between our open and our lock: use the new one
+            view = memoryview(record)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+            return
+        finally:
+            os.close(fd)
+
+
+def _copy_written_file(stdin: bytes, header: dict[str, Any]) -> bytes | None:
+    """The bytes of the file a Write/Edit just wrote, as they are now (None if unreadable)."""
+    try:
+        payload = json.loads(stdin)
+        path = payload["tool_input"]["file_path"]
+        if not isinstance(path, str):
+            return None
+        if not os.path.isabs(path) and isinstance(payload.get("cwd"), str):
+            path = os.path.join(payload["cwd"], path)
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except (ValueError, KeyError, TypeError, OSError):
+        return None
+    if len(data) > MAX_FILE_BYTES:
+        header["file_skipped"] = f"larger than {MAX_FILE_BYTES} bytes"
+        return None
+    header["file"] = path
+    return data
+
+
+class Record:
+    """One spooled hook: its header, stdin bytes and (maybe) the written file's bytes."""
+
+    __slots__ = ("header", "stdin", "file_bytes", "digest")
+
+    def __init__(self, header: dict[str, Any], stdin: bytes, file_bytes: bytes | None, digest: str) -> None:
+        self.header, self.stdin, self.file_bytes, self.digest = header, stdin, file_bytes, digest
+
+
+def claim(directory: Path) -> list[Path]:
+    """Take the current spool for draining (plus claims a crashed drain left behind)."""
+    if not directory.is_dir():
+        return []
+    spool = directory / SPOOL
+    if spool.exists():
+        target = directory / f"claimed-{os.getpid()}-{time.time_ns()}.jsonl"
+        fd = os.open(spool, os.O_WRONLY | os.O_APPEND)
+        try:  # wait for a hook that is mid-write, then take the file away from new writers
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.rename(spool, target)
+        finally:
+            os.close(fd)
+    return sorted(directory.glob("claimed-*.jsonl"), key=lambda p: p.stat().st_mtime_ns)
+
+
+def read(path: Path) -> Iterator[Record]:
+    """The whole records of a claimed spool file (an unterminated last line is skipped)."""
+    with path.open("rb") as fh:
+        for line in fh:
+            if not line.endswith(b"\n"):
+                return  # a hook killed mid-write: nothing it wrote was acknowledged
+            digest = hashlib.sha256(line).hexdigest()
+            fields = line.rstrip(b"\n").split(b"\t")
+            try:
+                header = json.loads(binascii.a2b_base64(fields[0]))
+                stdin = binascii.a2b_base64(fields[1])
+                file_bytes = binascii.a2b_base64(fields[2]) if len(fields) > 2 else None
+            except (ValueError, IndexError, binascii.Error):
+                header, stdin, file_bytes = {"corrupt": True}, line, None
+            yield Record(header if isinstance(header, dict) else {"corrupt": True}, stdin, file_bytes, digest)
+
+
+def drain_lock(directory: Path) -> int | None:
+    """An exclusive, non-blocking lock for one drain at a time (None: another drain runs)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory / "drain.lock", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd

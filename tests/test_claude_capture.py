@@ -1,0 +1,230 @@
+"""Claude Code capture: transcripts archived byte for byte, incrementally, secrets scrubbed;
+hooks spooled silently and drained without loss; a state file written by a tool call linked to it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from eventstore import capture, spool
+from eventstore.dialects.claude.secrets import Scrubber
+from eventstore.store import EventStore
+from tests.claude_fixtures import AGENT, SESSION, records, write_project
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _scrub_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVSTORE_SCRUB_KEY", "test-key")
+
+
+def types_of(store: EventStore, stream: str) -> list[str]:
+    return [e.type for e in store.read_stream(stream)]
+
+
+def test_every_record_type_is_typed_and_the_file_comes_back_byte_for_byte(run, store_url: str,
+                                                                          tmp_path: Path) -> None:
+    main, sub = write_project(tmp_path / "projects")
+    r = run("ingest", "claude", str(tmp_path / "projects"), "--json")
+    assert r.exit_code == 0, r.output
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    assert [(x["file"], x["stream"]) for x in lines] == [(str(main), SESSION), (str(sub), f"{SESSION}/agent-{AGENT}")]
+    assert lines[0]["lines"] == len(records()) and lines[0]["bytes"] == main.stat().st_size
+    assert run("replay", SESSION, "--raw").stdout_bytes == main.read_bytes()
+    assert run("replay", f"{SESSION}/agent-{AGENT}", "--raw").stdout_bytes == sub.read_bytes()
+    with EventStore(store_url) as store:
+        got = types_of(store, SESSION)
+        assert got.count("claude.line_part") >= 2  # the 1.5 MB image line, stored in parts
+        typed = [t for t in got if t != "claude.line_part"]
+        assert typed == [
+            "claude.summary", "claude.user_message", "claude.assistant_message", "claude.assistant_message",
+            "claude.tool_use", "claude.tool_result", "claude.tool_use", "claude.tool_result", "claude.user_message",
+            "claude.compact_boundary", "claude.system", "claude.file_history_snapshot", "claude.attachment",
+            "claude.queue_operation", "claude.unknown_record", "claude.unknown_record", "claude.unreadable_line",
+            "claude.unreadable_line", "claude.unreadable_line", "claude.tool_use", "claude.unknown_record"]
+        events = [e.payload for e in store.read_stream(SESSION)]
+        error = [e for e in events if e["type"] == "claude.tool_result" and e["is_error"]]
+        assert [e["tool_use_id"] for e in error] == ["toolu_02"]
+        split = [e for e in events if e.get("message_id") == "msg_1"]
+        assert len(split) == 3 and {e["request_id"] for e in split} == {"req_1"}
+        assert split[0]["usage"]["cache_read_input_tokens"] == 800
+        unreadable = [e["error"] for e in events if e["type"] == "claude.unreadable_line"]
+        assert unreadable[0].startswith("column ") and unreadable[1:] == ["not valid UTF-8", "empty line"]
+        meta = [e.metadata for e in store.read_stream(f"{SESSION}/agent-{AGENT}")][-1]
+        assert meta["transcript"]["parent_session"] == SESSION
+    doc = json.loads(run("replay", SESSION, "--json").stdout)
+    assert doc["tool_calls"] == 3 and doc["tool_errors"] == 1 and doc["unreadable"] == 3
+    assert doc["models"] == ["claude-sonnet-4-5", "claude-opus-4-1"]
+
+
+def test_reingest_appends_only_new_lines_and_a_rewritten_prefix_is_a_finding(run, store_url: str,
+                                                                            tmp_path: Path) -> None:
+    f = tmp_path / f"{SESSION}.jsonl"
+    lines = records()
+    f.write_bytes(b"".join(lines[:5]))
+    assert run("ingest", "claude", str(f)).exit_code == 0
+    with EventStore(store_url) as store:
+        v1 = store.stream_version(SESSION)
+    again = json.loads(run("ingest", "claude", str(f), "--json").stdout)
+    assert again["events"] == 0 and again["version"] == v1  # unchanged: nothing appended
+    f.write_bytes(b"".join(lines[:5]) + lines[5][:100])  # a writer mid-line: not taken yet
+    assert json.loads(run("ingest", "claude", str(f), "--json").stdout)["events"] == 0
+    f.write_bytes(b"".join(lines[:7]))
+    grown = json.loads(run("ingest", "claude", str(f), "--json").stdout)
+    assert grown["lines"] == 2 and grown["version"] == v1 + 2
+    assert run("replay", SESSION, "--raw").stdout_bytes == f.read_bytes()
+    f.write_bytes(lines[1] + lines[0] + b"".join(lines[2:8]))  # history rewritten
+    for _ in range(2):  # seen twice, recorded once
+        r = run("ingest", "claude", str(f), "--json")
+        assert r.exit_code == 0 and json.loads(r.output)["rewritten"] is True
+    with EventStore(store_url) as store:
+        assert types_of(store, SESSION)[-1] == "claude.prefix_rewritten"
+        assert types_of(store, SESSION).count("claude.prefix_rewritten") == 1
+        assert store.stream_version(SESSION) == v1 + 3
+
+
+def test_planted_secrets_never_reach_the_store(run, store_url: str, tmp_path: Path) -> None:
+    planted = {
+        "AKIAIOSFODNN7EXAMPLE": "aws-access-key-id",
+        "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8": "github-token",
+        "sk-ant-api03-" + "Zx9" * 12: "anthropic-api-key",
+        "xoxb-123456789012-abcdefABCDEF": "slack-token",
+    }
+    key_block = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7bq\n-----END RSA PRIVATE KEY-----"
+    env_file = "DEBUG=1\nDATABASE_PASSWORD=hunter2hunter2\nexport STRIPE_SECRET_KEY=abc123def456\n"
+    content = " ".join(planted) + " " + key_block + "\n" + env_file
+    rec = {"type": "user", "uuid": "u1", "timestamp": "2026-03-01T10:00:00Z",
+           "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": content}]}}
+    f = tmp_path / f"{SESSION}.jsonl"
+    f.write_bytes((json.dumps(rec) + "\n").encode())
+    r = run("ingest", "claude", str(f))
+    assert r.exit_code == 0 and "secret(s) scrubbed" in r.output
+    raw = run("replay", SESSION, "--raw")
+    assert "replaced by [evstore-secret:...] markers" in raw.stderr
+    stored = json.loads(raw.stdout_bytes)  # still valid JSON, same structure
+    text = stored["message"]["content"][0]["content"]
+    secrets = [*planted, "MIIEowIBAAKCAQEA7bq", "hunter2hunter2", "abc123def456"]
+    for secret in secrets:
+        assert secret not in raw.stdout
+    for kind in [*planted.values(), "private-key", "env-assignment"]:
+        assert f"[evstore-secret:{kind}:" in text
+    assert "DEBUG=1" in text  # not a secret: left alone
+    log = run("log", SESSION).output
+    assert "secret-scrubbed" in log
+    with EventStore(store_url) as store:
+        dump = json.dumps([e.to_dict() for e in store.read_stream(SESSION)])
+    for secret in secrets:
+        assert secret not in dump
+    # The same secret gives the same marker (a keyed fingerprint), another key another marker.
+    a, b = Scrubber(key=b"k1"), Scrubber(key=b"k2")
+    assert a.scrub("AKIAIOSFODNN7EXAMPLE")[0] == a.scrub("x AKIAIOSFODNN7EXAMPLE")[0][2:]
+    assert a.scrub("AKIAIOSFODNN7EXAMPLE")[0] != b.scrub("AKIAIOSFODNN7EXAMPLE")[0]
+
+
+def test_no_scrub_is_explicit_and_keeps_the_bytes(run, tmp_path: Path) -> None:
+    f = tmp_path / "s.jsonl"
+    f.write_bytes(b'{"type":"user","message":{"content":"AKIAIOSFODNN7EXAMPLE"}}\n')
+    r = run("ingest", "claude", str(f), "--no-scrub")
+    assert r.exit_code == 0 and "--no-scrub" in r.stderr
+    assert run("replay", "s", "--raw").stdout_bytes == f.read_bytes()
+
+
+def _hook(stdin: bytes, env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "eventstore", "hook", "claude-code"], input=stdin,
+                          capture_output=True, env=env, timeout=60)
+
+
+def test_200_concurrent_hooks_are_silent_and_nothing_is_lost(store_url: str, tmp_path: Path) -> None:
+    env = {**os.environ, "EVSTORE_URL": store_url, "EVSTORE_SPOOL_DIR": str(tmp_path / "spool")}
+    inputs = [json.dumps({"session_id": f"s-{i % 7}", "hook_event_name": name, "tool_name": "Bash",
+                          "tool_use_id": f"toolu_{i}", "tool_input": {"command": "ls"}},
+                         separators=(",", ":")).encode()
+              for i, name in enumerate(["PreToolUse", "PostToolUse", "PostToolUseFailure", "SessionStart",
+                                        "SomethingNew"] * 39)]
+    inputs += [b"not json", b"", b"\xff\xfe", b'{"hook_event_name":"Stop"', b"[]"]
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        results = list(pool.map(lambda data: _hook(data, env), inputs))
+    assert len(results) == 200
+    assert all(r.returncode == 0 and r.stdout == b"" for r in results), [r for r in results if r.returncode][:1]
+    with EventStore(store_url) as store:
+        drained = capture.drain(store, tmp_path / "spool")
+        assert drained.hooks == 200 and not drained.errors
+        assert sum(store.stream_version(f"s-{i}") for i in range(7)) == 195
+        assert store.stream_version("claude-hooks") == 5
+        assert capture.drain(store, tmp_path / "spool").hooks == 0  # drained once
+
+
+def test_a_drain_killed_half_way_records_everything_once(store_url: str, tmp_path: Path) -> None:
+    directory = tmp_path / "spool"
+    for i in range(5):
+        spool.write(directory, json.dumps({"session_id": "S", "hook_event_name": "PreToolUse",
+                                           "tool_use_id": f"t{i}"}).encode())
+    with EventStore(store_url) as store:
+        [claimed] = spool.claim(directory)  # a drain claimed the spool...
+        for record in list(spool.read(claimed))[:2]:  # ...recorded two records, then died
+            capture._drain_one(store, record, None, capture.DrainResult())
+        spool.write(directory, json.dumps({"session_id": "S", "hook_event_name": "Stop"}).encode())
+        result = capture.drain(store, directory)
+        assert result.hooks == 6
+        assert store.stream_version("S") == 6  # the two recorded before the crash are not doubled
+        assert list(directory.glob("claimed-*")) == []
+
+
+def test_a_state_file_written_by_a_tool_call_is_ingested_with_its_session(run, store_url: str,
+                                                                         tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    state = project / "agent-state.json"
+    env = {**os.environ, "EVSTORE_URL": store_url, "EVSTORE_SPOOL_DIR": str(tmp_path / "spool")}
+    for version, status in enumerate(["running", "done"]):
+        state.write_text(json.dumps({"schemaVersion": 1, "taskId": "PROJ-7", "status": status}, indent=2))
+        payload = {"session_id": SESSION, "cwd": str(project), "hook_event_name": "PostToolUse",
+                   "tool_name": "Write", "tool_use_id": f"toolu_w{version}",
+                   "tool_input": {"file_path": "agent-state.json", "content": "..."}, "tool_response": {}}
+        assert _hook(json.dumps(payload).encode(), env).returncode == 0
+    state.write_text("{}")  # changed after the hooks ran: the spooled bytes are what the tool wrote
+    with EventStore(store_url) as store:
+        result = capture.drain(store, tmp_path / "spool")
+        assert len(result.states) == 2 and not result.errors
+        sources = [e.metadata["source"]["claude"] for e in store.read_stream("PROJ-7")
+                   if "source" in e.metadata]
+    assert [(s["session_id"], s["tool_use_id"]) for s in sources] == [(SESSION, "toolu_w0"), (SESSION, "toolu_w1")]
+    assert json.loads(run("replay", "PROJ-7", "--json").stdout)["status"] == "done"
+    assert "toolu_w1" in run("log", "PROJ-7").output
+
+
+def test_the_hook_imports_neither_click_nor_sqlalchemy(tmp_path: Path) -> None:
+    env = {**os.environ, "EVSTORE_SPOOL_DIR": str(tmp_path / "spool")}
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "eventstore", "hook", "claude-code"],
+                       input=b'{"hook_event_name":"PreToolUse"}', capture_output=True, env=env, timeout=60)
+    assert r.returncode == 0 and r.stdout == b""
+    imported = {line.split("|")[-1].strip() for line in r.stderr.decode().splitlines() if "|" in line}
+    assert "eventstore.spool" in imported
+    assert not {m for m in imported if m.split(".")[0] in ("click", "sqlalchemy", "msgspec", "rich")}
+
+
+def test_hook_install_merges_idempotently_and_uninstalls(run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    mine = {"model": "opus", "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "command", "command": "my-own-check"}]}]}}
+    settings.write_text(json.dumps(mine))
+    assert run("hook", "install", "--project").exit_code == 0
+    installed = json.loads(settings.read_text())
+    assert installed["model"] == "opus"
+    pre = installed["hooks"]["PreToolUse"]
+    assert pre[0] == mine["hooks"]["PreToolUse"][0] and "hook claude-code" in pre[1]["hooks"][0]["command"]
+    assert set(installed["hooks"]) >= {"PostToolUse", "Stop", "SubagentStop", "SessionEnd", "PreCompact"}
+    assert list((tmp_path / ".claude").glob("settings.json.evstore-backup-*"))
+    r = run("hook", "install", "--project")
+    assert "nothing to do" in r.output and json.loads(settings.read_text()) == installed
+    assert run("hook", "install", "--project", "--uninstall").exit_code == 0
+    assert json.loads(settings.read_text()) == mine
