@@ -36,13 +36,3 @@ def store_directory(url: str) -> Path:
         return path.resolve().parent
     return Path(os.environ.get("EVSTORE_HOME", ".evstore")).resolve()
 
-
-def corpus_path() -> Path:
-    """Real data from public projects (tests, notebooks): ``$EVSTORE_CORPUS``."""
-    default = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"
-    return Path(os.environ.get("EVSTORE_CORPUS", str(default)))
-
-
-def seeds_path() -> Path:
-    default = Path(__file__).resolve().parent.parent.parent / "shared" / "seeds"
-    return Path(os.environ.get("EVSTORE_SEEDS", str(default)))

@@ -513,6 +513,10 @@ class _Transaction:
             self.be.rollback(self.raw)
             if self.be.is_unique_violation(failed):
                 raise EvstoreError(f"Append clashed with a concurrent write ({failed}); retry.") from failed
+            if self.be.is_permission_denied(failed):
+                reason = str(failed).strip().splitlines()[0]
+                raise EvstoreError(f"The database refused the append ({reason}); this database role may not append "
+                                   "(`evstore db roles` creates one that may).") from failed
             if exc is None:
                 raise failed  # the commit step failed: the body's with-block saw no exception
         finally:

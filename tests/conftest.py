@@ -23,7 +23,6 @@ from hypothesis import settings
 
 from eventstore import migrate
 from eventstore.cli import register
-from eventstore.config import corpus_path
 from eventstore.db import make_engine
 from eventstore.store import EventStore
 
@@ -107,12 +106,15 @@ def store(store_url: str) -> Iterator[EventStore]:
         s.close()
 
 
+#: Real files from public projects, kept in the repository (``tests/data/README.md`` names each origin),
+#: in the layout of the workplace corpus they were copied from: ``real/``, ``friday/``, ``agentic-workflow/``.
+DATA = Path(__file__).resolve().parent / "data"
+
+
 @pytest.fixture
 def corpus() -> Path:
-    path = corpus_path()
-    if not path.is_dir():
-        pytest.skip(f"corpus not found at {path} (set EVSTORE_CORPUS)")
-    return path
+    """``tests/data``: the real files tests read (in the repository, so they never skip)."""
+    return DATA
 
 
 EVSTORE = str(Path(sys.executable).parent / "evstore")

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from oracles import assert_exact
 
 from eventstore.cli import register
 from eventstore.dialects import get_dialect
+from eventstore.errors import EvstoreError
 from eventstore.ingest import Ingestor
 from eventstore.store import EventStore, NewEvent
 from projections import replay as rp
@@ -51,7 +53,11 @@ def test_replay_at_honours_utc_offsets(run, store_url: str) -> None:  # type: ig
                                 occurred_at="2025-01-01T11:00:00Z")])
     r = run("replay", "S", "--at", "2025-01-01T12:00:00+02:00", "--json")  # = 10:00Z
     assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout) == {"v": 1}
+    assert_exact(json.loads(r.stdout), {"v": 1})  # version 1 exactly (== would accept 1.0 or True)
+    for at, want in (("2025-01-01T11:00:00+02:00", {"v": 1}), ("2025-01-01T13:00:00+02:00", {"v": 2})):
+        r = run("replay", "S", "--at", at, "--json")  # 09:00Z is version 1 itself, 11:00Z version 2
+        assert r.exit_code == 0, r.output
+        assert_exact(json.loads(r.stdout), want)
 
 
 def test_log_tolerates_free_form_meta(run) -> None:  # type: ignore[no-untyped-def]
@@ -116,7 +122,7 @@ def test_raw_bytes_only_for_a_snapshot_boundary(store: EventStore) -> None:
         r = ing.ingest(snap)
         assert rp.replay_raw(store, "S", r.version) == snap.raw
         if r.events > 1:
-            with pytest.raises(Exception, match=f"inside the snapshot that ends at version {r.version}"):
+            with pytest.raises(EvstoreError, match=f"inside the snapshot that ends at version {r.version}"):
                 rp.replay_raw(store, "S", before + 1)
             return
     raise AssertionError("the simulated run has no multi-event snapshot")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -90,7 +91,8 @@ def test_demo_human_summary_names_real_next_commands(sqlite_url: str) -> None:
     # the default portfolio covers several dialects
     rows = json.loads(CliRunner().invoke(register(), ["--url", sqlite_url, "runs", "--json"]).stdout)
     assert len(rows) == 8
-    assert len({r["dialect"] for r in rows}) >= min(2, len(DIALECTS))
+    # seed 1 always draws this mix (the dialects' weights, one RNG): any drift is a change of the demo
+    assert Counter(r["dialect"] for r in rows) == {"envelope": 3, "mapipe": 2, "taskflow": 2, "friday": 1}
 
 
 def test_demo_library_progress_and_bad_runs(sqlite_url: str) -> None:

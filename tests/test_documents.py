@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from oracles import assert_exact, canonical, exact
 
 from eventstore import documents
 from eventstore.dialects import get_dialect
@@ -72,14 +74,17 @@ def test_lens_law_generic(data: st.DataObject) -> None:
     nxt = prev
     for _ in range(data.draw(st.integers(1, 3))):
         nxt = data.draw(edited(nxt))
+    want = json.loads(canonical(nxt))  # the oracle: the stdlib's reading of nxt's JSON text
     events = dialect.observe(prev, nxt)
     got = dialect.fold(documents.copy(prev), events)
-    assert documents.same(got, nxt)
+    assert_exact(got, want)
     # The events survive storage (encode/decode) and still reproduce the document.
     stored = [decode_event(e.event_type(), 1, encode_event(e)) for e in events]
-    assert documents.same(dialect.fold(documents.copy(prev), stored), nxt)
-    if documents.same(prev, nxt):
+    assert_exact(dialect.fold(documents.copy(prev), stored), want)
+    if exact(prev, nxt):
         assert events == []
+    else:
+        assert events
 
 
 @settings(max_examples=300, deadline=None)
@@ -87,19 +92,54 @@ def test_lens_law_generic(data: st.DataObject) -> None:
 def test_diff_apply_is_exact_and_json_serialisable(a: object, b: object) -> None:
     ops = documents.diff(a, b)
     json.dumps(ops)  # RFC 6902 operations are plain JSON
-    assert documents.same(documents.apply(documents.copy(a), ops), b)
+    assert_exact(documents.apply(json.loads(canonical(a)), ops), b)
     assert documents.diff(b, b) == []
+    assert (documents.diff(a, b) == []) is exact(a, b)
 
 
-def test_same_is_strict() -> None:
-    assert not documents.same(1, 1.0)
-    assert not documents.same(True, 1)
-    assert not documents.same({"a": 1, "b": 2}, {"b": 2, "a": 1})
-    assert not documents.same({"a": None}, {})
-    assert documents.same({"a": [1, {"b": 2.5}]}, {"a": [1, {"b": 2.5}]})
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_same_agrees_with_the_oracle(data: st.DataObject) -> None:
+    """``same`` says equal exactly when the structural oracle does, on values and on edits of them
+    (reordered keys, int -> float, dropped members...), which mostly differ by one detail."""
+    a = data.draw(values)
+    b = data.draw(edited(a) | st.just(json.loads(canonical(a))))
+    assert documents.same(a, b) is exact(a, b)
+    assert documents.same(b, a) is exact(a, b)
+    assert (canonical(a) == canonical(b)) is exact(a, b)  # a second oracle: the stdlib's text
+
+
+STRICTLY_DIFFERENT = [
+    (1, 1.0), (True, 1), (False, 0), (0.0, -0.0), (None, {}), ("1", 1),
+    ({"a": 1, "b": 2}, {"b": 2, "a": 1}), ({"a": None}, {}),
+    # int vs float and key order inside containers, at depth
+    ({"a": 1}, {"a": 1.0}), ([1, 2], [1, 2.0]), ([True], [1]), ({"a": [0]}, {"a": [0.0]}),
+    ({"a": {"x": 1, "y": 2}}, {"a": {"y": 2, "x": 1}}), ([{"x": 1, "y": 2}], [{"y": 2, "x": 1}]),
+    ({"a": [{"b": {"c": 1, "d": [1]}}]}, {"a": [{"b": {"c": 1, "d": [1.0]}}]}),
+    ({"a": [{"b": {"c": 1, "d": 2}}]}, {"a": [{"b": {"d": 2, "c": 1}}]}),
+    ([[[]]], [[{}]]), ([1, [2]], [1, [2, 2]]),
+]
+
+
+@pytest.mark.parametrize(("a", "b"), STRICTLY_DIFFERENT, ids=canonical)
+def test_same_is_strict(a: object, b: object) -> None:
+    assert not exact(a, b)  # the oracle agrees the pair differs
+    assert not documents.same(a, b) and not documents.same(b, a)
+    assert documents.same(a, json.loads(canonical(a))) and documents.same(b, json.loads(canonical(b)))
+    # diff must not ignore what same ignores: the patch turns a into b exactly, both ways
+    for x, y in ((a, b), (b, a)):
+        ops = documents.diff(x, y)
+        assert ops != []
+        assert_exact(documents.apply(json.loads(canonical(x)), ops), y)
+
+
+def test_same_accepts_equal_values_built_apart() -> None:
+    doc = {"a": [1, {"b": 2.5, "c": [None, True, "x"]}], "": -0.0}
+    assert documents.same(doc, json.loads(canonical(doc)))
+    assert documents.diff(doc, json.loads(canonical(doc))) == []
 
 
 def test_pointer_escaping() -> None:
     ops = documents.diff({}, {"a/b": 1, "t~1": 2, "": 3})
     assert [op["path"] for op in ops] == ["/a~1b", "/t~01", "/"]
-    assert documents.apply({}, ops) == {"a/b": 1, "t~1": 2, "": 3}
+    assert_exact(documents.apply({}, ops), {"a/b": 1, "t~1": 2, "": 3})

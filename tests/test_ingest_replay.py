@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import evstore_child, migrated
+from oracles import exact
 
 from eventstore import documents
 from eventstore.dialects import get_dialect
@@ -38,11 +39,11 @@ def test_ingest_replay_log_diff(run, tmp_path: Path) -> None:  # type: ignore[no
     assert json.loads(r.output) == {"file": str(files[-1]), "stream": "T-1", "version": 3, "events": 0}
     for v, (doc, f) in enumerate(zip(docs, files, strict=False), 1):
         out = run("replay", "T-1", "--upto", str(v), "--json").output
-        assert documents.same(json.loads(out), doc)
+        assert exact(json.loads(out), doc)
         raw = run("replay", "T-1", "--upto", str(v), "--raw").stdout_bytes
         assert raw == f.read_bytes()
     patch = json.loads(run("replay", "T-1", "--diff", "1", "3").output)
-    assert documents.same(documents.apply(documents.copy(docs[0]), patch), docs[2])
+    assert exact(documents.apply(documents.copy(docs[0]), patch), docs[2])
     log = run("log", "T-1").output.splitlines()
     assert len(log) == 3 and "document.observed" in log[0] and "document.patched" in log[2]
 
@@ -63,7 +64,7 @@ def test_reformatted_snapshot_keeps_its_bytes(run, tmp_path: Path) -> None:  # t
         "meta"]["snapshot"]["sha256"]
     assert run("replay", "T-9", "--upto", "1", "--raw").stdout_bytes == a.read_bytes()
     assert run("replay", "T-9", "--raw").stdout_bytes == b.read_bytes()
-    assert documents.same(json.loads(run("replay", "T-9", "--json").output), doc)
+    assert exact(json.loads(run("replay", "T-9", "--json").output), doc)
     for again in (b, a):  # b's bytes are the latest: nothing; a's bytes are new again: one event
         r = run("ingest", "generic", str(again), "--json")
         assert json.loads(r.output)["events"] == (0 if again == b else 1)
@@ -132,7 +133,7 @@ def test_friday_real_history_replays_exactly(run, corpus: Path) -> None:  # type
     versions = [json.loads(x)["version"] for x in r.output.splitlines()]
     assert len(versions) == 9 and versions == sorted(versions)
     for v, f in zip(versions, history, strict=False):
-        assert documents.same(json.loads(run("replay", "friday:temper-ai", "--upto", str(v), "--json").output),
+        assert exact(json.loads(run("replay", "friday:temper-ai", "--upto", str(v), "--json").output),
                               json.loads(f.read_text()))
         assert run("replay", "friday:temper-ai", "--upto", str(v), "--raw").stdout_bytes == f.read_bytes()
     log = run("log", "friday:temper-ai").output
@@ -154,7 +155,7 @@ def test_replay_uses_the_cache(store: EventStore, tmp_path: Path) -> None:
 
     assert replay_cache.latest(store, "LONG", "replay.generic.v1") is not None
     second = rp.replay(store, "LONG")
-    assert documents.same(first.doc, full.doc) and documents.same(second.doc, full.doc)
+    assert exact(first.doc, full.doc) and exact(second.doc, full.doc)
     mid = rp.replay(store, "LONG", upto_version=10)
     assert mid.doc["i"] == 9
 
@@ -173,7 +174,7 @@ def test_git_history_ingest(run, tmp_path: Path) -> None:  # type: ignore[no-unt
     assert [json.loads(x)["version"] for x in r.output.splitlines()] == [1, 2, 3]
     events = [json.loads(x) for x in run("log", "G-1", "--json").output.splitlines()]
     assert all(len(e["meta"]["source"]["git"]["commit"]) == 40 for e in events)
-    assert json.loads(run("replay", "G-1", "--json").output) == {"taskId": "G-1", "step": 2}
+    assert exact(json.loads(run("replay", "G-1", "--json").output), {"taskId": "G-1", "step": 2})
 
 
 def test_watch_follows_atomic_and_in_place_writes(sqlite_url: str, tmp_path: Path) -> None:
@@ -194,7 +195,7 @@ def test_watch_follows_atomic_and_in_place_writes(sqlite_url: str, tmp_path: Pat
     assert "stopped" in err
     assert [json.loads(x)["version"] for x in lines + out] == [1, 2, 3]
     with EventStore(sqlite_url) as s:
-        assert rp.replay(s, "W-1").doc == {"taskId": "W-1", "n": 2}
+        assert exact(rp.replay(s, "W-1").doc, {"taskId": "W-1", "n": 2})
 
 
 def test_ambiguous_task_id_lists_candidates(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

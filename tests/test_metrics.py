@@ -7,6 +7,7 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eventstore.dialects.base import Snapshot
-from eventstore.dialects.friday.validate import risk_score_mismatch
+from eventstore.dialects.friday.validate import computed_risk_score, risk_score_mismatch
 from eventstore.store import EventStore
 from projections import analytics
 from projections.metrics import Report, Scope, cross_run_report, run_report, wilson
@@ -25,16 +26,30 @@ COUNTS = {"mapipe": 24, "friday": 8, "taskflow": 10, "envelope": 8}
 
 
 def _strip_some(snaps: list[Snapshot], run_no: int) -> list[Snapshot]:
-    """Make real-world gaps: every third run loses iteration 1's anonymizationMap, every fourth
-    loses its first reviewer's model (the metric must count "unavailable" and "unknown")."""
+    """Make real-world gaps and shapes: every third run loses iteration 1's anonymizationMap, every
+    fourth loses its first reviewer's model (the metric must count "unavailable" and "unknown");
+    every other run's first reviewer lists a fingerprint twice (raised counts reviewer x *distinct*
+    fingerprint), and its second reviewer's findings and the accepted list are plain fingerprint
+    strings instead of objects, the accepted one listed twice."""
+    edited: set[int] = set()  # snapshots of a run may share an iteration object: edit each once
     for s in snaps:
         its = s.doc.get("reviewIterations") if isinstance(s.doc, dict) else None
         if not its:
             continue
+        it = its[0]
         if run_no % 3 == 0:
-            its[0].pop("anonymizationMap", None)
+            it.pop("anonymizationMap", None)
         if run_no % 4 == 0:
-            its[0]["reviewers"][0].pop("model", None)
+            it["reviewers"][0].pop("model", None)
+        if run_no % 2 == 1 and id(it) not in edited:
+            edited.add(id(it))
+            first = it["reviewers"][0]["findings"]
+            if first:
+                first.append({**first[0], "line": 999})
+            if len(it["reviewers"]) > 1:
+                second = it["reviewers"][1]
+                second["findings"] = [_fp(f) for f in second["findings"]]
+            it["accepted"] = [_fp(a) for a in it.get("accepted", [])] + [_fp(a) for a in it.get("accepted", [])][:1]
     return snaps
 
 
@@ -86,7 +101,8 @@ def test_reviewer_acceptance_matches_the_documents(portfolio: Any, report: Repor
     _store, p, _out = portfolio
     raised: Counter[str] = Counter()
     accepted: Counter[str] = Counter()
-    unavailable = 0
+    unavailable = repeats = 0
+    shapes: set[type] = set()
     for snaps in p.of("mapipe").values():
         for it in _last(snaps).get("reviewIterations", []):
             if not isinstance(it.get("anonymizationMap"), dict):
@@ -95,28 +111,65 @@ def test_reviewer_acceptance_matches_the_documents(portfolio: Any, report: Repor
             acc = {_fp(a) for a in it.get("accepted", [])}
             for r in it.get("reviewers", []):
                 model = r.get("model") or "unknown"
-                fps = {_fp(f) for f in r.get("findings", [])} - {None}
+                listed = [_fp(f) for f in r.get("findings", [])]
+                fps = set(listed) - {None}
+                repeats += len(listed) - len(set(listed))
+                shapes |= {type(f) for f in r.get("findings", [])}
                 raised[model] += len(fps)
                 accepted[model] += len(fps & acc)
     sec = report.section("reviewer_acceptance")
     got = {r["model"]: r for r in sec.rows}
     assert unavailable > 0 and "unknown" in raised  # the fixture really exercises both cases
+    assert repeats > 0 and {str, dict} <= shapes  # ... and repeated, string and object fingerprints
     assert sec.summary["unavailable"] == unavailable
     assert set(got) == set(raised)
     for model in raised:
         assert got[model]["raised"] == raised[model]
         assert got[model]["accepted"] == accepted[model]
         assert got[model]["ratio"] == round(accepted[model] / raised[model], 4)
-        lo, hi = wilson(accepted[model], raised[model])
-        assert got[model]["ci_low"] == round(lo, 4) and got[model]["ci_high"] == round(hi, 4)
+        lo, hi = wilson_closed_form(accepted[model], raised[model])
+        assert abs(got[model]["ci_low"] - lo) <= 0.5e-4 + 1e-12  # the report rounds to 4 places
+        assert abs(got[model]["ci_high"] - hi) <= 0.5e-4 + 1e-12
 
 
-def test_wilson_known_values() -> None:
-    # Reference values (Wilson 1927; e.g. statsmodels proportion_confint(..., method="wilson")).
-    lo, hi = wilson(81, 263)
-    assert lo == pytest.approx(0.2553, abs=1e-4) and hi == pytest.approx(0.3662, abs=1e-4)
-    lo, hi = wilson(0, 10)
-    assert lo == 0.0 and hi == pytest.approx(0.2775, abs=1e-4)
+Z975 = NormalDist().inv_cdf(0.975)  # the two-sided 95 % quantile, from the stdlib
+
+
+def wilson_closed_form(k: int, n: int) -> tuple[float, float]:
+    """Wilson (1927): (p + z²/2n ± z·sqrt(p(1-p)/n + z²/4n²)) / (1 + z²/n), p = k/n."""
+    p, z = k / n, Z975
+    centre = p + z * z / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (centre - spread) / (1 + z * z / n), (centre + spread) / (1 + z * z / n)
+
+
+# (accepted, raised) -> Wilson 95 % bounds from scipy 1.17 (binomtest(k, n).proportion_ci(method="wilson")),
+# written out so that a wrong quantile (1.96 instead of 1.959964) or formula shows at 1e-9.
+WILSON_REFERENCE = {
+    (81, 263): (0.2552885198782742, 0.36620957698280004),
+    (0, 10): (0.0, 0.27753279986288926),
+    (10, 10): (0.7224672001371109, 1.0),
+    (1, 2): (0.09453120573423074, 0.9054687942657693),
+    (5, 1000): (0.0021375355273244604, 0.011650955373375113),
+    (171, 412): (0.36846878389185067, 0.463197832037892),
+    (3, 7): (0.1582198552514697, 0.7495416354723428),
+}
+
+
+@pytest.mark.parametrize(("k", "n"), list(WILSON_REFERENCE))
+def test_wilson_known_values(k: int, n: int) -> None:
+    ref_lo, ref_hi = WILSON_REFERENCE[(k, n)]
+    lo, hi = wilson(k, n)
+    assert lo == pytest.approx(ref_lo, abs=1e-9) and hi == pytest.approx(ref_hi, abs=1e-9)
+    cf_lo, cf_hi = wilson_closed_form(k, n)  # the closed form here agrees with the reference
+    assert cf_lo == pytest.approx(ref_lo, abs=1e-9) and cf_hi == pytest.approx(ref_hi, abs=1e-9)
+    if k == 0:
+        assert lo == 0.0
+    if k == n:
+        assert hi == 1.0
+
+
+def test_wilson_of_nothing_raised() -> None:
     assert wilson(0, 0) == (None, None)
 
 
@@ -284,6 +337,43 @@ def test_question_latency_matches_the_documents(portfolio: Any, report: Report) 
 
 # ---------------------------------------------------------------- friday, envelope, taskflow
 
+def risk_score_formula(m: dict[str, Any]) -> int:
+    """The additive model of FRIDAY's session-mode recommendation skill (the formula the state schema's
+    risk_score refers to), written out: +1 per threshold met, +1 for a risky last output, +2 mixed."""
+    def at_least(key: str, n: int) -> bool:
+        return type(m.get(key)) is int and m[key] >= n
+    return (at_least("specialist_runs_current_thread", 2) + at_least("distinct_specialist_count", 2)
+            + at_least("cycle_rounds_total", 3) + at_least("recovery_attempts", 1)
+            + at_least("prompt_failure_retries", 1) + at_least("long_outputs_count", 2)
+            + at_least("large_summaries_count", 1) + at_least("scope_confusion_signals", 1)
+            + (m.get("last_output_class") in ("failure", "partial-output", "unclear-output", "recovery-report"))
+            + 2 * (m.get("mixed_scope_signal") is True))
+
+
+def risk_score_disagrees(m: dict[str, Any]) -> bool:
+    recorded = m.get("risk_score")
+    return type(recorded) is not int or recorded != risk_score_formula(m)
+
+
+def test_risk_score_formula_cases() -> None:
+    """Hand-worked cases of the formula, one rule at a time, then all together (1+1+...+1+2 = 11)."""
+    assert risk_score_formula({}) == 0
+    assert risk_score_formula({"specialist_runs_current_thread": 1, "distinct_specialist_count": 1,
+                               "cycle_rounds_total": 2, "long_outputs_count": 1, "recovery_attempts": 0}) == 0
+    assert risk_score_formula({"cycle_rounds_total": 3}) == 1
+    assert risk_score_formula({"mixed_scope_signal": True}) == 2
+    assert risk_score_formula({"mixed_scope_signal": 1, "recovery_attempts": 1.0}) == 0  # not bool / int
+    assert risk_score_formula({"last_output_class": "partial-output", "large_summaries_count": 1}) == 2
+    everything = {"specialist_runs_current_thread": 2, "distinct_specialist_count": 2, "cycle_rounds_total": 3,
+                  "recovery_attempts": 1, "prompt_failure_retries": 1, "long_outputs_count": 2,
+                  "large_summaries_count": 1, "scope_confusion_signals": 1, "last_output_class": "failure",
+                  "mixed_scope_signal": True}
+    assert risk_score_formula(everything) == 11
+    for m in ({}, {"cycle_rounds_total": 3}, everything, {"mixed_scope_signal": True, "risk_score": 2}):
+        assert computed_risk_score({"session_metrics": m}) == risk_score_formula(m)
+        assert (risk_score_mismatch({"session_metrics": m}) is not None) is risk_score_disagrees(m)
+
+
 _REPORT_KEYS = ("last_report_type", "question_origin", "mode", "gap_queue", "ambiguity_queue",
                 "unresolved_blocking_gaps", "cycle_count")
 
@@ -322,7 +412,7 @@ def test_friday_cycles_and_risk_mismatches_match_the_documents(portfolio: Any, r
             if doc.get("session_metrics") != prev.get("session_metrics") and isinstance(doc.get("session_metrics"),
                                                                                           dict):
                 writes += 1
-                if risk_score_mismatch(doc) is not None:
+                if risk_score_disagrees(doc["session_metrics"]):
                     mismatches += 1
                     runs_mismatch.add(sid)
             prev = doc

@@ -45,10 +45,9 @@ def test_html_is_self_contained_with_five_charts(html_file: Path) -> None:
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", text)
     assert "<script" not in text and "@import" not in text
     labels = re.findall(r'<svg class="chart" role="img" aria-label="([^"]+)"', text)
-    assert any("Reviewer acceptance" in label for label in labels)
-    assert any("resolved vs still present" in label for label in labels)
-    assert any("First-pass yield" in label for label in labels)
-    assert any("Phase duration" in label for label in labels)
+    assert labels == ["Reviewer acceptance per model with Wilson 95% interval",
+                      "Findings resolved vs still present per iteration", "First-pass yield per gate",
+                      "Circuit-breaker trips per trigger", "Phase duration percentiles (minutes)"]
     # interval whiskers on the acceptance chart
     assert text.count('class="ci"') >= 2
 

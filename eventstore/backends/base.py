@@ -91,6 +91,10 @@ class Backend(abc.ABC):
     def is_unique_violation(self, exc: BaseException) -> bool:
         return False
 
+    def is_permission_denied(self, exc: BaseException) -> bool:
+        """The database refused for lack of a privilege (a read-only role appending)."""
+        return False
+
     #: How the append path hands BLOB values to the driver (``bytes`` returns a bytes object itself).
     blob: Callable[[bytes], Any] = bytes
 

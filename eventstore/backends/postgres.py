@@ -54,6 +54,11 @@ class PostgresBackend(Backend):
 
         return isinstance(exc, psycopg.errors.UniqueViolation)
 
+    def is_permission_denied(self, exc: BaseException) -> bool:
+        import psycopg
+
+        return isinstance(exc, psycopg.errors.InsufficientPrivilege)
+
     def insert_stream(self, cur: Any, stream_id: str, dialect: str | None, genesis: bytes, now: str) -> int:
         cur.execute(self.sql_insert_stream + " RETURNING stream_pk", (stream_id, dialect, genesis, now))
         return int(cur.fetchone()[0])

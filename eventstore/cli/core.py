@@ -71,6 +71,19 @@ def db_check(ctx: click.Context) -> None:
     click.echo("schema matches the models")
 
 
+@db.command("roles")
+@click.option("--writer", default="evstore_writer", show_default=True, help="The role that may append.")
+@click.option("--reader", default="evstore_reader", show_default=True, help="The role that may only read.")
+@click.pass_context
+def db_roles(ctx: click.Context, writer: str, reader: str) -> None:
+    """Create (idempotently) a writer role that can only append and a reader role that can only read (PostgreSQL)."""
+    from eventstore import roles
+
+    store = open_store(ctx)  # at the schema head, with the runs index the writer keeps current
+    for line in roles.create_roles(store, writer, reader):
+        click.echo(line)
+
+
 def _parse_expected(value: str | None) -> Any:
     if value is None or value == "any":
         return "any"

@@ -15,6 +15,7 @@ import hmac
 import ipaddress
 import json
 import threading
+import time
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -87,7 +88,8 @@ class HTTPError(Exception):
 
 
 class SecurityHeaders:
-    """Adds the CSP and friends to every response (pages, API, static files, errors)."""
+    """Adds the CSP and friends to every response (pages, API, static files, errors), and a
+    ``Server-Timing: app;dur=MS`` header: the time from the request to the response's headers."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -96,10 +98,12 @@ class SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        started = time.perf_counter()
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+                took = f"app;dur={(time.perf_counter() - started) * 1000:.2f}".encode()
+                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS, (b"server-timing", took)]
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
@@ -295,7 +299,9 @@ class Server:
             problem = str(exc)
         shown = version if state is None else state.version
         source = views.source_of(rows, shown) if shown is not None and shown > after else None
+        run_path = "/runs/" + urllib.parse.quote(sid, safe="")
         return self.page("run.html", title=sid, sid=sid, dialect=dialect.name, rows=rows, latest=latest,
+                         timeline_html=views.timeline_html(rows, run_path), options=views.version_options,
                          after=after, more=after + len(rows) < latest, page_size=TIMELINE_PAGE,
                          version=shown, state=state, tree=tree, diff=diff, source=source, problem=problem,
                          quote=lambda s: urllib.parse.quote(s, safe=""), live_poll=self.cfg.live_poll)

@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracles import exact
 
 from eventstore import documents
 from eventstore.dialects import get_dialect
 from eventstore.dialects.base import DocumentObserved, DocumentPatched
 from eventstore.dialects.taskflow import TaskflowDialect
 from eventstore.dialects.taskflow import events as ev
-from eventstore.dialects.taskflow.lifecycle import lifecycle, write_tree
+from eventstore.dialects.taskflow.lifecycle import KEYS, PHASES, lifecycle, write_tree
 from eventstore.dialects.taskflow.simulate import simulate_trees, write_simulated_task
 from eventstore.dialects.taskflow.verdict import issue_slug, parse_verdict
 from eventstore.errors import IngestError
@@ -34,7 +35,7 @@ def sim_docs(seed: int) -> list[Any]:
 
 def law(prev: Any, nxt: Any) -> list[Any]:
     events = D.observe(prev, nxt)
-    assert documents.same(D.fold(documents.copy(prev), events), nxt)
+    assert exact(D.fold(documents.copy(prev), events), nxt)
     return events
 
 
@@ -163,16 +164,27 @@ json_value = st.recursive(json_leaf, lambda c: st.lists(c, max_size=3) | st.dict
 
 
 def mutate(doc: Any, data: st.DataObject) -> Any:
+    return mutate_expecting(doc, data)[0]
+
+
+def mutate_expecting(doc: Any, data: st.DataObject) -> tuple[Any, tuple[str, str] | None]:
+    """An out-of-spec edit of ``doc`` and the (code, path) finding validate must give for it, where
+    the edit alone decides one (an unknown or missing key, a phase outside the enum or not text)."""
     doc = documents.copy(doc)
+    expect: tuple[str, str] | None = None
     kind = data.draw(st.sampled_from(["unknown-key", "replace-top", "delete-top", "reorder", "artifact",
                                       "phase", "verdict-value", "follow-up", "int-float"]))
     keys = list(doc)
     if kind == "unknown-key":
-        doc[data.draw(st.text(min_size=1, max_size=6).filter(lambda k: k not in doc))] = data.draw(json_value)
+        key = data.draw(st.text(min_size=1, max_size=6).filter(lambda k: k not in doc))
+        doc[key] = data.draw(json_value)
+        expect = ("unknown-key", documents.pointer(key))
     elif kind == "replace-top":
         doc[data.draw(st.sampled_from(keys))] = data.draw(json_value)
     elif kind == "delete-top":
-        del doc[data.draw(st.sampled_from(keys))]
+        key = data.draw(st.sampled_from(keys))
+        del doc[key]
+        expect = ("missing-key", documents.pointer(key)) if key in KEYS else None
     elif kind == "reorder":
         order = data.draw(st.permutations(keys))
         doc = {k: doc[k] for k in order}
@@ -181,14 +193,19 @@ def mutate(doc: Any, data: st.DataObject) -> Any:
             st.fixed_dictionaries({"size": st.integers(0, 9), "sha256": st.text(max_size=3),
                                    "content": st.none() | st.text(max_size=9)}) | json_value)
     elif kind == "phase":
-        doc["phase"] = data.draw(st.text(max_size=8) | json_leaf)
+        doc["phase"] = phase = data.draw(st.text(max_size=8) | json_leaf)
+        if type(phase) is not str:
+            expect = ("wrong-type", "/phase")
+        elif phase not in PHASES:
+            expect = ("phase-not-in-enum", "/phase")
     elif kind == "verdict-value":
         doc["verdict"] = {"value": data.draw(st.sampled_from(["PASS", "maybe", "unparsed"])), "extra": 1}
     elif kind == "follow-up":
         doc["follow_ups"].append(data.draw(json_value))
     else:
         doc["mode_source"] = 1.0 if data.draw(st.booleans()) else 1
-    return doc
+        expect = ("wrong-type", "/mode_source")
+    return doc, expect
 
 
 @settings(max_examples=60, deadline=None)
@@ -196,14 +213,16 @@ def mutate(doc: Any, data: st.DataObject) -> Any:
 def test_lens_law_on_mutated_documents(seed: int, data: st.DataObject) -> None:
     docs = sim_docs(seed)
     i = data.draw(st.integers(0, len(docs) - 1))
-    bad = mutate(docs[i], data)
+    bad, expect = mutate_expecting(docs[i], data)
     law(None, bad)
     law(docs[i], bad)
     law(bad, docs[-1])
     mutable = (isinstance(bad, dict) and isinstance(bad.get("artifacts"), dict)
                and isinstance(bad.get("follow_ups"), list))  # the mutator edits these in place
     law(bad, mutate(bad, data) if mutable else bad)
-    D.validate(bad)  # never raises
+    found = {(f.code, f.path) for f in D.validate(bad)}  # never raises, and names what the edit broke
+    if expect is not None:
+        assert expect in found, (expect, found)
     D.describe(bad)
 
 
@@ -223,10 +242,16 @@ def test_unknown_keys_survive_and_are_reported(seed: int, key: str) -> None:
 
 def test_simulated_runs_are_valid_apart_from_planned_findings() -> None:
     allowed = {"empty-artifact", "follow-up-missing", "skipped-mandatory-phase", "verdict-unparseable"}
+    seen: dict[str, set[str]] = {}
     for seed in range(60):
         for doc in sim_docs(seed):
-            assert codes(doc) <= allowed, (seed, codes(doc))
-        assert "phase-mismatch" not in codes(doc)
+            for f in D.validate(doc):
+                assert f.code in allowed, (seed, f)
+                seen.setdefault(f.code, set()).add(f.path)
+    # every planned finding is really produced, at the member it is about
+    assert set(seen) == allowed, seen
+    assert seen["verdict-unparseable"] == {"/verdict"} and seen["follow-up-missing"] == {"/follow_ups"}
+    assert all(p.startswith("/artifacts/") for p in seen["empty-artifact"] | seen["skipped-mandatory-phase"])
 
 
 def test_observe_of_a_foreign_first_document_is_a_snapshot() -> None:
@@ -259,7 +284,7 @@ def test_single_task_folder(tmp_path: Path) -> None:
     assert (info.task_id, info.title, info.status, info.phase) == ("add-user-auth", "Add user auth", "active", "bug_find")
     assert codes(doc) == set()
     # a file path (what a watcher reports) reads its folder
-    assert documents.same(load_one(folder / "SPEC.md"), doc)
+    assert exact(load_one(folder / "SPEC.md"), doc)
 
 
 def test_empty_folder_is_a_new_task_in_research(tmp_path: Path) -> None:
@@ -348,7 +373,7 @@ def test_manual_fail_spawns_linked_follow_ups(tmp_path: Path) -> None:
     snaps = list(D.load(tasks))
     assert [s.stream_hint for s in snaps] == [f"taskflow/{n}" for n in sorted(p.name for p in tasks.iterdir())]
     by = {s.doc["task"]: s.doc for s in snaps}
-    assert documents.same(by["add-user-auth"], after)
+    assert exact(by["add-user-auth"], after)
     assert by["unrelated-task"]["origin"] is None and by["unrelated-task"]["follow_ups"] == []
 
 
@@ -433,10 +458,10 @@ def test_loaded_folders_equal_the_simulated_lifecycle(tmp_path: Path) -> None:
         for (_, tree), doc in zip(steps, docs, strict=False):
             write_tree(tasks, tree)
             loaded = {s.doc["task"]: s.doc for s in D.load(tasks)}
-            assert documents.same(loaded[f"task-{seed}"], doc)
-            assert documents.same(load_one_named(tasks / f"task-{seed}", f"task-{seed}"), doc)
+            assert exact(loaded[f"task-{seed}"], doc)
+            assert exact(load_one_named(tasks / f"task-{seed}", f"task-{seed}"), doc)
             for name, other in loaded.items():
-                assert documents.same(other, lifecycle(tree, name))
+                assert exact(other, lifecycle(tree, name))
                 if other["origin"] is not None:
                     seen_kinds.add(other["origin"]["kind"])
                     assert other["phase"] == other["origin"]["starts_at"]
@@ -451,9 +476,9 @@ def test_write_simulated_task_helper(tmp_path: Path) -> None:
     name = write_simulated_task(tmp_path / "tasks", random.Random(7), run_id="Add Auth", start=START)
     assert name == "add-auth" and (tmp_path / "tasks" / name / "SPEC.md").is_file()
     last = list(D.simulate(random.Random(7), run_id="Add Auth", start=START))[-1]
-    assert documents.same(load_one_named(tmp_path / "tasks", name), last.doc)
+    assert exact(load_one_named(tmp_path / "tasks", name), last.doc)
     write_simulated_task(tmp_path / "tasks", random.Random(7), run_id="Add Auth", start=START, step=0)
-    assert documents.same(load_one(tmp_path / "tasks" / name),
+    assert exact(load_one(tmp_path / "tasks" / name),
                           next(iter(D.simulate(random.Random(7), run_id="Add Auth", start=START))).doc)
 
 
@@ -547,4 +572,5 @@ def test_validate_survives_follow_ups_that_are_not_a_list() -> None:
     doc = next(d for d in sim_docs(0) if isinstance(d, dict) and d.get("mode") == "manual")
     bad = documents.copy(doc)
     bad["follow_ups"] = 1.0
-    assert isinstance(D.validate(bad), list)
+    found = {(f.code, f.path, f.severity) for f in D.validate(bad)}
+    assert ("wrong-type", "/follow_ups", "error") in found

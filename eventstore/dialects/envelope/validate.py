@@ -12,9 +12,10 @@ Three layers, each a list of :class:`~eventstore.dialects.base.Finding` with JSO
 * **semantic** (severity ``warning``) — the orchestration-envelope field rules (HALT ⇒ every
   blocker run-scoped, NEEDS_FIXES ⇒ ``fix_now``, NEEDS_INPUT ⇒ question and options, ...).
 
-Everything is embedded as Python checks so validation works without the corpus; when the schema
-files are reachable (``EVSTORE_CORPUS``) ``jsonschema`` runs too and adds whatever it sees that
-the embedded rules did not (it never has, on the vectors and the property tests).
+Everything is embedded as Python checks (the cheap :func:`verdict` uses them alone); :func:`check`
+also runs ``jsonschema`` with the package's own copy of ``envelope.schema.json`` (``schemas/`` beside
+this module, with its origin and licence) and adds whatever it sees that the embedded rules did not
+(it never has, on the vectors and the property tests).
 
 Example::
 
@@ -28,15 +29,18 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
+from functools import cache
+from importlib import resources
 from typing import Any
 
+from jsonschema import Draft7Validator
+
 from eventstore import documents
-from eventstore.config import corpus_path
 from eventstore.dialects.base import Finding
 
 JSON = Any
+
+SCHEMA_FILE = "envelope.schema.json"
 
 STATES = ("OK", "CONTINUE", "READY_FOR_REVIEW", "READY_FOR_AUDIT", "MERGE_READY", "MERGED",
           "NEEDS_FIXES", "BLOCKED", "NEEDS_INPUT", "FAILED", "HALT")
@@ -533,33 +537,18 @@ def semantic_findings(env: JSON) -> list[Finding]:
 # ------------------------------------------------------------------ the JSON Schemas (precision)
 
 
-@lru_cache(maxsize=4)
-def _schema_validator(path: str) -> Any:
-    p = Path(path)
-    if not p.is_file():
-        return None
-    try:
-        import jsonschema  # type: ignore[import-untyped,unused-ignore]
-    except ImportError:  # the embedded rules suffice
-        return None
-    return jsonschema.Draft7Validator(json.loads(p.read_text(encoding="utf-8")))
+@cache
+def schema_validator() -> Draft7Validator:
+    """A Draft-7 validator for the newest ``envelope.schema.json`` (package data beside this module)."""
+    text = resources.files("eventstore.dialects.envelope").joinpath("schemas", SCHEMA_FILE).read_text(encoding="utf-8")
+    return Draft7Validator(json.loads(text))
 
 
-def schema_validator() -> Any:
-    """A Draft-7 validator for the newest ``envelope.schema.json``, or None without the corpus."""
-    return _schema_validator(str(corpus_path() / "agentic-workflow" / "schemas" / "envelope.schema.json"))
-
-
-def schema_findings(value: JSON) -> list[Finding] | None:
-    """``jsonschema`` errors as warnings, or None when the schema file is not reachable."""
-    v = schema_validator()
-    if v is None:
-        return None
-    out = []
-    for err in v.iter_errors(value):
-        out.append(Finding(path=documents.pointer(*err.absolute_path), code=f"schema-{err.validator}",
-                           message=err.message, severity="warning"))
-    return out
+def schema_findings(value: JSON) -> list[Finding]:
+    """``jsonschema`` errors as warnings."""
+    return [Finding(path=documents.pointer(*err.absolute_path), code=f"schema-{err.validator}",
+                    message=err.message, severity="warning")
+            for err in schema_validator().iter_errors(value)]
 
 
 # ------------------------------------------------------------------ the verdict
@@ -609,13 +598,9 @@ def check(value: JSON) -> EnvelopeCheck:
     strict = strict_findings(normalized)
     raw_strict_ok = not legacy_findings(value) and not strict_findings(value) if notes else (not legacy and not strict)
     schema = schema_findings(value)
-    extra: list[Finding] = []
-    if schema is not None:
-        seen = {f.path for f in legacy + strict + notes}
-        extra = [f for f in schema if f.path not in seen]
-        schema_ok = raw_strict_ok and not schema
-    else:
-        schema_ok = raw_strict_ok
+    seen = {f.path for f in legacy + strict + notes}
+    extra = [f for f in schema if f.path not in seen]
+    schema_ok = raw_strict_ok and not schema
     semantic = semantic_findings(normalized)
     findings = tuple(legacy + notes + strict + extra + semantic)
     kind = "envelope" if _is_obj(value) else "not-an-object"

@@ -2,8 +2,8 @@
 
 * catalog: :mod:`eventstore.dialects.mapipe.events` (tags ``mapipe.<snake_name>``);
 * evolve/derive: :mod:`eventstore.dialects.mapipe.lens`;
-* validation against ``seeds/agent-state.schema.json``: :mod:`eventstore.dialects.mapipe.validate`
-  (``EVSTORE_SEEDS``; no findings when the schema file is absent);
+* validation against multi-agent-pipeline's JSON Schema, shipped as ``schemas/agent-state.schema.json``:
+  :mod:`eventstore.dialects.mapipe.validate`;
 * simulator: :mod:`eventstore.dialects.mapipe.simulate`.
 
 Example::

@@ -1,9 +1,8 @@
-"""Validate an ``agent-state.json`` against ``seeds/agent-state.schema.json`` (JSON Schema 2020-12).
+"""Validate an ``agent-state.json`` against multi-agent-pipeline's JSON Schema (2020-12).
 
-The schema is read from the path setting ``EVSTORE_SEEDS`` (default ``<repo>/../shared/seeds``)
-at call time, and cached per file.  When the schema file is not there, :func:`validate_document`
-returns no findings: evstore records what it observed and never refuses a document for want of
-a spec (the CLI can say that validation was unavailable via :func:`schema_path`).
+The schema ships with the package (``schemas/agent-state.schema.json`` beside this module, with its
+origin note) and is read once through :mod:`importlib.resources`: no setting, no path outside the
+installed package.
 
 Every schema error becomes one :class:`~eventstore.dialects.base.Finding` whose ``path`` is the
 JSON Pointer of the failing location.  ``additionalProperties`` errors are split into one
@@ -13,59 +12,52 @@ JSON Pointer of the failing location.  ``additionalProperties`` errors are split
 
 from __future__ import annotations
 
+import copy
 import json
 import re
-from functools import lru_cache
-from pathlib import Path
+from functools import cache
+from importlib import resources
 from typing import Any
 
 import fastjsonschema
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
-from eventstore.config import seeds_path
 from eventstore.dialects.base import Finding
 from eventstore.documents import pointer
 
 SCHEMA_FILE = "agent-state.schema.json"
 
 
-@lru_cache(maxsize=8)
-def _schema_file(seeds: str) -> Path | None:
-    path = Path(seeds) / SCHEMA_FILE
-    return path if path.is_file() else None
+@cache
+def schema() -> dict[str, Any]:
+    """The packaged JSON Schema (parsed once; callers must not change it)."""
+    text = resources.files("eventstore.dialects.mapipe").joinpath("schemas", SCHEMA_FILE).read_text(encoding="utf-8")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
 
 
-def schema_path() -> Path | None:
-    """The schema file validation uses, or ``None`` when it is not available (cached per setting)."""
-    return _schema_file(str(seeds_path()))
+@cache
+def validator() -> Draft202012Validator:
+    return Draft202012Validator(schema(), format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
-@lru_cache(maxsize=4)
-def _validator(path: str) -> Draft202012Validator:
-    schema = json.loads(Path(path).read_text(encoding="utf-8"))
-    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
-
-
-@lru_cache(maxsize=4)
-def _fast(path: str) -> Any:
+@cache
+def _fast() -> Any:
     # fastjsonschema compiles the schema to Python: ~30x faster than jsonschema on a valid
     # 20-50 KB document.  The schema only uses keywords whose draft-07 and 2020-12 meanings
     # agree, and fastjsonschema's format checks are at least as strict, so "valid" here implies
     # "valid" for jsonschema; anything else goes to jsonschema for the full list of findings.
-    schema = json.loads(Path(path).read_text(encoding="utf-8"))
-    schema.pop("$schema", None)
+    compiled = copy.deepcopy(schema())
+    compiled.pop("$schema", None)
     try:
-        return fastjsonschema.compile(schema, use_default=False)  # never write defaults into the doc
+        return fastjsonschema.compile(compiled, use_default=False)  # never write defaults into the doc
     except Exception:  # a schema it cannot compile: always take the jsonschema path
         return None
 
 
 def _fast_valid(doc: Any) -> bool:
-    path = schema_path()
-    if path is None:
-        return False
-    fast = _fast(str(path))
+    fast = _fast()
     if fast is None:
         return False
     try:
@@ -75,20 +67,12 @@ def _fast_valid(doc: Any) -> bool:
     return True
 
 
-def validator() -> Draft202012Validator | None:
-    path = schema_path()
-    if path is None:
-        return None
-    return _validator(str(path))
-
-
 def validate_document(doc: Any) -> list[Finding]:
-    """Findings for every way ``doc`` breaks the schema; ``[]`` when valid or schema absent."""
-    v = validator()
-    if v is None or _fast_valid(doc):
+    """Findings for every way ``doc`` breaks the schema; ``[]`` when it is valid."""
+    if _fast_valid(doc):
         return []
     findings: list[Finding] = []
-    for error in sorted(v.iter_errors(doc), key=lambda e: (list(map(str, e.absolute_path)), str(e.validator))):
+    for error in sorted(validator().iter_errors(doc), key=lambda e: (list(map(str, e.absolute_path)), str(e.validator))):
         findings.extend(_findings(error))
     return findings
 

@@ -1,0 +1,85 @@
+"""Least privilege on PostgreSQL: a writer role that can append and a reader role that can only read.
+
+The writer may INSERT into the log (``events``, ``streams``) and read what appending needs; the
+only row it may change is a stream's head (``streams.version``, ``head_hash``: appending moves
+it; ``verify`` reports a rewritten head) and the inline runs index with its checkpoint.  It can
+never UPDATE, DELETE or TRUNCATE ``events``, nor drop the triggers (only the owner can).  The
+reader may only SELECT.  Both are granted on the store's schema only; running the command again
+changes nothing (roles and grants are idempotent).  Roles are created ``LOGIN`` without a
+password: set one (``ALTER ROLE ... PASSWORD``) or grant the role to your users.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from eventstore.errors import EvstoreError
+from eventstore.store import EventStore
+
+_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+#: table -> what the writer may do (the reader gets SELECT on every table of the schema)
+WRITER_GRANTS = {
+    "events": "SELECT, INSERT",
+    "streams": "SELECT, INSERT, UPDATE (version, head_hash)",
+    "store_identity": "SELECT",
+    "alembic_version": "SELECT",
+    "replay_cache": "SELECT",
+    "projection_checkpoints": "SELECT, INSERT, UPDATE",
+    "proj_runs": "SELECT, INSERT, UPDATE",
+}
+
+
+def check_name(name: str, option: str) -> str:
+    if not _NAME.fullmatch(name):
+        raise EvstoreError(f'{option} "{name}" is not a role name evstore creates: use lower-case letters, digits '
+                           "and _ (at most 63, not starting with a digit).")
+    return name
+
+
+def create_roles(store: EventStore, writer: str, reader: str) -> list[str]:
+    """Create (if absent) ``writer`` and ``reader`` and grant them their rights on the store's
+    schema; returns what was done, one line each."""
+    if store.backend.name != "postgresql":
+        raise EvstoreError("Database roles are a PostgreSQL feature; on SQLite the file's permissions decide "
+                           "who can write (e.g. chmod 640 and a group for readers).")
+    check_name(writer, "--writer")
+    check_name(reader, "--reader")
+    if writer == reader:
+        raise EvstoreError("--writer and --reader must be different roles.")
+    from psycopg import sql
+
+    done: list[str] = []
+    proxy = store.engine.raw_connection()
+    try:
+        conn: Any = proxy.driver_connection
+        with conn.transaction():
+            schema = conn.execute("SELECT current_schema()").fetchone()[0]
+            tables = {r[0] for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)).fetchall()}
+            missing = sorted(set(WRITER_GRANTS) - tables)
+            if missing:
+                raise EvstoreError(f'Schema "{schema}" has no table {", ".join(missing)}; run `evstore init` first.')
+            s = sql.Identifier(schema)
+            for role in (writer, reader):
+                r = sql.Identifier(role)
+                if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
+                    done.append(f"role {role} exists")
+                else:
+                    conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(r))
+                    done.append(f"created role {role} (LOGIN, no password)")
+                conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(s, r))
+            w, rd = sql.Identifier(writer), sql.Identifier(reader)
+            for table, rights in WRITER_GRANTS.items():
+                conn.execute(sql.SQL("GRANT " + rights + " ON {}.{} TO {}").format(s, sql.Identifier(table), w))
+            conn.execute(sql.SQL("GRANT USAGE ON ALL SEQUENCES IN SCHEMA {} TO {}").format(s, w))
+            done.append(f"granted {writer}: " + "; ".join(f"{t} {r}" for t, r in WRITER_GRANTS.items())
+                        + f"; sequences of {schema} USAGE")
+            conn.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(s, rd))
+            # Tables created later by this role (projections) are readable too.
+            conn.execute(sql.SQL("ALTER DEFAULT PRIVILEGES IN SCHEMA {} GRANT SELECT ON TABLES TO {}").format(s, rd))
+            done.append(f"granted {reader}: SELECT on every table of {schema} (also tables created later)")
+    finally:
+        proxy.close()
+    return done
