@@ -186,3 +186,21 @@ def evstore_child(*args: str, cwd: Path | None = None) -> Iterator[Child]:
         for pipe in (proc.stdout, proc.stderr):
             if pipe is not None:
                 pipe.close()
+
+
+def exec_sql(store: EventStore, sql: str, **params: object) -> None:
+    """Run one statement behind the store's back (tamper tests), in its own transaction."""
+    from sqlalchemy import text
+
+    with store.engine.begin() as conn:
+        conn.execute(text(sql), params)
+
+
+def drop_append_only_triggers(store: EventStore) -> None:
+    """Disarm the triggers that keep ``events`` append-only, as someone with owner rights could."""
+    if store.engine.dialect.name == "sqlite":
+        exec_sql(store, "DROP TRIGGER events_no_update")
+        exec_sql(store, "DROP TRIGGER events_no_delete")
+    else:
+        exec_sql(store, "DROP TRIGGER events_no_update_delete ON events")
+        exec_sql(store, "DROP TRIGGER events_no_truncate ON events")

@@ -8,11 +8,12 @@ import uuid
 from collections import Counter
 
 import pytest
+from conftest import drop_append_only_triggers as _drop_triggers
+from conftest import exec_sql as _exec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracles import assert_exact, canonical
 from sqlalchemy import inspect as sa_inspect
-from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from eventstore import chain
@@ -151,19 +152,6 @@ def test_global_order_with_concurrent_subscriber(store: EventStore) -> None:
     assert len(seen) == total
     assert all(a < b for a, b in zip(seen, seen[1:], strict=False))
     assert sorted(seen) == [e.position for e in store.iter_all()]
-
-
-def _exec(store: EventStore, sql: str, **params: object) -> None:
-    with store.engine.begin() as conn:
-        conn.execute(text(sql), params)
-
-
-def _drop_triggers(store: EventStore) -> None:
-    if store.engine.dialect.name == "sqlite":
-        _exec(store, "DROP TRIGGER events_no_update")
-        _exec(store, "DROP TRIGGER events_no_delete")
-    else:
-        _exec(store, "DROP TRIGGER events_no_update_delete ON events")
 
 
 def test_events_are_append_only_in_the_database(store: EventStore) -> None:
