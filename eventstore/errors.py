@@ -47,3 +47,26 @@ class IntegrityViolation(EvstoreError):
 
 class IngestError(EvstoreError):
     """A snapshot could not be ingested; nothing was written."""
+
+
+class StorageFull(EvstoreError):
+    """The database (or the disk under it) has no space left; the write was rolled back."""
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` (a driver error, SQLAlchemy's wrapper of one, or an OSError) means "no space":
+    SQLite's SQLITE_FULL, PostgreSQL's disk_full (SQLSTATE 53100) or ENOSPC."""
+    import errno
+
+    seen: BaseException | None = exc
+    for _ in range(4):  # the error, what SQLAlchemy wrapped (.orig), what it was raised from
+        if seen is None:
+            return False
+        if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
+            return True
+        code = getattr(seen, "sqlite_errorcode", None)
+        if (isinstance(code, int) and code & 0xFF == 13) or getattr(seen, "sqlstate", None) == "53100":
+            return True
+        seen = getattr(seen, "orig", None) or seen.__cause__
+    return False
+

@@ -32,7 +32,7 @@ from eventstore import chain, documents, replay_cache
 from eventstore.dialects.base import Dialect, Finding, Snapshot, parse_json_document
 from eventstore.errors import IngestError, InvalidEvent
 from eventstore.events import Event
-from eventstore.store import EventStore, NewEvent
+from eventstore.store import EventStore, NewEvent, check_stream_id
 
 # Serialisations tried, in order, to reproduce a snapshot's bytes without storing them.  msgspec's
 # formatter first: with an indent, json.dumps falls back to its pure-Python encoder (20x slower).
@@ -140,7 +140,10 @@ class Ingestor:
         sid = self.stream or snap.stream_hint or (self.dialect.stream_id(snap.doc) if snap.doc is not None else None)
         if not sid:
             raise IngestError(f"{_where(snap)}: the document names no task id; pass --stream ID.")
-        return sid
+        try:
+            return check_stream_id(sid)
+        except InvalidEvent as exc:
+            raise IngestError(f"{_where(snap)}: {exc} Pass --stream ID.") from exc
 
     def events_for(self, stream_id: str, prev: Any, snap: Snapshot) -> list[Event]:
         where = _where(snap, stream_id)

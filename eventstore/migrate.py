@@ -57,10 +57,17 @@ def current_revision(engine: Engine) -> str | None:
 
 
 def upgrade(engine: Engine, revision: str = "head") -> str:
+    """Upgrade the schema to ``revision``; returns the revision the database is at afterwards."""
     from alembic import command
+    from alembic.util import CommandError
 
     with engine.begin() as conn:
-        command.upgrade(_config(engine, conn), revision)
+        try:
+            command.upgrade(_config(engine, conn), revision)
+        except CommandError as exc:  # an unknown revision, or one behind the database's
+            raise EvstoreError(f'Cannot upgrade the schema to "{revision}": {exc}. `evstore db current` '
+                               "shows the database's revision and the head; `evstore db upgrade` goes to the head.") \
+                from exc
     return current_revision(engine) or ""
 
 

@@ -37,7 +37,9 @@ from eventstore.errors import (
     DuplicateEventId,
     EvstoreError,
     InvalidEvent,
+    StorageFull,
     StreamNotFound,
+    is_disk_full,
 )
 from eventstore.events import Event, encode_event
 
@@ -74,20 +76,55 @@ def utcnow() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def iso(ts: datetime | str | None) -> str | None:
-    """A time as evstore stores it: UTC, microseconds, ``Z`` (naive times are taken as UTC)."""
+def iso(ts: datetime | str | None, *, what: str = "occurred_at") -> str | None:
+    """A time as evstore stores it: UTC, microseconds, ``Z`` (naive times are taken as UTC).
+    Errors name the time as ``what``."""
     if ts is None:
         return None
     if isinstance(ts, str):
         try:
             ts = datetime.fromisoformat(ts.replace("Z", "+00:00"))
         except ValueError:
-            raise InvalidEvent(f"occurred_at {ts!r} is not an ISO-8601 time.") from None
+            raise InvalidEvent(f"{what} {ts!r} is not an ISO-8601 time.") from None
     elif not isinstance(ts, datetime):
-        raise InvalidEvent(f"occurred_at must be an ISO-8601 string, got {type(ts).__name__}.")
+        raise InvalidEvent(f"{what} must be an ISO-8601 string, got {type(ts).__name__}.")
     if ts.tzinfo is None:
         ts = ts.replace(tzinfo=UTC)
-    return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    try:
+        ts = ts.astimezone(UTC)
+    except OverflowError:  # e.g. 9999-12-31T23:59:59-05:00 is in year 10000 in UTC
+        raise InvalidEvent(f"{what} {ts.isoformat()!r} is out of range: in UTC it falls outside the "
+                           "years 1 to 9999.") from None
+    # isoformat, not strftime: %Y writes year 999 as "999", and stored times must sort as text
+    return ts.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+
+
+def text_problem(value: str) -> str | None:
+    """Why ``value`` (a stream id or event type) cannot be stored alike on every backend, or None.
+
+    PostgreSQL text cannot hold NUL, and neither backend can store a lone surrogate: what Python
+    makes of bytes that are not UTF-8 on the command line (``surrogateescape``)."""
+    if "\x00" in value:
+        return "contains a NUL character (U+0000), which PostgreSQL cannot store"
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return (f"is not valid UTF-8 text (character {exc.start + 1} stands for a byte that is not UTF-8, "
+                    "e.g. an argument in another encoding)")
+    return None
+
+
+def check_stream_id(stream_id: object) -> str:
+    """``stream_id`` if every backend can store it; else InvalidEvent saying why."""
+    if not isinstance(stream_id, str) or not stream_id or len(stream_id) > 255:
+        got = f"{len(stream_id)} characters ({stream_id[:40]!r}…)" if isinstance(stream_id, str) and stream_id \
+            else repr(stream_id)
+        raise InvalidEvent(f"stream id must be a non-empty string of at most 255 characters, got {got}.")
+    problem = text_problem(stream_id)
+    if problem is not None:
+        raise InvalidEvent(f"stream id {stream_id!r} {problem}.")
+    return stream_id
 
 
 def _schema_version(value: object) -> int | None:
@@ -114,7 +151,8 @@ class NewEvent:
         schema_version: int | None = None,
     ) -> None:
         self.schema_version: int
-        if type.__class__ is str and data.__class__ is dict and 0 < len(type) <= 200:
+        if type.__class__ is str and data.__class__ is dict and 0 < len(type) <= 200 and type.isascii() \
+                and "\x00" not in type:
             self.type = type  # the common case first: a JSON object under a valid type
             self.data = codec.encode_checked(data, type)
             self.schema_version = 1 if schema_version is None else (_schema_version(schema_version) or 1)
@@ -127,6 +165,9 @@ class NewEvent:
         else:
             if not type or not isinstance(type, str) or len(type) > 200:
                 raise InvalidEvent(f"event type must be a non-empty string of at most 200 characters, got {type!r}.")
+            problem = text_problem(type)
+            if problem is not None:
+                raise InvalidEvent(f"event type {type!r} {problem}.")
             self.type = type
             if isinstance(data, (bytes, bytearray)):
                 data = codec.parse_json_text(bytes(data), f'data of "{type}"')
@@ -271,10 +312,11 @@ class EventStore:
         dialect: str | None = None,
     ) -> AppendResult:
         """Append ``events`` to ``stream_id`` atomically; returns the new version and positions."""
+        check_stream_id(stream_id)  # before the transaction looks the stream up
         batch = [e if isinstance(e, NewEvent) else NewEvent(None, e) for e in events]
         if not batch:
             raise InvalidEvent(f'Nothing to append to stream "{stream_id}".')
-        with _Transaction(self, dialect, stream_id if isinstance(stream_id, str) else None) as txn:
+        with _Transaction(self, dialect, stream_id) as txn:
             if any(e._client_id for e in batch):
                 dup = txn.find_duplicates(stream_id, batch)
                 if dup is not None:
@@ -342,11 +384,13 @@ class EventStore:
 
     def stream_info(self, stream_id: str) -> tuple[int, int, bytes] | None:
         """(stream_pk, version, head_hash) or None."""
+        check_stream_id(stream_id)
         rows = self.fetch_all(self.backend.sql_stream, (stream_id,))
         return None if not rows else (rows[0][0], rows[0][1], bytes(rows[0][2]))
 
     def stream_head(self, stream_id: str) -> tuple[int, int, str | None] | None:
         """(stream_pk, version, dialect) of a stream, or None (one indexed lookup)."""
+        check_stream_id(stream_id)
         rows = self.fetch_all(self.backend.sql_stream_head, (stream_id,))
         return None if not rows else (rows[0][0], rows[0][1], rows[0][2])
 
@@ -483,12 +527,23 @@ class _Transaction:
                 self.position = row[0]
                 if row[1] is not None:
                     self.heads[self.first_stream] = [row[1], row[2], bytes(row[3])]
-        except BaseException:
+        except BaseException as exc:
             self.be.rollback(self.raw)
             self.cur.close()
+            self._raise_if_full(exc)
             raise
         self.now = utcnow()
         return self
+
+    def _raise_if_full(self, exc: BaseException) -> None:
+        """The driver's "no space" error (rolled back already) as StorageFull, naming the database."""
+        if is_disk_full(exc):
+            path = config.sqlite_file(self.store.url)
+            where = f"the disk holding {path}" if path is not None else \
+                f"the database server ({self.store.engine.url.render_as_string(hide_password=True)})"
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StorageFull(f"No space left on {where} ({reason}); nothing of this append was written. "
+                              "Free space and retry.") from exc
 
     def abandon(self) -> None:
         self.be.rollback(self.raw)
@@ -517,6 +572,7 @@ class _Transaction:
                 reason = str(failed).strip().splitlines()[0]
                 raise EvstoreError(f"The database refused the append ({reason}); this database role may not append "
                                    "(`evstore db roles` creates one that may).") from failed
+            self._raise_if_full(failed)
             if exc is None:
                 raise failed  # the commit step failed: the body's with-block saw no exception
         finally:
@@ -532,10 +588,7 @@ class _Transaction:
         return head
 
     def add(self, stream_id: str, batch: list[NewEvent], expected_version: ExpectedVersion) -> AppendResult:
-        if not isinstance(stream_id, str) or not stream_id or len(stream_id) > 255:
-            got = f"{len(stream_id)} characters ({stream_id[:40]!r}…)" if isinstance(stream_id, str) and stream_id \
-                else repr(stream_id)
-            raise InvalidEvent(f"stream id must be a non-empty string of at most 255 characters, got {got}.")
+        check_stream_id(stream_id)
         if not (expected_version in (ANY, NO_STREAM) or (type(expected_version) is int and expected_version >= 0)):
             raise InvalidEvent(f'expected_version must be "any", "no stream" or an int >= 0, got {expected_version!r}.')
         head = self._head(stream_id)

@@ -62,6 +62,7 @@ Index("ix_proj_runs_last_event_at", runs_table.c.last_event_at)
 Index("ix_proj_runs_task_id", runs_table.c.task_id)
 
 _FIELDS = ("project", "task_id", "title", "status", "phase")
+_LENGTHS: dict[str, int] = {f: runs_table.c[f].type.length for f in _FIELDS}  # type: ignore[attr-defined]
 _UPSERT = (
     "INSERT INTO proj_runs (stream_id, dialect, project, task_id, title, status, phase, started_at, "
     "last_event_at, events, findings, version, described) VALUES ({marks}) "
@@ -103,8 +104,15 @@ class _Touched:
         self.findings: int | None = None
 
 
-def _text(value: Any) -> str | None:
-    return value if value is None or isinstance(value, str) else str(value)
+def _text(value: Any, column: str) -> str | None:
+    """A ``describe`` field as its column can hold it on every backend: without NUL (PostgreSQL
+    text cannot hold it) and cut to the column's length (the index shows; the log keeps all)."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else str(value)
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    return text[:_LENGTHS[column]]
 
 
 class RunsIndex(engine.Projection):
@@ -209,8 +217,8 @@ class RunsIndex(engine.Projection):
                 except Exception:  # noqa: BLE001 - a describe bug must not block appends
                     info = None
             fields = ((None,) * 5 if info is None else
-                      (_text(info.project), _text(info.task_id) or sid, _text(info.title), _text(info.status),
-                       _text(info.phase)))
+                      (_text(info.project, "project"), _text(info.task_id, "task_id") or sid,
+                       _text(info.title, "title"), _text(info.status, "status"), _text(info.phase, "phase")))
             rows.append((sid, entry.dialect, *fields, t.started_at, t.last_at, t.events, t.findings,
                          entry.version, 0 if info is None else 1))
         if rows:

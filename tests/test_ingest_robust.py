@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from click.testing import Result
+from click.testing import CliRunner, Result
 from conftest import EVSTORE, evstore_child, migrated
 
 from eventstore import config
-from eventstore.store import EventStore
+from eventstore.cli import register
+from eventstore.errors import is_disk_full
+from eventstore.store import EventStore, iso
 
 # ---------------------------------------------------------------- taskflow: relative paths
 
@@ -138,3 +142,124 @@ def test_event_size_limit_is_read_from_the_environment(store_url: str, tmp_path:
                        capture_output=True, text=True, timeout=60)
     clean_error(r, f"{big}: ", "exceeds the limit of 16384 bytes")
     assert log_state(store_url) == before
+
+
+# ---------------------------------------------------------------- Error:, never a traceback
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 256 KiB tmpfs: a real filesystem that fills up (needs root and mount permission)."""
+    mnt = tmp_path / "small-disk"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a 256 KiB tmpfs to fill ({(r.stderr or r.stdout).strip()}); needs root in a "
+                    "container that allows mount")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=True)
+
+
+def _fill(path: Path) -> None:
+    """Take what space the disk has left (the failed appends may have taken it all)."""
+    try:
+        with (path / "filler").open("wb") as fh:
+            while True:
+                fh.write(b"\0" * 4096)
+                fh.flush()
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC, exc
+
+
+def test_a_full_disk_is_an_error_not_a_traceback(small_disk: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{small_disk}/events.db"
+    runner = CliRunner()
+
+    def run(*args: str) -> Result:
+        return runner.invoke(register(), ["--url", url, *args])
+
+    assert run("init").exit_code == 0
+    assert run("append", "S", "note", "--data", "{}").exit_code == 0
+    batch = tmp_path / "big.jsonl"
+    batch.write_text("".join(json.dumps({"stream": f"S{i % 50}", "type": "t.x", "data": {"x": os.urandom(60).hex()}})
+                             + "\n" for i in range(3000)))  # ~500 KB of events for a 256 KiB disk
+    before = log_state(url)
+    r = run("append", "--batch", str(batch))
+    clean_error(r, "No space left on the disk holding", "events.db", "nothing of this append was written")
+    assert "--url" not in r.stderr
+    assert log_state(url) == before
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps({"taskId": "FULL-1", "rows": [os.urandom(40).hex() for _ in range(4000)]}))
+    r = run("ingest", "generic", str(big))
+    clean_error(r, "No space left", "nothing of this append was written")
+    assert log_state(url) == before
+    assert run("verify").exit_code == 0  # what was there before is intact
+    _fill(small_disk)
+    monkeypatch.chdir(small_disk)
+    r = runner.invoke(register(), ["init"])  # a new store in ./.evstore on the full disk
+    clean_error(r, "no space left")
+    assert "--url" not in r.stderr
+
+
+def test_disk_full_is_recognised_for_each_driver() -> None:
+    import sqlite3
+
+    import psycopg
+
+    full = sqlite3.OperationalError("database or disk is full")
+    full.sqlite_errorcode = 13  # what sqlite3 sets (SQLITE_FULL); a real one is raised above
+    assert is_disk_full(full) and is_disk_full(psycopg.errors.DiskFull("could not extend file"))
+    assert is_disk_full(OSError(errno.ENOSPC, "No space left on device"))
+    assert not is_disk_full(sqlite3.OperationalError("database is locked"))
+    assert not is_disk_full(psycopg.errors.UniqueViolation("duplicate key"))
+
+
+def test_db_upgrade_to_an_unknown_revision(run) -> None:  # type: ignore[no-untyped-def]
+    clean_error(run("db", "upgrade", "nope"), 'Cannot upgrade the schema to "nope"', "evstore db current")
+
+
+def test_times_out_of_range(run, store_url: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "t.jsonl"
+    f.write_text(json.dumps({"stream": "S", "type": "t.x", "occurred_at": "9999-12-31T23:59:59-05:00"}) + "\n")
+    before = log_state(store_url)
+    clean_error(run("append", "--batch", str(f)), f"{f}, line 1", "out of range")
+    assert log_state(store_url) == before
+    assert run("append", "S", "t.x", "--data", "{}").exit_code == 0
+    r = run("replay", "S", "--at", "9999-12-31T23:59:59-05:00")
+    assert r.exit_code == 2 and "Traceback" not in r.output  # a bad option value, like --at yesterday
+    assert "--at" in r.stderr and "out of range" in r.stderr
+    # years before 1000 keep four digits, so stored times still sort as text
+    assert iso("0999-06-01T00:00:00+01:00") == "0999-05-31T23:00:00.000000Z"
+    assert iso("2025-01-02T03:04:05.5Z") == "2025-01-02T03:04:05.500000Z"
+
+
+def test_nul_in_stream_ids_and_types_is_refused_on_every_backend(run, store_url: str,  # type: ignore[no-untyped-def]
+                                                                  tmp_path: Path) -> None:
+    f = tmp_path / "n.jsonl"
+    before = log_state(store_url)
+    for line in ({"stream": "a\0b", "type": "t.x"}, {"stream": "ab", "type": "t\0x"}):
+        f.write_text(json.dumps({"stream": "ok", "type": "t.x"}) + "\n" + json.dumps(line) + "\n")
+        clean_error(run("append", "--batch", str(f)), f"{f}, line 2", "NUL character")
+        assert log_state(store_url) == before
+    clean_error(run("append", "a\0b", "t.x", "--data", "{}"), "NUL character")
+    doc = tmp_path / "nul.json"
+    doc.write_text(json.dumps({"taskId": "T\0X", "n": 1}))
+    clean_error(run("ingest", "generic", str(doc)), str(doc), "NUL character", "--stream")
+    assert log_state(store_url) == before
+    # NUL or an over-long field inside a document is data: stored, and the runs index copes
+    doc.write_text(json.dumps({"taskId": "T-NUL", "status": "a\0b", "title": "t" * 3000}))
+    assert run("ingest", "generic", str(doc)).exit_code == 0
+    assert json.loads(run("replay", "T-NUL", "--json").stdout)["status"] == "a\0b"
+    clean_error(run("replay", "a\0b"), "NUL character")
+
+
+def test_stream_ids_that_are_not_utf8_on_the_command_line(store_url: str) -> None:
+    """argv bytes that are not UTF-8 reach Python as lone surrogates (surrogateescape)."""
+    for args in ([b"append", b"S\xff", b"t.x", b"--data", b"{}"], [b"replay", b"S\xff"], [b"log", b"\xfe"],
+                 [b"append", b"S", b"t\xff", b"--data", b"{}"]):
+        r = subprocess.run([EVSTORE.encode(), b"--url", store_url.encode(), *args], capture_output=True, text=True,
+                           timeout=60, errors="backslashreplace")
+        clean_error(r, "is not valid UTF-8 text")

@@ -12,14 +12,17 @@ from typing import Any
 
 import click
 
-from eventstore.errors import EvstoreError
+from eventstore.errors import EvstoreError, is_disk_full
 
 
 def _database_error(exc: BaseException) -> bool:
-    """A driver error SQLAlchemy raised (checked without importing SQLAlchemy: ``--help`` and
-    commands that never open a store should not pay its ~0.1 s import)."""
-    sa_exc = sys.modules.get("sqlalchemy.exc")
-    return sa_exc is not None and isinstance(exc, (sa_exc.OperationalError, sa_exc.InterfaceError))
+    """A driver error SQLAlchemy raised, or an operational one the driver raised on the store's
+    own connection (checked without importing SQLAlchemy or the drivers: ``--help`` and commands
+    that never open a store should not pay their import)."""
+    kinds = [getattr(sys.modules.get(name), attr, None) for name, attr in (
+        ("sqlalchemy.exc", "OperationalError"), ("sqlalchemy.exc", "InterfaceError"),
+        ("sqlite3", "OperationalError"), ("psycopg", "OperationalError"))]
+    return isinstance(exc, tuple(k for k in kinds if isinstance(k, type)))
 
 
 class EvstoreGroup(click.Group):
@@ -33,14 +36,18 @@ class EvstoreGroup(click.Group):
                 raise
             click.echo(f"Error: {exc}", err=True)
             ctx.exit(1)
-        except Exception as exc:
-            if not _database_error(exc) or (ctx.obj and ctx.obj.get("traceback")):
-                raise
-            reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
-            click.echo(f"Error: cannot use the database ({reason}); check --url / EVSTORE_URL.", err=True)
-            ctx.exit(1)
-        except (BrokenPipeError, KeyboardInterrupt):
+        except (BrokenPipeError, KeyboardInterrupt):  # before Exception: a closed pipe is an OSError
             ctx.exit(130 if sys.exc_info()[0] is KeyboardInterrupt else 1)
+        except Exception as exc:
+            full = is_disk_full(exc)
+            if not (full or _database_error(exc)) or (ctx.obj and ctx.obj.get("traceback")):
+                raise
+            reason = (str(getattr(exc, "orig", exc)).strip() or type(exc).__name__).splitlines()[0]
+            if full:  # the URL is right: the disk under it is full
+                click.echo(f"Error: no space left ({reason}); free space and retry.", err=True)
+            else:
+                click.echo(f"Error: cannot use the database ({reason}); check --url / EVSTORE_URL.", err=True)
+            ctx.exit(1)
 
 
 @click.group(cls=EvstoreGroup)

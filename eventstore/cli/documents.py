@@ -149,9 +149,9 @@ def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_j
         from eventstore.store import iso
 
         try:
-            iso(at)  # the parser the store reads times with
-        except InvalidEvent:
-            raise click.BadParameter(f'"{at}" is not an ISO-8601 time', param_hint="--at") from None
+            iso(at, what="time")  # the parser the store reads times with
+        except InvalidEvent as exc:
+            raise click.BadParameter(str(exc), param_hint="--at") from None
     result = rp.replay(store, sid, upto_version=upto, at=at, use_cache=not no_cache)
     if restore is not None:
         written = _dialect(result.dialect).restore(result.doc, restore)
