@@ -213,8 +213,16 @@ class LogState:
 
     event_count: int
     stream_count: int
-    merkle_root: str  # over stream heads (stream id, version, hash), by stream id
+    merkle_root: str  # over stream heads (stream id, version, hash), by stream id (code point order)
     order_digest: str  # running SHA-256 over (position, stream id, version, hash) in position order
+    heads: dict[str, tuple[int, bytes]]  # stream id -> (version, hash) of its last event
+
+    def legacy_root(self, store: EventStore) -> str:
+        """The Merkle root as v1 checkpoints computed it: stream ids in the database's collation."""
+        with store.engine.connect() as conn:
+            ordered = [r[0] for r in conn.execute(text("SELECT stream_id FROM streams ORDER BY stream_id"))]
+        leaves = [chain.head_leaf(sid, *self.heads[sid]) for sid in ordered if sid in self.heads]
+        return chain.merkle_root(leaves).hex()
 
 
 def log_state(store: EventStore, max_position: int) -> LogState:
@@ -233,7 +241,7 @@ def log_state(store: EventStore, max_position: int) -> LogState:
             if version > heads.get(sid, (0, b""))[0]:
                 heads[sid] = (version, h)
     leaves = [chain.head_leaf(sid, v, h) for sid, (v, h) in sorted(heads.items())]
-    return LogState(count, len(heads), chain.merkle_root(leaves).hex(), order.hexdigest())
+    return LogState(count, len(heads), chain.merkle_root(leaves).hex(), order.hexdigest(), heads)
 
 
 def make_checkpoint(store: EventStore, signer: chain.Signer | None = None) -> dict[str, Any]:
@@ -295,7 +303,8 @@ def check_checkpoint(store: EventStore, checkpoint: dict[str, Any],
     if state.event_count != expected_count:
         out.append(Failure("*", 0, "checkpoint", f"{expected_count} events up to position {max_pos} "
                            f"were signed, {state.event_count} are stored (history truncated or inserted)"))
-    if state.merkle_root != checkpoint.get("merkle_root"):
+    root = state.merkle_root if fmt == FORMAT else state.legacy_root(store)
+    if root != checkpoint.get("merkle_root"):
         out.append(Failure("*", 0, "checkpoint", "Merkle root over stream heads differs (history rewritten)"))
     if fmt == FORMAT and state.order_digest != checkpoint.get("order_digest"):
         out.append(Failure("*", 0, "checkpoint", "the global order of events differs (positions changed, "
