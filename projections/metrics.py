@@ -50,22 +50,22 @@ class Scope:
     since: str | None = None  # ISO time: runs with activity at or after it
     stream_id: str | None = None
 
-    def where(self) -> str:
-        conds = ["true"]
+    def where(self) -> tuple[str, list[str]]:
+        """The condition on ``runs`` selecting this scope, and its bound parameters (the values come
+        from command lines and from ``evstore serve``'s query strings: they never become SQL text)."""
+        conds, params = ["true"], []
         for col, value in (("project", self.project), ("dialect", self.dialect), ("stream_id", self.stream_id)):
             if value is not None:
-                conds.append(f"{col} = {_lit(value)}")
+                conds.append(f"{col} = ?")
+                params.append(value)
         if self.since is not None:
-            conds.append(f"last_event_at >= {_lit(_iso(self.since))}::TIMESTAMPTZ")
-        return " AND ".join(conds)
+            conds.append("last_event_at >= ?::TIMESTAMPTZ")
+            params.append(_iso(self.since))
+        return " AND ".join(conds), params
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in (("project", self.project), ("dialect", self.dialect), ("since", self.since),
                                   ("stream", self.stream_id)) if v is not None}
-
-
-def _lit(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
 
 
 def _iso(value: str) -> str:
@@ -125,7 +125,8 @@ def _plain(v: Any) -> Any:
 
 def _select(con: duckdb.DuckDBPyConnection, scope: Scope) -> None:
     """(Re)define ``sel``: the stream ids in scope, used by every metric below."""
-    con.execute(f"CREATE OR REPLACE TEMP VIEW sel AS SELECT stream_id FROM runs WHERE {scope.where()}")
+    where, params = scope.where()
+    con.execute(f"CREATE OR REPLACE TEMP TABLE sel AS SELECT stream_id FROM runs WHERE {where}", params)
 
 
 # ---------------------------------------------------------------- review
@@ -373,26 +374,26 @@ def run_report(con: duckdb.DuckDBPyConnection, stream_id: str) -> Report:
     """Timeline, phases, iterations, deltas, gates and trips of one run (stream)."""
     scope = Scope(stream_id=stream_id)
     _select(con, scope)
-    sid = _lit(stream_id)
-    run = _rows(con, f"SELECT * FROM runs WHERE stream_id = {sid}")
+    sid = "(SELECT stream_id FROM sel)"  # exactly this run; its id stays a bound parameter
+    run = _rows(con, f"SELECT * FROM runs WHERE stream_id IN {sid}")
     if not run:
         raise EvstoreError(f'No run "{stream_id}" in the analytics tables; `evstore runs` lists the runs.')
     timeline = _rows(con, f"""SELECT version, type, coalesce(occurred_at, recorded_at) AS at FROM events
-                             WHERE stream_id = {sid} ORDER BY position""")
+                             WHERE stream_id IN {sid} ORDER BY position""")
     iterations = _rows(con, f"""
         SELECT iteration, decision, has_map, reviewers, raised, distinct_findings, accepted, blocking, important,
-               suggestion, approved FROM review_iterations WHERE stream_id = {sid} ORDER BY idx""")
+               suggestion, approved FROM review_iterations WHERE stream_id IN {sid} ORDER BY idx""")
     deltas = _rows(con, f"""
         SELECT iteration, new, still_present, resolved, downgraded, still_present_blocking, resolution_rate,
-               plateau, max_recurrence FROM review_deltas WHERE stream_id = {sid} ORDER BY iteration""")
-    gate_rows = _rows(con, f"""SELECT attempt, gate, verdict, verdict_at FROM gates WHERE stream_id = {sid}
+               plateau, max_recurrence FROM review_deltas WHERE stream_id IN {sid} ORDER BY iteration""")
+    gate_rows = _rows(con, f"""SELECT attempt, gate, verdict, verdict_at FROM gates WHERE stream_id IN {sid}
                               ORDER BY position""")
     trips = _rows(con, f"""SELECT trigger, detail, phase, step, iteration, tripped_at, counters FROM breaker_trips
-                          WHERE stream_id = {sid} ORDER BY position""")
+                          WHERE stream_id IN {sid} ORDER BY position""")
     phases = _rows(con, f"""SELECT phase, status, model, started_at, finished_at, duration_s, retries, failures
-                           FROM phases WHERE stream_id = {sid} ORDER BY started_at, phase""")
+                           FROM phases WHERE stream_id IN {sid} ORDER BY started_at, phase""")
     questions = _rows(con, f"""SELECT question_id, step_id, asked_at, answered_at, latency_s FROM questions
-                              WHERE stream_id = {sid} ORDER BY position""")
+                              WHERE stream_id IN {sid} ORDER BY position""")
     sections = [
         Section("timeline", "Timeline", ["version", "type", "at"], timeline),
         Section("phases", "Phases", ["phase", "status", "model", "started_at", "finished_at", "duration_s", "retries",

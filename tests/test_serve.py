@@ -176,6 +176,10 @@ def test_metrics_page_renders_the_report_and_its_charts(sqlite_demo: tuple[str, 
     dialect, sid = runs[0]["dialect"], runs[0]["stream_id"]
     scoped = client.get("/metrics", params={"dialect": dialect}).text  # the same filters as `metrics`
     assert f"dialect={dialect}, runs={sum(r['dialect'] == dialect for r in runs)}" in scoped
+    # Filters are bound parameters in DuckDB too: a quote is data, and a filter matching nothing is named.
+    bad = client.get("/api/metrics", params={"project": "x' OR '1'='1"})
+    assert bad.status_code == 400 and bad.json()["error"].startswith('No run has --project "x\' OR \'1\'=\'1"')
+    assert "No run has --dialect" in client.get("/metrics", params={"dialect": "nope"}).text
     one = client.get(f"/runs/{sid}/metrics").text
     assert f"stream={sid}" in one and '<svg class="chart"' in one
 

@@ -242,7 +242,7 @@ class Server:
 
     def metrics_report(self, filters: views.RunFilters | None, stream_id: str | None = None) -> Any:
         from projections.analytics import analytics_dir, connect, refresh
-        from projections.metrics import Scope, cross_run_report, run_report
+        from projections.metrics import Scope, check_scope, cross_run_report, run_report
 
         with self.metrics_lock:
             refresh(self.store, self.cfg.analytics_dir)
@@ -251,7 +251,9 @@ class Server:
             if stream_id is not None:
                 return run_report(con, stream_id)
             f = filters or views.RunFilters()
-            return cross_run_report(con, Scope(project=f.project, dialect=f.dialect, since=f.since))
+            scope = Scope(project=f.project, dialect=f.dialect, since=f.since)
+            check_scope(con, scope)  # a filter matching nothing is named, as `evstore metrics` does
+            return cross_run_report(con, scope)
         finally:
             con.close()
 
