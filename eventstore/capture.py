@@ -23,7 +23,7 @@ from typing import Any
 
 from eventstore import spool
 from eventstore.dialects import available, get_dialect
-from eventstore.dialects.base import Finding, Snapshot, parse_json_document
+from eventstore.dialects.base import Finding, read_snapshot
 from eventstore.dialects.claude import (
     ClaudeDialect,
     digest,
@@ -271,11 +271,11 @@ def _ingest_state(store: EventStore, dialect_name: str, path: str, record: spool
     from eventstore.ingest import Ingestor
 
     raw = record.file_bytes or b""
-    doc = parse_json_document(raw, path)
     source = {"file": path, "claude": {"session_id": session, "tool_use_id": event.tool_use_id,
                                        "tool_name": event.tool_name, "hook": "PostToolUse",
                                        "sha256": hashlib.sha256(raw).hexdigest()}}
-    snap = Snapshot(doc=doc, raw=raw, source=source, occurred_at=at)
+    snap = read_snapshot(raw, path, source)  # a broken write is recorded as document.unreadable
+    snap.occurred_at = at
     return Ingestor(store, get_dialect(dialect_name)).ingest(snap)
 
 

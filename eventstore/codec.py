@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from eventstore import config
-from eventstore.errors import InvalidEvent
+from eventstore.errors import InvalidEvent, JSONSyntaxError
 
 _enc = msgspec.json.Encoder()
 _dec = msgspec.json.Decoder()
@@ -127,6 +127,14 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def utf8_error(raw: bytes, exc: UnicodeDecodeError, where: str) -> JSONSyntaxError:
+    """The error for bytes that are not UTF-8, with the line and column of the first bad byte."""
+    line = raw.count(b"\n", 0, exc.start) + 1
+    column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+    return JSONSyntaxError(f"{where}: not valid UTF-8 at byte {exc.start} (line {line}, column {column}).",
+                           line, column)
+
+
 def _position(text: str, index: int) -> tuple[int, int]:
     """1-based (line, column) of ``text[index]``."""
     return text.count("\n", 0, index) + 1, index - (text.rfind("\n", 0, index) + 1) + 1
@@ -152,7 +160,7 @@ def parse_json_text(raw: bytes | str, where: str, *, one_line: bool = False) -> 
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise InvalidEvent(f"{where}: not valid UTF-8 at byte {exc.start}.") from exc
+            raise utf8_error(raw, exc, where) from exc
     else:
         text = raw
     if one_line:
@@ -165,13 +173,15 @@ def parse_json_text(raw: bytes | str, where: str, *, one_line: bool = False) -> 
         value = json.loads(text, parse_constant=_no_constants)
     except json.JSONDecodeError as exc:
         if one_line:
-            raise InvalidEvent(f"{at(exc.lineno, exc.colno)}: not valid JSON: {exc.msg}.") from exc
-        raise InvalidEvent(f"{where}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}.") from exc
+            raise JSONSyntaxError(f"{at(exc.lineno, exc.colno)}: not valid JSON: {exc.msg}.", exc.lineno, exc.colno) from exc
+        raise JSONSyntaxError(f"{where}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}.",
+                              exc.lineno, exc.colno) from exc
     except ValueError as exc:  # NaN / Infinity, or an integer past Python's digit limit
         if "integer string conversion" in str(exc):
             index, why = _long_integer(text)
-            raise InvalidEvent(f"{at(*_position(text, index))}: {why}") from exc
-        raise InvalidEvent(f"{where}: {exc}.") from exc
+            line, col = _position(text, index)
+            raise JSONSyntaxError(f"{at(line, col)}: {why}", line, col) from exc
+        raise JSONSyntaxError(f"{where}: {exc}.") from exc
     except RecursionError as exc:
         raise InvalidEvent(f"{where}: nesting deeper than {config.MAX_DEPTH} levels.") from exc
     return value

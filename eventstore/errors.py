@@ -37,6 +37,14 @@ class InvalidEvent(EvstoreError):
     """User input (event data, meta, a snapshot) is not acceptable; the message says where."""
 
 
+class JSONSyntaxError(InvalidEvent):
+    """Input is not valid JSON (or not UTF-8); ``line`` and ``column`` (1-based) say where."""
+
+    def __init__(self, message: str, line: int | None = None, column: int | None = None) -> None:
+        super().__init__(message)
+        self.line, self.column = line, column
+
+
 class DuplicateEventId(EvstoreError):
     """The same event_id was appended before with different content."""
 

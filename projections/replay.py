@@ -18,7 +18,9 @@ from typing import Any
 
 from eventstore import chain, documents, replay_cache
 from eventstore.dialects import Dialect, get_dialect
+from eventstore.dialects.base import DocumentUnreadable
 from eventstore.errors import EvstoreError, StreamNotFound, UnknownEventType
+from eventstore.events import Event
 from eventstore.ingest import raw_bytes
 from eventstore.store import EventStore, iso
 from projections.runs import find_streams_by_task
@@ -116,6 +118,16 @@ def replay_raw(store: EventStore, stream_id: str, version: int | None = None, *,
         return transcript_raw(store, stream_id, target)
     # The snapshot producing version V is the first event at or after V that ends a snapshot group.
     for rec in store.read_stream(stream_id, after_version=max(target - 1, 0)):
+        if rec.type == "document.unreadable" and rec.version == target:
+            event = rec.to_event()
+            assert isinstance(event, DocumentUnreadable)
+            out = event.content()
+            if chain.digest(out).hex() != event.sha256:
+                raise EvstoreError(f'The kept bytes of "{stream_id}" version {target} do not match their SHA-256; '
+                                   "run `evstore verify`.")
+            return out
+        if rec.type == "document.removed" and rec.version == target:
+            raise EvstoreError(f'Version {target} of "{stream_id}" records that the file was removed; it has no bytes.')
         meta = rec.metadata
         if isinstance(meta, dict) and isinstance(meta.get("snapshot"), dict):
             if rec.version != target:
@@ -132,6 +144,30 @@ def replay_raw(store: EventStore, stream_id: str, version: int | None = None, *,
             break
     raise EvstoreError(f'Version {target} of "{stream_id}" was not produced by an ingested file; '
                        "only ingested snapshots have raw bytes (use --json).")
+
+
+def unreadable_tail(store: EventStore, stream_id: str, version: int) -> list[tuple[int, Event]]:
+    """The versions at and just before ``version`` that recorded no document (unreadable or removed
+    file), oldest first: what the document at ``version`` (the last valid one) is not."""
+    out: list[tuple[int, Event]] = []
+    v = version
+    while v > 0:
+        rec = next(store.read_stream(stream_id, after_version=v - 1, upto_version=v), None)
+        if rec is None or rec.type not in ("document.unreadable", "document.removed"):
+            break
+        out.append((v, rec.to_event()))
+        v -= 1
+    return out[::-1]
+
+
+def tail_code(event: Event) -> str:
+    return f"unreadable-{event.reason}" if isinstance(event, DocumentUnreadable) else "file-removed"
+
+
+def tail_message(event: Event) -> str:
+    if isinstance(event, DocumentUnreadable):
+        return f"unreadable ({event.error})"
+    return "the file was removed"
 
 
 def diff_versions(store: EventStore, stream_id: str, v1: int, v2: int) -> list[dict[str, Any]]:

@@ -85,12 +85,31 @@ def test_envelope_corpus_files(run, corpus: Path) -> None:  # type: ignore[no-un
 )
 def test_bad_input_is_refused_and_nothing_written(run, tmp_path: Path, dialect: str, content: str,
                                                   message: str) -> None:  # type: ignore[no-untyped-def]
+    """--strict refuses a history with a bad version whole; without it the bad version is recorded
+    as document.unreadable (its bytes and the same message) and the document stays the good one;
+    an input with nothing readable is refused either way (wrong dialect, not a history)."""
+    good_doc = {"taskId": "T", "schemaVersion": "2.2.0", "status": "fresh", "state": "OK"}
     good = tmp_path / "a-good.json"
-    good.write_text(json.dumps({"taskId": "T", "schemaVersion": "2.2.0", "status": "fresh", "state": "OK"}))
+    good.write_text(json.dumps(good_doc))
     bad = tmp_path / "b-bad.json"
     bad.write_text(content)
-    r = run("ingest", dialect, str(good), str(bad), "--stream", "S")
+    r = run("ingest", dialect, str(good), str(bad), "--stream", "S", "--strict")
     assert r.exit_code == 1, r.output
     assert r.stderr.startswith("Error: ") and message in r.stderr, r.stderr
     assert "b-bad.json" in r.stderr
     assert run("log", "S").exit_code == 1  # nothing of the command was written
+    r = run("ingest", dialect, str(bad), "--stream", "S")
+    assert r.exit_code == 1 and message in r.stderr and "No readable version" in r.stderr, r.stderr
+    assert run("log", "S").exit_code == 1
+
+    r = run("ingest", dialect, str(good), str(bad), "--stream", "S", "--json")
+    assert r.exit_code == 0, r.output
+    first, second = (json.loads(line) for line in r.output.splitlines())
+    assert second["version"] == first["version"] + 1 and message in second["unreadable"]
+    [rec] = [json.loads(line) for line in run("log", "S", "--json", "--after", str(first["version"])).output.splitlines()]
+    assert rec["type"] == "document.unreadable" and message in rec["data"]["error"]
+    assert rec["meta"]["findings"][0]["code"].startswith("unreadable-")
+    assert run("replay", "S", "--raw").stdout_bytes == bad.read_bytes()
+    shown = run("replay", "S", "--json")
+    assert json.loads(shown.stdout) == good_doc
+    assert f"version {second['version']}: unreadable" in shown.stderr

@@ -22,15 +22,23 @@ def _dialect(name: str) -> Any:
 @cli.command()
 @click.argument("dialect")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--stream", default=None, help="Stream id (default: the document's task id).")
+@click.option("--stream", default=None, help="Stream id (default: the document's task id; generic: the file's name).")
 @click.option("--git", "git_spec", default=None, metavar="REPO_DIR:FILE",
-              help="Ingest every committed version of FILE in REPO_DIR, oldest first.")
+              help="Ingest every committed version of FILE in REPO_DIR (all branches), by commit time.")
+@click.option("--first-parent", is_flag=True, help="With --git: only the main line's versions.")
+@click.option("--order", type=click.Choice(["name", "mtime"]), default="name", show_default=True,
+              help="Order of a folder's files: natural name order (2-x before 10-x) or modification time.")
+@click.option("--strict", is_flag=True, help="Refuse the whole input if a version is unreadable (invalid JSON, "
+              "not UTF-8, not the dialect's document) instead of recording it.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON line per snapshot.")
 @click.option("--no-scrub", is_flag=True, help="claude: store transcripts without replacing secrets (not advised).")
 @click.pass_context
-def ingest(ctx: click.Context, dialect: str, paths: tuple[Path, ...], stream: str | None,
-           git_spec: str | None, as_json: bool, no_scrub: bool) -> None:
-    """Ingest state-file snapshots with DIALECT (a directory: its files in name order)."""
+def ingest(ctx: click.Context, dialect: str, paths: tuple[Path, ...], stream: str | None, git_spec: str | None,
+           first_parent: bool, order: str, strict: bool, as_json: bool, no_scrub: bool) -> None:
+    """Ingest state-file snapshots with DIALECT (a directory: its files in name order).
+
+    A version that is no readable document is recorded as document.unreadable with its exact
+    bytes (--strict refuses it); a git commit deleting the file, as document.removed."""
     from eventstore import ingest as ing
 
     if dialect == "claude":  # transcripts are recorded line by line, not as snapshots
@@ -41,20 +49,40 @@ def ingest(ctx: click.Context, dialect: str, paths: tuple[Path, ...], stream: st
     d = _dialect(dialect)
     if not paths and not git_spec:
         raise click.UsageError("give at least one PATH or --git REPO_DIR:FILE")
+    if first_parent and not git_spec:
+        raise click.UsageError("--first-parent needs --git")
     store = open_store(ctx, create=True)
-    results = ing.ingest_git(store, d, git_spec, stream=stream) if git_spec else ing.ingest(store, d, list(paths), stream=stream)
-    n = events = 0
+
+    def note(text: str) -> None:
+        click.echo(text, err=True)
+
+    if git_spec:
+        results = ing.ingest_git(store, d, git_spec, stream=stream, first_parent=first_parent, strict=strict)
+    else:
+        results = ing.ingest(store, d, list(paths), stream=stream, order=order, strict=strict, report=note)
+    n = events = unreadable = 0
     for r in results:
         n += 1
         events += r.events
+        unreadable += r.unreadable is not None and r.events > 0
         if as_json:
             click.echo(json.dumps(r.to_dict()))
         else:
-            note = "unchanged" if r.events == 0 else f"+{r.events} events"
-            flag = f", {len(r.findings)} finding(s)" if r.findings else ""
-            click.echo(f"{r.file or '-'} -> {r.stream} @ {r.version} ({note}{flag})")
+            click.echo(f"{r.file or '-'} -> {r.stream} @ {r.version} ({_ingest_note(r)})")
     if not as_json:
-        click.echo(f"ingested {n} snapshot(s), {events} event(s)", err=True)
+        bad = f", {unreadable} unreadable version(s) recorded as such" if unreadable else ""
+        click.echo(f"ingested {n} snapshot(s), {events} event(s){bad}", err=True)
+
+
+def _ingest_note(r: Any) -> str:
+    if r.events == 0:
+        return "unchanged"
+    if r.unreadable is not None:
+        return f"+{r.events} event, UNREADABLE: {r.unreadable}"
+    if r.removed:
+        return f"+{r.events} event, file removed"
+    flag = f", {len(r.findings)} finding(s)" if r.findings else ""
+    return f"+{r.events} events{flag}"
 
 
 def _signature(path: Path) -> Any:
@@ -72,15 +100,18 @@ def _signature(path: Path) -> Any:
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--stream", default=None, help="Stream id (default: the document's task id).")
 @click.option("--interval", default=0.2, show_default=True, help="Polling interval in seconds.")
+@click.option("--strict", is_flag=True, help="Skip (and report) unreadable writes instead of recording them.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON line per ingested write.")
 @click.pass_context
-def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, interval: float, as_json: bool) -> None:
+def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, interval: float, strict: bool,
+          as_json: bool) -> None:
     """Follow a state file (or folder) and ingest each new write; Ctrl-C stops.
 
-    Polls (inode, mtime, size), so atomic renames and in-place writes are both seen; a write
-    caught half-way (invalid JSON) is retried on the next tick.
+    Polls (inode, mtime, size), so atomic renames and in-place writes are both seen.  A write
+    that reads as no valid document is read again on the next tick (it may be caught half-way);
+    if it is still the same, it is recorded as document.unreadable (--strict: reported, skipped).
     """
-    from eventstore.ingest import Ingestor
+    from eventstore.ingest import Ingestor, stamp_times
 
     if dialect == "claude":
         from eventstore.cli.claude import watch_claude
@@ -88,23 +119,32 @@ def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, inte
         return watch_claude(ctx, path, interval=interval, as_json=as_json)
     d = _dialect(dialect)
     store = open_store(ctx, create=True)
-    ing = Ingestor(store, d, stream=stream)
+    ing = Ingestor(store, d, stream=stream, strict=strict)
     last: Any = object()
+    settling: Any = object()
     click.echo(f"watching {path} ({dialect}); Ctrl-C stops", err=True)
     try:
         while True:
             sig = _signature(path)
             if sig is not None and sig != last:
                 try:
-                    for snap in d.load(path):
+                    snaps = list(d.load(path))
+                    if not strict and sig != settling and any(s.unreadable is not None for s in snaps):
+                        settling = sig  # perhaps caught mid-write: read it again next tick
+                        time.sleep(interval)
+                        continue
+                    stamp_times(d, snaps)
+                    for snap in snaps:
+                        if snap.source_stream is None:
+                            snap.source_stream = path.resolve().name
                         r = ing.ingest(snap)
                         if r.events:
                             if as_json:
                                 click.echo(json.dumps(r.to_dict()))
                             else:
-                                click.echo(f"{r.file or '-'} -> {r.stream} @ {r.version} (+{r.events} events)")
+                                click.echo(f"{r.file or '-'} -> {r.stream} @ {r.version} ({_ingest_note(r)})")
                     last = sig
-                except IngestError as exc:  # mid-write or bad file: report, retry on next change
+                except IngestError as exc:  # bad file, or unreadable under --strict: report, retry on next change
                     click.echo(f"warning: {exc}", err=True)
                     last = sig
             time.sleep(interval)
@@ -153,6 +193,7 @@ def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_j
         except InvalidEvent as exc:
             raise click.BadParameter(str(exc), param_hint="--at") from None
     result = rp.replay(store, sid, upto_version=upto, at=at, use_cache=not no_cache)
+    hidden = rp.unreadable_tail(store, sid, result.version)  # versions the document shown is not
     if restore is not None:
         written = _dialect(result.dialect).restore(result.doc, restore)
         for path in written:
@@ -175,6 +216,8 @@ def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_j
         d = _dialect(result.dialect)
         for f in d.validate(result.doc):
             problems.append(f"{f.path or '/'}: [{f.code}] {f.message}")
+        for hv, e in hidden:
+            problems.append(f"version {hv}: [{rp.tail_code(e)}] {rp.tail_message(e)}")
     if schema or check:
         for p in problems:
             click.echo(p)
@@ -182,6 +225,10 @@ def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_j
         if problems:
             ctx.exit(1)
         return
+    for hv, e in hidden:
+        shown = ("the document is null until a later version re-creates the file" if rp.tail_code(e) == "file-removed"
+                 else f"the document shown is the last valid one (version {hidden[0][0] - 1})")
+        click.echo(f"note: {sid} version {hv}: {rp.tail_message(e)}; {shown}", err=True)
     if as_json:
         click.echo(json.dumps(result.doc, ensure_ascii=False))
     else:

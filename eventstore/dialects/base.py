@@ -24,6 +24,7 @@ stream is a :class:`DocumentObserved`.
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -33,7 +34,7 @@ from typing import Any, ClassVar
 import msgspec
 
 from eventstore import documents
-from eventstore.errors import EvstoreError, IngestError
+from eventstore.errors import EvstoreError, IngestError, JSONSyntaxError
 from eventstore.events import Event
 
 JSON = Any
@@ -52,6 +53,31 @@ class DocumentPatched(Event, frozen=True, tag="document.patched"):
     """RFC 6902 operations for whatever no domain event explains."""
 
     ops: list[dict[str, Any]]
+
+
+class DocumentUnreadable(Event, frozen=True, tag="document.unreadable"):
+    """A version of the source that is no readable document: not UTF-8 (``reason`` "utf-8"), not
+    JSON ("json") or not a document of the dialect ("dialect").  It carries the exact bytes
+    (zlib, base64) and the error with its line and column; the document stays the last valid one."""
+
+    reason: str
+    error: str
+    line: int | None
+    column: int | None
+    size: int
+    sha256: str
+    content_zlib_b64: str
+
+    def content(self) -> bytes:
+        import base64
+        import zlib
+
+        return zlib.decompress(base64.b64decode(self.content_zlib_b64))
+
+
+class DocumentRemoved(Event, frozen=True, tag="document.removed"):
+    """The source file was deleted (a commit removed it): the document is ``null`` until a later
+    version re-creates it, which continues the stream."""
 
 
 # ------------------------------------------------------------------ helper records
@@ -81,6 +107,16 @@ class RunInfo:
     phase: str | None = None
 
 
+@dataclass(frozen=True)
+class Unreadable:
+    """Why a source version is no readable document (see :class:`DocumentUnreadable`)."""
+
+    reason: str  # "utf-8" | "json" | "dialect"
+    error: str  # the message, naming the file
+    line: int | None = None
+    column: int | None = None
+
+
 @dataclass
 class Snapshot:
     """One observed state document, as read from a file or produced by a simulator."""
@@ -93,6 +129,13 @@ class Snapshot:
     # Extra events the loader recognised that do not change the document (a rejected turn, ...);
     # ingest appends them before the events observed for ``doc``.
     events: list[Event] = field(default_factory=list)
+    # Set when ``raw`` is no readable document (``doc`` is then None): ingest records a
+    # DocumentUnreadable, or refuses the input under --strict.
+    unreadable: Unreadable | None = None
+    removed: bool = False  # the source file was deleted in this version (``doc`` None, ``raw`` None)
+    # A stream id from where the snapshot came from (the file's name, the repository path), used
+    # when the dialect allows it and neither --stream nor the document names one.
+    source_stream: str | None = None
 
 
 # ------------------------------------------------------------------ the interface
@@ -115,20 +158,51 @@ class Dialect:
     #: file records its new version at once; see eventstore.capture).
     state_file_names: ClassVar[tuple[str, ...]] = ()
 
-    def check_identity(self, doc: JSON, where: str) -> None:
-        """Raise IngestError if ``doc`` cannot be this dialect's document."""
+    #: Whether a folder holds versions of one file (ingest orders them, ``--order``); False for
+    #: dialects whose folders are the document (taskflow) or that read folders their own way.
+    versions_in_folders: ClassVar[bool] = True
+    #: Whether a snapshot may take its stream id from its source (the file's name, the repository
+    #: path) when neither --stream nor the document names one.
+    streams_by_source: ClassVar[bool] = False
+    #: Top-level keys holding the time the source wrote the document (ISO 8601), tried in order:
+    #: ingest takes ``occurred_at`` from them before git's commit time or the file's mtime.
+    time_keys: ClassVar[tuple[str, ...]] = ()
+
+    def identity_problem(self, doc: JSON, where: str) -> str | None:
+        """Why ``doc`` cannot be this dialect's document (None: it can)."""
         if doc is None:
-            return
+            return None
         if self.requires_object and type(doc) is not dict:
             from eventstore.codec import json_type
 
-            raise IngestError(f"{where}: {self.name} state documents are JSON objects, got {json_type(doc)}.")
+            return f"{where}: {self.name} state documents are JSON objects, got {json_type(doc)}."
         missing = [k for k in self.identity_keys if k not in doc]
         if missing:
             names = ", ".join(f'"{k}"' for k in missing)
             article = "an" if self.name[:1] in "aeiou" else "a"
-            raise IngestError(f"{where}: not {article} {self.name} document: required field(s) {names} missing "
-                              "(wrong dialect?). Nothing was written.")
+            return f"{where}: not {article} {self.name} document: required field(s) {names} missing (wrong dialect?)."
+        return None
+
+    def check_identity(self, doc: JSON, where: str) -> None:
+        """Raise IngestError if ``doc`` cannot be this dialect's document."""
+        problem = self.identity_problem(doc, where)
+        if problem:
+            raise IngestError(problem + " Nothing was written.")
+
+    def document_time(self, doc: JSON) -> tuple[str, datetime] | None:
+        """(key, time) of the first of :attr:`time_keys` that holds a zoned ISO 8601 time."""
+        if type(doc) is not dict:
+            return None
+        for key in self.time_keys:
+            value = doc.get(key)
+            if isinstance(value, str) and value:
+                try:
+                    when = datetime.fromisoformat(value)
+                except ValueError:
+                    continue
+                if when.tzinfo is not None:
+                    return key, when
+        return None
 
     # -- the lens ---------------------------------------------------------------
 
@@ -137,6 +211,10 @@ class Dialect:
             return documents.take(event.doc)
         if isinstance(event, DocumentPatched):
             return documents.apply(doc, event.ops)
+        if isinstance(event, DocumentUnreadable):
+            return doc
+        if isinstance(event, DocumentRemoved):
+            return None
         return self.apply(doc, event)
 
     def apply(self, doc: JSON, event: Event) -> JSON:
@@ -176,15 +254,13 @@ class Dialect:
     # -- reading sources --------------------------------------------------------
 
     def load(self, path: Path) -> Iterator[Snapshot]:
-        """Snapshots found at ``path`` (a JSON file by default; directories: files by name)."""
+        """Snapshots found at ``path`` (a JSON file by default; directories: files in natural name
+        order).  A file that is no readable document is a snapshot with ``unreadable`` set."""
         if path.is_dir():
-            for child in sorted(p for p in path.iterdir() if p.is_file()):
+            for child in sorted((p for p in path.iterdir() if p.is_file()), key=natural_key):
                 yield from self.load(child)
             return
-        raw = path.read_bytes()
-        doc = parse_json_document(raw, str(path))
-        self.check_identity(doc, str(path))
-        yield Snapshot(doc=doc, raw=raw, source={"file": str(path)})
+        yield read_snapshot(path.read_bytes(), str(path), {"file": str(path)})
 
     def stream_id(self, doc: JSON) -> str | None:
         """The stream id a document names (its task id), if any."""
@@ -215,6 +291,11 @@ class Dialect:
             paths = ", ".join(op["path"] or "/" for op in event.ops[:4])
             more = f" (+{len(event.ops) - 4})" if len(event.ops) > 4 else ""
             return f"{len(event.ops)} change(s): {paths}{more}"
+        if isinstance(event, DocumentUnreadable):
+            at = f" at line {event.line}, column {event.column}" if event.line is not None else ""
+            return f"UNREADABLE version ({event.reason}{at}, {event.size} bytes kept); document unchanged"
+        if isinstance(event, DocumentRemoved):
+            return "file removed"
         line = self.summary(event)
         if line:
             return line
@@ -229,8 +310,35 @@ class Dialect:
         return iter(())
 
 
+def natural_key(path: Path | str) -> tuple[tuple[Any, ...], str]:
+    """Sort key ordering names naturally: digit runs compare as numbers (``2-x`` before ``10-x``)."""
+    name = path.name if isinstance(path, Path) else path
+    parts = re.split(r"(\d+)", name)  # text, digits, text, ...: an int never meets a str
+    return tuple(int(t) if i % 2 else t for i, t in enumerate(parts)), name
+
+
+class UnreadableError(IngestError):
+    """Bytes that are no readable document; ``unreadable`` says why and where."""
+
+    def __init__(self, unreadable: Unreadable) -> None:
+        super().__init__(unreadable.error)
+        self.unreadable = unreadable
+
+
+def read_snapshot(raw: bytes, where: str, source: dict[str, Any]) -> Snapshot:
+    """A snapshot of ``raw``: its document, or (not UTF-8, not JSON) marked unreadable."""
+    try:
+        doc = parse_json_document(raw, where)
+    except UnreadableError as exc:
+        return Snapshot(doc=None, raw=raw, source=source, unreadable=exc.unreadable)
+    return Snapshot(doc=doc, raw=raw, source=source)
+
+
 def parse_json_document(raw: bytes, where: str) -> JSON:
-    """Decode a snapshot strictly: UTF-8, valid JSON, no NaN; errors name file and line."""
+    """Decode a snapshot strictly: UTF-8, valid JSON, no NaN; errors name file and line.
+
+    Raises :class:`UnreadableError` for bytes that are no JSON document (with line and column),
+    a plain IngestError for a file over the snapshot size limit."""
     from eventstore import codec, config
 
     if len(raw) > config.MAX_SNAPSHOT_BYTES:
@@ -239,15 +347,18 @@ def parse_json_document(raw: bytes, where: str) -> JSON:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise IngestError(f"{where}: not valid UTF-8 at byte {exc.start}.") from exc
+        err = codec.utf8_error(raw, exc, where)
+        raise UnreadableError(Unreadable("utf-8", str(err), err.line, err.column)) from exc
     if text.startswith("\ufeff"):
         text = text[1:]
     try:
         doc = codec.parse_json_text(text, where)  # str: the size and UTF-8 checks above are the snapshot's own
         codec.check_value(doc, where)
         codec.encode(doc)  # e.g. a lone surrogate "\ud800" parses but cannot be stored as UTF-8
+    except JSONSyntaxError as exc:
+        raise UnreadableError(Unreadable("json", str(exc), exc.line, exc.column)) from exc
     except EvstoreError as exc:
-        raise IngestError(str(exc)) from exc
+        raise UnreadableError(Unreadable("json", str(exc))) from exc
     except (UnicodeEncodeError, msgspec.EncodeError) as exc:
-        raise IngestError(f"{where}: cannot be stored as UTF-8 JSON ({exc}).") from exc
+        raise UnreadableError(Unreadable("json", f"{where}: cannot be stored as UTF-8 JSON ({exc}).")) from exc
     return doc

@@ -11,6 +11,7 @@ class GenericDialect(Dialect):
     name = "generic"
     description = "any JSON state document (document events only)"
     requires_object = False
+    streams_by_source = True  # without an id in the document: the file's name (or the repository path)
 
     def stream_id(self, doc: Any) -> str | None:
         if isinstance(doc, dict):

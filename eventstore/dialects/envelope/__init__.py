@@ -44,6 +44,7 @@ JSON = Any
 
 class EnvelopeDialect(Dialect):
     name = "envelope"
+    versions_in_folders = False  # turn files are ordered by the transcript parser
     identity_keys = ("state",)
     catalog = CATALOG
     description = "agentic-workflow machine envelopes and turn transcripts (one envelope per turn)"

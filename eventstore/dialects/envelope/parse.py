@@ -29,7 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from eventstore.dialects.base import Snapshot, parse_json_document
+from eventstore.dialects.base import Snapshot, read_snapshot
 from eventstore.dialects.envelope.events import RepairAttempted, TurnFailed, TurnRejected
 from eventstore.dialects.envelope.lens import unit_id
 from eventstore.dialects.envelope.validate import check, verdict
@@ -246,10 +246,11 @@ def load_path(path: Path, ctx: LoadContext | None = None) -> list[Snapshot]:
         if is_transcript(p, raw):
             out.append(load_turn(p, raw, ctx))
         else:
-            doc = parse_json_document(raw, str(p))
-            ctx.stream = unit_id(doc) or ctx.stream
+            snap = read_snapshot(raw, str(p), {"file": str(p), "kind": "envelope"})
+            if snap.doc is not None:
+                ctx.stream = unit_id(snap.doc) or ctx.stream
             ctx.last_turn += 1
-            out.append(Snapshot(doc=doc, raw=raw, source={"file": str(p), "kind": "envelope"}))
+            out.append(snap)
     # A rejected turn before any accepted one (no front matter) belongs to the unit that follows.
     following: str | None = None
     for snap in reversed(out):

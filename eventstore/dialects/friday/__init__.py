@@ -46,6 +46,7 @@ class FridayDialect(Dialect):
     name = "friday"
     identity_keys = ("status",)
     state_file_names = ("friday-state.json",)
+    time_keys = ("last_updated",)
     description = "TemperAI FRIDAY orchestrator state (.temper/friday-state.json)"
     catalog = ev.CATALOG
 

@@ -62,6 +62,7 @@ STREAM_PREFIX = "taskflow/"
 
 class TaskflowDialect(Dialect):
     name = "taskflow"
+    versions_in_folders = False  # a folder is one task, not versions of a file
     catalog = ev.CATALOG
     description = "agent-framework task folders: artifacts decide the phase, VERDICT.md spawns follow-ups"
 

@@ -1,0 +1,172 @@
+"""Where versions come from: every commit of a git history (side branches, merges, deletions),
+the order of a folder's files, the time of each version and the stream a generic file takes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from eventstore.ingest import order_files
+
+
+def _git(repo: Path, *args: str, when: int | None = None, check: bool = True) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "Ann Author", "GIT_AUTHOR_EMAIL": "ann@example.org",
+           "GIT_COMMITTER_NAME": "Cy Committer", "GIT_COMMITTER_EMAIL": "cy@example.org",
+           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    if when is not None:
+        env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = f"2026-01-01T00:{when:02d}:00+00:00"
+    r = subprocess.run(["git", "-C", str(repo), *args], env=env, capture_output=True, text=True, check=check)
+    return r.stdout.strip()
+
+
+@pytest.fixture
+def branchy_repo(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
+    """main: v1 -> v2 -> merge -s ours side -> v3 -> conflicting merge of side2 committed with its
+    markers -> resolved -> deleted -> re-created.  side: "side" (overridden by the ours-merge);
+    side2: "side2".  Returns the repository and the committed bytes by label."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    state = repo / "state.json"
+    versions: dict[str, bytes] = {}
+
+    def commit(label: str, text: str | None, when: int) -> None:
+        if text is None:
+            _git(repo, "rm", "-q", "state.json")
+        else:
+            state.write_text(text)
+            _git(repo, "add", "state.json")
+            versions[label] = text.encode()
+        _git(repo, "commit", "-qm", label, when=when)
+
+    commit("v1", '{"step": 1}\n', 1)
+    _git(repo, "checkout", "-qb", "side")
+    commit("side", '{"step": "side"}\n', 2)
+    _git(repo, "checkout", "-q", "main")
+    commit("v2", '{"step": 2}\n', 3)
+    _git(repo, "merge", "-q", "-s", "ours", "side", "-m", "merge side, keep ours", when=4)
+    _git(repo, "checkout", "-qb", "side2")
+    commit("side2", '{"step": "side2"}\n', 5)
+    _git(repo, "checkout", "-q", "main")
+    commit("v3", '{"step": 3}\n', 6)
+    _git(repo, "merge", "-q", "side2", when=7, check=False)  # conflicts: the markers get committed
+    assert b"<<<<<<<" in state.read_bytes()
+    versions["conflict"] = state.read_bytes()
+    _git(repo, "commit", "-qam", "merge side2 (markers committed)", when=7)
+    commit("resolved", '{"step": 4}\n', 8)
+    commit("deleted", None, 9)
+    commit("recreated", '{"step": 5, "again": true}\n', 10)
+    return repo, versions
+
+
+def _log(run, stream: str) -> list[dict]:  # type: ignore[no-untyped-def,type-arg]
+    return [json.loads(line) for line in run("log", stream, "--json").stdout.splitlines()]
+
+
+def test_git_records_every_committed_version(run, branchy_repo) -> None:  # type: ignore[no-untyped-def]
+    repo, v = branchy_repo
+    r = run("ingest", "generic", "--git", f"{repo}:state.json", "--json")
+    assert r.exit_code == 0, r.output
+    # no --stream and no id in the document: the repository path names the stream
+    assert {json.loads(x)["stream"] for x in r.stdout.splitlines()} == {"state.json"}
+    # ten commits touch the file; the ours-merge gives back v2's bytes, which v2 recorded just before
+    results = [json.loads(x) for x in r.stdout.splitlines()]
+    assert [x["version"] for x in results] == [1, 2, 3, 3, 4, 5, 6, 7, 8, 9]
+    events = _log(run, "state.json")
+    subjects = [_git(repo, "log", "-1", "--format=%s", e["meta"]["source"]["git"]["commit"]) for e in events]
+    assert subjects == ["v1", "side", "v2", "side2", "v3",  # commit-time order, side branches included
+                        "merge side2 (markers committed)", "resolved", "deleted", "recreated"]
+    types = [e["type"] for e in events]
+    assert types[5] == "document.unreadable" and types[7] == "document.removed"
+    assert types[8] == "document.observed"  # the re-created file continues the stream
+    expected_raw = [v["v1"], v["side"], v["v2"], v["side2"], v["v3"], v["conflict"], v["resolved"], None,
+                    v["recreated"]]
+    for version, raw in enumerate(expected_raw, 1):
+        out = run("replay", "state.json", "--upto", str(version), "--raw")
+        if raw is None:
+            assert out.exit_code == 1 and "file was removed" in out.stderr
+            assert json.loads(run("replay", "state.json", "--upto", str(version), "--json").stdout) is None
+        else:
+            assert out.stdout_bytes == raw, version
+    src = events[5]["meta"]["source"]
+    git = src["git"]
+    assert len(git["parents"]) == 2 and git["walk"] == "full-history" and "commit time" in git["order"]
+    assert git["author"] == {"name": "Ann Author", "email": "ann@example.org", "time": "2026-01-01T00:07:00+00:00"}
+    assert git["committer"]["name"] == "Cy Committer" and src["time"] == "git:committer"
+    assert events[5]["occurred_at"].startswith("2026-01-01T00:07:00")
+    # the markers are kept byte for byte, the document stays v3 and "resolved" is diffed against v3
+    assert json.loads(run("replay", "state.json", "--upto", "6", "--json").stdout) == {"step": 3}
+    assert events[6]["data"]["ops"] == [{"op": "replace", "path": "/step", "value": 4}]
+
+
+def test_git_first_parent_keeps_the_main_line(run, branchy_repo) -> None:  # type: ignore[no-untyped-def]
+    repo, _ = branchy_repo
+    r = run("ingest", "generic", "--git", f"{repo}:state.json", "--first-parent", "--stream", "fp", "--json")
+    assert r.exit_code == 0, r.output
+    subjects = [_git(repo, "log", "-1", "--format=%s", e["meta"]["source"]["git"]["commit"]) for e in _log(run, "fp")]
+    assert subjects == ["v1", "v2", "v3", "merge side2 (markers committed)", "resolved", "deleted", "recreated"]
+    assert run("ingest", "generic", "x.json", "--first-parent").exit_code == 2
+
+
+def test_git_strict_refuses_the_conflict_markers(run, branchy_repo) -> None:  # type: ignore[no-untyped-def]
+    repo, _ = branchy_repo
+    r = run("ingest", "generic", "--git", f"{repo}:state.json", "--strict")
+    assert r.exit_code == 1 and "not valid JSON at line 1, column 1" in r.stderr
+    assert run("log", "state.json").exit_code == 1
+
+
+def test_natural_order_and_ambiguity(tmp_path: Path) -> None:
+    d = tmp_path / "h"
+    d.mkdir()
+    for name in ("10-c.json", "2-b.json", "1-a.json"):
+        (d / name).write_text("{}")
+    files, notes = order_files(list(d.iterdir()), "name")
+    assert [f.name for f in files] == ["1-a.json", "2-b.json", "10-c.json"]
+    assert "natural name order" in notes[0] and len(notes) == 1
+    for i, name in enumerate(("1-a.json", "2-b.json", "10-c.json")):  # mtime order reverses them
+        os.utime(d / name, (1_700_000_000 - i, 1_700_000_000 - i))
+    files, notes = order_files(list(d.iterdir()), "mtime")
+    assert [f.name for f in files] == ["10-c.json", "2-b.json", "1-a.json"] and len(notes) == 1
+    e = tmp_path / "plain"
+    e.mkdir()
+    for name in ("state.json", "backup.json"):
+        (e / name).write_text("{}")
+        os.utime(e / name, (1_700_000_000, 1_700_000_000))
+    _, notes = order_files(list(e.iterdir()), "name")
+    assert "the order is ambiguous" in notes[1] and "carry no number" in notes[1]
+    _, notes = order_files(list(e.iterdir()), "mtime")
+    assert "the order is ambiguous" in notes[1] and "share a modification time" in notes[1]
+
+
+def test_folder_ingest_order_and_times(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    d = tmp_path / "history"
+    d.mkdir()
+    for i in (1, 2, 10):
+        (d / f"{i}-state.json").write_text(json.dumps({"status": "running", "n": i,
+                                                        "last_updated": f"2026-02-{i:02d}T00:00:00Z"}))
+        os.utime(d / f"{i}-state.json", (1_700_000_000 + i, 1_700_000_000 + i))
+    r = run("ingest", "friday", str(d), "--stream", "F", "--json")
+    assert r.exit_code == 0 and "natural name order (2-x before 10-x)" in r.stderr
+    events = _log(run, "F")
+    ns = [json.loads(run("replay", "F", "--upto", str(e["version"]), "--json").stdout)["n"] for e in events
+          if "source" in e["meta"]]
+    assert ns == [1, 2, 10]
+    last = [e for e in events if "source" in e["meta"]]
+    # friday knows its document's time: occurred_at comes from last_updated, and meta says so
+    assert [e["occurred_at"][:10] for e in last] == ["2026-02-01", "2026-02-02", "2026-02-10"]
+    assert {e["meta"]["source"]["time"] for e in last} == {"document:last_updated"}
+    # generic knows no document time: the file's mtime, and its name is the stream
+    r = run("ingest", "generic", str(d / "10-state.json"), "--json")
+    assert json.loads(r.stdout)["stream"] == "10-state.json"
+    [g] = _log(run, "10-state.json")
+    assert g["meta"]["source"]["time"] == "mtime" and g["occurred_at"].startswith("2023-11-14T22:13:30")
+    # --order mtime over a folder
+    os.utime(d / "1-state.json", (1_800_000_000, 1_800_000_000))
+    r = run("ingest", "generic", str(d), "--order", "mtime", "--json")
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    assert [Path(x["file"]).name for x in lines] == ["2-state.json", "10-state.json", "1-state.json"]
+    assert {x["stream"] for x in lines} == {"history"}  # a folder of versions: the folder's name

@@ -1,0 +1,146 @@
+"""Unreadable versions are observations: ingest records them as document.unreadable with their
+exact bytes and the error (line, column); the document stays the last valid one; --strict refuses."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from conftest import migrated
+
+from eventstore.store import EventStore
+from projections import replay as rp
+
+DATA = Path(__file__).parent / "data" / "real"
+
+
+def test_ralph_status_043_is_recorded_as_unreadable(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """codeharness-ralph-status 043 is `{not valid json!!!` as committed: it is version 43 of the
+    stream, its bytes come back with --raw, --json gives version 42's document and says so, log and
+    --check show the finding, and version 44 is diffed against 42."""
+    src = DATA / "codeharness-ralph-status"
+    files = sorted(src.iterdir())
+    bad = files[42]
+    assert bad.name.startswith("043-") and bad.read_bytes().startswith(b"{not valid json!!!")
+    r = run("ingest", "generic", str(src), "--stream", "ralph", "--json")
+    assert r.exit_code == 0, r.output
+    results = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [x["version"] for x in results] == list(range(1, len(files) + 1))
+    assert "not valid JSON at line 1, column 2" in results[42]["unreadable"]
+
+    assert run("replay", "ralph", "--upto", "43", "--raw").stdout_bytes == bad.read_bytes()
+    shown = run("replay", "ralph", "--upto", "43", "--json")
+    assert shown.exit_code == 0
+    assert json.loads(shown.stdout) == json.loads(files[41].read_bytes())
+    assert "version 43: unreadable" in shown.stderr and "last valid one (version 42)" in shown.stderr
+    assert "unreadable" not in run("replay", "ralph", "--upto", "44", "--json").stderr
+
+    log = run("log", "ralph").stdout.splitlines()
+    at = next(i for i, line in enumerate(log) if line.lstrip().startswith("43 "))
+    assert "document.unreadable" in log[at] and "line 1, column 2" in log[at]
+    assert "[unreadable-json]" in log[at + 1] and bad.name in log[at + 1]
+    [rec] = [json.loads(x) for x in run("log", "ralph", "--json", "--after", "42").stdout.splitlines()[:1]]
+    assert rec["data"]["line"] == 1 and rec["data"]["column"] == 2 and rec["data"]["reason"] == "json"
+    assert rec["meta"]["source"]["file"] == str(bad)
+
+    check = run("replay", "ralph", "--upto", "43", "--check")
+    assert check.exit_code == 1 and "version 43: [unreadable-json]" in check.stdout
+    patch = json.loads(run("replay", "ralph", "--diff", "42", "44", "--json").stdout)
+    v44 = json.loads(run("log", "ralph", "--json", "--after", "43").stdout.splitlines()[0])
+    assert v44["type"] == "document.patched" and v44["data"]["ops"] == patch  # diffed against the last valid one
+
+
+def test_strict_refuses_sprint_state_whole(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    src = DATA / "codeharness-sprint-state"
+    r = run("ingest", "generic", str(src), "--stream", "sprint", "--strict")
+    assert r.exit_code == 1
+    assert "098-" in r.stderr and "not valid JSON at line 603, column 3" in r.stderr and "--strict" in r.stderr
+    assert run("log", "sprint").exit_code == 1  # nothing written
+
+
+def test_not_utf8_and_wrong_dialect_versions(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    d = tmp_path / "hist"
+    d.mkdir()
+    good = {"status": "running", "last_updated": "2026-01-01T00:00:00Z", "n": 1}
+    (d / "1.json").write_text(json.dumps(good))
+    (d / "2.json").write_bytes(b'{"status": "running",\n "who": "caf\xe9"}')
+    (d / "3.json").write_text(json.dumps({"unrelated": True}))  # JSON, but no friday document
+    (d / "4.json").write_text(json.dumps({**good, "n": 2}))
+    r = run("ingest", "friday", str(d), "--stream", "F", "--json")
+    assert r.exit_code == 0, r.output
+    res = [json.loads(line) for line in r.stdout.splitlines()]
+    assert "not valid UTF-8 at byte 34 (line 2, column 13)" in res[1]["unreadable"]
+    assert 'not a friday document: required field(s) "status" missing' in res[2]["unreadable"]
+    for v, f in ((2, "2.json"), (3, "3.json"), (4, "4.json")):
+        assert run("replay", "F", "--upto", str(v), "--raw").stdout_bytes == (d / f).read_bytes()
+    assert json.loads(run("replay", "F", "--upto", "3", "--json").stdout) == good
+    codes = [json.loads(x)["meta"].get("findings", [{}])[0].get("code")
+             for x in run("log", "F", "--json").stdout.splitlines()]
+    assert "unreadable-utf-8" in codes and "unreadable-dialect" in codes
+    # the same unreadable bytes again add nothing; other unreadable bytes are a new version
+    assert json.loads(run("ingest", "friday", str(d / "3.json"), "--stream", "F", "--json").stdout)["events"] == 1
+    again = run("ingest", "friday", str(d / "3.json"), "--stream", "F", "--json")
+    assert json.loads(again.stdout)["events"] == 0
+
+
+def test_watch_records_a_write_that_stays_unreadable(sqlite_url: str, tmp_path: Path) -> None:
+    migrated(sqlite_url)
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"taskId": "W-U", "n": 0}))
+    exe = Path(sys.executable).parent / "evstore"
+    proc = subprocess.Popen([str(exe), "--url", sqlite_url, "watch", "generic", str(state), "--interval", "0.05",
+                             "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    got: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [got.put(line) for line in proc.stdout or ()], daemon=True).start()
+    lines: list[str] = []
+    try:
+        lines.append(got.get(timeout=30))
+        time.sleep(0.05)
+        state.write_text('{"taskId": "W-U", "n": ')  # a broken write that stays
+        lines.append(got.get(timeout=30))
+        time.sleep(0.05)
+        state.write_text(json.dumps({"taskId": "W-U", "n": 2}))
+        lines.append(got.get(timeout=30))
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+    res = [json.loads(x) for x in lines]
+    assert [x["version"] for x in res] == [1, 2, 3], err
+    assert "not valid JSON at line 1, column 24" in res[1]["unreadable"]
+    with EventStore(sqlite_url) as s:
+        assert rp.replay_raw(s, "W-U", 2) == b'{"taskId": "W-U", "n": '
+        assert rp.replay(s, "W-U", upto_version=2).doc == {"taskId": "W-U", "n": 0}
+        assert rp.replay(s, "W-U").doc == {"taskId": "W-U", "n": 2}
+
+
+def test_append_batch_stays_all_or_nothing(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    batch = tmp_path / "b.jsonl"
+    batch.write_text('{"stream": "B", "type": "x.y", "data": {"a": 1}}\n{"stream": "B", "type": "x.y", "data": {,}}\n')
+    r = run("append", "--batch", str(batch))
+    assert r.exit_code == 1 and "line 2" in r.stderr
+    assert run("log", "B").exit_code == 1
+
+
+def test_folder_of_only_foreign_files_is_refused(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    d = tmp_path / "foreign"
+    d.mkdir()
+    for i in range(3):
+        (d / f"{i}.json").write_text(json.dumps({"something": i}))
+    shutil.copy(d / "0.json", d / "10.json")
+    os.utime(d / "10.json")
+    r = run("ingest", "mapipe", str(d))
+    assert r.exit_code == 1
+    assert "not a mapipe document" in r.stderr and "No readable version" in r.stderr and "3 more" in r.stderr
