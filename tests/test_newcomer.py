@@ -138,7 +138,8 @@ def test_a_5001_digit_integer_is_named_as_such(store_url: str, tmp_path: Path) -
     doc = tmp_path / "big.json"
     doc.write_text('{"n": ' + "9" * 5001 + "}\n")
     why = "an integer of 5001 digits; evstore accepts integers of at most 4300 digits (write it as a string)."
-    clean_error(invoke(store_url, "ingest", "generic", str(doc)), f"{doc}: line 1, column 7: {why}")
+    clean_error(invoke(store_url, "ingest", "generic", str(doc)),
+                f"{doc}: line 1, column 7: {why} No readable version to start a stream from; nothing was written.")
     clean_error(invoke(store_url, "append", "S", "t.x", "--data", f"@{doc}"), f"--data: line 1, column 7: {why}")
     batch = tmp_path / "b.jsonl"
     batch.write_text('{"stream": "S", "type": "t.x"}\n{"stream": "S", "type": "t.x", "data": {"n": -'
