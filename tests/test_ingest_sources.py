@@ -170,3 +170,19 @@ def test_folder_ingest_order_and_times(run, tmp_path: Path) -> None:  # type: ig
     lines = [json.loads(x) for x in r.stdout.splitlines()]
     assert [Path(x["file"]).name for x in lines] == ["2-state.json", "10-state.json", "1-state.json"]
     assert {x["stream"] for x in lines} == {"history"}  # a folder of versions: the folder's name
+
+
+def test_taskflow_refuses_a_folder_of_unrelated_json(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    d = tmp_path / "exports"
+    d.mkdir()
+    for i in range(4):
+        (d / f"{i}.json").write_text(json.dumps({"n": i}))
+    for target in (d, d / "0.json", tmp_path):  # the folder, a file in it, the folder above it
+        r = run("ingest", "taskflow", str(target))
+        assert r.exit_code == 1, (target, r.output)
+        assert "not a task folder" in r.stderr and "0.json, 1.json, 2.json and 1 more" in r.stderr
+        assert "SPEC.md" in r.stderr and "Nothing was written" in r.stderr
+    assert "taskflow/exports" not in run("runs").stdout
+    (d / "SPEC.md").write_text("# A real task after all\n")  # a task folder may hold other files too
+    r = run("ingest", "taskflow", str(d), "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout.splitlines()[0])["stream"] == "taskflow/exports"

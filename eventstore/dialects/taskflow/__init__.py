@@ -43,6 +43,8 @@ from eventstore.dialects.base import Dialect, DocumentObserved, Finding, RunInfo
 from eventstore.dialects.taskflow import events as ev
 from eventstore.dialects.taskflow import lens
 from eventstore.dialects.taskflow.lifecycle import (
+    ARTIFACT_OF,
+    MARKERS,
     folder_time,
     is_task_folder,
     lifecycle,
@@ -107,6 +109,8 @@ class TaskflowDialect(Dialect):
             rels = task_folders(tree)
             base = path
         for rel in rels:
+            _check_task_folder(base / rel, tree[rel])
+        for rel in rels:
             folder = base / rel
             doc = lifecycle(tree, rel)
             yield Snapshot(doc=doc, raw=None, source={"dir": str(folder)},
@@ -154,6 +158,18 @@ class TaskflowDialect(Dialect):
 
     def simulate(self, rng: random.Random, *, run_id: str, start: datetime) -> Iterator[Snapshot]:
         return _simulate(rng, run_id=run_id, start=start)
+
+
+def _check_task_folder(folder: Path, files: dict[str, bytes]) -> None:
+    """Refuse a folder that holds files but none a task folder has (unrelated JSON, say): ingesting
+    it would invent a task."""
+    if not files or any(name in ARTIFACT_OF.values() or name in MARKERS for name in files):
+        return
+    names = sorted(files)
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    raise IngestError(f"{folder}: not a task folder: it holds {shown} but none of the files a task folder has "
+                      f"({', '.join(ARTIFACT_OF.values())}, or a {' / '.join(MARKERS)} marker). Pass a task "
+                      "folder, a tasks/ directory or a project holding tasks/ (wrong dialect?). Nothing was written.")
 
 
 def _title(doc: dict[str, Any]) -> str | None:
