@@ -1,4 +1,4 @@
-"""Settings: database URL, durability, input limits.  Environment first, then defaults."""
+"""Settings: database URL, durability, input limits, where derived files live.  Environment first, then defaults."""
 
 from __future__ import annotations
 
@@ -29,10 +29,21 @@ def sqlite_file(url: str) -> Path | None:
     return None
 
 
-def store_directory(url: str) -> Path:
-    """The directory that holds a SQLite store's file (analytics go beside it)."""
+def analytics_directory(url: str, store_id: str) -> Path:
+    """Where a store's analytics files live unless a directory is named (never shared by two stores).
+
+    A SQLite store's sit beside its file in a folder named after it (``one.db`` ->
+    ``one.db.analytics``), so two files in one directory keep apart and the folder travels with
+    the file; any other store's (PostgreSQL, in-memory SQLite) in the user's cache directory
+    (``$XDG_CACHE_HOME/evstore/analytics/<store id>`` on Linux), keyed by the store's identity.
+    The manifest inside names the store id and the event it was built up to, so even a shared
+    or stale directory is rebuilt rather than read (``projections/analytics.py``).
+    """
     path = sqlite_file(url)
     if path is not None:
-        return path.resolve().parent
-    return Path(os.environ.get("EVSTORE_HOME", ".evstore")).resolve()
+        path = path.resolve()
+        return path.with_name(f"{path.name}.analytics")
+    from platformdirs import user_cache_path
+
+    return user_cache_path("evstore", appauthor=False) / "analytics" / store_id
 

@@ -14,14 +14,26 @@ delta, next answer) is a window function over the facts.
 
 Exactly once, without a database transaction (Parquet lives in a directory):
 
-* every data file is named after the position range it covers
-  (``<table>/part-<after>-<upto>.parquet``) and written to a temporary name, then renamed;
+* every data file is named after the position range it covers plus a random suffix
+  (``<table>/part-<after>-<upto>-<rand>.parquet``, never rewritten in place) and written to a
+  temporary name, then renamed;
 * ``manifest.json`` is the checkpoint *and* the list of live files; it is replaced atomically
-  (write ``manifest.json.tmp``, fsync, ``os.replace``) only after every file of the refresh is
-  in place;
+  (a uniquely named temporary file, fsync, ``os.replace``) only after every file it lists is in
+  place; a refresh writes facts every :data:`FLUSH_EVENTS` events, so memory stays bounded;
 * readers (the views) open exactly the files the manifest lists, so a crash between the data
   files and the manifest leaves orphans that nobody reads; the next refresh deletes files the
   manifest does not list before it writes, and re-applies the same positions.
+
+Bound to one store's log: the manifest names the store's identity (:meth:`EventStore.store_id`),
+its checkpoint position and the hash of the event there.  Tables of another store, of a deleted
+and recreated store, or of a log that no longer has that event are rebuilt by a refresh and
+refused by a reader (:func:`mismatch`).  The default directory is the store's own
+(:func:`eventstore.config.analytics_directory`), never the working directory's.
+
+Several processes at once: one refresh writes at a time (an inter-process lock file,
+:data:`LOCK`); readers take no lock.  A reader opens every file its manifest lists and DuckDB
+reads them through those descriptors, so a refresh may delete files a newer manifest no longer
+lists (compaction, rebuild) while a query still reads them (:func:`connect`).
 
 Compaction: when a table has more than :data:`COMPACT_AT` *small* files (under
 :data:`SMALL_ROWS` rows), they are merged into one file named after their combined range; big
@@ -30,20 +42,23 @@ manifest lists the merged file, then the small files are deleted.
 
 Bumping :data:`FLATTEN_VERSION` rebuilds: a manifest with another version is discarded.
 
-    >>> result = refresh(store)                   # writes <store dir>/analytics
-    >>> con = connect(analytics_dir(store))       # DuckDB, views registered
-    >>> con.sql("SELECT model, count(*) FROM review_findings GROUP BY ALL").fetchall()
+    >>> result = refresh(store)                   # writes the store's analytics directory
+    >>> with reading(store) as con:               # DuckDB, views registered, checked against the log
+    ...     con.sql("SELECT model, count(*) FROM review_findings GROUP BY ALL").fetchall()
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import decimal
+import errno
 import json
 import os
-import shutil
+import time
 import uuid
-from collections.abc import Callable, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -53,6 +68,7 @@ import duckdb
 import msgspec
 import pyarrow as pa
 import pyarrow.parquet as pq
+from filelock import FileLock
 
 from eventstore import codec, config
 from eventstore.errors import EvstoreError
@@ -62,6 +78,10 @@ from projections.engine import gc_paused
 FLATTEN_VERSION = 1
 NAME = "analytics"
 MANIFEST = "manifest.json"
+#: Held (exclusively, across processes) by the one refresh that may write a directory at a time.
+LOCK = ".refresh.lock"
+#: A refresh writes the facts of this many events at a time (bounded memory for any backlog).
+FLUSH_EVENTS = 100_000
 #: A table with more small files than this is compacted at the end of a refresh.
 COMPACT_AT = 16
 #: Files with fewer rows than this count as small (merged by compaction).
@@ -635,32 +655,80 @@ def _t_paused(rows: Rows, e: RecordedEvent, p: dict[str, Any], at: datetime | No
 # ---------------------------------------------------------------- the Parquet directory
 
 
+class AnalyticsIOError(EvstoreError):
+    """Reading or writing analytics or export files failed (disk full, missing or read-only directory)."""
+
+
+def io_error(action: str, path: str | os.PathLike[str], exc: BaseException) -> AnalyticsIOError:
+    """``exc`` (an OSError or DuckDB IO error) as a one-line message naming the action and the path."""
+    if isinstance(exc, OSError):
+        reason = exc.strerror or str(exc)
+        if exc.errno == errno.ENOSPC:
+            reason = "no space left on the device"
+        elif exc.filename and str(exc.filename) != str(path) and not str(exc.filename).endswith(".tmp"):
+            reason = f"{reason} ({exc.filename})"
+    else:
+        reason = str(exc).strip().splitlines()[0]
+        if "No space left on device" in reason:
+            reason = "no space left on the device"
+    return AnalyticsIOError(f"cannot {action} {path}: {reason}")
+
+
 @dataclass
 class Manifest:
+    """``manifest.json``: the checkpoint and the list of live files, bound to one store's log.
+
+    ``store_id`` is the store's identity (:meth:`EventStore.store_id`), ``position`` the last event
+    applied and ``hash`` that event's hash (hex): files built from another store, a deleted and
+    recreated store, or a log that no longer holds that event are never read as this store's
+    (:func:`mismatch`)."""
+
     version: int = FLATTEN_VERSION
+    store_id: str = ""
     position: int = 0
+    hash: str = ""
     files: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {t: [] for t in SCHEMAS})
 
     @classmethod
     def load(cls, directory: Path) -> Manifest | None:
-        path = directory / MANIFEST
-        if not path.exists():
+        """The manifest in ``directory`` (None if there is none, or it is not one this code wrote)."""
+        try:
+            data = json.loads((directory / MANIFEST).read_bytes())
+            return cls(int(data["version"]), str(data.get("store_id", "")), int(data["position"]),
+                       str(data.get("hash", "")), {t: list(data["files"].get(t, [])) for t in SCHEMAS})
+        except FileNotFoundError:
             return None
-        data = json.loads(path.read_text(encoding="utf-8"))
-        m = cls(int(data["version"]), int(data["position"]), {t: list(data["files"].get(t, [])) for t in SCHEMAS})
-        return m
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None  # not a manifest of ours: a refresh rebuilds, a reader says there are no tables
+        except OSError as exc:
+            raise io_error("read the analytics manifest in", directory, exc) from exc
 
     def save(self, directory: Path) -> None:
-        tmp = directory / f"{MANIFEST}.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump({"name": NAME, "version": self.version, "position": self.position, "files": self.files},
-                      fh, indent=1)
+        # A unique temporary name: no process ever renames another's half-written manifest.
+        with replacing(directory / MANIFEST) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+            json.dump({"name": NAME, "version": self.version, "store_id": self.store_id,
+                       "position": self.position, "hash": self.hash, "files": self.files}, fh, indent=1)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, directory / MANIFEST)  # atomic: readers see the old or the new manifest
 
     def paths(self, directory: Path, table: str) -> list[Path]:
         return [directory / table / f["file"] for f in self.files[table]]
+
+
+def mismatch(store: EventStore, m: Manifest) -> str | None:
+    """Why the tables of manifest ``m`` are not ``store``'s log up to ``m.position`` (None: they are)."""
+    if m.version != FLATTEN_VERSION:
+        return f"they were built by flatten version {m.version}, this is version {FLATTEN_VERSION}"
+    sid = store.store_id()
+    if m.store_id != sid:
+        return f"they were built from store {m.store_id or '(unnamed)'}, not from this store ({sid})"
+    if m.position:
+        at = store.read_all(after_position=m.position - 1, limit=1)
+        if not at or at[0].position != m.position:
+            return f"the log has no event at their checkpoint (position {m.position}) any more"
+        if at[0].hash.hex() != m.hash:
+            return f"the event at their checkpoint (position {m.position}) is not the one they were built from"
+    return None
 
 
 @dataclass
@@ -680,23 +748,44 @@ class RefreshResult:
 
 
 def analytics_dir(store: EventStore, override: str | os.PathLike[str] | None = None) -> Path:
-    """``override``, else ``$EVSTORE_ANALYTICS_DIR``, else ``<store directory>/analytics``."""
+    """``override``, else ``$EVSTORE_ANALYTICS_DIR``, else the store's own folder
+    (:func:`eventstore.config.analytics_directory`: beside a SQLite file, or keyed by store id)."""
     if override:
         return Path(override).expanduser().resolve()
     env = os.environ.get("EVSTORE_ANALYTICS_DIR")
     if env:
         return Path(env).expanduser().resolve()
-    return config.store_directory(store.url) / NAME
+    return config.analytics_directory(store.url, store.store_id())
+
+
+@contextmanager
+def replacing(path: Path) -> Iterator[Path]:
+    """A uniquely named temporary path beside ``path`` that replaces ``path`` atomically when the
+    block succeeds and is removed when it fails: a reader sees the old file or the whole new one."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _write(table: pa.Table, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
 
 
-def _remove_orphans(directory: Path, manifest: Manifest) -> None:
-    """Delete data files the manifest does not list (left by a crash or an old compaction)."""
+def _part(table: str, after: int, upto: int, tag: str = "") -> str:
+    # Every file name is new (random suffix): a file, once listed, is never rewritten in place, so a
+    # reader holding it open reads what the manifest it loaded promised.
+    return f"part-{after}-{upto}{tag}-{uuid.uuid4().hex[:8]}.parquet"
+
+
+def _remove_unlisted(directory: Path, manifest: Manifest) -> None:
+    """Delete files the manifest does not list (a crash's leftovers, compacted or rebuilt files).
+
+    Only the refresh-lock holder calls this, after its manifest is in place, so nothing deleted is
+    still being written; readers that opened a deleted file keep reading it (see :func:`connect`)."""
     for table in SCHEMAS:
         live = {f["file"] for f in manifest.files[table]}
         folder = directory / table
@@ -706,70 +795,105 @@ def _remove_orphans(directory: Path, manifest: Manifest) -> None:
                     p.unlink(missing_ok=True)
 
 
-def _init(directory: Path) -> Manifest:
-    """A fresh directory with an empty file per table (so every view has its columns)."""
-    if directory.exists():
-        for table in SCHEMAS:
-            shutil.rmtree(directory / table, ignore_errors=True)
-        (directory / MANIFEST).unlink(missing_ok=True)
-    directory.mkdir(parents=True, exist_ok=True)
-    m = Manifest()
+def _init(directory: Path, store_id: str) -> Manifest:
+    """A fresh manifest with an empty file per table (so every view has its columns)."""
+    m = Manifest(store_id=store_id)
     for table, schema in SCHEMAS.items():
         (directory / table).mkdir(exist_ok=True)
-        name = "part-0-0.parquet"
+        name = _part(table, 0, 0)
         _write(schema.empty_table(), directory / table / name)
         m.files[table].append({"file": name, "after": 0, "upto": 0, "rows": 0})
     m.save(directory)
     return m
 
 
+@contextmanager
+def _refresh_lock(directory: Path) -> Iterator[None]:
+    """One refresher per directory at a time, across processes (released if the holder dies)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(directory / LOCK)
+        lock.acquire()
+    except OSError as exc:
+        raise io_error("write the analytics tables in", directory, exc) from exc
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 def refresh(store: EventStore, directory: str | os.PathLike[str] | None = None, *, batch_size: int = 20_000,
             rebuild: bool = False, compact: bool = True, compact_at: int = COMPACT_AT, upto: int | None = None,
-            progress: Callable[[int, int], None] | None = None) -> RefreshResult:
-    """Bring the Parquet tables up to the end of the log (or position ``upto``); returns what was written."""
-    import time
+            progress: Callable[[int, int], None] | None = None, flush_events: int = FLUSH_EVENTS) -> RefreshResult:
+    """Bring the Parquet tables up to the end of the log (or position ``upto``); returns what was written.
 
+    Tables of another store, of a recreated store or of a log that lost their checkpoint's event
+    are rebuilt (:func:`mismatch`).  Facts are written every ``flush_events`` events, so memory
+    stays bounded however far behind the tables are."""
     started = time.perf_counter()
     out = analytics_dir(store, directory)
+    with _refresh_lock(out):
+        try:
+            return _refresh(store, out, started, batch_size=batch_size, rebuild=rebuild, compact=compact,
+                            compact_at=compact_at, upto=upto, progress=progress, flush_events=flush_events)
+        except OSError as exc:
+            raise io_error("write the analytics tables in", out, exc) from exc
+
+
+def _refresh(store: EventStore, out: Path, started: float, *, batch_size: int, rebuild: bool, compact: bool,
+             compact_at: int, upto: int | None, progress: Callable[[int, int], None] | None,
+             flush_events: int) -> RefreshResult:
     manifest = None if rebuild else Manifest.load(out)
-    fresh = manifest is None or manifest.version != FLATTEN_VERSION
+    fresh = manifest is None or mismatch(store, manifest) is not None
     if manifest is None or fresh:
-        manifest = _init(out)
-    _remove_orphans(out, manifest)
+        manifest = _init(out, store.store_id())
+    _remove_unlisted(out, manifest)
     high = store.max_position() if upto is None else min(upto, store.max_position())
-    after = manifest.position
-    total = max(high - after, 0)
+    total = max(high - manifest.position, 0)
+    rows = {t: 0 for t in SCHEMAS}
+    written = read = 0
     flat = Flattener()
-    read = 0
-    with gc_paused():  # millions of live row tuples: young collections would walk them all
-        for e in store.iter_all(after_position=after, upto_position=high, batch_size=batch_size):
+    last: RecordedEvent | None = None
+    with gc_paused():  # many live row tuples: young collections would walk them all
+        for e in store.iter_all(after_position=manifest.position, upto_position=high, batch_size=batch_size):
             flat.add_one(e)
+            last = e
             read += 1
             if progress and read % batch_size == 0:
                 progress(min(read, total), total)
+            if read % flush_events == 0:
+                written += _commit(out, manifest, flat, last, rows)
+                flat = Flattener()
         if progress and read % batch_size:
             progress(min(read, total), total)  # the last, partial batch: the bar ends full
-        tables = flat.tables() if high > after else {}
+        if last is not None and last.position > manifest.position:
+            written += _commit(out, manifest, flat, last, rows)
     del flat
-    rows: dict[str, int] = {}
-    written = 0
-    if high > after:
-        for table, data in tables.items():
-            rows[table] = data.num_rows
-            if data.num_rows == 0:
-                continue
-            name = f"part-{after}-{high}.parquet"
-            _write(data, out / table / name)
-            manifest.files[table].append({"file": name, "after": after, "upto": high, "rows": data.num_rows})
-            written += 1
-        manifest.position = high
-        manifest.save(out)  # the commit point: files + checkpoint become visible together
     compacted = compact_tables(out, manifest, at=compact_at) if compact else []
-    return RefreshResult(read, manifest.position, rows, written, compacted, fresh, time.perf_counter() - started)
+    return RefreshResult(read, manifest.position, rows if read else {}, written, compacted, fresh,
+                         time.perf_counter() - started)
+
+
+def _commit(out: Path, manifest: Manifest, flat: Flattener, last: RecordedEvent, rows: dict[str, int]) -> int:
+    """Write the facts of the events after the checkpoint up to ``last``, then the manifest (the
+    commit point: files and checkpoint become visible together); returns the files written."""
+    written = 0
+    for table, data in flat.tables().items():
+        rows[table] += data.num_rows
+        if data.num_rows == 0:
+            continue
+        name = _part(table, manifest.position, last.position)
+        _write(data, out / table / name)
+        manifest.files[table].append({"file": name, "after": manifest.position, "upto": last.position,
+                                      "rows": data.num_rows})
+        written += 1
+    manifest.position, manifest.hash = last.position, last.hash.hex()
+    manifest.save(out)
+    return written
 
 
 def compact_tables(directory: Path, manifest: Manifest, *, at: int = COMPACT_AT) -> list[str]:
-    """Merge the small files of every table that has more than ``at`` of them."""
+    """Merge the small files of every table that has more than ``at`` of them (refresh lock held)."""
     done = []
     for table, schema in SCHEMAS.items():
         small = [f for f in manifest.files[table] if f["rows"] < SMALL_ROWS]
@@ -778,7 +902,7 @@ def compact_tables(directory: Path, manifest: Manifest, *, at: int = COMPACT_AT)
         data = pa.concat_tables([pq.read_table(directory / table / f["file"], schema=schema) for f in small])
         data = data.sort_by("position")
         lo, hi = min(f["after"] for f in small), max(f["upto"] for f in small)
-        name = f"part-{lo}-{hi}-c{uuid.uuid4().hex[:6]}.parquet"
+        name = _part(table, lo, hi, "-c")
         _write(data, directory / table / name)
         keep = [f for f in manifest.files[table] if f["rows"] >= SMALL_ROWS]
         manifest.files[table] = sorted(keep + [{"file": name, "after": lo, "upto": hi, "rows": data.num_rows}],
@@ -786,56 +910,144 @@ def compact_tables(directory: Path, manifest: Manifest, *, at: int = COMPACT_AT)
         done.append(table)
     if done:
         manifest.save(directory)
-        _remove_orphans(directory, manifest)
+        _remove_unlisted(directory, manifest)
     return done
 
 
 def status(store: EventStore, directory: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Checkpoint and lag of the Parquet tables; tables that are not this store's count as empty
+    (``stale`` says why), since the next refresh rebuilds them."""
     out = analytics_dir(store, directory)
     m = Manifest.load(out)
     high = store.max_position()
+    base = {"name": NAME, "directory": str(out), "version": FLATTEN_VERSION}
     if m is None:
-        return {"name": NAME, "directory": str(out), "version": FLATTEN_VERSION, "stored_version": None,
-                "checkpoint": 0, "lag": high, "files": 0, "updated_at": None}
+        return {**base, "stored_version": None, "checkpoint": 0, "lag": high, "files": 0, "updated_at": None,
+                "stale": None}
     try:  # the last refresh wrote the manifest (its mtime, as the runs index's updated_at is spelled)
         mtime = (out / MANIFEST).stat().st_mtime
         updated: str | None = datetime.fromtimestamp(mtime, dt.UTC).isoformat(timespec="microseconds")[:-6] + "Z"
     except OSError:
         updated = None
-    return {"name": NAME, "directory": str(out), "version": FLATTEN_VERSION, "stored_version": m.version,
-            "checkpoint": m.position, "lag": max(high - m.position, 0),
-            "files": sum(len(v) for v in m.files.values()), "updated_at": updated}
+    stale = mismatch(store, m)
+    checkpoint = 0 if stale else m.position
+    return {**base, "stored_version": m.version, "checkpoint": checkpoint, "lag": max(high - checkpoint, 0),
+            "files": sum(len(v) for v in m.files.values()), "updated_at": updated, "stale": stale}
 
 
 # ---------------------------------------------------------------- DuckDB
 
 
-def _sql_list(paths: Sequence[Path]) -> str:
-    return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
+def _sql_list(paths: Sequence[str]) -> str:
+    return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
+
+
+_FD_DIR = next((d for d in ("/proc/self/fd", "/dev/fd") if os.path.isdir(d)), None)
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        os.close(fd)
+    fds.clear()
+
+
+def _open_listed(directory: Path, attempts: int = 50) -> tuple[Manifest, dict[str, list[str]], list[int]]:
+    """The manifest and, per table, a path DuckDB can read each listed file through, plus the open
+    descriptors that keep those files readable.
+
+    A refresh in another process may replace the manifest and delete the files the new one no
+    longer lists (compaction, rebuild) at any moment.  Readers never lock writers out: a reader
+    opens every file its manifest lists and hands DuckDB ``/proc/self/fd/N``, and an open file
+    stays readable after it is deleted (POSIX), so a query reads exactly the generation its
+    manifest named.  A file deleted before it could be opened means a newer manifest is in place:
+    read that one."""
+    for _ in range(attempts):
+        m = Manifest.load(directory)
+        if m is None:
+            raise EvstoreError(f"No analytics tables in {directory}; run `evstore query` or `evstore metrics` "
+                               "to build them.")
+        fds: list[int] = []
+        paths: dict[str, list[str]] = {}
+        try:
+            for table in SCHEMAS:
+                paths[table] = []
+                for p in m.paths(directory, table):
+                    if _FD_DIR is None:  # no descriptor paths on this system: read the files by name
+                        paths[table].append(str(p))
+                        continue
+                    fds.append(os.open(p, os.O_RDONLY))
+                    paths[table].append(f"{_FD_DIR}/{fds[-1]}")
+        except FileNotFoundError:
+            _close_all(fds)
+            time.sleep(0.01)
+            continue
+        except OSError as exc:
+            _close_all(fds)
+            raise io_error("read the analytics tables in", directory, exc) from exc
+        return m, paths, fds
+    raise EvstoreError(f"The analytics tables in {directory} changed {attempts} times while being opened; try again.")
+
+
+def _connect(directory: Path, threads: int | None = None) -> tuple[duckdb.DuckDBPyConnection, Manifest,
+                                                                   Callable[[], None]]:
+    """(connection, its manifest, a call that closes the files it reads once the connection is closed)."""
+    m, paths, fds = _open_listed(directory)
+    try:
+        con = duckdb.connect(":memory:")  # a database of its own: no cache shared with other connections
+        if threads:
+            con.execute(f"SET threads = {int(threads)}")
+        for table in SCHEMAS:
+            con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet({_sql_list(paths[table])})")
+        for view, sql in VIEWS.items():
+            con.execute(f"CREATE VIEW {view} AS {sql}")
+    except BaseException:
+        _close_all(fds)
+        raise
+    return con, m, weakref.finalize(con, _close_all, fds)
 
 
 def connect(directory: str | os.PathLike[str], *, threads: int | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with a view per fact table and per :data:`VIEWS` entry."""
-    out = Path(directory)
-    m = Manifest.load(out)
-    if m is None:
-        raise EvstoreError(f"No analytics tables in {out}; run `evstore query` or `evstore metrics` to build them.")
-    con = duckdb.connect(":memory:")
-    if threads:
-        con.execute(f"SET threads = {int(threads)}")
-    for table in SCHEMAS:
-        con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet({_sql_list(m.paths(out, table))})")
-    for view, sql in VIEWS.items():
-        con.execute(f"CREATE VIEW {view} AS {sql}")
-    return con
+    """An in-memory DuckDB connection with a view per fact table and per :data:`VIEWS` entry, over
+    the files the manifest lists now (concurrent refreshes do not disturb it; its files are
+    released when the connection is garbage-collected).  :func:`reading` also checks the tables
+    belong to a store."""
+    return _connect(Path(directory), threads)[0]
+
+
+def _store_connect(store: EventStore, directory: str | os.PathLike[str] | None,
+                   fresh: bool) -> tuple[duckdb.DuckDBPyConnection, Callable[[], None]]:
+    out = analytics_dir(store, directory)
+    if fresh:
+        refresh(store, out)
+    con, m, release = _connect(out)
+    problem = mismatch(store, m)
+    if problem:
+        con.close()
+        release()
+        hint = "try again" if fresh else "run without --no-refresh to rebuild them"
+        raise EvstoreError(f"The analytics tables in {out} are not this store's: {problem}; {hint}.")
+    return con, release
+
+
+@contextmanager
+def reading(store: EventStore, directory: str | os.PathLike[str] | None = None, *,
+            fresh: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Refresh (unless ``fresh`` is False), connect, and check the tables are ``store``'s log;
+    the connection and its files are closed on exit.  Tables that are not this store's (another
+    or a recreated store, a log that lost their checkpoint's event) are refused, never read."""
+    con, release = _store_connect(store, directory, fresh)
+    try:
+        yield con
+    finally:
+        con.close()
+        release()
 
 
 def open_analytics(store: EventStore, directory: str | os.PathLike[str] | None = None, *,
                    fresh: bool = True) -> duckdb.DuckDBPyConnection:
-    """Refresh (unless ``fresh`` is False) and connect: the one call commands and notebooks use."""
-    if fresh:
-        refresh(store, directory)
-    return connect(analytics_dir(store, directory))
+    """Refresh (unless ``fresh`` is False) and connect: the one call notebooks use (tables that
+    are not this store's are refused, as :func:`reading` does)."""
+    return _store_connect(store, directory, fresh)[0]
 
 
 class QueryError(EvstoreError):
@@ -873,32 +1085,35 @@ def _event_batch(batch: Sequence[RecordedEvent]) -> pa.Table:
 def export_parquet(store: EventStore, target: str | os.PathLike[str], directory: str | os.PathLike[str] | None = None,
                    *, batch_size: int = 20_000) -> dict[str, int]:
     """Write ``log.parquet`` (every stored event, data/meta as JSON text) and one Parquet file per
-    analytics table and view into ``target``; returns rows per file name."""
+    analytics table and view into ``target`` (created if missing); returns rows per file name.
+    Each file is written to a temporary name and renamed when whole."""
     out = Path(target)
-    out.mkdir(parents=True, exist_ok=True)
-    refresh(store, directory)
     counts: dict[str, int] = {}
-    n = 0
-    with pq.ParquetWriter(out / "log.parquet", _EVENT_SCHEMA, compression="zstd") as writer:
-        batch: list[RecordedEvent] = []
-        for e in store.iter_all(batch_size=batch_size):
-            batch.append(e)
-            if len(batch) >= batch_size:
-                writer.write_table(_event_batch(batch))
-                n += len(batch)
-                batch = []
-        if batch:
-            writer.write_table(_event_batch(batch))
-            n += len(batch)
-    counts["log"] = n
-    con = connect(analytics_dir(store, directory))
     try:
-        for name in table_names():
-            path = str(out / f"{name}.parquet").replace("'", "''")
-            copied = con.execute(f"COPY (SELECT * FROM {name}) TO '{path}' (FORMAT parquet, COMPRESSION zstd)")
-            counts[name] = int(copied.fetchall()[0][0])  # COPY returns the rows it wrote
-    finally:
-        con.close()
+        out.mkdir(parents=True, exist_ok=True)
+        with reading(store, directory) as con:
+            with replacing(out / "log.parquet") as tmp, pq.ParquetWriter(tmp, _EVENT_SCHEMA,
+                                                                         compression="zstd") as writer:
+                n = 0
+                batch: list[RecordedEvent] = []
+                for e in store.iter_all(batch_size=batch_size):
+                    batch.append(e)
+                    if len(batch) >= batch_size:
+                        writer.write_table(_event_batch(batch))
+                        n += len(batch)
+                        batch = []
+                if batch:
+                    writer.write_table(_event_batch(batch))
+                    n += len(batch)
+            counts["log"] = n
+            for name in table_names():
+                with replacing(out / f"{name}.parquet") as tmp:
+                    path = str(tmp).replace("'", "''")
+                    copied = con.execute(f"COPY (SELECT * FROM {name}) TO '{path}' (FORMAT parquet, "
+                                         "COMPRESSION zstd)")
+                    counts[name] = int(copied.fetchall()[0][0])  # COPY returns the rows it wrote
+    except (OSError, duckdb.IOException) as exc:
+        raise io_error("export to", out, exc) from exc
     return counts
 
 
@@ -909,7 +1124,8 @@ def export_jsonl(store: EventStore, target: str | os.PathLike[str] | Any, *, tab
     (refreshed first; values as :func:`jsonable` makes them, as ``evstore query --json``
     prints them), so every line of a file has one shape.
 
-    ``target`` is a path or a text stream (``-`` on the CLI is stdout).
+    ``target`` is a path (written to a temporary name, renamed when whole) or a text stream
+    (``-`` on the CLI is stdout).
     """
     enc = msgspec.json.Encoder()
     if table != "log" and table not in table_names():
@@ -922,23 +1138,26 @@ def export_jsonl(store: EventStore, target: str | os.PathLike[str] | Any, *, tab
                 fh.write(enc.encode(e.to_dict()).decode() + "\n")
                 n += 1
             return n
-        refresh(store, directory)
-        con = connect(analytics_dir(store, directory))
-        try:
+        with reading(store, directory) as con:
             cur = con.execute(f"SELECT * FROM {table}")
             cols = [d[0] for d in cur.description]
             while rows := cur.fetchmany(batch_size):
                 for row in rows:
                     fh.write(enc.encode(jsonable(dict(zip(cols, row, strict=True)))).decode() + "\n")
                 n += len(rows)
-        finally:
-            con.close()
         return n
 
     if hasattr(target, "write"):
         return write(target)
-    with open(target, "w", encoding="utf-8") as fh:
-        return write(fh)
+    path = Path(target)
+    try:
+        if path.exists() and not path.is_file():  # a device or a pipe (/dev/stdout, a FIFO): write as it is
+            with open(path, "w", encoding="utf-8") as fh:
+                return write(fh)
+        with replacing(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+            return write(fh)  # the file is closed (flushed) before it replaces the target
+    except OSError as exc:
+        raise io_error("write", path, exc) from exc
 
 
 def jsonable(v: Any) -> Any:
@@ -960,6 +1179,7 @@ def table_names() -> list[str]:
     return list(SCHEMAS) + list(VIEWS)
 
 
-__all__ = ["COMPACT_AT", "FLATTEN_VERSION", "Flattener", "Manifest", "RefreshResult", "SCHEMAS",
-           "VIEWS", "analytics_dir", "compact_tables", "connect", "export_jsonl", "export_parquet", "jsonable",
-           "open_analytics", "query", "QueryError", "refresh", "status", "table_names"]
+__all__ = ["AnalyticsIOError", "COMPACT_AT", "FLATTEN_VERSION", "Flattener", "Manifest", "RefreshResult",
+           "SCHEMAS", "VIEWS", "analytics_dir", "compact_tables", "connect", "export_jsonl", "export_parquet",
+           "io_error", "jsonable", "mismatch", "open_analytics", "query", "QueryError", "reading", "refresh",
+           "replacing", "status", "table_names"]

@@ -12,6 +12,7 @@ import queue
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -29,6 +30,10 @@ from eventstore.store import EventStore
 # A failing property prints the blob that reproduces it (@reproduce_failure) as well as the example.
 settings.register_profile("evstore", print_blob=True)
 settings.load_profile("evstore")
+
+# Analytics of stores without a file (PostgreSQL) default to the user's cache directory, one folder
+# per store id: keep the suite's (a new store per test) out of the real one.
+os.environ.setdefault("XDG_CACHE_HOME", os.path.join(tempfile.gettempdir(), f"evstore-tests-cache-{os.getuid()}"))
 
 PG_URL = os.environ.get("EVSTORE_TEST_POSTGRES_URL")
 NO_PG = "EVSTORE_TEST_POSTGRES_URL is not set (no PostgreSQL server to test against)"

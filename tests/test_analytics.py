@@ -115,7 +115,7 @@ def test_crash_before_the_manifest_leaves_orphans_that_are_ignored_then_removed(
         raise OSError("disk full (simulated crash before the commit point)")
 
     monkeypatch.setattr(Manifest, "save", crash)
-    with pytest.raises(OSError):
+    with pytest.raises(analytics.AnalyticsIOError, match="disk full"):
         analytics.refresh(store, out)
     monkeypatch.setattr(Manifest, "save", saved)
     orphans = [p for p in out.rglob("part-*.parquet") if f"part-{half}-" in p.name]
@@ -152,9 +152,10 @@ def test_refresh_on_each_backend(store: EventStore, tmp_path: Path) -> None:
     assert runs == len(store.list_streams()) == 3
 
 
-def test_default_directory_is_beside_the_store(small: tuple[str, EventStore]) -> None:
+def test_default_directory_is_beside_the_store_file_named_after_it(small: tuple[str, EventStore]) -> None:
     url, store = small
-    assert analytics.analytics_dir(store) == Path(url.split(":///", 1)[1]).parent / "analytics"
+    db = Path(url.split(":///", 1)[1])
+    assert analytics.analytics_dir(store) == db.parent / "events.db.analytics"
 
 
 # ---------------------------------------------------------------- CLI

@@ -61,7 +61,7 @@ def portfolio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EventS
     store = EventStore(url)
     p = simulate_into(store, COUNTS, seed=20260105, transform=_strip_some)
     analytics.refresh(store)
-    yield store, p, d / "analytics"
+    yield store, p, analytics.analytics_dir(store)
     store.close()
 
 

@@ -65,7 +65,8 @@ def test_projections_status_last_run_is_a_time(demo_url: str) -> None:
     row = next(line for line in r.stdout.splitlines() if "analytics" in line and "parquet" in line)
     last_run = row.strip("│ ").split("│")[-1].strip()
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", last_run), row
-    directory = Path(demo_url.split(":///", 1)[1]).parent / "analytics"
+    db = Path(demo_url.split(":///", 1)[1])
+    directory = db.with_name(f"{db.name}.analytics")  # beside the store's file, named after it
     assert r.stdout.splitlines()[-1] == f"analytics tables: {directory}"
     status = json.loads(invoke(demo_url, "projections", "status", "--json").stdout)
     assert status[-1]["updated_at"] == last_run

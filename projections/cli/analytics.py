@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,15 +16,20 @@ from eventstore.errors import EvstoreError
 
 _analytics_dir = click.option("--analytics-dir", type=click.Path(file_okay=False), default=None,
                               envvar="EVSTORE_ANALYTICS_DIR",
-                              help="Where the Parquet tables live (default: <store dir>/analytics).")
+                              help="Where the Parquet tables live (default: the store's own folder; see README).")
 
 
-def _refresh(store: Any, directory: str | None) -> None:
-    from projections.analytics import refresh
+@contextmanager
+def _tables(store: Any, directory: str | None, no_refresh: bool) -> Iterator[Any]:
+    """The store's analytics tables as a DuckDB connection (caught up first unless ``no_refresh``)."""
+    from projections.analytics import reading, refresh
 
-    result = refresh(store, directory)
-    if result.events:
-        click.echo(f"analytics: {result.events} new events applied (checkpoint {result.position})", err=True)
+    if not no_refresh:
+        result = refresh(store, directory)
+        if result.events:
+            click.echo(f"analytics: {result.events} new events applied (checkpoint {result.position})", err=True)
+    with reading(store, directory, fresh=False) as con:
+        yield con
 
 
 @cli.command("query")
@@ -35,20 +42,13 @@ def _refresh(store: Any, directory: str | None) -> None:
 def query_cmd(ctx: click.Context, sql: str, as_json: bool, as_csv: bool, no_refresh: bool,
               analytics_dir: str | None) -> None:
     """Run DuckDB SQL over the analytics views (runs, phases, review_findings, review_deltas, gates, ...)."""
-    from projections.analytics import analytics_dir as where
-    from projections.analytics import connect, jsonable, query
+    from projections.analytics import jsonable, query
     from projections.report import rows_csv, table_text
 
     if as_json and as_csv:
         raise click.UsageError("--json and --csv are exclusive.")
-    store = open_store(ctx)
-    if not no_refresh:
-        _refresh(store, analytics_dir)
-    con = connect(where(store, analytics_dir))
-    try:
+    with _tables(open_store(ctx), analytics_dir, no_refresh) as con:
         columns, rows = query(con, sql)
-    finally:
-        con.close()
     if as_json:
         click.echo(json.dumps([jsonable(dict(zip(columns, r, strict=True))) for r in rows], ensure_ascii=False))
     elif as_csv:
@@ -75,16 +75,12 @@ def metrics_cmd(ctx: click.Context, task: str | None, project: str | None, diale
                 fmt: str, out: str | None, no_refresh: bool, analytics_dir: str | None) -> None:
     """Cross-run metrics (reviewer acceptance, review deltas, gates, breaker trips, phases, ...),
     or with TASK the same for one run (its timeline, iterations and deltas)."""
-    from projections.analytics import analytics_dir as where
-    from projections.analytics import connect
+    from projections.analytics import io_error, replacing
     from projections.metrics import Scope, check_scope, cross_run_report, run_report
     from projections.report import render
 
     store = open_store(ctx)
-    if not no_refresh:
-        _refresh(store, analytics_dir)
-    con = connect(where(store, analytics_dir))
-    try:
+    with _tables(store, analytics_dir, no_refresh) as con:
         if task:
             from projections.replay import resolve
 
@@ -93,11 +89,13 @@ def metrics_cmd(ctx: click.Context, task: str | None, project: str | None, diale
             scope = Scope(project=project, dialect=dialect, since=since)
             check_scope(con, scope)
             report = cross_run_report(con, scope)
-    finally:
-        con.close()
     text = render(report, fmt)
     if out:
-        Path(out).write_text(text, encoding="utf-8")
+        try:
+            with replacing(Path(out)) as tmp:
+                tmp.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise io_error("write", out, exc) from exc
         click.echo(f"wrote {out}", err=True)
     else:
         if fmt == "html" and sys.stdout.isatty():

@@ -184,7 +184,8 @@ def projections_status(ctx: click.Context, as_json: bool) -> None:
     table.add_row(parquet["name"], "async (parquet)", str(pv), str(parquet["checkpoint"]), str(parquet["lag"]),
                   parquet["updated_at"] or "never")
     _stdout_console().print(table)
-    click.echo(f"analytics tables: {parquet['directory']}")
+    stale = f" (not this store's: {parquet['stale']}; the next refresh rebuilds them)" if parquet["stale"] else ""
+    click.echo(f"analytics tables: {parquet['directory']}{stale}")
 
 
 @projections_group.command("rebuild")
