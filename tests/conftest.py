@@ -1,7 +1,11 @@
 """Shared fixtures: every contract test runs unchanged on SQLite and on PostgreSQL.
 
-PostgreSQL tests read the server from ``EVSTORE_TEST_POSTGRES_URL`` (``.ci/run`` always sets
-it) and each gets a private schema, so tests never see each other's rows.
+PostgreSQL tests use the server named by ``EVSTORE_TEST_POSTGRES_URL`` (``.ci/run`` always sets it).
+When it is unset, the session starts a throwaway server from the PostgreSQL binaries on the machine
+(``tests/pg_server.py``) and sets the variable for the tests and their child processes; without
+binaries the PostgreSQL tests skip, each saying why, and the summary says once how to enable them.
+Each test gets a private schema, so tests never see each other's rows.  Read ``PG_URL`` inside a
+fixture or test (or use ``pg_url``), not at import time of a test module.
 """
 
 from __future__ import annotations
@@ -14,10 +18,12 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pg_server
 import pytest
 from click.testing import CliRunner, Result
 from hypothesis import settings
@@ -36,7 +42,55 @@ settings.load_profile("evstore")
 os.environ.setdefault("XDG_CACHE_HOME", os.path.join(tempfile.gettempdir(), f"evstore-tests-cache-{os.getuid()}"))
 
 PG_URL = os.environ.get("EVSTORE_TEST_POSTGRES_URL")
-NO_PG = "EVSTORE_TEST_POSTGRES_URL is not set (no PostgreSQL server to test against)"
+ENABLE_PG = ("To run them, set EVSTORE_TEST_POSTGRES_URL=postgresql+psycopg://USER@HOST:PORT/DB (a database the "
+             "tests may create schemas and roles in), or install PostgreSQL's server binaries (Debian: apt-get install "
+             "postgresql; elsewhere name their folder in EVSTORE_TEST_POSTGRES_BINDIR) and the suite starts a throwaway "
+             "server of its own.")
+#: Why the PostgreSQL tests skip, and the fix (set by pytest_configure when no server could be had).
+NO_PG = ""
+_pg_started = ""  # what the summary says about a throwaway server
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global PG_URL, NO_PG, _pg_started
+    if PG_URL:
+        return
+    started = time.monotonic()
+    try:
+        server = pg_server.start()
+    except pg_server.Unavailable as exc:
+        NO_PG = (f"no PostgreSQL to test against: EVSTORE_TEST_POSTGRES_URL is not set and {exc}; set it, or "
+                 "install PostgreSQL's server binaries (how: the PostgreSQL section above)")
+        return
+    config.add_cleanup(server.stop)
+    PG_URL = os.environ["EVSTORE_TEST_POSTGRES_URL"] = server.url
+    _pg_started = (f"PostgreSQL: EVSTORE_TEST_POSTGRES_URL was not set; the tests ran on a throwaway server "
+                   f"from {server.bindir} in {server.root} (started in {time.monotonic() - started:.1f} s, removed at the end)")
+
+
+def _needs_pg(item: pytest.Item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    return "pg_url" in getattr(item, "fixturenames", ()) or (
+        callspec is not None and callspec.params.get("store_url") == "postgresql")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # A skip mark (rather than the pg_url fixture's skip) lets the short summary fold them to a line per file.
+    if NO_PG:
+        for item in items:
+            if _needs_pg(item):
+                item.add_marker(pytest.mark.skip(reason=NO_PG))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if NO_PG:
+        skipped = sum(1 for r in terminalreporter.stats.get("skipped", [])
+                      if isinstance(r.longrepr, tuple) and NO_PG in str(r.longrepr[2]))
+        terminalreporter.write_sep("=", "PostgreSQL", yellow=True)
+        terminalreporter.write_line(f"{skipped} PostgreSQL tests skipped: {NO_PG.split(': ', 1)[1].split('; ')[0]}.")
+        terminalreporter.write_line(ENABLE_PG)
+    elif _pg_started:
+        terminalreporter.write_line(_pg_started)
 
 
 def _pg_url_with_schema(schema: str) -> str:

@@ -13,7 +13,7 @@ import pytest
 def test_mypy_strict_on_library() -> None:
     if shutil.which("mypy") is None and subprocess.run([sys.executable, "-m", "mypy", "--version"],
                                                        capture_output=True).returncode != 0:
-        pytest.skip("mypy is not installed (it is in the test extra)")
+        pytest.skip("mypy is not installed (it is in the test extra: pip install -e '.[test]')")
     root = Path(__file__).resolve().parent.parent
     r = subprocess.run([sys.executable, "-m", "mypy", "eventstore", "projections"], cwd=root,
                        capture_output=True, text=True)
@@ -23,7 +23,7 @@ def test_mypy_strict_on_library() -> None:
 def test_ruff_lint_clean() -> None:
     """The lint rules in pyproject.toml ([tool.ruff]) hold on the whole tree."""
     if subprocess.run([sys.executable, "-m", "ruff", "--version"], capture_output=True).returncode != 0:
-        pytest.skip("ruff is not installed (it is in the test extra)")
+        pytest.skip("ruff is not installed (it is in the test extra: pip install -e '.[test]')")
     root = Path(__file__).resolve().parent.parent
     r = subprocess.run([sys.executable, "-m", "ruff", "check", "."], cwd=root, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
