@@ -2,7 +2,9 @@
 
 Each run is simulated by its dialect (``Dialect.simulate``) and ingested with the same
 :class:`~eventstore.ingest.Ingestor` that ``evstore ingest`` uses (observe, lens-law check,
-findings in meta), so the demo store looks exactly like one fed by real orchestrators.
+findings in meta), so the demo store looks exactly like one fed by real orchestrators.  The
+single-file orchestrators' snapshots are ingested as the bytes they write to their state file
+(``Dialect.state_file_names``), so ``evstore replay --raw`` works on demo runs as on real ones.
 
 Determinism: run number ``n`` draws everything (dialect, start time, the simulation, event
 ids) from ``random.Random(f"{seed}:{n}")``; a fresh store and the same seed give the same runs.
@@ -20,9 +22,13 @@ clash can never merge two runs.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import random
 import re
+import signal
+import sys
+import threading
 import time
 import uuid
 from collections import Counter
@@ -34,7 +40,7 @@ from typing import Any
 
 from eventstore.dialects import available, get_dialect
 from eventstore.errors import EvstoreError
-from eventstore.ingest import Ingestor
+from eventstore.ingest import Ingestor, render
 from eventstore.store import EventStore, NewEvent
 
 #: Relative weight of each dialect in the portfolio (mapipe carries reviews, gates, breakers).
@@ -43,6 +49,12 @@ DEMO_DIALECTS = tuple(WEIGHTS)
 #: The first demo run starts here; later runs follow every ~40 minutes (deterministic).
 EPOCH = datetime(2025, 3, 3, 8, 0, tzinfo=UTC)
 _ID = re.compile(r"demo-(\d+)$", re.IGNORECASE)
+
+#: How a single-file orchestrator (a dialect with ``state_file_names``) writes its state file: the
+#: demo ingests these bytes, 2-space JSON and a final newline as ``JSON.stringify(doc, null, 2)``
+#: writes it.  Taskflow records task folders and envelope turn transcripts: ``replay --restore``
+#: and the document are their outputs, not one file's bytes.
+STATE_FORMAT = {"renderer": "msgspec", "indent": 2, "newline": "\n"}
 
 Item = tuple[str, NewEvent, "int | None"]
 
@@ -123,7 +135,13 @@ def simulate_run(seed: int, number: int, dialects: Sequence[str]) -> SimulatedRu
     buf = _Buffer(random.Random(rng.getrandbits(64)))
     ing = Ingestor(buf, dialect)  # type: ignore[arg-type]  # duck-typed store, see _Buffer
     stream_id, doc = "", None
+    state_file = dialect.state_file_names[0] if dialect.state_file_names else None
     for snap in dialect.simulate(rng, run_id=f"demo-{number:05d}", start=start):
+        if state_file is not None and snap.doc is not None and snap.raw is None:
+            # The bytes the orchestrator writes to its state file, ingested as `evstore ingest`
+            # ingests a file: `replay --raw` gives them back.
+            snap.raw = render(snap.doc, STATE_FORMAT)
+            snap.source = {**snap.source, "file": f"demo-{number:05d}/{state_file}"}
         result = ing.ingest(snap)
         stream_id = result.stream
         if snap.doc is not None:
@@ -131,6 +149,35 @@ def simulate_run(seed: int, number: int, dialects: Sequence[str]) -> SimulatedRu
     info = dialect.describe(doc) if doc is not None else None
     return SimulatedRun(number, name, stream_id, (info.task_id if info else None) or stream_id,
                         info.status if info else None, buf.items)
+
+
+def die_with_parent(parent: int, poll: float = 0.5) -> None:
+    """Pool-worker initializer: never outlive the demo process.
+
+    A worker blocks on the pool's call queue, whose pipe every worker also holds open, so a
+    parent killed with SIGKILL would leave it waiting forever with the database files open.  On
+    Linux the kernel kills the worker with its parent (``PR_SET_PDEATHSIG``; the standard library
+    has no binding, so ``prctl`` is called through ctypes).  Everywhere, a daemon thread also
+    watches the parent pid and ends the worker when the worker is re-parented.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # pragma: no cover - no prctl: the watcher below still works
+            pass
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="evstore-demo-parent-watch", daemon=True).start()
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def _simulate_chunk(args: tuple[int, list[int], list[str]]) -> list[SimulatedRun]:
@@ -188,7 +235,7 @@ def run_demo(store: EventStore, *, runs: int = 40, seed: int = 0, dialects: Sequ
         for c in chunks:
             write(_simulate_chunk(c))
     else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        with ProcessPoolExecutor(max_workers=workers, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
             for batch in pool.map(_simulate_chunk, chunks):
                 write(batch)
     summary.seconds = time.perf_counter() - started

@@ -249,7 +249,7 @@ def phase_durations(con: duckdb.DuckDBPyConnection) -> Section:
                count_if(skipped) AS skips
         FROM phases WHERE stream_id IN (SELECT stream_id FROM sel)
         GROUP BY dialect, phase ORDER BY dialect, phase""")
-    return Section("phase_durations", "Phase durations (seconds) and retries",
+    return Section("phase_durations", "Phase durations and retries",
                    ["dialect", "phase", "executions", "finished", "p50_s", "p90_s", "max_s", "retries", "failures",
                     "skips"], rows)
 
@@ -263,7 +263,7 @@ def question_latency(con: duckdb.DuckDBPyConnection) -> Section:
     total = _rows(con, """SELECT count(*) AS asked, count(answered_at) AS answered,
                           quantile_cont(latency_s, 0.5) AS p50_s, avg(latency_s) AS mean_s
                           FROM questions WHERE stream_id IN (SELECT stream_id FROM sel)""")[0]
-    return Section("question_latency", "Question latency (asked -> answered, seconds)",
+    return Section("question_latency", "Question latency (asked -> answered)",
                    ["question_id", "asked", "answered", "p50_s", "p90_s", "mean_s"], rows, total)
 
 

@@ -142,6 +142,13 @@ def replay_raw(store: EventStore, stream_id: str, version: int | None = None, *,
             return out
         if isinstance(meta, dict) and "source" in meta:
             break
+    d = dialect_of(store, stream_id)
+    if type(d).restore is not Dialect.restore:  # a folder of files, not one file's bytes
+        raise EvstoreError(f'"{stream_id}" records a {d.name} folder, not one file: '
+                           f"`evstore replay {stream_id} --restore DIR` writes its files (or use --json).")
+    if d.name == "envelope":  # its snapshots are parsed out of turn transcripts
+        raise EvstoreError(f'"{stream_id}" records envelopes parsed from turn transcripts, not a state file: '
+                           "there are no file bytes to give back (use --json).")
     raise EvstoreError(f'Version {target} of "{stream_id}" was not produced by an ingested file; '
                        "only ingested snapshots have raw bytes (use --json).")
 

@@ -42,17 +42,78 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
-# ---------------------------------------------------------------- text and CSV
+def duration(seconds: float) -> str:
+    """Seconds as people read a duration: 45s, 7m 27s, 2h 39m, 3d 4h."""
+    s = round(seconds)
+    for unit, size, sub, sub_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60), ("m", 60, "s", 1)):
+        if abs(s) >= size:
+            whole, rest = divmod(s, size)
+            return f"{whole}{unit} {rest // sub_size}{sub}" if rest // sub_size else f"{whole}{unit}"
+    return f"{s}s"
 
 
-def table_text(columns: Sequence[str], rows: Sequence[dict[str, Any]], *, max_width: int = 60) -> str:
-    """A plain aligned table (no colour: it goes to files and pipes as well as terminals)."""
-    cells = [[_cell(r.get(c))[:max_width] for c in columns] for r in rows]
-    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)),
-             "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
-    return "\n".join(line.rstrip() for line in lines)
+def _column_format(column: str, values: Sequence[Any]) -> Callable[[Any], str]:
+    """One number format for a whole column: durations (``*_s``) as durations, shares (all within
+    [-1, 1]) with 3 decimals, whole numbers with thousands separators, else one decimal."""
+    floats = [v for v in values if isinstance(v, float)]
+    if column.endswith("_s") and all(isinstance(v, (int, float)) or v is None for v in values):
+        return lambda v: "-" if v is None else duration(v) if isinstance(v, (int, float)) else str(v)
+    if not floats:
+        return _cell
+    if all(abs(v) <= 1 for v in floats):
+        spec = ".3f"
+    elif all(v.is_integer() for v in floats):
+        spec = ",.0f"
+    else:
+        spec = ",.1f"
+    return lambda v: "-" if v is None else format(v, spec) if isinstance(v, float) else str(v)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:max(width - 1, 0)] + "…"
+
+
+def fit(widths: list[int], total: int, shrink: Sequence[int], minimum: int = 8) -> list[int]:
+    """Narrow the columns ``shrink`` (indexes) so that the columns and their two-space gaps fit
+    ``total`` characters: always the widest of them first (so they end up even), none below
+    ``minimum``; the other columns keep their width."""
+    out = list(widths)
+    excess = sum(out) + 2 * (len(out) - 1) - total
+    while excess > 0:
+        i = max(shrink, key=lambda j: out[j], default=None)
+        if i is None or out[i] <= minimum:
+            break
+        out[i] -= 1
+        excess -= 1
+    return out
+
+
+def table_text(columns: Sequence[str], rows: Sequence[dict[str, Any]], *, max_width: int = 60,
+               width: int | None = None, shrink: Sequence[str] = ()) -> str:
+    """A plain aligned table (no colour: it goes to files and pipes as well as terminals).
+
+    A cell longer than ``max_width`` ends in an ellipsis; with ``width`` the ``shrink`` columns
+    are narrowed (all but the first, down to 16 characters, then all of them evenly), their cells cut with an ellipsis, until the table fits.
+    Numbers take one format per column (:func:`_column_format`); a ``*_s`` column is a duration.
+    """
+    formats = [_column_format(c, [r.get(c) for r in rows]) for c in columns]
+    headers = [c[:-2] if c.endswith("_s") else c for c in columns]
+    cells = [[_cut(f(r.get(c)), max_width) for c, f in zip(columns, formats, strict=True)] for r in rows]
+    widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
+    if width is not None:
+        order = [columns.index(c) for c in shrink if c in columns]
+        widths = fit(widths, width, order[1:], minimum=16)  # the others give way first, down to 16
+        widths = fit(widths, width, order)
+        headers = [_cut(h, w) for h, w in zip(headers, widths, strict=True)]
+        cells = [[_cut(v, w) for v, w in zip(row, widths, strict=True)] for row in cells]
+    right = [bool(rows) and all(isinstance(r.get(c), (int, float)) or r.get(c) is None for r in rows)
+             for c in columns]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right, strict=True))
+
+    lines = [line(headers), "  ".join("-" * w for w in widths)] + [line(row) for row in cells]
+    return "\n".join(x.rstrip() for x in lines)
 
 
 def to_table(report: Report) -> str:
@@ -61,7 +122,8 @@ def to_table(report: Report) -> str:
     for s in report.sections:
         out += ["", f"## {s.title}"]
         if s.summary:
-            out.append("   " + "  ".join(f"{k}={_cell(v)}" for k, v in s.summary.items()))
+            out.append("   " + "  ".join(f"{k[:-2]}={duration(v)}" if k.endswith("_s") and isinstance(v, (int, float))
+                                         else f"{k}={_cell(v)}" for k, v in s.summary.items()))
         out.append(table_text(s.columns, s.rows) if s.rows else "   (no data)")
     return "\n".join(out) + "\n"
 
@@ -228,5 +290,5 @@ def to_html(report: Report) -> str:
     return "\n".join(parts) + "\n"
 
 
-__all__ = ["FORMATS", "charts", "grouped_bar_chart", "hbar_chart", "render", "rows_csv", "table_text", "to_csv",
+__all__ = ["FORMATS", "charts", "duration", "fit", "grouped_bar_chart", "hbar_chart", "render", "rows_csv", "table_text", "to_csv",
            "to_html", "to_table"]

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import migrated
+from conftest import evstore_child, migrated
 
 from eventstore.cli import register
 from eventstore.store import EventStore
@@ -108,3 +113,44 @@ def test_demo_library_progress_and_bad_runs(sqlite_url: str) -> None:
             run_demo(s, runs=0)
     res = CliRunner().invoke(register(), ["demo", "--url", sqlite_url, "--runs", "0"])
     assert res.exit_code == 2
+
+
+def _children(pid: int) -> set[int]:
+    out: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            out.update(int(c) for c in (task / "children").read_text().split())
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")  # a zombie has ended; only its exit status is left
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to find the workers")
+def test_no_demo_worker_outlives_a_killed_parent(tmp_path: Path) -> None:
+    with evstore_child("demo", "--url", f"sqlite:///{tmp_path}/events.db", "--runs", "5000", "--workers", "2",
+                       "--json") as child:
+        pid = child.proc.pid
+        deadline = time.monotonic() + 60
+        workers: set[int] = set()
+        while len(workers) < 2 and time.monotonic() < deadline and child.proc.poll() is None:
+            workers = _children(pid)
+            time.sleep(0.05)
+        assert len(workers) >= 2, "the demo started no worker processes"
+        try:
+            os.kill(pid, signal.SIGKILL)
+            child.proc.wait(timeout=10)
+            deadline = time.monotonic() + 5
+            while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not [w for w in workers if _alive(w)], "demo workers outlived their parent"
+        finally:  # a failing run must not leak them (their parent is gone: nobody else stops them)
+            for w in workers:
+                if _alive(w):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(w, signal.SIGKILL)

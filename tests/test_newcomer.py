@@ -193,3 +193,74 @@ def test_batch_format_is_in_help_and_readme() -> None:
     for key, (kind, default, _) in BATCH_KEYS.items():
         assert f"{key} ({kind}" in help_text
         assert re.search(rf"^\| `{key}` \| {re.escape(kind)} \| {re.escape(default or '-')} \|", readme, re.M), key
+
+
+# ---------------------------------------------------------------- 8. output people read
+
+
+def test_runs_fits_120_columns_and_wide_shows_everything(demo_url: str) -> None:
+    runs = json.loads(invoke(demo_url, "runs", "--json").stdout)
+    narrow = invoke(demo_url, "runs").stdout.splitlines()
+    assert narrow[0].split() == ["stream", "dialect", "project", "title", "status", "phase", "last", "event",
+                                 "events", "findings"]
+    assert max(len(line) for line in narrow) <= 120
+    assert any("…" in line for line in narrow)  # long titles are cut with an ellipsis, not dropped
+    for r in runs:  # the stream id, what people copy, is never cut
+        assert any(line.startswith(r["stream_id"] + " ") for line in narrow[2:]), r["stream_id"]
+    wide = invoke(demo_url, "runs", "--wide").stdout
+    assert wide.splitlines()[0].split()[:5] == ["stream", "dialect", "project", "task", "title"]
+    assert "started" in wide.splitlines()[0] and "…" not in wide
+    for r in runs:
+        assert r["title"] is None or r["title"] in wide
+
+
+def test_metrics_numbers_read_one_way(demo_url: str) -> None:
+    from projections.report import duration, table_text
+
+    assert [duration(s) for s in (0, 45, 447.5, 3600, 9594, 70170, 200000)] == \
+        ["0s", "45s", "7m 28s", "1h", "2h 39m", "19h 29m", "2d 7h"]
+    text = table_text(["phase", "p50_s", "rate", "count", "mean"],
+                      [{"phase": "0", "p50_s": 447.5, "rate": 0.5, "count": 9594.0, "mean": 447.5},
+                       {"phase": "1", "p50_s": None, "rate": 1.0, "count": 12.0, "mean": 9594.25}])
+    assert text.splitlines() == ["phase     p50   rate  count     mean",
+                                 "-----  ------  -----  -----  -------",
+                                 "0      7m 28s  0.500  9,594    447.5",
+                                 "1           -  1.000     12  9,594.2"]
+    where = table_text(["where"], [{"where": "x" * 70}]).splitlines()[2]
+    assert where == "x" * 59 + "…"
+    assert invoke(demo_url, "query", "select 1").exit_code == 0
+    out = invoke(demo_url, "metrics").stdout
+    assert "## Phase durations and retries" in out and "(seconds)" not in out
+    assert not re.search(r"\d\.\d{3}\s+\d{1,3},\d{3}", out)  # no "447.500" beside "9,594" in one table
+
+
+def test_demo_title_is_one_line_off_a_terminal(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/d/events.db"
+    r = CliRunner().invoke(register(), ["demo", "--url", url, "--runs", "3"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines()[0] == f"3 runs (demo-00001 … demo-00003) in {url}"
+
+
+# ---------------------------------------------------------------- 2. replay --raw on demo runs
+
+
+def test_replay_raw_works_on_demo_runs(demo_url: str) -> None:
+    import msgspec
+
+    runs = json.loads(invoke(demo_url, "runs", "--json").stdout)
+    by_dialect: dict[str, str] = {}
+    for r in runs:
+        by_dialect.setdefault(r["dialect"], r["stream_id"])
+        if r["dialect"] not in ("mapipe", "friday"):
+            continue
+        raw = CliRunner().invoke(register(), ["--url", demo_url, "replay", r["stream_id"], "--raw"]).stdout_bytes
+        doc = json.loads(invoke(demo_url, "replay", r["stream_id"], "--json").stdout)
+        assert raw == msgspec.json.format(msgspec.json.encode(doc), indent=2) + b"\n"  # the file's bytes
+    log = [json.loads(x) for x in invoke(demo_url, "log", by_dialect["mapipe"], "--json").stdout.splitlines()]
+    assert log[-1]["meta"]["source"]["file"] == f"{by_dialect['mapipe']}/agent-state.json"
+    sid = by_dialect["taskflow"]
+    clean_error(invoke(demo_url, "replay", sid, "--raw"), f'"{sid}" records a taskflow folder, not one file: '
+                f"`evstore replay {sid} --restore DIR` writes its files (or use --json).")
+    sid = by_dialect["envelope"]
+    clean_error(invoke(demo_url, "replay", sid, "--raw"), f'"{sid}" records envelopes parsed from turn transcripts, '
+                "not a state file: there are no file bytes to give back (use --json).")

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 import click
+import pytest
+from click.testing import CliRunner
 
 from eventstore.cli import register
 
@@ -34,3 +37,23 @@ def test_readme_opens_with_the_two_commands() -> None:
     fence = lines.index("```")
     assert lines[fence + 1] == "pip install -e . && evstore demo"
     assert lines[fence + 2] == "pip install -e '.[test]' && pytest"
+
+
+def test_try_it_block_runs_top_to_bottom(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every command of "Try it", as written, on a fresh store in an empty folder: each succeeds."""
+    block = README.read_text().split("<!-- try-it:start -->")[1].split("<!-- try-it:end -->")[0]
+    commands = [line.split("  #")[0].strip() for line in block.splitlines() if line.startswith("evstore ")]
+    assert commands[0] == "evstore demo" and len(commands) >= 8
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("EVSTORE_URL", raising=False)
+    task = None
+    for command in commands:
+        if "<task-id>" in command:
+            assert task, "the demo printed no task id to try"
+            command = command.replace("<task-id>", task)
+        r = CliRunner().invoke(register(), shlex.split(command)[1:])
+        assert r.exit_code == 0, f"{command}\n{r.output}"
+        assert r.stdout.strip(), f"{command} printed nothing"
+        if task is None:  # the demo names one: "  evstore replay TASK"
+            task = re.search(r"^  evstore replay (\S+)$", r.stdout, re.M).group(1)  # type: ignore[union-attr]
+    assert (tmp_path / ".evstore" / "events.db").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -62,10 +63,12 @@ def _open_indexed(ctx: click.Context, url: str | None = None) -> Any:
 @click.option("--status", default=None, help="Only runs with this status.")
 @click.option("--since", default=None, metavar="ISO", help="Only runs active since this date/time (UTC if no zone).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many runs.")
+@click.option("--wide", is_flag=True, help="Every column (task id, start time), nothing cut (default: fit the "
+              "terminal).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
 @click.pass_context
 def runs_cmd(ctx: click.Context, dialect: str | None, project: str | None, status: str | None, since: str | None,
-             limit: int | None, as_json: bool) -> None:
+             limit: int | None, wide: bool, as_json: bool) -> None:
     """List runs (one per stream), newest activity first."""
     from projections.runs import list_runs
 
@@ -78,19 +81,28 @@ def runs_cmd(ctx: click.Context, dialect: str | None, project: str | None, statu
         click.echo("no runs match" if (dialect or project or status or since) else
                    "no runs yet; try `evstore demo` or `evstore ingest`", err=True)
         return
-    from rich.table import Table
+    from projections.report import table_text
 
-    table = Table(show_lines=False)
-    for col in ("stream", "dialect", "project", "task", "title", "status", "phase", "started", "last event",
-                "events", "findings"):
-        table.add_column(col, no_wrap=True, overflow="ellipsis",
-                         justify="right" if col in ("events", "findings") else "left",
-                         max_width=40 if col in ("title", "project") else None)
-    for r in rows:
-        table.add_row(r.stream_id, r.dialect or "", r.project or "", r.task_id or "", r.title or "",
-                      r.status or "", r.phase or "", (r.started_at or "")[:19], (r.last_event_at or "")[:19],
-                      str(r.events), "" if r.findings is None else str(r.findings))
-    _stdout_console().print(table)
+    def when(value: str | None) -> str:
+        return (value or "")[:16].replace("T", " ")  # to the minute, as people read it
+
+    columns = ["stream", "dialect", "project", "title", "status", "phase", "last event", "events", "findings"]
+    if wide:
+        columns[3:3] = ["task"]
+        columns[-3:-3] = ["started"]
+    table = [{"stream": r.stream_id, "dialect": r.dialect or "", "project": r.project or "", "task": r.task_id or "",
+              "title": r.title or "", "status": r.status or "", "phase": r.phase or "",
+              "started": when(r.started_at), "last event": when(r.last_event_at), "events": r.events,
+              "findings": r.findings} for r in rows]
+    if wide:
+        click.echo(table_text(columns, table, max_width=10_000))
+        return
+    # Fit the terminal (120 columns when stdout is not one): project, phase and status give way,
+    # then the title, cut with an ellipsis; the stream id (what people copy) stays whole.  --wide
+    # keeps every column whole.
+    width = shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 120
+    click.echo(table_text(columns, table, max_width=10_000, width=width,
+                          shrink=("title", "project", "phase", "status")))
 
 
 # ---------------------------------------------------------------- demo
@@ -131,7 +143,10 @@ def demo_cmd(ctx: click.Context, n_runs: int, seed: int, url: str | None, worker
     from rich.table import Table
 
     out = _stdout_console()
-    table = Table(title=f"{summary.runs} runs (demo-{summary.first_run:05d} …) in {where}")
+    last = summary.first_run + summary.runs - 1
+    # One plain line, not a table title: rich wraps a title to the (narrow) table's width.
+    click.echo(f"{summary.runs} runs (demo-{summary.first_run:05d} … demo-{last:05d}) in {where}")
+    table = Table()
     table.add_column("dialect")
     table.add_column("status")
     table.add_column("runs", justify="right")
@@ -143,7 +158,7 @@ def demo_cmd(ctx: click.Context, n_runs: int, seed: int, url: str | None, worker
     task = summary.example_task or "<task-id>"
     url_opt = f" --url {url}" if url else ""
     click.echo("\nNext, try:")
-    for cmd in ("runs", f"replay {task}", f"log {task}", "verify"):
+    for cmd in ("runs", f"replay {task}", f"replay {task} --raw", f"log {task}", "verify", "metrics"):
         click.echo(f"  evstore{url_opt} {cmd}")
 
 
