@@ -57,3 +57,14 @@ def test_try_it_block_runs_top_to_bottom(tmp_path: Path, monkeypatch: pytest.Mon
         if task is None:  # the demo names one: "  evstore replay TASK"
             task = re.search(r"^  evstore replay (\S+)$", r.stdout, re.M).group(1)  # type: ignore[union-attr]
     assert (tmp_path / ".evstore" / "events.db").exists()
+
+
+def test_readme_stands_on_its_own() -> None:
+    """It names no file outside the repository and no issue a reader cannot see."""
+    text = README.read_text()
+    assert not re.search(r"\bissue\b|\bissues? \d+|\.\./shared/DESIGN|(?<!docs/)\bDESIGN\.md", text), \
+        re.findall(r".{40}(?:\bissue\b|DESIGN\.md).{20}", text)
+    for link in re.findall(r"\]\(([^)#]+)\)", text):
+        if "://" not in link:
+            assert (README.parent / link).exists(), link
+    assert (README.parent / "docs" / "DESIGN.md").read_text().startswith("# evstore: how it is built")
