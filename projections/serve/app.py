@@ -11,6 +11,7 @@ every response carries a strict Content-Security-Policy (scripts and styles only
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import ipaddress
 import json
@@ -18,15 +19,15 @@ import threading
 import time
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 from jinja2 import Environment, FileSystemLoader
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
@@ -57,6 +58,7 @@ SECURITY_HEADERS = [
 ]
 EVENT_KEYS = {"type", "data", "meta", "event_id", "occurred_at", "schema_version"}
 TIMELINE_PAGE = 2000
+T = TypeVar("T")
 
 
 @dataclass
@@ -68,6 +70,7 @@ class ServeConfig:
     public_key: Path | None = None  # checks an Ed25519-signed checkpoint (else HMAC, EVSTORE_SIGNING_KEY)
     live_poll: float = 0.5  # seconds between polls of a live run page
     synchronous: str | None = None
+    workers: int = 6  # threads doing database work (each keeps one pooled connection)
     max_body: int = field(default_factory=lambda: config.MAX_SNAPSHOT_BYTES)
 
 
@@ -193,6 +196,9 @@ class Server:
         verifier = chain.load_public_key(cfg.public_key) if cfg.public_key is not None else None
         self.checks = views.IntegrityState(cfg.checkpoint, verifier)
         self.metrics_lock = threading.Lock()  # one analytics refresh at a time
+        # Database work runs on a fixed pool, not Starlette's: the store keeps one connection per
+        # thread, and anyio's threads (up to 40, retired when idle) would exhaust the engine's pool.
+        self.pool = ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="evstore-serve")
         self.stopping = asyncio.Event()
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True,
                                trim_blocks=True, lstrip_blocks=True)
@@ -202,6 +208,10 @@ class Server:
         self.env.globals["writable"] = cfg.token is not None
 
     # -- helpers ----------------------------------------------------------------
+
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` on the database threads."""
+        return await asyncio.get_running_loop().run_in_executor(self.pool, functools.partial(fn, *args, **kwargs))
 
     def page(self, name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
         return HTMLResponse(self.env.get_template(name).render(**ctx), status_code=status)
@@ -378,8 +388,8 @@ class Server:
         """Server-sent events: the run's new events as they are appended (polling the log)."""
         from projections.replay import dialect_of
 
-        sid = await run_in_threadpool(self.resolve, request.path_params["stream_id"])
-        dialect = await run_in_threadpool(dialect_of, self.store, sid)
+        sid = await self.call(self.resolve, request.path_params["stream_id"])
+        dialect = await self.call(dialect_of, self.store, sid)
         last = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
         after = _int_param({"after": last}, "after", 0) or 0
 
@@ -388,7 +398,7 @@ class Server:
             yield "retry: 2000\n\n"
             idle = 0.0
             while not self.stopping.is_set() and not await request.is_disconnected():
-                rows = await run_in_threadpool(views.timeline, self.store, sid, dialect, after=after, limit=500)
+                rows = await self.call(views.timeline, self.store, sid, dialect, after=after, limit=500)
                 if rows:
                     after = rows[-1].version
                     for chunk in views.iter_sse(rows):
@@ -418,7 +428,7 @@ def create_app(cfg: ServeConfig) -> Starlette:
     def guarded(handler: Callable[[Request], Response]) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             try:
-                return await run_in_threadpool(handler, request)
+                return await server.call(handler, request)
             except (HTTPError, EvstoreError) as exc:
                 return error_response(request, exc)
         return endpoint
@@ -439,7 +449,7 @@ def create_app(cfg: ServeConfig) -> Starlette:
         try:
             server.check_token(request)
             body = await server.read_body(request)
-            return await run_in_threadpool(server.append, request.path_params["stream_id"], body)
+            return await server.call(server.append, request.path_params["stream_id"], body)
         except (HTTPError, EvstoreError) as exc:
             return error_response(request, exc)
 
@@ -452,7 +462,7 @@ def create_app(cfg: ServeConfig) -> Starlette:
                 tokens = urllib.parse.parse_qs(body.decode("utf-8", "replace")).get("token")
                 form_token = tokens[0] if tokens else None
             server.check_token(request, form_token)
-            return await run_in_threadpool(server.verify, request, html=html)
+            return await server.call(server.verify, request, html=html)
         except (HTTPError, EvstoreError) as exc:
             return error_response(request, exc)
 
@@ -476,6 +486,7 @@ def create_app(cfg: ServeConfig) -> Starlette:
             yield
         finally:
             server.stopping.set()
+            server.pool.shutdown(wait=True, cancel_futures=True)
             server.store.close()
 
     routes = [
