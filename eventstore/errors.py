@@ -57,6 +57,10 @@ class IngestError(EvstoreError):
     """A snapshot could not be ingested; nothing was written."""
 
 
+class LensError(EvstoreError):
+    """A dialect's lens broke its law: its events do not rebuild the snapshot they were derived from."""
+
+
 class StorageFull(EvstoreError):
     """The database (or the disk under it) has no space left; the write was rolled back."""
 

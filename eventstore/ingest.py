@@ -50,7 +50,7 @@ from eventstore.dialects.base import (
     natural_key,
     read_snapshot,
 )
-from eventstore.errors import IngestError, InvalidEvent
+from eventstore.errors import IngestError, InvalidEvent, LensError
 from eventstore.events import Event
 from eventstore.store import EventStore, NewEvent, check_stream_id
 
@@ -117,10 +117,11 @@ class IngestResult:
     findings: list[Finding] = field(default_factory=list)
     unreadable: str | None = None  # the error, when this version was recorded as unreadable
     removed: bool = False
+    lens_failures: int = 0  # 1: the dialect's lens failed; recorded exactly, with a lens-failed finding
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"file": self.file, "stream": self.stream, "version": self.version,
-                               "events": self.events}
+                               "events": self.events, "lens_failures": self.lens_failures}
         if self.unreadable is not None:
             out["unreadable"] = self.unreadable
         if self.removed:
@@ -154,8 +155,9 @@ def unreadable_event(raw: bytes, why: Unreadable) -> DocumentUnreadable:
 class Ingestor:
     """Keeps each stream's current document in memory across snapshots of one run.
 
-    ``strict``: a version that is no readable document of the dialect is refused (IngestError)
-    instead of being recorded as ``document.unreadable``.
+    ``strict``: a version that is no readable document of the dialect, or on which the dialect's
+    lens fails, is refused (IngestError) instead of being recorded (as ``document.unreadable``, or
+    exactly with a ``lens-failed`` finding).
     """
 
     def __init__(self, store: EventStore, dialect: Dialect, *, stream: str | None = None,
@@ -221,33 +223,56 @@ class Ingestor:
         except InvalidEvent as exc:
             raise IngestError(f"{_where(snap)}: {exc} Pass --stream ID.") from exc
 
-    def events_for(self, stream_id: str, prev: Any, snap: Snapshot) -> list[Event]:
+    def events_for(self, stream_id: str, prev: Any, snap: Snapshot) -> tuple[list[Event], Finding | None]:
+        """The snapshot's events, and a ``lens-failed`` finding if the dialect's lens failed on it.
+
+        The lens law is checked before anything is written.  A lens that raises or breaks the law
+        is a dialect bug: the snapshot is then recorded exactly anyway (one ``document.observed``
+        or ``document.patched``) and the finding says so; under ``strict`` it is an IngestError.
+        """
         where = _where(snap, stream_id)
         events = list(snap.events)
         if snap.doc is None:
-            return events
+            return events, None
         if prev is not None:
             old_id, new_id = self.dialect.stream_id(prev), self.dialect.stream_id(snap.doc)
             if old_id and new_id and old_id != new_id:
                 raise IngestError(f'{where}: the snapshot is for task "{new_id}" but stream "{stream_id}" '
                                   f'records task "{old_id}"; pass the right --stream.')
-        observed = self.dialect.observe(prev, snap.doc)
-        # The lens law, checked before anything is written; fall back to one exact patch.
-        doc = documents.copy(prev) if prev is not None else None
-        base = doc
         try:
-            for ev in events:
-                base = self.dialect.evolve(base, ev)
-            got = self.dialect.fold(base, observed)
-            ok = documents.same(got, snap.doc)
-        except Exception:
-            ok = False
-        if not ok:
-            if prev is None:
-                observed = [DocumentObserved(doc=documents.copy(snap.doc))]
-            else:
-                observed = [DocumentPatched(ops=documents.diff(prev, snap.doc))]
-        return events + observed
+            observed = self.dialect.observe(prev, snap.doc)
+            got = self.dialect.fold(self._after(prev, events, where), observed)
+            if not documents.same(got, snap.doc):
+                raise LensError(f"the {self.dialect.name} events observed for this snapshot do not rebuild it")
+            return events + observed, None
+        except IngestError:
+            raise
+        except Exception as exc:  # any exception out of a lens is a bug in it, to record (never to hide)
+            failure = exc
+        reason = f"{type(failure).__name__}: {failure}" if str(failure) else type(failure).__name__
+        if self.strict:
+            raise IngestError(f"{where}: the {self.dialect.name} lens failed ({reason}). Nothing was written "
+                              "(without --strict the snapshot is recorded as an exact document event with a "
+                              "lens-failed finding).") from failure
+        base = self._after(prev, events, where)  # afresh: the failed attempt may have changed it
+        exact: Event = (DocumentObserved(doc=documents.copy(snap.doc)) if base is None
+                        else DocumentPatched(ops=documents.diff(base, snap.doc)))
+        kind = exact.event_type()
+        return events + [exact], Finding(
+            path="", code="lens-failed", severity="error",
+            message=f"the {self.dialect.name} lens failed ({reason[:500]}); recorded as an exact {kind} instead "
+                    "of domain events (a dialect bug: please report it)")
+
+    def _after(self, prev: Any, events: list[Event], where: str) -> Any:
+        """A copy of ``prev`` with the loader's own events (a rejected turn, ...) folded in."""
+        doc = documents.copy(prev) if prev is not None else None
+        if not events:
+            return doc
+        try:
+            return self.dialect.fold(doc, events)
+        except Exception as exc:  # the loader's events are the record itself: no exact fallback exists
+            raise IngestError(f"{where}: the {self.dialect.name} events read with this snapshot do not fold "
+                              f"({type(exc).__name__}: {exc}). Nothing was written.") from exc
 
     def _prepare_unreadable(self, snap: Snapshot, stream_id: str, version: int,
                             prev: Any) -> tuple[IngestResult, int, list[NewEvent]]:
@@ -289,7 +314,7 @@ class Ingestor:
         version, prev = self._current(stream_id)
         if snap.unreadable is not None or snap.removed:
             return self._prepare_unreadable(snap, stream_id, version, prev)
-        events = self.events_for(stream_id, prev, snap)
+        events, lens_failure = self.events_for(stream_id, prev, snap)
         file = snap.source.get("file") or snap.source.get("dir")
         if not events and snap.doc is not None and snap.raw is not None and version \
                 and chain.digest(snap.raw).hex() != self._last_raw_sha(stream_id, version):
@@ -301,7 +326,9 @@ class Ingestor:
         # Every event's data checked before the costlier steps below (validation, raw bytes);
         # the last one is made again with the snapshot's meta.
         new = [_new_event(snap, stream_id, ev, {"dialect": self.dialect.name}) for ev in events]
-        findings = self.dialect.validate(snap.doc) if snap.doc is not None else []
+        findings = [lens_failure] if lens_failure is not None else []
+        if snap.doc is not None:
+            findings += self.dialect.validate(snap.doc)
         meta_last: dict[str, Any] = {"dialect": self.dialect.name, "source": snap.source}
         rec = raw_record(snap.doc, snap.raw) if snap.doc is not None else None
         if rec is not None:
@@ -312,7 +339,8 @@ class Ingestor:
         doc = prev if snap.doc is None else documents.copy(snap.doc)
         self._raw_sha[stream_id] = rec["sha256"] if rec is not None else None
         self._docs[stream_id] = (version + len(new), doc)
-        return IngestResult(file, stream_id, version + len(new), len(new), findings), version, new
+        return IngestResult(file, stream_id, version + len(new), len(new), findings,
+                            lens_failures=int(lens_failure is not None)), version, new
 
     def forget(self) -> None:
         """Drop the cached documents (after a failed write)."""

@@ -36,7 +36,8 @@ def test_ingest_replay_log_diff(run, tmp_path: Path) -> None:  # type: ignore[no
     assert [x["version"] for x in lines] == [1, 2, 3] and all(x["stream"] == "T-1" for x in lines)
     # identical snapshot again: nothing appended
     r = run("ingest", "generic", str(files[-1]), "--json")
-    assert json.loads(r.output) == {"file": str(files[-1]), "stream": "T-1", "version": 3, "events": 0}
+    assert json.loads(r.output) == {"file": str(files[-1]), "stream": "T-1", "version": 3, "events": 0,
+                                    "lens_failures": 0}
     for v, (doc, f) in enumerate(zip(docs, files, strict=False), 1):
         out = run("replay", "T-1", "--upto", str(v), "--json").output
         assert exact(json.loads(out), doc)
@@ -57,7 +58,7 @@ def test_reformatted_snapshot_keeps_its_bytes(run, tmp_path: Path) -> None:  # t
     assert a.read_bytes() != b.read_bytes()
     assert json.loads(run("ingest", "generic", str(a), "--json").output)["version"] == 1
     r = run("ingest", "generic", str(b), "--json")
-    assert json.loads(r.output) == {"file": str(b), "stream": "T-9", "version": 2, "events": 1}
+    assert json.loads(r.output) == {"file": str(b), "stream": "T-9", "version": 2, "events": 1, "lens_failures": 0}
     [last] = [json.loads(line) for line in run("log", "T-9", "--json", "--after", "1").output.splitlines()]
     assert last["type"] == "document.patched" and last["data"]["ops"] == []
     assert last["meta"]["snapshot"]["sha256"] != json.loads(run("log", "T-9", "--json").output.splitlines()[0])[

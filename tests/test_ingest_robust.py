@@ -263,3 +263,82 @@ def test_stream_ids_that_are_not_utf8_on_the_command_line(store_url: str) -> Non
         r = subprocess.run([EVSTORE.encode(), b"--url", store_url.encode(), *args], capture_output=True, text=True,
                            timeout=60, errors="backslashreplace")
         clean_error(r, "is not valid UTF-8 text")
+
+
+# ---------------------------------------------------------------- lens failures are visible
+
+
+def _simulated_files(dialect: str, folder: Path, n: int = 6) -> list[Path]:
+    import random
+    from datetime import UTC, datetime
+
+    from eventstore.dialects import get_dialect
+
+    snaps = list(get_dialect(dialect).simulate(random.Random(7), run_id="LENS-1", start=datetime(2026, 1, 5, tzinfo=UTC)))
+    folder.mkdir()
+    files = []
+    for i, snap in enumerate(snaps[:n]):
+        f = folder / f"{i:03d}.json"
+        f.write_text(json.dumps(snap.doc, indent=2))
+        files.append(f)
+    return files
+
+
+def test_a_failing_lens_is_recorded_counted_and_strict_refuses_it(run, store_url: str, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dialect whose apply raised was silently ingested as document.patched."""
+    from eventstore.dialects.mapipe import MapipeDialect
+
+    files = _simulated_files("mapipe", tmp_path / "snaps")
+
+    def broken(self, doc, event):  # type: ignore[no-untyped-def]
+        raise RuntimeError("apply is broken")
+
+    monkeypatch.setattr(MapipeDialect, "apply", broken)
+    before = log_state(store_url)
+    r = run("ingest", "mapipe", "--strict", *map(str, files))
+    clean_error(r, str(files[1]), "the mapipe lens failed", "RuntimeError: apply is broken", "Nothing was written")
+    assert log_state(store_url) == before
+
+    r = run("ingest", "mapipe", *map(str, files), "--json")
+    assert r.exit_code == 0, r.output
+    results = [json.loads(line) for line in r.stdout.splitlines()]
+    failed = [x["lens_failures"] for x in results]
+    assert failed[0] == 0 and all(f == 1 for f in failed[1:]), results  # the first snapshot is observed whole
+    assert f"the mapipe lens failed on {len(files) - 1} snapshot(s)" in r.stderr
+    r = run("ingest", "mapipe", str(files[-1]))  # unchanged now: nothing to observe, no failure
+    assert r.exit_code == 0 and "unchanged" in r.stdout and "lens" not in r.stderr
+    stream = results[0]["stream"]
+    events = [json.loads(line) for line in run("log", stream, "--json").stdout.splitlines()]
+    closing = [e for e in events if "source" in e["meta"]]
+    codes = [[f["code"] for f in e["meta"].get("findings", [])] for e in closing]
+    assert ["lens-failed" in c for c in codes] == [False] + [True] * (len(files) - 1)
+    lens = next(f for f in closing[1]["meta"]["findings"] if f["code"] == "lens-failed")
+    assert lens["severity"] == "error" and "apply is broken" in lens["message"]
+    assert {e["type"] for e in events} == {"document.observed", "document.patched"}
+    assert "lens-failed" in run("log", stream).stdout
+    monkeypatch.undo()  # the recorded history replays exactly with the real lens
+    assert json.loads(run("replay", stream, "--json").stdout) == json.loads(files[-1].read_text())
+    assert run("replay", stream, "--raw").stdout_bytes == files[-1].read_bytes()
+
+
+def test_a_lens_that_breaks_its_law_is_a_failure_too(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """derive raising, or observed events that rebuild another document, are lens failures."""
+    from eventstore.dialects import get_dialect
+    from eventstore.dialects.base import Dialect, DocumentPatched, Snapshot
+    from eventstore.ingest import Ingestor
+    from projections import replay as rp
+
+    ing = Ingestor(store, get_dialect("generic"))
+    assert ing.ingest(Snapshot(doc={"taskId": "LAW-1", "n": 0})).lens_failures == 0
+    wrong = [DocumentPatched(ops=[{"op": "replace", "path": "/n", "value": -1}])]
+    monkeypatch.setattr(Dialect, "observe", lambda self, prev, nxt: wrong)
+    r = ing.ingest(Snapshot(doc={"taskId": "LAW-1", "n": 1}))
+    assert r.lens_failures == 1 and r.findings[0].code == "lens-failed" and "do not rebuild it" in r.findings[0].message
+    monkeypatch.undo()
+    monkeypatch.setattr(Dialect, "derive", lambda self, prev, nxt: [1 / 0])
+    r = ing.ingest(Snapshot(doc={"taskId": "LAW-1", "n": 2}))
+    assert r.lens_failures == 1 and "ZeroDivisionError" in r.findings[0].message
+    monkeypatch.undo()
+    assert ing.ingest(Snapshot(doc={"taskId": "LAW-1", "n": 3})).lens_failures == 0
+    assert [rp.replay(store, "LAW-1", upto_version=v).doc["n"] for v in (1, 2, 3, 4)] == [0, 1, 2, 3]

@@ -28,8 +28,9 @@ def _dialect(name: str) -> Any:
 @click.option("--first-parent", is_flag=True, help="With --git: only the main line's versions.")
 @click.option("--order", type=click.Choice(["name", "mtime"]), default="name", show_default=True,
               help="Order of a folder's files: natural name order (2-x before 10-x) or modification time.")
-@click.option("--strict", is_flag=True, help="Refuse the whole input if a version is unreadable (invalid JSON, "
-              "not UTF-8, not the dialect's document) instead of recording it.")
+@click.option("--strict", is_flag=True, help="Refuse the whole input, writing nothing, if a version is unreadable "
+              "(invalid JSON, not UTF-8, not the dialect's document) or the dialect's lens fails on it, instead of "
+              "recording it (as document.unreadable, or exactly with a lens-failed finding).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON line per snapshot.")
 @click.option("--no-scrub", is_flag=True, help="claude: store transcripts without replacing secrets (not advised).")
 @click.pass_context
@@ -69,9 +70,14 @@ def ingest(ctx: click.Context, dialect: str, paths: tuple[Path, ...], stream: st
             click.echo(json.dumps(r.to_dict()))
         else:
             click.echo(f"{r.file or '-'} -> {r.stream} @ {r.version} ({_ingest_note(r)})")
+    failed = sum(r.lens_failures for r in results)
     if not as_json:
         bad = f", {unreadable} unreadable version(s) recorded as such" if unreadable else ""
+        bad += f", {failed} lens failure(s)" if failed else ""
         click.echo(f"ingested {n} snapshot(s), {events} event(s){bad}", err=True)
+    if failed:
+        click.echo(f"warning: the {dialect} lens failed on {failed} snapshot(s), recorded exactly with a "
+                   "lens-failed finding (`evstore log` shows it; --strict refuses such snapshots).", err=True)
 
 
 def _ingest_note(r: Any) -> str:
@@ -82,6 +88,7 @@ def _ingest_note(r: Any) -> str:
     if r.removed:
         return f"+{r.events} event, file removed"
     flag = f", {len(r.findings)} finding(s)" if r.findings else ""
+    flag += ", LENS FAILED" if r.lens_failures else ""
     return f"+{r.events} events{flag}"
 
 

@@ -14,9 +14,10 @@ The lens law holds for every pair of snapshots::
     same(fold(evolve, copy(prev), observe(prev, next)), next)
 
 ``observe`` emits the domain events the subclass recognises (:meth:`Dialect.derive`) and a
-:class:`DocumentPatched` for the residual; :meth:`Dialect.observe` checks the law and falls back
-to one exact patch if the domain events would not reproduce ``next``.  The first snapshot of a
-stream is a :class:`DocumentObserved`.
+:class:`DocumentPatched` for the residual.  A lens that raises, or whose events do not reproduce
+``next``, is a bug: ``observe`` lets it show (the exception, or :class:`LensError`), and ingest
+records the snapshot as one exact document event with a ``lens-failed`` finding instead of
+hiding it.  The first snapshot of a stream is a :class:`DocumentObserved`.
 
 ``evolve`` may mutate the ``doc`` it is given (the caller owns it) and returns the result.
 """
@@ -34,7 +35,7 @@ from typing import Any, ClassVar
 import msgspec
 
 from eventstore import documents
-from eventstore.errors import EvstoreError, IngestError, JSONSyntaxError
+from eventstore.errors import EvstoreError, IngestError, JSONSyntaxError, LensError
 from eventstore.events import Event
 
 JSON = Any
@@ -231,20 +232,18 @@ class Dialect:
             return [DocumentObserved(doc=documents.copy(next_doc))]
         if documents.same(prev, next_doc):
             return []
-        try:
-            events = list(self.derive(prev, next_doc))
-            doc = documents.copy(prev)
-            for ev in events:
-                doc = self.evolve(doc, ev)
-            residual = documents.diff(doc, next_doc)
-            if residual:
-                events.append(DocumentPatched(ops=residual))
-                doc = documents.apply(doc, residual)
-            if documents.same(doc, next_doc):
-                return events
-        except Exception:  # a derived event that does not apply is a bug we survive
-            pass
-        return [DocumentPatched(ops=documents.diff(prev, next_doc))]
+        events = list(self.derive(prev, next_doc))  # what raises here is a lens bug: the caller records it
+        doc = documents.copy(prev)
+        for ev in events:
+            doc = self.evolve(doc, ev)
+        residual = documents.diff(doc, next_doc)
+        if residual:
+            events.append(DocumentPatched(ops=residual))
+            doc = documents.apply(doc, residual)
+        if not documents.same(doc, next_doc):
+            raise LensError(f"the {self.name} events derived for this snapshot, with their residual patch, "
+                            "do not rebuild it")
+        return events
 
     def fold(self, doc: JSON, events: list[Event]) -> JSON:
         for ev in events:

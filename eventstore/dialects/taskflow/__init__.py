@@ -80,11 +80,8 @@ class TaskflowDialect(Dialect):
         if prev is not None:
             return super().observe(prev, next_doc)
         created = lens.task_created(next_doc)
-        if created is not None:
-            try:  # the base observe checks its own events by folding them, or returns the exact patch
-                return [created, *super().observe(lens.apply(None, created), next_doc)]
-            except Exception:  # survive: the exact snapshot below is always right
-                pass
+        if created is not None:  # what raises is a lens bug: ingest records it (base class docstring)
+            return [created, *super().observe(lens.apply(None, created), next_doc)]
         return [DocumentObserved(doc=documents.copy(next_doc))]
 
     # -- reading sources --------------------------------------------------------
