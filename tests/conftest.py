@@ -4,8 +4,8 @@ PostgreSQL tests use the server named by ``EVSTORE_TEST_POSTGRES_URL`` (``.ci/ru
 When it is unset, the session starts a throwaway server from the PostgreSQL binaries on the machine
 (``tests/pg_server.py``) and sets the variable for the tests and their child processes; without
 binaries the PostgreSQL tests skip, each saying why, and the summary says once how to enable them.
-Each test gets a private schema, so tests never see each other's rows.  Read ``PG_URL`` inside a
-fixture or test (or use ``pg_url``), not at import time of a test module.
+The server starts in ``pytest_configure``, before any test module is imported, so ``PG_URL`` and the
+variable are final by then.  Each test gets a private schema, so tests never see each other's rows.
 """
 
 from __future__ import annotations
