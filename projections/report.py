@@ -197,17 +197,31 @@ def hbar_chart(label: str, items: Sequence[tuple[str, float, float | None, float
     return _svg(height, "".join(parts), label)
 
 
+#: Width of one character of a 12 px sans-serif label, rounded up (for laying labels out).
+_CHAR_W = 7.0
+
+
 def grouped_bar_chart(label: str, groups: Sequence[str], series: dict[str, Sequence[float]]) -> str:
-    """Vertical grouped bars: one group per x label, one bar per series, with a legend."""
+    """Vertical grouped bars: one group per x label, one bar per series, with a legend.
+
+    Labels wider than their slot are turned 45 degrees (anchored at their group) and the legend
+    moves below them, so no label overlaps another, the axis or the legend."""
     if not groups:
         return ""
-    height, bottom, left = 260, 220, 50
+    bottom, left = 220, 50
     top = max([v for vs in series.values() for v in vs] + [1e-9])
+    names = [g[:20] for g in groups]
+    turned = max(len(g) for g in names) * _CHAR_W > (_W - left - 20) / len(groups) * 0.95
+    if turned:  # the first label hangs down to the left of its group: leave it room
+        left = max(left, int(len(names[0]) * _CHAR_W * 0.71) + 4)
     slot = (_W - left - 20) / len(groups)
     bw = slot * 0.8 / max(1, len(series))
+    band = int(max(len(g) for g in names) * _CHAR_W * 0.71) + 24 if turned else 24  # 0.71: sin 45 degrees
+    height = bottom + band + 24
     parts = [f'<line x1="{left}" y1="{bottom}" x2="{_W - 10}" y2="{bottom}" stroke="#999"/>',
-             _text(left - 6, 20, f"{top:g}", anchor="end", size=10), _text(left - 6, bottom, "0", anchor="end", size=10)]
-    for gi, g in enumerate(groups):
+             _text(left - 6, 20, f"{top:,.0f}" if top >= 10 else f"{top:g}", anchor="end", size=10),
+             _text(left - 6, bottom, "0", anchor="end", size=10)]
+    for gi, g in enumerate(names):
         x0 = left + gi * slot + slot * 0.1
         for si, (name, values) in enumerate(series.items()):
             v = values[gi]
@@ -215,10 +229,16 @@ def grouped_bar_chart(label: str, groups: Sequence[str], series: dict[str, Seque
             parts.append(f'<rect class="bar" x="{x0 + si * bw:.1f}" y="{bottom - h:.1f}" width="{bw - 2:.1f}" '
                          f'height="{max(h, 0.5):.1f}" fill="{_COLORS[si % len(_COLORS)]}"><title>{html.escape(name)}: '
                          f'{v:g}</title></rect>')
-        parts.append(_text(x0 + slot * 0.4, bottom + 16, g, anchor="middle"))
+        cx = x0 + slot * 0.4
+        if turned:
+            parts.append(f'<g transform="rotate(-45 {cx:.1f} {bottom + 14})">'
+                         f'{_text(cx, bottom + 14, g, anchor="end")}</g>')
+        else:
+            parts.append(_text(cx, bottom + 16, g, anchor="middle"))
     for si, name in enumerate(series):
         x = left + 10 + si * 160
-        parts.append(f'<rect x="{x}" y="{height - 18}" width="12" height="12" fill="{_COLORS[si % len(_COLORS)]}"/>')
+        parts.append(f'<rect class="legend" x="{x}" y="{height - 18}" width="12" height="12" '
+                     f'fill="{_COLORS[si % len(_COLORS)]}"/>')
         parts.append(_text(x + 16, height - 8, name))
     return _svg(height, "".join(parts), label)
 
@@ -248,7 +268,7 @@ def charts(report: Report) -> dict[str, str]:
     if (s := names.get("phase_durations")) and any(r.get("p50_s") is not None for r in s.rows):
         rows = [r for r in s.rows if r.get("p50_s") is not None]
         out[s.name] = grouped_bar_chart("Phase duration percentiles (minutes)",
-                                        [f"{r['dialect'][:4]} {r['phase']}"[:14] for r in rows],
+                                        [f"{r['dialect']} {r['phase']}" for r in rows],
                                         {"p50": [float(r["p50_s"]) / 60 for r in rows],
                                          "p90": [float(r["p90_s"]) / 60 for r in rows]})
     return out
@@ -262,8 +282,10 @@ h2{margin-top:32px;border-bottom:1px solid #ddd}"""
 
 
 def _html_table(s: Section, limit: int = 500) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in s.columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(r.get(c)))}</td>" for c in s.columns) + "</tr>"
+    head = "".join(f"<th>{html.escape(c[:-2] if c.endswith('_s') else c)}</th>" for c in s.columns)
+    formats = [_column_format(c, [r.get(c) for r in s.rows]) for c in s.columns]  # as the text table reads
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(f(r.get(c)))}</td>" for c, f in zip(s.columns, formats,
+                                                                                           strict=True)) + "</tr>"
                    for r in s.rows[:limit])
     more = f'<p class="note">{len(s.rows) - limit} more rows not shown.</p>' if len(s.rows) > limit else ""
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}"

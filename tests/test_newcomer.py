@@ -264,3 +264,30 @@ def test_replay_raw_works_on_demo_runs(demo_url: str) -> None:
     sid = by_dialect["envelope"]
     clean_error(invoke(demo_url, "replay", sid, "--raw"), f'"{sid}" records envelopes parsed from turn transcripts, '
                 "not a state file: there are no file bytes to give back (use --json).")
+
+
+def test_chart_labels_never_overlap_each_other_or_the_legend() -> None:
+    from projections.report import _CHAR_W, _W, grouped_bar_chart
+
+    def layout(svg: str) -> tuple[list[tuple[float, float, str]], float, bool]:
+        labels = [(float(x), float(y), t) for x, y, t in
+                  re.findall(r'<text x="([\d.]+)" y="([\d.]+)" font-size="12" text-anchor="(?:middle|end)"[^>]*>'
+                             r"([^<]*)</text>", svg)]
+        legend_y = min(float(y) for y in re.findall(r'class="legend" x="[\d.]+" y="([\d.]+)"', svg))
+        return labels, legend_y, "rotate(-45" in svg
+
+    short = grouped_bar_chart("c", ["a 1", "a 2", "a 3"], {"p50": [1, 2, 3], "p90": [2, 3, 4]})
+    labels, legend_y, turned = layout(short)
+    assert not turned and len(labels) == 3
+    for (x1, _, t1), (x2, _, t2) in zip(labels, labels[1:], strict=False):  # centred, no overlap
+        assert x1 + len(t1) * _CHAR_W / 2 < x2 - len(t2) * _CHAR_W / 2
+    assert legend_y > max(y for _, y, _ in labels)
+    groups = [f"taskflow adversarial_bug_find {i}" for i in range(12)]
+    long = grouped_bar_chart("c", groups, {"p50": [1.0] * 12, "p90": [2.0] * 12})
+    labels, legend_y, turned = layout(long)
+    assert turned and len(labels) == 12
+    for x, y, t in labels:  # a label turned 45 degrees reaches len * 0.71 below its anchor
+        assert y + len(t) * _CHAR_W * 0.71 < legend_y
+        assert 0 <= x - len(t) * _CHAR_W * 0.71 and x <= _W  # and stays inside the drawing
+    height = float(re.search(r'height="(\d+)"', long).group(1))  # type: ignore[union-attr]
+    assert legend_y + 12 <= height
