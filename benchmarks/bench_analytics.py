@@ -16,6 +16,13 @@ runs, cloned under fresh stream ids until the store holds the target number of r
    (one full refresh) is timed separately and also reported added to DuckDB's side.
 2. Refresh cost for 1,000 new events on the big store vs on a store a tenth its size (the
    refresh reads only events after its checkpoint, so both should cost the same).
+
+    python benchmarks/bench_analytics.py --memory --events 43000   # 43k and 430k events
+
+3. ``--memory``: peak memory of a full build (the first ``metrics`` on a store) at two sizes an
+   order of magnitude apart, each in a fresh process (``ru_maxrss`` after the imports and after
+   one full refresh).  The refresh writes facts every ``FLUSH_EVENTS`` events and compaction
+   streams one small file at a time, so the peak must not grow with the number of events.
 """
 
 from __future__ import annotations
@@ -63,7 +70,7 @@ def pool(n: int, seed: int) -> list[tuple[list[tuple[str, bytes, bytes, str | No
         for type_, data, _meta, _at in events:
             if type_ in REVIEW_TYPES[:2]:
                 flat.rows["review_raised"].clear()
-                from projections.analytics import _review_iteration  # the flattener's own rule
+                from projections.analytics.facts import _review_iteration  # the flattener's own rule
                 p = decode(data)
                 _review_iteration(flat.rows, _FakeEvent(), p, None)  # type: ignore[arg-type]
                 findings += len(flat.rows["review_raised"]) if type_.endswith("recorded") else 0
@@ -159,6 +166,54 @@ def refresh_cost(store: EventStore, runs: Any, directory: Path, prefix: str) -> 
     return time.perf_counter() - t, r.events
 
 
+def _rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def build_only(url: str, directory: str) -> int:
+    """In a fresh process: one full refresh; prints events, seconds and peak RSS (JSON)."""
+    store = EventStore(url, check_schema=False)
+    store.max_position()
+    before = _rss_mb()
+    t = time.perf_counter()
+    r = analytics.refresh(store, directory, rebuild=True)
+    print(json.dumps({"events": r.events, "seconds": round(time.perf_counter() - t, 2),
+                      "rss_after_imports_mb": round(before, 1), "peak_rss_mb": round(_rss_mb(), 1),
+                      "files": sum(len(v) for v in analytics.Manifest.load(Path(directory)).files.values())}))
+    return 0
+
+
+def memory(args: argparse.Namespace) -> int:
+    import subprocess
+
+    work = Path(args.dir or tempfile.mkdtemp(prefix="evstore-bench-analytics-mem-"))
+    runs = pool(args.pool, args.seed)
+    rows = []
+    for n in (args.events, 10 * args.events):
+        d = work / f"n{n}"
+        d.mkdir(parents=True, exist_ok=True)
+        store = make_store(d)
+        t = time.perf_counter()
+        fill(store, runs, target_events=n)
+        log(f"store of {store.max_position():,} events filled in {time.perf_counter() - t:.1f} s")
+        url = store.url
+        store.close()
+        out = subprocess.run([sys.executable, __file__, "--build-only", url, str(d / "analytics")],
+                             capture_output=True, text=True, check=True)
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    if args.json:
+        print(json.dumps({"flush_events": analytics.FLUSH_EVENTS, "builds": rows}))
+        return 0
+    print(f"full analytics build, FLUSH_EVENTS = {analytics.FLUSH_EVENTS:,} (each in a fresh process)")
+    print(f"{'events':>10} {'seconds':>8} {'RSS after imports MB':>21} {'peak RSS MB':>12} {'files':>6}")
+    for r in rows:
+        print(f"{r['events']:>10,} {r['seconds']:>8} {r['rss_after_imports_mb']:>21} {r['peak_rss_mb']:>12} "
+              f"{r['files']:>6}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", type=float, default=1.0, help="fraction of 1,000,000 findings (default 1.0)")
@@ -166,7 +221,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
+    ap.add_argument("--memory", action="store_true", help="peak memory of a full build at --events and 10x that")
+    ap.add_argument("--events", type=int, default=43_000, help="with --memory: the smaller store (default 43,000)")
+    ap.add_argument("--build-only", nargs=2, metavar=("URL", "DIR"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.build_only:
+        return build_only(*args.build_only)
+    if args.memory:
+        return memory(args)
     target = int(1_000_000 * args.scale)
     work = Path(args.dir or tempfile.mkdtemp(prefix="evstore-bench-analytics-"))
     log(f"work directory {work}; simulating a pool of {args.pool} runs")

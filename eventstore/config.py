@@ -37,7 +37,7 @@ def analytics_directory(url: str, store_id: str) -> Path:
     the file; any other store's (PostgreSQL, in-memory SQLite) in the user's cache directory
     (``$XDG_CACHE_HOME/evstore/analytics/<store id>`` on Linux), keyed by the store's identity.
     The manifest inside names the store id and the event it was built up to, so even a shared
-    or stale directory is rebuilt rather than read (``projections/analytics.py``).
+    or stale directory is rebuilt rather than read (``projections/analytics/files.py``).
     """
     path = sqlite_file(url)
     if path is not None:

@@ -1,0 +1,330 @@
+"""The Parquet directory: data files, the manifest that is the checkpoint, refresh and compaction.
+
+See the package docstring for the protocol (exactly once, bound to one store's log, one refresher
+at a time across processes, bounded memory).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import errno
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from filelock import FileLock
+
+from eventstore import config
+from eventstore.errors import EvstoreError
+from eventstore.store import EventStore, RecordedEvent
+from projections.analytics.facts import FLATTEN_VERSION, SCHEMAS, Flattener
+from projections.engine import gc_paused
+
+NAME = "analytics"
+MANIFEST = "manifest.json"
+#: Held (exclusively, across processes) by the one refresh that may write a directory at a time.
+LOCK = ".refresh.lock"
+#: A refresh writes the facts of this many events at a time, so a full build's memory does not grow
+#: with the store (benchmarks/bench_analytics.py --memory).
+FLUSH_EVENTS = 20_000
+#: A table with more small files than this is compacted at the end of a refresh.
+COMPACT_AT = 16
+#: Files with fewer rows than this count as small (merged by compaction).
+SMALL_ROWS = 200_000
+
+
+class AnalyticsIOError(EvstoreError):
+    """Reading or writing analytics or export files failed (disk full, missing or read-only directory)."""
+
+
+def io_error(action: str, path: str | os.PathLike[str], exc: BaseException) -> AnalyticsIOError:
+    """``exc`` (an OSError or DuckDB IO error) as a one-line message naming the action and the path."""
+    if isinstance(exc, OSError):
+        reason = exc.strerror or str(exc)
+        if exc.errno == errno.ENOSPC:
+            reason = "no space left on the device"
+        elif exc.filename and str(exc.filename) != str(path) and not str(exc.filename).endswith(".tmp"):
+            reason = f"{reason} ({exc.filename})"
+    else:
+        reason = str(exc).strip().splitlines()[0]
+        if "No space left on device" in reason:
+            reason = "no space left on the device"
+    return AnalyticsIOError(f"cannot {action} {path}: {reason}")
+
+
+@dataclass
+class Manifest:
+    """``manifest.json``: the checkpoint and the list of live files, bound to one store's log.
+
+    ``store_id`` is the store's identity (:meth:`EventStore.store_id`), ``position`` the last event
+    applied and ``hash`` that event's hash (hex): files built from another store, a deleted and
+    recreated store, or a log that no longer holds that event are never read as this store's
+    (:func:`mismatch`)."""
+
+    version: int = FLATTEN_VERSION
+    store_id: str = ""
+    position: int = 0
+    hash: str = ""
+    files: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {t: [] for t in SCHEMAS})
+
+    @classmethod
+    def load(cls, directory: Path) -> Manifest | None:
+        """The manifest in ``directory`` (None if there is none, or it is not one this code wrote)."""
+        try:
+            data = json.loads((directory / MANIFEST).read_bytes())
+            return cls(int(data["version"]), str(data.get("store_id", "")), int(data["position"]),
+                       str(data.get("hash", "")), {t: list(data["files"].get(t, [])) for t in SCHEMAS})
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None  # not a manifest of ours: a refresh rebuilds, a reader says there are no tables
+        except OSError as exc:
+            raise io_error("read the analytics manifest in", directory, exc) from exc
+
+    def save(self, directory: Path) -> None:
+        # A unique temporary name: no process ever renames another's half-written manifest.
+        with replacing(directory / MANIFEST) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+            json.dump({"name": NAME, "version": self.version, "store_id": self.store_id,
+                       "position": self.position, "hash": self.hash, "files": self.files}, fh, indent=1)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def paths(self, directory: Path, table: str) -> list[Path]:
+        return [directory / table / f["file"] for f in self.files[table]]
+
+
+def mismatch(store: EventStore, m: Manifest) -> str | None:
+    """Why the tables of manifest ``m`` are not ``store``'s log up to ``m.position`` (None: they are)."""
+    if m.version != FLATTEN_VERSION:
+        return f"they were built by flatten version {m.version}, this is version {FLATTEN_VERSION}"
+    sid = store.store_id()
+    if m.store_id != sid:
+        return f"they were built from store {m.store_id or '(unnamed)'}, not from this store ({sid})"
+    if m.position:
+        at = store.read_all(after_position=m.position - 1, limit=1)
+        if not at or at[0].position != m.position:
+            return f"the log has no event at their checkpoint (position {m.position}) any more"
+        if at[0].hash.hex() != m.hash:
+            return f"the event at their checkpoint (position {m.position}) is not the one they were built from"
+    return None
+
+
+@dataclass
+class RefreshResult:
+    events: int  # log events read after the checkpoint
+    position: int  # checkpoint afterwards
+    rows: dict[str, int]
+    files_written: int
+    compacted: list[str]
+    rebuilt: bool
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"events": self.events, "position": self.position, "rows": self.rows,
+                "files_written": self.files_written, "compacted": self.compacted, "rebuilt": self.rebuilt,
+                "seconds": round(self.seconds, 3)}
+
+
+def analytics_dir(store: EventStore, override: str | os.PathLike[str] | None = None) -> Path:
+    """``override``, else ``$EVSTORE_ANALYTICS_DIR``, else the store's own folder
+    (:func:`eventstore.config.analytics_directory`: beside a SQLite file, or keyed by store id)."""
+    if override:
+        return Path(override).expanduser().resolve()
+    env = os.environ.get("EVSTORE_ANALYTICS_DIR")
+    if env:
+        return Path(env).expanduser().resolve()
+    return config.analytics_directory(store.url, store.store_id())
+
+
+@contextmanager
+def replacing(path: Path) -> Iterator[Path]:
+    """A uniquely named temporary path beside ``path`` that replaces ``path`` atomically when the
+    block succeeds and is removed when it fails: a reader sees the old file or the whole new one."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _write(table: pa.Table, path: Path) -> None:
+    with replacing(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+
+
+def _part(table: str, after: int, upto: int, tag: str = "") -> str:
+    # Every file name is new (random suffix): a file, once listed, is never rewritten in place, so a
+    # reader holding it open reads what the manifest it loaded promised.
+    return f"part-{after}-{upto}{tag}-{uuid.uuid4().hex[:8]}.parquet"
+
+
+def _remove_unlisted(directory: Path, manifest: Manifest) -> None:
+    """Delete files the manifest does not list (a crash's leftovers, compacted or rebuilt files).
+
+    Only the refresh-lock holder calls this, after its manifest is in place, so nothing deleted is
+    still being written; readers that opened a deleted file keep reading it (see :func:`connect`)."""
+    for table in SCHEMAS:
+        live = {f["file"] for f in manifest.files[table]}
+        folder = directory / table
+        if folder.is_dir():
+            for p in folder.iterdir():
+                if p.name not in live:
+                    p.unlink(missing_ok=True)
+
+
+def _init(directory: Path, store_id: str) -> Manifest:
+    """A fresh manifest with an empty file per table (so every view has its columns)."""
+    m = Manifest(store_id=store_id)
+    for table, schema in SCHEMAS.items():
+        (directory / table).mkdir(exist_ok=True)
+        name = _part(table, 0, 0)
+        _write(schema.empty_table(), directory / table / name)
+        m.files[table].append({"file": name, "after": 0, "upto": 0, "rows": 0})
+    m.save(directory)
+    return m
+
+
+@contextmanager
+def _refresh_lock(directory: Path) -> Iterator[None]:
+    """One refresher per directory at a time, across processes (released if the holder dies)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(directory / LOCK)
+        lock.acquire()
+    except OSError as exc:
+        raise io_error("write the analytics tables in", directory, exc) from exc
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def refresh(store: EventStore, directory: str | os.PathLike[str] | None = None, *, batch_size: int = 20_000,
+            rebuild: bool = False, compact: bool = True, compact_at: int = COMPACT_AT, upto: int | None = None,
+            progress: Callable[[int, int], None] | None = None, flush_events: int = FLUSH_EVENTS) -> RefreshResult:
+    """Bring the Parquet tables up to the end of the log (or position ``upto``); returns what was written.
+
+    Tables of another store, of a recreated store or of a log that lost their checkpoint's event
+    are rebuilt (:func:`mismatch`).  Facts are written every ``flush_events`` events, so memory
+    stays bounded however far behind the tables are."""
+    started = time.perf_counter()
+    out = analytics_dir(store, directory)
+    with _refresh_lock(out):
+        try:
+            return _refresh(store, out, started, batch_size=batch_size, rebuild=rebuild, compact=compact,
+                            compact_at=compact_at, upto=upto, progress=progress, flush_events=flush_events)
+        except OSError as exc:
+            raise io_error("write the analytics tables in", out, exc) from exc
+
+
+def _refresh(store: EventStore, out: Path, started: float, *, batch_size: int, rebuild: bool, compact: bool,
+             compact_at: int, upto: int | None, progress: Callable[[int, int], None] | None,
+             flush_events: int) -> RefreshResult:
+    manifest = None if rebuild else Manifest.load(out)
+    fresh = manifest is None or mismatch(store, manifest) is not None
+    if manifest is None or fresh:
+        manifest = _init(out, store.store_id())
+    _remove_unlisted(out, manifest)
+    high = store.max_position() if upto is None else min(upto, store.max_position())
+    total = max(high - manifest.position, 0)
+    rows = {t: 0 for t in SCHEMAS}
+    written = read = 0
+    flat = Flattener()
+    last: RecordedEvent | None = None
+    with gc_paused():  # many live row tuples: young collections would walk them all
+        for e in store.iter_all(after_position=manifest.position, upto_position=high, batch_size=batch_size):
+            flat.add_one(e)
+            last = e
+            read += 1
+            if progress and read % batch_size == 0:
+                progress(min(read, total), total)
+            if read % flush_events == 0:
+                written += _commit(out, manifest, flat, last, rows)
+                flat = Flattener()
+        if progress and read % batch_size:
+            progress(min(read, total), total)  # the last, partial batch: the bar ends full
+        if last is not None and last.position > manifest.position:
+            written += _commit(out, manifest, flat, last, rows)
+    del flat
+    compacted = compact_tables(out, manifest, at=compact_at) if compact else []
+    return RefreshResult(read, manifest.position, rows if read else {}, written, compacted, fresh,
+                         time.perf_counter() - started)
+
+
+def _commit(out: Path, manifest: Manifest, flat: Flattener, last: RecordedEvent, rows: dict[str, int]) -> int:
+    """Write the facts of the events after the checkpoint up to ``last``, then the manifest (the
+    commit point: files and checkpoint become visible together); returns the files written."""
+    written = 0
+    for table, data in flat.tables().items():
+        rows[table] += data.num_rows
+        if data.num_rows == 0:
+            continue
+        name = _part(table, manifest.position, last.position)
+        _write(data, out / table / name)
+        manifest.files[table].append({"file": name, "after": manifest.position, "upto": last.position,
+                                      "rows": data.num_rows})
+        written += 1
+    manifest.position, manifest.hash = last.position, last.hash.hex()
+    manifest.save(out)
+    return written
+
+
+def compact_tables(directory: Path, manifest: Manifest, *, at: int = COMPACT_AT) -> list[str]:
+    """Merge the small files of every table that has more than ``at`` of them (refresh lock held),
+    streaming: memory holds one small file (under :data:`SMALL_ROWS` rows) at a time."""
+    done = []
+    for table, schema in SCHEMAS.items():
+        small = [f for f in manifest.files[table] if f["rows"] < SMALL_ROWS]
+        if len(small) <= at:
+            continue
+        lo, hi = min(f["after"] for f in small), max(f["upto"] for f in small)
+        name = _part(table, lo, hi, "-c")
+        rows = 0
+        # One small file in memory at a time; the files cover disjoint ranges in manifest order, each
+        # in position order, so the merged file is in position order too.
+        with replacing(directory / table / name) as tmp, pq.ParquetWriter(tmp, schema, compression="zstd") as out:
+            for f in sorted(small, key=lambda f: (f["after"], f["upto"])):
+                data = pq.read_table(directory / table / f["file"], schema=schema)
+                out.write_table(data)
+                rows += data.num_rows
+        keep = [f for f in manifest.files[table] if f["rows"] >= SMALL_ROWS]
+        manifest.files[table] = sorted(keep + [{"file": name, "after": lo, "upto": hi, "rows": rows}],
+                                       key=lambda f: (f["after"], f["upto"]))
+        done.append(table)
+    if done:
+        manifest.save(directory)
+        _remove_unlisted(directory, manifest)
+    return done
+
+
+def status(store: EventStore, directory: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Checkpoint and lag of the Parquet tables; tables that are not this store's count as empty
+    (``stale`` says why), since the next refresh rebuilds them."""
+    out = analytics_dir(store, directory)
+    m = Manifest.load(out)
+    high = store.max_position()
+    base = {"name": NAME, "directory": str(out), "version": FLATTEN_VERSION}
+    if m is None:
+        return {**base, "stored_version": None, "checkpoint": 0, "lag": high, "files": 0, "updated_at": None,
+                "stale": None}
+    try:  # the last refresh wrote the manifest (its mtime, as the runs index's updated_at is spelled)
+        mtime = (out / MANIFEST).stat().st_mtime
+        updated: str | None = datetime.fromtimestamp(mtime, dt.UTC).isoformat(timespec="microseconds")[:-6] + "Z"
+    except OSError:
+        updated = None
+    stale = mismatch(store, m)
+    checkpoint = 0 if stale else m.position
+    return {**base, "stored_version": m.version, "checkpoint": checkpoint, "lag": max(high - checkpoint, 0),
+            "files": sum(len(v) for v in m.files.values()), "updated_at": updated, "stale": stale}
+
+
