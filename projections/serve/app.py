@@ -251,21 +251,18 @@ class Server:
         return resolve(self.store, stream_id)
 
     def metrics_report(self, filters: views.RunFilters | None, stream_id: str | None = None) -> Any:
-        from projections.analytics import analytics_dir, connect, refresh
+        from projections.analytics import reading, refresh
         from projections.metrics import Scope, check_scope, cross_run_report, run_report
 
         with self.metrics_lock:
             refresh(self.store, self.cfg.analytics_dir)
-            con = connect(analytics_dir(self.store, self.cfg.analytics_dir))
-        try:
+        with reading(self.store, self.cfg.analytics_dir, fresh=False) as con:  # never another store's tables
             if stream_id is not None:
                 return run_report(con, stream_id)
             f = filters or views.RunFilters()
             scope = Scope(project=f.project, dialect=f.dialect, since=f.since)
             check_scope(con, scope)  # a filter matching nothing is named, as `evstore metrics` does
             return cross_run_report(con, scope)
-        finally:
-            con.close()
 
     # -- pages ------------------------------------------------------------------
 
