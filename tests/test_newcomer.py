@@ -111,7 +111,8 @@ def test_metrics_unknown_dialect_or_project_lists_what_exists(demo_url: str) -> 
 READ_COMMANDS = [
     ("runs",), ("log", "T"), ("replay", "T"), ("verify",), ("checkpoint", "--out", "{tmp}/cp.json"), ("metrics",),
     ("query", "select 1"), ("export", "--jsonl", "-"), ("projections", "status"), ("projections", "run"),
-    ("projections", "rebuild"), ("db", "current"), ("db", "check"), ("db", "upgrade"),
+    ("projections", "rebuild"), ("db", "current"), ("db", "check"), ("db", "upgrade"), ("serve", "--port", "1"),
+    ("hook", "drain"),
 ]
 
 
@@ -124,10 +125,14 @@ def test_read_commands_never_create_a_store(tmp_path: Path, args: tuple[str, ...
     assert not (tmp_path / "newdir").exists()
 
 
-@pytest.mark.parametrize("args", [("init",), ("append", "S", "t.x", "--data", "{}")], ids=lambda a: a[0])
+@pytest.mark.parametrize("args", [("init",), ("append", "S", "t.x", "--data", "{}"),
+                                  ("ingest", "generic", "{tmp}/doc.json"), ("ingest", "claude", "{tmp}/t.jsonl")],
+                         ids=lambda a: " ".join(a[:2]))
 def test_writing_commands_create_the_store(tmp_path: Path, args: tuple[str, ...]) -> None:
+    (tmp_path / "doc.json").write_text('{"a": 1}\n')
+    (tmp_path / "t.jsonl").write_text('{"type": "summary", "summary": "s", "leafUuid": "u"}\n')
     url = f"sqlite:///{tmp_path}/newdir/x.db"
-    r = invoke(url, *args)
+    r = invoke(url, *(a.replace("{tmp}", str(tmp_path)) for a in args))
     assert r.exit_code == 0, r.output
     assert invoke(url, "verify").stdout.startswith("verified ")
 

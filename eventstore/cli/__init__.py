@@ -64,6 +64,19 @@ def cli(ctx: click.Context, url: str | None, synchronous: str | None, traceback:
     ctx.obj.update(url=url, synchronous=synchronous, traceback=traceback)
 
 
+def store_url(ctx: click.Context, *, create: bool = False) -> str:
+    """This invocation's database URL; unless ``create``, a SQLite file that does not exist is an
+    error (read commands must not make a store, see :func:`open_store`)."""
+    from eventstore import config
+
+    url = config.database_url(ctx.find_root().obj.get("url"))
+    path = config.sqlite_file(url)
+    if not create and path is not None and not path.exists():
+        raise EvstoreError(f"No store at {path}: create one with `evstore init` (or `evstore demo`), "
+                           "or point --url / EVSTORE_URL at an existing store.")
+    return url
+
+
 def open_store(ctx: click.Context, *, check_schema: bool = True, create: bool = False) -> Any:
     """The store for this invocation; at the schema head it keeps the runs index inline.
 
@@ -78,12 +91,9 @@ def open_store(ctx: click.Context, *, check_schema: bool = True, create: bool = 
 
     root = ctx.find_root()
     obj = root.obj
-    url = config.database_url(obj.get("url"))
+    url = store_url(ctx, create=create)
     path = config.sqlite_file(url)
     if path is not None and not path.exists():
-        if not create:
-            raise EvstoreError(f"No store at {path}: create one with `evstore init` (or `evstore demo`), "
-                               "or point --url / EVSTORE_URL at an existing store.")
         if check_schema:
             from eventstore import migrate
 

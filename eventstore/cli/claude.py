@@ -43,7 +43,7 @@ def ingest_claude(ctx: click.Context, paths: tuple[Path, ...], *, stream: str | 
 
     if not paths:
         raise click.UsageError("give at least one transcript FILE.jsonl or folder (e.g. ~/.claude/projects)")
-    store = open_store(ctx)
+    store = open_store(ctx, create=True)
     _drain(ctx, store, scrub=scrub)
     progress = None
     if not as_json and sys.stderr.isatty():
@@ -87,7 +87,7 @@ def watch_claude(ctx: click.Context, path: Path, *, interval: float, as_json: bo
     from eventstore import capture
     from eventstore.dialects.claude.secrets import Scrubber
 
-    store = open_store(ctx)
+    store = open_store(ctx, create=True)
     scrubber = Scrubber()
     seen: dict[Path, tuple[int, int]] = {}
     click.echo(f"watching {path} (claude); Ctrl-C stops", err=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from eventstore.cli import cli
+from eventstore.cli import cli, store_url
 from eventstore.errors import EvstoreError
 
 
@@ -50,6 +50,7 @@ def serve_cmd(ctx: click.Context, host: str, port: int, token_file: Path | None,
         raise EvstoreError(f"Refusing to listen on {host} without a token; set EVSTORE_SERVE_TOKEN or --token-file, "
                            "or serve on a loopback address (--host 127.0.0.1).")
     obj = ctx.find_root().obj
+    store_url(ctx)  # serving never creates a store: a mistyped --url is an error, not an empty database
     app = create_app(ServeConfig(url=obj.get("url"), token=token, analytics_dir=analytics_dir, checkpoint=checkpoint,
                                  public_key=public_key, live_poll=live_poll, synchronous=obj.get("synchronous")))
     shown = f"[{host}]" if ":" in host else host
