@@ -24,7 +24,7 @@ from eventstore.dialects import GROUP, available, broken, get_dialect, registere
 from eventstore.errors import EvstoreError
 
 ROOT = Path(__file__).resolve().parent.parent
-BUILT_IN = {"generic", "mapipe", "friday", "taskflow", "envelope", "claude"}
+BUILT_IN = {"generic", "mapipe", "friday", "taskflow", "envelope", "claude", "taskmaster"}
 
 PLUGIN = '''
 from typing import Any
