@@ -11,6 +11,7 @@ from oracles import assert_exact, canonical, exact
 
 from eventstore import documents
 from eventstore.dialects import get_dialect
+from eventstore.errors import InvalidEvent
 from eventstore.events import decode_event, encode_event
 
 keys = st.sampled_from(["a", "b", "a/b", "t~1", "~", "", "/", "ünï", "😀", "0", "-"]) | st.text(max_size=6)
@@ -143,3 +144,91 @@ def test_pointer_escaping() -> None:
     ops = documents.diff({}, {"a/b": 1, "t~1": 2, "": 3})
     assert [op["path"] for op in ops] == ["/a~1b", "/t~01", "/"]
     assert_exact(documents.apply({}, ops), {"a/b": 1, "t~1": 2, "": 3})
+
+
+# ---------------------------------------------------------------- RFC 6902 edges (each op, each refusal)
+
+
+def test_apply_each_operation() -> None:
+    doc = {"a": [1, 2], "b": {"c": 1}}
+    ops = [
+        {"op": "test", "path": "/a", "value": [1, 2]},
+        {"op": "add", "path": "/a/0", "value": 0},  # insert before index 0
+        {"op": "add", "path": "/a/-", "value": 3},  # append
+        {"op": "add", "path": "/a/4", "value": 4},  # index == len: append
+        {"op": "replace", "path": "/a/1", "value": 1.5},
+        {"op": "remove", "path": "/a/2"},
+        {"op": "copy", "from": "/b", "path": "/d"},
+        {"op": "move", "from": "/b/c", "path": "/e"},
+        {"op": "add", "path": "/b", "value": {"x": None}},  # re-adding moves the member to the end
+    ]
+    assert_exact(documents.apply(doc, ops), {"a": [0, 1.5, 3, 4], "d": {"c": 1}, "e": 1, "b": {"x": None}})
+    assert_exact(documents.apply({"a": 1}, [{"op": "replace", "path": "", "value": [1]}]), [1])
+    assert documents.apply({"a": 1}, [{"op": "remove", "path": ""}]) is None
+    assert_exact(documents.apply(None, [{"op": "add", "path": "", "value": {"z": 1}}]), {"z": 1})
+    copied = documents.apply({"a": {"k": [1]}}, [{"op": "copy", "from": "/a", "path": "/b"}])
+    copied["b"]["k"].append(2)  # a copy, not a shared reference
+    assert_exact(copied, {"a": {"k": [1]}, "b": {"k": [1, 2]}})
+
+
+@pytest.mark.parametrize(("doc", "op", "error"), [
+    ({"a": 1}, {"op": "test", "path": "/a", "value": 1.0}, "ValueError('test failed')"),
+    ({"a": 1}, {"op": "replace", "path": "/b", "value": 1}, "KeyError('b')"),
+    ({"a": [1]}, {"op": "add", "path": "/a/2", "value": 1}, "IndexError(2)"),
+    ({"a": [1]}, {"op": "add", "path": "/a/-1", "value": 1}, "IndexError(-1)"),
+    ({"a": 1}, {"op": "add", "path": "/a/b", "value": 1}, "TypeError('cannot add into int')"),
+    ({"a": 1}, {"op": "remove", "path": "/b"}, "KeyError('b')"),
+    ({"a": [1]}, {"op": "remove", "path": "/a/1"}, "IndexError('list assignment index out of range')"),
+    ({"a": 1}, {"op": "frob", "path": "/a"}, "ValueError(\"unknown op 'frob'\")"),
+    ({"a": 1}, {"op": "move", "from": "/x", "path": "/a"}, "KeyError('x')"),
+])
+def test_apply_refusals_name_the_operation(doc: object, op: dict[str, object], error: str) -> None:
+    before = json.loads(canonical(doc))
+    with pytest.raises(InvalidEvent) as info:
+        documents.apply(doc, [{"op": "test", "path": "", "value": before}, op])
+    assert str(info.value) == f"JSON Patch operation 1 ({op['op']} {op['path']!r}) does not apply: {error}"
+
+
+def test_pointers() -> None:
+    assert documents.parse_pointer("") == []
+    assert documents.parse_pointer("/") == [""]
+    assert documents.parse_pointer("/a~1b/~01/~10") == ["a/b", "~1", "/0"]
+    assert documents.pointer("a/b", "~", 3) == "/a~1b/~0/3"
+    assert documents.pointer() == ""
+    assert documents.escape("~/") == "~0~1" and documents.unescape("~0~1") == "~/"
+    assert documents.unescape("~01") == "~1"  # ~1 is decoded first: "~01" is "~" then "1"
+    with pytest.raises(InvalidEvent) as info:
+        documents.parse_pointer("a/b")
+    assert str(info.value) == 'JSON Pointer "a/b" must start with "/".'
+
+
+def test_copy_and_take() -> None:
+    doc = {"a": [1, {"b": 2.0}], "c": None}
+    c = documents.copy(doc)
+    assert c is not doc and c["a"] is not doc["a"] and c["a"][1] is not doc["a"][1]
+    assert_exact(c, doc)
+    for scalar in (None, "s", 1, 1.5, True):
+        assert documents.copy(scalar) is scalar
+    assert documents.take(doc) is not doc  # outside owned_events: a copy
+    with documents.owned_events():
+        assert documents.take(doc) is doc
+    assert documents.take(doc) is not doc  # and back after the block
+
+
+def test_diff_operations_are_minimal_for_simple_edits() -> None:
+    """The exact operations, not only their effect: one member replaced, one appended, one removed,
+    an array's tail grown and shrunk, keys moved to the end."""
+    assert documents.diff({"a": 1, "b": 2}, {"a": 1, "b": 3}) == [{"op": "replace", "path": "/b", "value": 3}]
+    assert documents.diff({"a": 1}, {"a": 1, "b": [2]}) == [{"op": "add", "path": "/b", "value": [2]}]
+    assert documents.diff({"a": 1, "b": 2}, {"b": 2}) == [{"op": "remove", "path": "/a"}]
+    assert documents.diff([1, 2], [1, 2, 3, 4]) == [{"op": "add", "path": "/2", "value": 3},
+                                                    {"op": "add", "path": "/3", "value": 4}]
+    assert documents.diff([1, 2, 3, 4], [1, 4]) == [{"op": "remove", "path": "/2"}, {"op": "remove", "path": "/1"}]
+    assert documents.diff([1, 2, 3], [1, 9, 3]) == [{"op": "replace", "path": "/1", "value": 9}]
+    # members after the longest kept prefix of b's order move to the end, in b's order
+    assert documents.diff({"a": 1, "b": 2}, {"b": 2, "a": 1}) == [{"op": "move", "from": "/b", "path": "/b"},
+                                                                 {"op": "move", "from": "/a", "path": "/a"}]
+    assert documents.diff({"a": 1, "b": 2, "c": 3}, {"a": 1, "c": 3, "b": 2}) == [
+        {"op": "move", "from": "/c", "path": "/c"}, {"op": "move", "from": "/b", "path": "/b"}]
+    assert documents.diff({"a": {"x": 1}}, {"a": {"x": 2}}) == [{"op": "replace", "path": "/a/x", "value": 2}]
+    assert documents.diff(1, 1.0) == [{"op": "replace", "path": "", "value": 1.0}]
