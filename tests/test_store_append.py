@@ -1,0 +1,109 @@
+"""The append path word for word: refusals name what and where, results carry exact versions and
+positions, the chain links each event to the one before (test_store_contract.py holds the rules)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from eventstore import chain
+from eventstore.errors import ConcurrencyError, DuplicateEventId, InvalidEvent
+from eventstore.store import EventStore, NewEvent
+
+
+def ev(i: int = 0, **kw: object) -> NewEvent:
+    return NewEvent("t.x", {"i": i}, **kw)  # type: ignore[arg-type]
+
+
+def test_refusals_say_what_and_where(store: EventStore) -> None:
+    with pytest.raises(InvalidEvent) as info:
+        store.append("S", [])
+    assert str(info.value) == 'Nothing to append to stream "S".'
+    with pytest.raises(InvalidEvent) as info:
+        store.append("S", [ev()], expected_version=-1)  # type: ignore[arg-type]
+    assert str(info.value) == 'expected_version must be "any", "no stream" or an int >= 0, got -1.'
+    with pytest.raises(InvalidEvent) as info:
+        store.append("S", [ev()], expected_version=True)  # type: ignore[arg-type]
+    assert str(info.value) == 'expected_version must be "any", "no stream" or an int >= 0, got True.'
+    with pytest.raises(InvalidEvent) as info:
+        store.append("x" * 256, [ev()])
+    assert str(info.value) == ("stream id must be a non-empty string of at most 255 characters, got 256 characters "
+                               f"({'x' * 40!r}…).")
+    with pytest.raises(InvalidEvent) as info:
+        store.append("", [ev()])
+    assert str(info.value) == "stream id must be a non-empty string of at most 255 characters, got ''."
+    with pytest.raises(ConcurrencyError) as cinfo:
+        store.append("NEW", [ev()], expected_version=1)
+    assert (cinfo.value.stream_id, cinfo.value.expected, cinfo.value.actual) == ("NEW", 1, 0)
+    assert str(cinfo.value) == 'Stream "NEW" is at version 0, expected 1; re-read and retry.'
+    assert store.list_streams() == []
+    store.append("x" * 255, [ev()])  # the longest id is accepted
+
+
+def test_versions_positions_and_links(store: EventStore) -> None:
+    r1 = store.append("A", [ev(1), ev(2)], expected_version=0)  # 0 on a new stream = "no stream"
+    r2 = store.append("B", [ev(3)], expected_version="no stream")
+    r3 = store.append("A", [ev(4), ev(5), ev(6)], expected_version=2)
+    assert (r1.stream_id, r1.version, r1.positions) == ("A", 2, [1, 2])
+    assert (r2.stream_id, r2.version, r2.positions) == ("B", 1, [3])
+    assert (r3.stream_id, r3.version, r3.positions) == ("A", 5, [4, 5, 6])
+    assert not (r1.duplicate or r2.duplicate or r3.duplicate)
+    events = list(store.read_stream("A"))
+    assert [(e.version, e.position, e.payload["i"]) for e in events] == \
+        [(1, 1, 1), (2, 2, 2), (3, 4, 4), (4, 5, 5), (5, 6, 6)]
+    prev = chain.GENESIS
+    for e in events:  # each hash recomputes from the row and links to the previous one
+        assert e.prev_hash == prev
+        assert e.hash == chain.event_hash(prev, "A", e.version, e.event_id, e.type, e.schema_version,
+                                          e.occurred_at, e.recorded_at, chain.digest(e.data), chain.digest(e.meta))
+        prev = e.hash
+    assert store.stream_info("A") is not None and store.stream_info("A")[1:] == (5, prev)  # type: ignore[index]
+    assert len({e.event_id for e in events}) == 5  # generated ids are distinct
+    assert store.max_position() == 6
+
+
+def test_a_new_event_appended_twice_gets_two_ids(store: EventStore) -> None:
+    e = ev(1)
+    store.append("S", [e])
+    store.append("S", [e])
+    a, b = store.read_stream("S")
+    assert a.event_id != b.event_id and e.event_id is None
+
+
+def test_idempotent_retry_and_its_refusals(store: EventStore) -> None:
+    ids = [str(uuid.UUID(int=i + 1)) for i in range(3)]
+    first = store.append("S", [ev(i, event_id=ids[i]) for i in range(2)])
+    again = store.append("S", [ev(i, event_id=ids[i]) for i in range(2)])
+    assert (again.stream_id, again.version, again.positions, again.duplicate) == ("S", 2, first.positions, True)
+    with pytest.raises(DuplicateEventId) as info:
+        store.append("S", [ev(0, event_id=ids[0]), ev(2, event_id=ids[2])])
+    assert str(info.value) == ('Batch for "S" mixes new events with already-recorded event ids; retry the original '
+                               "batch unchanged.")
+    for changed in (ev(9, event_id=ids[1]), NewEvent("t.y", {"i": 1}, event_id=ids[1]),
+                    ev(1, event_id=ids[1], meta={"m": 1}), ev(1, event_id=ids[1], schema_version=2),
+                    ev(1, event_id=ids[1], occurred_at="2025-01-01T00:00:00Z")):
+        with pytest.raises(DuplicateEventId) as info:
+            store.append("S", [changed])
+        assert str(info.value) == (f'Event id {ids[1]} was already recorded as "t.x" in stream "S" version 2 '
+                                   "with different content; use a new event id.")
+    with pytest.raises(DuplicateEventId) as info:
+        store.append("T", [ev(1, event_id=ids[1])])  # same content, other stream
+    assert "already recorded" in str(info.value)
+    with pytest.raises(DuplicateEventId) as info:
+        store.append("U", [ev(1, event_id=ids[2]), ev(2, event_id=ids[2])])
+    assert str(info.value) == (f"Event id {ids[2]} appears twice in one append with different content; give each "
+                               "event its own id.")
+    assert getattr(info.value, "item", None) == 1
+    assert store.stream_version("S") == 2 and store.stream_info("U") is None
+
+
+def test_append_many_expected_versions(store: EventStore) -> None:
+    results = store.append_many([("A", ev(1), 0), ("A", ev(2), None), ("B", ev(3), "no stream"), ("A", ev(4), 2)])
+    # one result per stream, in first-seen order, with every position it got
+    assert [(r.stream_id, r.version, r.positions) for r in results] == [("A", 3, [1, 2, 4]), ("B", 1, [3])]
+    assert store.stream_version("A") == 3 and store.stream_version("B") == 1
+    with pytest.raises(ConcurrencyError) as info:
+        store.append_many([("B", ev(5), None), ("A", ev(6), 2)])
+    assert str(info.value) == 'Stream "A" is at version 3, expected 2; re-read and retry.'
+    assert store.stream_version("B") == 1  # all or nothing

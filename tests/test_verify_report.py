@@ -1,0 +1,139 @@
+"""What verify and check_checkpoint say, word for word: the failure details, the report's JSON and
+the refusals of malformed checkpoints (test_tamper.py holds which class each tamper gets)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import drop_append_only_triggers, exec_sql
+
+from eventstore import chain
+from eventstore.errors import EvstoreError, IntegrityViolation, StreamNotFound
+from eventstore.store import EventStore, NewEvent
+from eventstore.verify import MAX_POSITION, Failure, VerifyReport, check_checkpoint, make_checkpoint, verify
+
+
+def _two_streams(store: EventStore) -> None:
+    store.append("A", [NewEvent("t.x", {"i": i}) for i in range(4)])
+    store.append("B", [NewEvent("t.x", {"i": 9})])
+
+
+def _where(stream: str, version: int) -> str:
+    return f"stream_pk = (SELECT stream_pk FROM streams WHERE stream_id = '{stream}') AND version = {version}"
+
+
+def test_report_json_and_text() -> None:
+    f = Failure("A", 3, "link", "prev_hash is not the previous event's hash")
+    assert f.to_dict() == {"stream": "A", "version": 3, "field": "link",
+                           "detail": "prev_hash is not the previous event's hash"}
+    assert str(f) == 'stream "A" version 3: link — prev_hash is not the previous event\'s hash'
+    report = VerifyReport(streams=2, events=5, cached=1, failures=[f])
+    assert not report.ok and VerifyReport().ok
+    assert report.to_dict() == {"ok": False, "streams": 2, "events": 5, "cached": 1, "failures": [f.to_dict()],
+                                "checkpoint": None}
+
+
+@pytest.mark.parametrize(("sql", "failures"), [
+    ("UPDATE events SET data = :v WHERE {A3}",
+     [("A", 3, "data", "stored data does not match its recorded SHA-256")]),
+    ("UPDATE events SET meta = :v WHERE {A3}",
+     [("A", 3, "meta", "stored meta does not match its recorded SHA-256")]),
+    ("UPDATE events SET type = 'forged' WHERE {A3}",
+     [("A", 3, "header", "event hash does not recompute (type, ids, times or digests changed)")]),
+    ("UPDATE events SET prev_hash = hash WHERE {A3}",
+     [("A", 3, "link", "prev_hash is not the previous event's hash")]),
+    ("DELETE FROM events WHERE {A3}",
+     [("A", 4, "sequence", "expected version 3, found 4")]),
+    ("DELETE FROM events WHERE {A4}",
+     [("A", 3, "head", "stream head says version 4 but the chain ends at version 3 (events missing or head "
+                       "rewritten)")]),
+])
+def test_verify_failure_details(store: EventStore, sql: str, failures: list[tuple[str, int, str, str]]) -> None:
+    _two_streams(store)
+    drop_append_only_triggers(store)
+    exec_sql(store, sql.format(A3=_where("A", 3), A4=_where("A", 4)), v=b'{"i":999}')
+    report = verify(store)
+    assert [(f.stream_id, f.version, f.field_class, f.detail) for f in report.failures] == failures
+    assert (report.streams, report.events) == (2, 5 - sql.startswith("DELETE"))
+    assert verify(store, "B").ok and verify(store, "B").events == 1
+
+
+def test_positions_out_of_order_within_a_stream(store: EventStore) -> None:
+    _two_streams(store)
+    drop_append_only_triggers(store)
+    exec_sql(store, f"UPDATE events SET position = 100 WHERE {_where('A', 2)}")
+    [f] = verify(store).failures
+    assert (f.stream_id, f.version, f.field_class) == ("A", 3, "position")
+    assert f.detail == ("position 3 is not after position 100 of the stream's previous event (events reordered)")
+
+
+def test_verify_of_an_unknown_stream(store: EventStore) -> None:
+    with pytest.raises(StreamNotFound) as info:
+        verify(store, "nope")
+    assert str(info.value) == 'No stream "nope"; `evstore runs` lists the streams.'
+
+
+def test_checkpoint_payload(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVSTORE_SIGNING_KEY", "k")
+    _two_streams(store)
+    cp = make_checkpoint(store)
+    assert set(cp) == {"format", "store_id", "event_count", "stream_count", "max_position", "merkle_root",
+                       "order_digest", "created_at", "algorithm", "key_id", "signature"}
+    assert (cp["format"], cp["event_count"], cp["stream_count"], cp["max_position"]) == \
+        ("evstore.checkpoint.v2", 5, 2, 5)
+    assert (cp["algorithm"], cp["key_id"], cp["store_id"]) == ("hmac-sha256", "", store.store_id())
+    payload = {k: v for k, v in cp.items() if k != "signature"}
+    assert chain.HmacKey(b"k").verify(chain.canonical(payload), cp["signature"])
+    heads = sorted((e.stream_id, e.version, e.hash) for e in store.iter_all() if e.version == (4 if e.stream_id == "A"
+                                                                                                else 1))
+    assert cp["merkle_root"] == chain.merkle_root([chain.head_leaf(*h) for h in heads]).hex()
+    assert check_checkpoint(store, cp) == []
+
+
+def test_checkpoint_refusals(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("EVSTORE_SIGNING_KEY", raising=False)
+    with pytest.raises(EvstoreError) as info:
+        make_checkpoint(store)
+    assert str(info.value) == ("EVSTORE_SIGNING_KEY is not set; export a secret key to sign and check "
+                               "checkpoints.")
+    monkeypatch.setenv("EVSTORE_SIGNING_KEY", "k")
+    _two_streams(store)
+    cp = make_checkpoint(store)
+    with pytest.raises(IntegrityViolation) as iv:
+        check_checkpoint(store, {**cp, "format": "other"})
+    assert str(iv.value) == "Checkpoint format 'other' is not one evstore knows (evstore.checkpoint.v2)."
+    with pytest.raises(EvstoreError) as info:
+        check_checkpoint(store, {**cp, "algorithm": "ed25519"})
+    assert str(info.value) == "The checkpoint is signed with ed25519; pass its public key (--public-key)."
+    [f] = check_checkpoint(store, {**cp, "event_count": 4})
+    assert (f.stream_id, f.version, f.field_class, f.detail) == \
+        ("*", 0, "checkpoint", "signature does not verify (wrong key or edited checkpoint)")
+
+
+def _signed(cp: dict[str, object], **changes: object) -> dict[str, object]:
+    payload = {k: v for k, v in {**cp, **changes}.items() if k != "signature"}
+    return {**payload, "signature": chain.HmacKey(b"k").sign(chain.canonical(payload))}
+
+
+@pytest.mark.parametrize(("key", "value"), [("max_position", -1), ("max_position", MAX_POSITION + 1),
+                                            ("event_count", "5"), ("event_count", True), ("max_position", None)])
+def test_validly_signed_malformed_checkpoints(store: EventStore, monkeypatch: pytest.MonkeyPatch, key: str,
+                                              value: object) -> None:
+    monkeypatch.setenv("EVSTORE_SIGNING_KEY", "k")
+    _two_streams(store)
+    with pytest.raises(IntegrityViolation) as info:
+        check_checkpoint(store, _signed(make_checkpoint(store), **{key: value}))
+    assert str(info.value) == (f'Checkpoint is malformed: "{key}" must be an integer from 0 to {MAX_POSITION}, '
+                               f"got {value}.")
+
+
+def test_checkpoint_failure_details(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVSTORE_SIGNING_KEY", "k")
+    _two_streams(store)
+    cp = make_checkpoint(store)
+    details = [f.detail for f in check_checkpoint(store, _signed(cp, store_id="another", event_count=6))]
+    assert details == [f"signed for store another, this is store {store.store_id()} (another or a recreated store)",
+                       "6 events up to position 5 were signed, 5 are stored (history truncated or inserted)"]
+    assert [f.detail for f in check_checkpoint(store, _signed(cp, merkle_root="00"))] == \
+        ["Merkle root over stream heads differs (history rewritten)"]
+    assert [f.detail for f in check_checkpoint(store, _signed(cp, order_digest="00"))] == \
+        ["the global order of events differs (positions changed, events moved, inserted or removed)"]
