@@ -502,3 +502,19 @@ def test_run_report_shows_one_runs_iterations(portfolio: Any) -> None:
 
 def _store_events(store: EventStore, sid: str) -> Iterator[Any]:
     return store.read_stream(sid)
+
+
+def test_plain_values() -> None:
+    """What a report row holds: floats to 4 places (NaN as null), times as ISO text, DuckDB decimals as
+    rounded floats; ints, bools, text and null unchanged."""
+    from datetime import UTC, datetime
+    from decimal import Decimal
+
+    from projections.metrics import _plain
+
+    assert _plain(1.23456) == 1.2346 and _plain(2.0) == 2.0 and type(_plain(2.0)) is float
+    assert _plain(float("nan")) is None
+    assert _plain(datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)) == "2025-01-02T03:04:05+00:00"
+    assert _plain(Decimal("0.123456")) == 0.1235 and type(_plain(Decimal("1"))) is float
+    for v in (7, True, "x", None):
+        assert _plain(v) is v
