@@ -152,8 +152,9 @@ class Dialect:
     lens_version: ClassVar[int] = 1
     #: Whether snapshots must be JSON objects (every orchestrator's state file is one).
     requires_object: ClassVar[bool] = True
-    #: Top-level keys every document of this dialect has; a snapshot without them is refused
-    #: (wrong dialect or not a state file).  Everything else out of spec is only a finding.
+    #: Top-level keys every document of this dialect has; a snapshot without them is not this
+    #: dialect's document (:meth:`identity_problem`): recorded as document.unreadable in a history,
+    #: refused when nothing else is readable or under --strict.  Everything else out of spec is only a finding.
     identity_keys: ClassVar[tuple[str, ...]] = ()
     #: File names this dialect's state file has (a Claude Code hook seeing a Write/Edit of such a
     #: file records its new version at once; see eventstore.capture).
