@@ -545,13 +545,14 @@ def git_snapshots(spec: str, *, first_parent: bool = False) -> Iterator[Snapshot
             "repo": repo_path, "commit": sha, "parents": parents.split(),
             "author": {"name": an, "email": ae, "time": at}, "committer": {"name": cn, "email": ce, "time": ct},
             "walk": "first-parent" if first_parent else "full-history", "order": GIT_ORDER}}
-        if header[-1] == b"missing" or len(header) != 3 or header[1] != b"blob":
+        found = len(header) == 3 and header[-1] != b"missing"
+        size = int(header[2]) if found else 0
+        raw = blobs[pos:pos + size]
+        pos += size + 1 if found else 0  # an object's content follows its header, whatever its type
+        if not found or header[1] != b"blob":  # no file here (a folder of that name is no file either)
             if seen:
                 yield Snapshot(doc=None, raw=None, source=source, removed=True, source_stream=file)
             continue
-        size = int(header[2])
-        raw = blobs[pos:pos + size]
-        pos += size + 1
         seen = True
         snap = read_snapshot(raw, f"{repo}:{file}@{sha[:12]}", source)
         snap.source_stream = file

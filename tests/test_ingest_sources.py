@@ -186,3 +186,30 @@ def test_taskflow_refuses_a_folder_of_unrelated_json(run, tmp_path: Path) -> Non
     (d / "SPEC.md").write_text("# A real task after all\n")  # a task folder may hold other files too
     r = run("ingest", "taskflow", str(d), "--json")
     assert r.exit_code == 0 and json.loads(r.stdout.splitlines()[0])["stream"] == "taskflow/exports"
+
+
+def test_git_a_folder_where_the_file_was_is_a_removal(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The path turning into a folder is the file's removal, and the versions after it still parse
+    (git cat-file prints a tree's content too)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    state = repo / "state.json"
+    state.write_text('{"n": 1}')
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "file", when=1)
+    state.unlink()
+    state.mkdir()
+    (state / "inner.json").write_text('{"inner": true}')
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "folder", when=2)
+    (state / "inner.json").unlink()
+    state.rmdir()
+    state.write_text('{"n": 2}')
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "file again", when=3)
+    r = run("ingest", "generic", "--git", f"{repo}:state.json", "--json")
+    assert r.exit_code == 0, r.output
+    assert [e["type"] for e in _log(run, "state.json")] == ["document.observed", "document.removed",
+                                                            "document.observed"]
+    assert run("replay", "state.json", "--raw").stdout_bytes == b'{"n": 2}'
