@@ -327,9 +327,32 @@ def taskflow_verdicts(con: duckdb.DuckDBPyConnection) -> Section:
                    rows, summary, "spawn rate = follow-up tasks of the kind / verdicts (issued or unparseable).")
 
 
+def claude_sessions(con: duckdb.DuckDBPyConnection) -> Section:
+    rows = _rows(con, """
+        SELECT u.model, count(DISTINCT u.stream_id) AS sessions, count(*) AS api_messages,
+               sum(u.input_tokens) AS input_tokens, sum(u.output_tokens) AS output_tokens,
+               sum(u.cache_read_tokens) AS cache_read_tokens, sum(u.cache_creation_tokens) AS cache_creation_tokens,
+               (SELECT count(*) FROM tool_calls t WHERE t.model = u.model
+                AND t.stream_id IN (SELECT stream_id FROM sel)) AS tool_calls,
+               (SELECT coalesce(count_if(t.is_error), 0) FROM tool_calls t WHERE t.model = u.model
+                AND t.stream_id IN (SELECT stream_id FROM sel)) AS tool_errors
+        FROM token_usage u WHERE u.stream_id IN (SELECT stream_id FROM sel) GROUP BY u.model ORDER BY u.model""")
+    summary = _rows(con, """
+        SELECT count(*) AS transcripts, count_if(is_subagent) AS subagents, sum(turns) AS turns,
+               sum(tool_calls) AS tool_calls, sum(tool_errors) AS tool_errors, sum(compactions) AS compactions,
+               sum(wall_s) AS wall_s
+        FROM sessions WHERE stream_id IN (SELECT stream_id FROM sel)""")[0]
+    return Section("claude_sessions", "Claude Code sessions: tokens, tool calls and errors per model",
+                   ["model", "sessions", "api_messages", "input_tokens", "output_tokens", "cache_read_tokens",
+                    "cache_creation_tokens", "tool_calls", "tool_errors"], rows,
+                   {k: v for k, v in summary.items()},
+                   "tokens are counted once per API message (its lines share message.id); a tool error is a "
+                   "tool_result with is_error; views: sessions, tool_calls, token_usage.")
+
+
 CROSS_RUN: list[Callable[[duckdb.DuckDBPyConnection], Section]] = [
     reviewer_acceptance, review_deltas, iterations_until_approval, gates, breaker_trips, phase_durations,
-    question_latency, friday_cycles, envelope_turns, taskflow_verdicts,
+    question_latency, friday_cycles, envelope_turns, taskflow_verdicts, claude_sessions,
 ]
 
 

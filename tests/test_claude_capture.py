@@ -228,3 +228,35 @@ def test_hook_install_merges_idempotently_and_uninstalls(run, tmp_path: Path, mo
     assert "nothing to do" in r.output and json.loads(settings.read_text()) == installed
     assert run("hook", "install", "--project", "--uninstall").exit_code == 0
     assert json.loads(settings.read_text()) == mine
+
+
+def test_sessions_tool_calls_and_token_usage_views(run, tmp_path: Path) -> None:
+    """Tokens count once per API message (its lines repeat the usage), tool calls pair with their
+    results, subagents are sessions of their own linked by session id; evstore metrics reports them."""
+    write_project(tmp_path / "projects")
+    assert run("ingest", "claude", str(tmp_path / "projects")).exit_code == 0
+
+    def query(sql: str) -> list[dict]:
+        r = run("query", "--json", sql)
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)
+
+    usage = query("SELECT message_id, model, input_tokens, output_tokens, cache_read_tokens FROM token_usage "
+                  "ORDER BY message_id")
+    assert [(u["message_id"], u["input_tokens"], u["output_tokens"]) for u in usage] == [
+        ("msg_1", 1200, 90), ("msg_2", 1500, 20), ("msg_4", 900, 30), ("msg_s1", 300, 12)]
+    calls = query("SELECT tool_use_id, tool_name, is_error, has_result FROM tool_calls ORDER BY tool_use_id")
+    assert [(c["tool_use_id"], c["tool_name"], c["is_error"], c["has_result"]) for c in calls] == [
+        ("toolu_01", "Read", False, True), ("toolu_02", "Bash", True, True), ("toolu_03", "Task", None, False)]
+    sessions = query("SELECT session_id, is_subagent, turns, tool_calls, tool_errors, compactions, input_tokens, "
+                     "output_tokens, wall_s FROM sessions ORDER BY is_subagent")
+    assert [(s["session_id"], s["is_subagent"]) for s in sessions] == [(SESSION, False), (SESSION, True)]
+    main = sessions[0]
+    assert (main["turns"], main["tool_calls"], main["tool_errors"], main["compactions"]) == (2, 3, 1, 1)
+    assert (main["input_tokens"], main["output_tokens"]) == (1200 + 1500 + 900, 90 + 20 + 30)
+    assert main["wall_s"] == 14 * 60
+    report = json.loads(run("metrics", "--format", "json").stdout)
+    section = next(s for s in report["sections"] if s["name"] == "claude_sessions")
+    by_model = {r["model"]: r for r in section["rows"]}
+    assert by_model["claude-sonnet-4-5"]["input_tokens"] == 2700 and by_model["claude-sonnet-4-5"]["tool_errors"] == 1
+    assert section["summary"]["subagents"] == 1 and section["summary"]["tool_calls"] == 3

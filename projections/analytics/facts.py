@@ -17,7 +17,7 @@ import pyarrow as pa
 from eventstore import codec
 from eventstore.store import RecordedEvent
 
-FLATTEN_VERSION = 1
+FLATTEN_VERSION = 2  # 2: claude_events
 DIALECTS = ("mapipe", "friday", "taskflow", "envelope", "generic")
 
 _decode = codec.decode
@@ -61,6 +61,12 @@ SCHEMAS: dict[str, pa.Schema] = {
                                ("turn", I), ("ok", B), ("occurred_at", T)),
     "taskflow_events": _schema(("kind", S), ("verdict", S), ("parsed_by", S), ("follow_kind", S), ("task", S),
                                ("parent", S), ("occurred_at", T)),
+    # One row per transcript line / hook of a Claude Code session (usage repeats on every line of a
+    # message split over several lines: the token_usage view keeps one row per message id).
+    "claude_events": _schema(("kind", S), ("model", S), ("message_id", S), ("request_id", S), ("tool_name", S),
+                             ("tool_use_id", S), ("is_error", B), ("input_tokens", I), ("output_tokens", I),
+                             ("cache_read_tokens", I), ("cache_creation_tokens", I), ("agent_id", S),
+                             ("occurred_at", T)),
 }
 
 
@@ -472,3 +478,20 @@ def _t_paused(rows: Rows, e: RecordedEvent, p: dict[str, Any], at: datetime | No
     _tf(rows, e, "paused", at, verdict=p.get("verdict"))
 
 
+# -- claude (Claude Code transcripts and hooks)
+
+_CLAUDE_KINDS = ("user_message", "assistant_message", "tool_use", "tool_result", "summary", "compact_boundary",
+                 "system", "file_history_snapshot", "attachment", "queue_operation", "unknown_record",
+                 "unreadable_line", "hook")
+
+
+def _claude(rows: Rows, e: RecordedEvent, p: dict[str, Any], at: datetime | None) -> None:
+    usage = _d(p.get("usage"))
+    rows["claude_events"].append((
+        e.position, e.stream_id, e.type.split(".", 1)[1], _s(p.get("model")), _s(p.get("message_id")),
+        _s(p.get("request_id")), _s(p.get("tool_name")), _s(p.get("tool_use_id")), _b(p.get("is_error")),
+        _i(usage.get("input_tokens")), _i(usage.get("output_tokens")), _i(usage.get("cache_read_input_tokens")),
+        _i(usage.get("cache_creation_input_tokens")), _s(p.get("agent_id")), _ts(p.get("timestamp")) or at))
+
+
+_on(*(f"claude.{kind}" for kind in _CLAUDE_KINDS))(_claude)

@@ -125,6 +125,43 @@ VIEWS: dict[str, str] = {
     "taskflow_follow_ups": """
         SELECT stream_id, position, follow_kind AS kind, task, parent, occurred_at FROM taskflow_events
         WHERE kind = 'follow_up'""",
+    # Claude Code: one row per API message (its lines share message.id and repeat the usage).
+    "token_usage": """
+        SELECT stream_id, split_part(stream_id, '/', 1) AS session_id, message_id,
+               arg_max(model, position) AS model, arg_max(request_id, position) AS request_id,
+               arg_max(input_tokens, position) AS input_tokens, arg_max(output_tokens, position) AS output_tokens,
+               arg_max(cache_read_tokens, position) AS cache_read_tokens,
+               arg_max(cache_creation_tokens, position) AS cache_creation_tokens,
+               min(occurred_at) AS occurred_at
+        FROM claude_events WHERE message_id IS NOT NULL AND kind IN ('assistant_message', 'tool_use')
+        GROUP BY stream_id, message_id""",
+    "tool_calls": """
+        WITH uses AS (SELECT stream_id, tool_use_id, tool_name, model, occurred_at AS called_at, position
+                      FROM claude_events WHERE kind = 'tool_use' AND tool_use_id IS NOT NULL),
+        results AS (SELECT stream_id, tool_use_id, bool_or(coalesce(is_error, false)) AS is_error,
+                           min(occurred_at) AS result_at
+                    FROM claude_events WHERE kind = 'tool_result' AND tool_use_id IS NOT NULL GROUP BY ALL)
+        SELECT u.stream_id, split_part(u.stream_id, '/', 1) AS session_id, u.tool_use_id, u.tool_name, u.model,
+               u.called_at, r.result_at, r.is_error, r.tool_use_id IS NOT NULL AS has_result
+        FROM uses u LEFT JOIN results r USING (stream_id, tool_use_id)""",
+    "sessions": """
+        WITH c AS (SELECT * FROM claude_events),
+        tok AS (SELECT stream_id, sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+                       sum(cache_read_tokens) AS cache_read_tokens,
+                       sum(cache_creation_tokens) AS cache_creation_tokens, count(*) AS api_messages
+                FROM token_usage GROUP BY stream_id)
+        SELECT c.stream_id, split_part(c.stream_id, '/', 1) AS session_id, c.stream_id LIKE '%/%' AS is_subagent,
+               string_agg(DISTINCT c.model, ', ' ORDER BY c.model) AS models,
+               count_if(c.kind = 'user_message') AS turns, count_if(c.kind = 'tool_use') AS tool_calls,
+               count_if(c.kind = 'tool_result' AND c.is_error) AS tool_errors,
+               count_if(c.kind = 'compact_boundary') AS compactions, count_if(c.kind = 'hook') AS hooks,
+               count_if(c.kind = 'unreadable_line') AS unreadable_lines,
+               min(c.occurred_at) AS started_at, max(c.occurred_at) AS ended_at,
+               epoch(max(c.occurred_at) - min(c.occurred_at)) AS wall_s,
+               any_value(t.api_messages) AS api_messages, any_value(t.input_tokens) AS input_tokens,
+               any_value(t.output_tokens) AS output_tokens, any_value(t.cache_read_tokens) AS cache_read_tokens,
+               any_value(t.cache_creation_tokens) AS cache_creation_tokens
+        FROM c LEFT JOIN tok t USING (stream_id) GROUP BY c.stream_id""",
 }
 
 
