@@ -160,6 +160,7 @@ def test_apply_each_operation() -> None:
         {"op": "remove", "path": "/a/2"},
         {"op": "copy", "from": "/b", "path": "/d"},
         {"op": "move", "from": "/b/c", "path": "/e"},
+        {"op": "test", "path": "/b", "value": {}},  # moved, not copied
         {"op": "add", "path": "/b", "value": {"x": None}},  # re-adding moves the member to the end
     ]
     assert_exact(documents.apply(doc, ops), {"a": [0, 1.5, 3, 4], "d": {"c": 1}, "e": 1, "b": {"x": None}})
@@ -225,6 +226,11 @@ def test_diff_operations_are_minimal_for_simple_edits() -> None:
                                                     {"op": "add", "path": "/3", "value": 4}]
     assert documents.diff([1, 2, 3, 4], [1, 4]) == [{"op": "remove", "path": "/2"}, {"op": "remove", "path": "/1"}]
     assert documents.diff([1, 2, 3], [1, 9, 3]) == [{"op": "replace", "path": "/1", "value": 9}]
+    # a repeated item is matched as the common prefix first, then never again as suffix
+    assert documents.diff([1], [1, 1]) == [{"op": "add", "path": "/1", "value": 1}]
+    assert documents.diff([1, 1], [1]) == [{"op": "remove", "path": "/1"}]
+    assert documents.diff(["x", "y"], ["x", "y", "x", "y"]) == [{"op": "add", "path": "/2", "value": "x"},
+                                                                {"op": "add", "path": "/3", "value": "y"}]
     # members after the longest kept prefix of b's order move to the end, in b's order
     assert documents.diff({"a": 1, "b": 2}, {"b": 2, "a": 1}) == [{"op": "move", "from": "/b", "path": "/b"},
                                                                  {"op": "move", "from": "/a", "path": "/a"}]
