@@ -23,12 +23,11 @@ from typing import Any
 
 from eventstore import spool
 from eventstore.dialects import available, get_dialect
-from eventstore.dialects.base import Finding, read_snapshot
+from eventstore.dialects.base import Finding, parse_time, read_snapshot
 from eventstore.dialects.claude import (
     ClaudeDialect,
     digest,
     events_for_line,
-    parse_time,
     raw_from_events,
     split_lines,
     stream_for,

@@ -362,3 +362,14 @@ def parse_json_document(raw: bytes, where: str) -> JSON:
     except (UnicodeEncodeError, msgspec.EncodeError) as exc:
         raise UnreadableError(Unreadable("json", f"{where}: cannot be stored as UTF-8 JSON ({exc}).")) from exc
     return doc
+
+
+def parse_time(value: object) -> datetime | None:
+    """An ISO-8601 time a source document or transcript carries (``Z`` accepted), or None if it is
+    missing or not a time: a source's odd timestamp is never a reason to refuse what it recorded."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None

@@ -26,7 +26,6 @@ import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -291,15 +290,6 @@ def raw_from_events(events: Iterator[Event]) -> bytes:
 
 def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 __all__ = ["ClaudeDialect", "EvstoreError", "LineEvents", "events_for_line", "line_event", "raw_from_events",

@@ -25,11 +25,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from eventstore.dialects.base import Snapshot, read_snapshot
+from eventstore.dialects.base import Snapshot, parse_time, read_snapshot
 from eventstore.dialects.envelope.events import RepairAttempted, TurnFailed, TurnRejected
 from eventstore.dialects.envelope.lens import unit_id
 from eventstore.dialects.envelope.validate import check, verdict
@@ -143,15 +142,6 @@ def _int(value: str | None) -> int | None:
         return None
 
 
-def _when(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def is_transcript(path: Path, raw: bytes) -> bool:
     """Transcripts by suffix; anything else that does not start like JSON is a transcript too."""
     if path.suffix.lower() in TRANSCRIPT_SUFFIXES:
@@ -193,7 +183,7 @@ def load_turn(path: Path, raw: bytes, ctx: LoadContext) -> Snapshot:
     source = {"file": str(path), "kind": "transcript", "turn": turn}
     if is_repair:
         source["repair_of"] = repair_of
-    when = _when(meta.get("at"))
+    when = parse_time(meta.get("at"))
     if parsed.ok:
         stream = hint or unit_id(parsed.envelope) or ctx.stream
         ctx.stream = stream
