@@ -28,7 +28,6 @@ from eventstore.dialects.claude import (
     ClaudeDialect,
     digest,
     events_for_line,
-    raw_from_events,
     split_lines,
     stream_for,
     transcript_files,
@@ -156,13 +155,6 @@ def ingest_transcripts(store: EventStore, paths: Iterable[Path], *, scrub: bool 
     return out
 
 
-def transcript_raw(store: EventStore, stream_id: str, upto_version: int | None = None) -> bytes:
-    """The transcript file of a claude stream, byte for byte (secrets as their markers), as
-    recorded up to ``upto_version``."""
-    return raw_from_events(e.to_event() for e in store.read_stream(stream_id)
-                           if upto_version is None or e.version <= upto_version)
-
-
 # ----------------------------------------------------------------------------- hooks
 
 
@@ -279,4 +271,4 @@ def _ingest_state(store: EventStore, dialect_name: str, path: str, record: spool
 
 
 __all__ = ["ClaudeDialect", "DrainResult", "transcript_files", "TranscriptResult", "drain", "ingest_transcript", "ingest_transcripts",
-           "state_dialect_for", "transcript_raw", "transcript_state"]
+           "state_dialect_for", "transcript_state"]

@@ -107,15 +107,13 @@ def replay(store: EventStore, stream_id: str, *, upto_version: int | None = None
 def replay_raw(store: EventStore, stream_id: str, version: int | None = None, *, doc: Any = _UNFOLDED) -> bytes:
     """The exact bytes of the snapshot file whose ingest ended at ``version`` (default: latest);
     ``doc``: the document at that version when the caller has already replayed it."""
-    info = store.stream_info(stream_id)
-    if info is None:
-        raise StreamNotFound(f'No stream "{stream_id}".')
-    target = info[1] if version is None else version
     head = store.stream_head(stream_id)
-    if head is not None and head[2] == "claude":  # a transcript: its lines, as recorded
-        from eventstore.capture import transcript_raw
-
-        return transcript_raw(store, stream_id, target)
+    if head is None:
+        raise StreamNotFound(f'No stream "{stream_id}".')
+    target = head[1] if version is None else version
+    dialect = get_dialect(head[2] or "generic")
+    if dialect.line_based:  # a file recorded line by line (transcripts): its events hold the bytes
+        return dialect.file_bytes(rec.to_event() for rec in store.read_stream(stream_id, upto_version=target))
     # The snapshot producing version V is the first event at or after V that ends a snapshot group.
     for rec in store.read_stream(stream_id, after_version=max(target - 1, 0)):
         if rec.type == "document.unreadable" and rec.version == target:

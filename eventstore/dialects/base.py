@@ -159,6 +159,9 @@ class Dialect:
     #: File names this dialect's state file has (a Claude Code hook seeing a Write/Edit of such a
     #: file records its new version at once; see eventstore.capture).
     state_file_names: ClassVar[tuple[str, ...]] = ()
+    #: Whether the source is a file recorded line by line (its events carry the bytes, see
+    #: :meth:`file_bytes`) rather than snapshots of one document.
+    line_based: ClassVar[bool] = False
 
     #: Whether a folder holds versions of one file (ingest orders them, ``--order``); False for
     #: dialects whose folders are the document (taskflow) or that read folders their own way.
@@ -261,6 +264,10 @@ class Dialect:
                 yield from self.load(child)
             return
         yield read_snapshot(path.read_bytes(), str(path), {"file": str(path)})
+
+    def file_bytes(self, events: Iterator[Event]) -> bytes:
+        """The recorded file of a line-based dialect, from its stream's events in order."""
+        raise EvstoreError(f'The {self.name} dialect records snapshots, not lines.')
 
     def stream_id(self, doc: JSON) -> str | None:
         """The stream id a document names (its task id), if any."""

@@ -45,6 +45,10 @@ class ClaudeDialect(Dialect):
     description = "Claude Code session transcripts (JSONL), one event per line, and hook calls"
     catalog = ev.CATALOG
     requires_object = False
+    line_based = True
+
+    def file_bytes(self, events: Iterator[Event]) -> bytes:
+        return raw_from_events(events)
 
     def apply(self, doc: Any, event: Event) -> Any:
         doc = doc if isinstance(doc, dict) else {"lines": 0, "records": {}, "models": [], "tool_calls": 0,
