@@ -25,6 +25,7 @@ from eventstore import spool
 from eventstore.dialects import available, get_dialect
 from eventstore.dialects.base import Finding, parse_time, read_snapshot
 from eventstore.dialects.claude import (
+    FILE_TOOLS,
     ClaudeDialect,
     digest,
     events_for_line,
@@ -39,7 +40,6 @@ from eventstore.store import EventStore, NewEvent
 
 _NAMESPACE = uuid.UUID("6f1d0a52-6b1e-4c43-9d1a-3f3c2b7a9e10")
 DRAIN_TRANSCRIPT_ON = ("Stop", "SubagentStop", "SessionEnd", "PreCompact")
-FILE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
 
 
 @dataclass

@@ -28,6 +28,8 @@ WRITER_GRANTS = {
     "replay_cache": "SELECT",
     "projection_checkpoints": "SELECT, INSERT, UPDATE",
     "proj_runs": "SELECT, INSERT, UPDATE",
+    "proj_file_writes": "SELECT, INSERT, UPDATE",
+    "proj_state_versions": "SELECT, INSERT",
 }
 
 

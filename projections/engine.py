@@ -53,7 +53,7 @@ from eventstore.store import EventStore, RecordedEvent, recorded_event, utcnow
 Progress = Callable[[int, int], None]  # (events applied so far, total events to apply)
 
 #: Modules that define and register projections; imported by :func:`registered`.
-PROJECTION_MODULES: list[str] = ["projections.runs"]
+PROJECTION_MODULES: list[str] = ["projections.runs", "projections.writers"]
 
 REGISTRY: dict[str, Projection] = {}
 

@@ -350,9 +350,29 @@ def claude_sessions(con: duckdb.DuckDBPyConnection) -> Section:
                    "tool_result with is_error; views: sessions, tool_calls, token_usage.")
 
 
+def claude_runs(con: duckdb.DuckDBPyConnection) -> Section:
+    columns = ["stream_id", "sessions", "transcripts", "subagents", "input_tokens", "output_tokens",
+               "cache_read_tokens", "cache_creation_tokens", "turns", "tool_calls", "tool_errors", "compactions",
+               "wall_s", "subagent_wall_s"]
+    rows = _rows(con, f"""SELECT {", ".join(columns)} FROM run_claude
+                         WHERE stream_id IN (SELECT stream_id FROM sel) ORDER BY stream_id""")
+    summary = _rows(con, """
+        SELECT count(*) AS runs_with_sessions, sum(sessions) AS sessions, sum(input_tokens) AS input_tokens,
+               sum(output_tokens) AS output_tokens, sum(cache_read_tokens) AS cache_read_tokens,
+               sum(cache_creation_tokens) AS cache_creation_tokens, sum(turns) AS turns,
+               sum(tool_calls) AS tool_calls, sum(tool_errors) AS tool_errors, sum(subagents) AS subagents,
+               sum(compactions) AS compactions, sum(wall_s) AS wall_s
+        FROM run_claude WHERE stream_id IN (SELECT stream_id FROM sel)""")[0]
+    return Section("claude_runs", "Claude Code sessions per orchestrator run (summed over its linked sessions)",
+                   columns, rows, summary,
+                   "a run's sessions are those that wrote its state versions (hook, content match or path+time; "
+                   "`evstore log RUN`); sums include their subagent transcripts; wall_s: the main transcripts, "
+                   "subagent_wall_s: the subagents'; view: run_claude.")
+
+
 CROSS_RUN: list[Callable[[duckdb.DuckDBPyConnection], Section]] = [
     reviewer_acceptance, review_deltas, iterations_until_approval, gates, breaker_trips, phase_durations,
-    question_latency, friday_cycles, envelope_turns, taskflow_verdicts, claude_sessions,
+    question_latency, friday_cycles, envelope_turns, taskflow_verdicts, claude_sessions, claude_runs,
 ]
 
 
@@ -433,6 +453,7 @@ def run_report(con: duckdb.DuckDBPyConnection, stream_id: str) -> Report:
                                                            "tripped_at", "counters"], trips),
         Section("questions", "Questions", ["question_id", "step_id", "asked_at", "answered_at", "latency_s"],
                 questions),
+        claude_runs(con),
     ]
     return Report(f"evstore metrics {stream_id}", {"stream": stream_id, **run[0]}, sections)
 

@@ -38,7 +38,7 @@ from eventstore.errors import EvstoreError
 from eventstore.events import decode_event
 from eventstore.schema import NAMING
 from eventstore.store import EventStore, RecordedEvent, iso
-from projections import engine
+from projections import engine, writers
 
 _md = MetaData(naming_convention=NAMING)
 runs_table = Table(
@@ -243,6 +243,7 @@ class IndexedEventStore(EventStore):
     def __init__(self, url: str | None = None, *, synchronous: str | None = None, check_schema: bool = True) -> None:
         super().__init__(url, synchronous=synchronous, check_schema=check_schema)
         self.runs_index: RunsIndex | None = attach(self) if check_schema else None
+        self.writers_index = writers.attach(self) if check_schema else None
 
 
 def refresh(store: EventStore) -> int:
@@ -273,12 +274,14 @@ class RunRow:
     last_event_at: str | None
     events: int
     findings: int | None
+    #: The agent sessions that wrote the run's state versions (``projections.writers``).
+    sessions: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"stream_id": self.stream_id, "dialect": self.dialect, "project": self.project,
                 "task_id": self.task_id, "title": self.title, "status": self.status, "phase": self.phase,
                 "started_at": self.started_at, "last_event_at": self.last_event_at, "events": self.events,
-                "findings": self.findings}
+                "findings": self.findings, "sessions": list(self.sessions)}
 
 
 def parse_since(value: str) -> datetime:
@@ -297,8 +300,9 @@ def normalize_since(value: str) -> str:
 
 def list_runs(store: EventStore, *, dialect: str | None = None, project: str | None = None,
               status: str | None = None, since: str | None = None, limit: int | None = None,
-              fresh: bool = True) -> list[RunRow]:
-    """Rows of the runs index, newest activity first; ``since`` keeps runs active since then."""
+              fresh: bool = True, sessions: bool = False) -> list[RunRow]:
+    """Rows of the runs index, newest activity first; ``since`` keeps runs active since then;
+    ``sessions``: with the sessions that wrote each run's state versions."""
     if fresh:
         refresh(store)
     t = runs_table
@@ -317,7 +321,9 @@ def list_runs(store: EventStore, *, dialect: str | None = None, project: str | N
         q = q.limit(limit)
     with store.engine.connect() as conn:
         rows = conn.execute(q).all()
-    return [RunRow(*r[:9], int(r[9]), None if r[10] is None else int(r[10])) for r in rows]
+    links = writers.run_sessions(store, [r[0] for r in rows], fresh=fresh) if sessions and rows else {}
+    return [RunRow(*r[:9], int(r[9]), None if r[10] is None else int(r[10]), tuple(links.get(r[0], ())))
+            for r in rows]
 
 
 def find_streams_by_task(store: EventStore, task_id: str) -> list[str]:

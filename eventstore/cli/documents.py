@@ -173,10 +173,14 @@ def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, inte
               help="Write the files the document records into this directory (taskflow folders).")
 @click.option("--no-cache", "no_cache", is_flag=True,
               help="Fold every event; neither read nor write the replay cache.")
+@click.option("--meta", "with_meta", is_flag=True,
+              help="Print {stream, version, document, versions}: each ingested state version up to it with its "
+                   "time, file, SHA-256 and who wrote it (session, message, tool call; established by hook, "
+                   "content or path+time).")
 @click.pass_context
 def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_json: bool, raw: bool,
            diff: tuple[int, int] | None, schema: str | None, check: bool, restore: Path | None,
-           no_cache: bool) -> None:
+           no_cache: bool, with_meta: bool) -> None:
     """Rebuild TASK's state document (a stream id or a task id)."""
     import sys
 
@@ -186,6 +190,9 @@ def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_j
         raise click.UsageError("--upto and --at are exclusive")
     if raw and as_json:
         raise click.UsageError("--raw and --json are exclusive")
+    if with_meta and (raw or diff or schema or check or restore is not None):
+        raise click.UsageError("--meta goes with the document (and --json), not with --raw, --diff, --validate, "
+                               "--check or --restore")
     store = open_store(ctx)
     sid = rp.resolve(store, task)
     if diff:
@@ -236,10 +243,16 @@ def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_j
         shown = ("the document is null until a later version re-creates the file" if rp.tail_code(e) == "file-removed"
                  else f"the document shown is the last valid one (version {hidden[0][0] - 1})")
         click.echo(f"note: {sid} version {hv}: {rp.tail_message(e)}; {shown}", err=True)
+    printed: Any = result.doc
+    if with_meta:
+        from projections import writers
+
+        printed = {"stream": sid, "version": result.version, "document": result.doc,
+                 "versions": writers.state_versions(store, sid, upto_version=result.version)}
     if as_json:
-        click.echo(json.dumps(result.doc, ensure_ascii=False))
+        click.echo(json.dumps(printed, ensure_ascii=False))
     else:
-        click.echo(json.dumps(result.doc, ensure_ascii=False, indent=2))
+        click.echo(json.dumps(printed, ensure_ascii=False, indent=2))
         click.echo(f"{sid} @ version {result.version} of {result.stream_version} ({result.dialect})", err=True)
 
 
@@ -252,13 +265,19 @@ def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_j
 def log(ctx: click.Context, task: str, as_json: bool, after: int | None, findings: bool) -> None:
     """Show TASK's events as a timeline (version, time, type, summary)."""
     from projections import replay as rp
+    from projections import writers
 
     store = open_store(ctx)
     sid = rp.resolve(store, task)
     d = rp.dialect_of(store, sid)
+    written = writers.writers(store, sid)
     for rec in store.read_stream(sid, after_version=after):
+        writer = written.get(rec.version)
         if as_json:
-            click.echo(json.dumps(rec.to_dict(), ensure_ascii=False))
+            out = rec.to_dict()
+            if writer is not None:
+                out["written_by"] = writer.to_dict()
+            click.echo(json.dumps(out, ensure_ascii=False))
             continue
         try:
             summary = d.summarize(rec.to_event())
@@ -267,11 +286,8 @@ def log(ctx: click.Context, task: str, as_json: bool, after: int | None, finding
         when = (rec.occurred_at or rec.recorded_at)[:19].replace("T", " ")
         click.echo(f"{rec.version:>5}  {when}  {rec.type:<40}  {summary}")
         meta = rec.metadata
-        source = meta.get("source") if isinstance(meta, dict) else None
-        writer = source.get("claude") if isinstance(source, dict) else None
-        if isinstance(writer, dict):  # who wrote this state: the session and tool call (a Claude Code hook)
-            click.echo(f"{'':>5}  {'':19}  written by session {writer.get('session_id')}, "
-                       f"tool call {writer.get('tool_use_id')} ({writer.get('tool_name')})")
+        if writer is not None:  # who wrote this state: the session, message and tool call
+            click.echo(f"{'':>5}  {'':19}  {writer.line()}")
         found = meta.get("findings") if isinstance(meta, dict) else None
         if findings and isinstance(found, list):
             shown = [f for f in found if isinstance(f, dict)]

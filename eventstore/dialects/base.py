@@ -118,6 +118,27 @@ class Unreadable:
     column: int | None = None
 
 
+@dataclass(frozen=True)
+class FileWrite:
+    """A tool call that wrote (or tried to write) a file, as an event of a session records it
+    (:meth:`Dialect.file_writes`).  Several events may describe one call (its use, then its
+    result): ``call_id`` joins them, later facts completing earlier ones.
+
+    ``sha256`` is the SHA-256 of the file's bytes right after the call, when the record gives
+    them (``how``: "content", the bytes written; "edit", the file before the call with the
+    edit applied); None when it does not.  ``failed``: the call reported an error, so it wrote
+    nothing.  ``path`` None: the event only completes a call recorded before (its result)."""
+
+    call_id: str
+    path: str | None
+    sha256: str | None = None
+    how: str | None = None  # "content" | "edit"
+    tool: str | None = None
+    message: str | None = None  # the id of the message (line) holding the call
+    at: str | None = None  # ISO 8601, when the call was made
+    failed: bool | None = None
+
+
 @dataclass
 class Snapshot:
     """One observed state document, as read from a file or produced by a simulator."""
@@ -162,6 +183,9 @@ class Dialect:
     #: Whether the source is a file recorded line by line (its events carry the bytes, see
     #: :meth:`file_bytes`) rather than snapshots of one document.
     line_based: ClassVar[bool] = False
+
+    #: Event types whose events may describe tool calls writing files (:meth:`file_writes`).
+    file_write_types: ClassVar[tuple[str, ...]] = ()
 
     #: Whether a folder holds versions of one file (ingest orders them, ``--order``); False for
     #: dialects whose folders are the document (taskflow) or that read folders their own way.
@@ -276,6 +300,11 @@ class Dialect:
     def restore(self, doc: JSON, target: Path) -> list[Path]:
         """Write the files a document describes into ``target`` (dialects whose source is a folder)."""
         raise EvstoreError(f'The {self.name} dialect records a single file; use `evstore replay --raw` instead.')
+
+    def file_writes(self, event: Event) -> list[FileWrite]:
+        """Files ``event`` says a tool call wrote (dialects of agent sessions; see :class:`FileWrite`).
+        Matched against ingested state versions to say who wrote each (``projections.writers``)."""
+        return []
 
     # -- describing -------------------------------------------------------------
 

@@ -162,11 +162,29 @@ VIEWS: dict[str, str] = {
                any_value(t.output_tokens) AS output_tokens, any_value(t.cache_read_tokens) AS cache_read_tokens,
                any_value(t.cache_creation_tokens) AS cache_creation_tokens
         FROM c LEFT JOIN tok t USING (stream_id) GROUP BY c.stream_id""",
+    # Per orchestrator run: its linked sessions (run_sessions: the sessions that wrote its state
+    # versions) summed, subagent transcripts included; wall time of the main transcripts, the
+    # subagents' apart (they run inside their session's time).
+    "run_claude": """
+        WITH links AS (SELECT DISTINCT stream_id, session_id FROM run_sessions)
+        SELECT l.stream_id, count(DISTINCT l.session_id) AS sessions, count(s.stream_id) AS transcripts,
+               count_if(s.is_subagent) AS subagents, sum(s.api_messages) AS api_messages,
+               sum(s.input_tokens) AS input_tokens, sum(s.output_tokens) AS output_tokens,
+               sum(s.cache_read_tokens) AS cache_read_tokens, sum(s.cache_creation_tokens) AS cache_creation_tokens,
+               sum(s.turns) AS turns, sum(s.tool_calls) AS tool_calls, sum(s.tool_errors) AS tool_errors,
+               sum(s.compactions) AS compactions, sum(s.wall_s) FILTER (WHERE NOT s.is_subagent) AS wall_s,
+               sum(s.wall_s) FILTER (WHERE s.is_subagent) AS subagent_wall_s
+        FROM links l LEFT JOIN sessions s ON s.session_id = l.session_id GROUP BY l.stream_id""",
 }
+
+#: Tables filled from the store when a connection is bound to one (:func:`reading`): what the
+#: log does not state event by event (a run's sessions are matched across streams,
+#: ``projections.writers``).  Empty on a bare :func:`connect`.
+LINKS: dict[str, str] = {"run_sessions": "stream_id VARCHAR, session_id VARCHAR"}
 
 
 def table_names() -> list[str]:
-    return list(SCHEMAS) + list(VIEWS)
+    return list(SCHEMAS) + list(LINKS) + list(VIEWS)
 
 
 def _sql_list(paths: Sequence[str]) -> str:
@@ -229,6 +247,8 @@ def _connect(directory: Path, threads: int | None = None) -> tuple[duckdb.DuckDB
             con.execute(f"SET threads = {int(threads)}")
         for table in SCHEMAS:
             con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet({_sql_list(paths[table])})")
+        for table, columns in LINKS.items():
+            con.execute(f"CREATE TABLE {table} ({columns})")
         for view, sql in VIEWS.items():
             con.execute(f"CREATE VIEW {view} AS {sql}")
     except BaseException:
@@ -257,7 +277,23 @@ def _store_connect(store: EventStore, directory: str | os.PathLike[str] | None,
         release()
         hint = "try again" if fresh else "run without --no-refresh to rebuild them"
         raise EvstoreError(f"The analytics tables in {out} are not this store's: {problem}; {hint}.")
+    try:
+        fill_links(con, store)
+    except BaseException:
+        con.close()
+        release()
+        raise
     return con, release
+
+
+def fill_links(con: duckdb.DuckDBPyConnection, store: EventStore) -> None:
+    """Fill the :data:`LINKS` tables from ``store`` (a run's sessions: ``projections.writers``)."""
+    from projections import writers
+
+    rows = [(run, session) for run, sessions in writers.run_sessions(store).items() for session in sessions]
+    con.execute("DELETE FROM run_sessions")
+    if rows:
+        con.executemany("INSERT INTO run_sessions VALUES (?, ?)", rows)
 
 
 @contextmanager

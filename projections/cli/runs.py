@@ -63,8 +63,8 @@ def _open_indexed(ctx: click.Context, url: str | None = None) -> Any:
 @click.option("--status", default=None, help="Only runs with this status.")
 @click.option("--since", default=None, metavar="ISO", help="Only runs active since this date/time (UTC if no zone).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many runs.")
-@click.option("--wide", is_flag=True, help="Every column (task id, start time), nothing cut (default: fit the "
-              "terminal).")
+@click.option("--wide", is_flag=True, help="Every column (task id, start time, the agent sessions that wrote the "
+              "run's state), nothing cut (default: fit the terminal).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
 @click.pass_context
 def runs_cmd(ctx: click.Context, dialect: str | None, project: str | None, status: str | None, since: str | None,
@@ -73,7 +73,8 @@ def runs_cmd(ctx: click.Context, dialect: str | None, project: str | None, statu
     from projections.runs import list_runs
 
     store = open_store(ctx)
-    rows = list_runs(store, dialect=dialect, project=project, status=status, since=since, limit=limit)
+    rows = list_runs(store, dialect=dialect, project=project, status=status, since=since, limit=limit,
+                     sessions=as_json or wide)
     if as_json:
         click.echo(json.dumps([r.to_dict() for r in rows], ensure_ascii=False))
         return
@@ -90,10 +91,11 @@ def runs_cmd(ctx: click.Context, dialect: str | None, project: str | None, statu
     if wide:
         columns[3:3] = ["task"]
         columns[-3:-3] = ["started"]
+        columns.append("sessions")
     table = [{"stream": r.stream_id, "dialect": r.dialect or "", "project": r.project or "", "task": r.task_id or "",
               "title": r.title or "", "status": r.status or "", "phase": r.phase or "",
               "started": when(r.started_at), "last event": when(r.last_event_at), "events": r.events,
-              "findings": r.findings} for r in rows]
+              "findings": r.findings, "sessions": ", ".join(r.sessions)} for r in rows]
     if wide:
         click.echo(table_text(columns, table, max_width=10_000))
         return

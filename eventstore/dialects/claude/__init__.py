@@ -31,13 +31,15 @@ from typing import Any
 
 import msgspec
 
-from eventstore.dialects.base import Dialect, Finding, RunInfo
+from eventstore.dialects.base import Dialect, FileWrite, Finding, RunInfo
 from eventstore.dialects.claude import events as ev
 from eventstore.dialects.claude.secrets import Scrubber
 from eventstore.errors import EvstoreError, IngestError
 from eventstore.events import Event
 
 _decode = msgspec.json.Decoder()
+#: Tools that write a file named by ``file_path`` (or ``notebook_path``).
+FILE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
 
 
 class ClaudeDialect(Dialect):
@@ -46,6 +48,7 @@ class ClaudeDialect(Dialect):
     catalog = ev.CATALOG
     requires_object = False
     line_based = True
+    file_write_types = ("claude.tool_use", "claude.tool_result")
 
     def file_bytes(self, events: Iterator[Event]) -> bytes:
         return raw_from_events(events)
@@ -79,6 +82,17 @@ class ClaudeDialect(Dialect):
         if not isinstance(doc, dict):
             return RunInfo()
         return RunInfo(title=", ".join(doc.get("models") or []) or None, status="session")
+
+    def file_writes(self, event: Event) -> list[FileWrite]:
+        if isinstance(event, ev.ToolUse):
+            if event.tool_use_id and event.file_path and event.tool_name in FILE_TOOLS:
+                return [FileWrite(call_id=event.tool_use_id, path=event.file_path, sha256=event.content_sha256,
+                                  how="content" if event.content_sha256 else None, tool=event.tool_name,
+                                  message=event.uuid, at=event.timestamp)]
+        elif isinstance(event, ev.ToolResult) and event.tool_use_id and (event.file_path or event.is_error):
+            return [FileWrite(call_id=event.tool_use_id, path=event.file_path, sha256=event.file_sha256,
+                              how=event.file_how, failed=event.is_error)]
+        return []
 
     def load(self, path: Path) -> Iterator[Any]:
         raise IngestError("claude transcripts are ingested line by line: use `evstore ingest claude FILE|DIR`.")
@@ -145,7 +159,9 @@ def line_event(rec: Any, common: dict[str, Any]) -> ev._Line:
         results = _blocks(message, "tool_result")
         if results:
             r = results[0]
-            return ev.ToolResult(tool_use_id=_s(r.get("tool_use_id")), is_error=r.get("is_error") is True, **common)
+            path, sha, how = written_file(rec.get("toolUseResult"), hashed=not common.get("secrets"))
+            return ev.ToolResult(tool_use_id=_s(r.get("tool_use_id")), is_error=r.get("is_error") is True,
+                                 file_path=path, file_sha256=sha, file_how=how, **common)
         content = message.get("content") if isinstance(message, dict) else None
         chars = len(content) if isinstance(content, str) else sum(
             len(b.get("text", "")) for b in _blocks(message, "text") if isinstance(b.get("text"), str))
@@ -159,9 +175,11 @@ def line_event(rec: Any, common: dict[str, Any]) -> ev._Line:
         if uses:
             u = uses[0]
             tool_input: dict[str, Any] = u["input"] if isinstance(u.get("input"), dict) else {}
+            content = tool_input.get("content") if u.get("name") == "Write" else None
             return ev.ToolUse(tool_use_id=_s(u.get("id")), tool_name=_s(u.get("name")),
                               file_path=_s(tool_input.get("file_path") or tool_input.get("notebook_path")),
-                              **api, **common)
+                              content_sha256=_sha(content) if isinstance(content, str) and not common.get("secrets")
+                              else None, **api, **common)
         block = _first_block(message)
         return ev.AssistantMessage(block=_s(block.get("type")) if block else None, **api, **common)
     if kind == "summary":
@@ -178,6 +196,57 @@ def line_event(rec: Any, common: dict[str, Any]) -> ev._Line:
     if kind == "queue-operation":
         return ev.QueueOperation(operation=_s(rec.get("operation")), **common)
     return ev.UnknownRecord(record_type=kind if isinstance(kind, str) else None, **common)
+
+
+def _sha(text: str) -> str | None:
+    try:
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    except UnicodeEncodeError:  # a lone surrogate: no file holds these bytes
+        return None
+
+
+def _edited(text: str, edits: list[Any]) -> str | None:
+    """``text`` with Edit/MultiEdit's replacements applied in order (None: one does not apply)."""
+    for edit in edits:
+        if not isinstance(edit, dict):
+            return None
+        old, new = edit.get("old_string", edit.get("oldString")), edit.get("new_string", edit.get("newString"))
+        if not isinstance(old, str) or not isinstance(new, str):
+            return None
+        if old == "":  # Edit creates a file with an empty old_string
+            if text != "":
+                return None
+            text = new
+            continue
+        if old not in text:
+            return None
+        every = edit.get("replace_all", edit.get("replaceAll")) is True
+        text = text.replace(old, new) if every else text.replace(old, new, 1)
+    return text
+
+
+def written_file(result: Any, *, hashed: bool = True) -> tuple[str | None, str | None, str | None]:
+    """(path, SHA-256, how) of the file a Write/Edit/MultiEdit's ``toolUseResult`` says it left.
+
+    Write: ``{type: create|update, filePath, content}`` ("content"); Edit: ``{filePath,
+    originalFile, oldString, newString, replaceAll}``; MultiEdit: ``{filePath, edits,
+    originalFileContents}`` ("edit": the original with the edits applied, as the tool does).
+    The hash is None when the record lacks what it needs (or ``hashed`` is False: a line whose
+    secrets were replaced no longer holds the bytes written)."""
+    if not isinstance(result, dict) or not isinstance(result.get("filePath"), str):
+        return None, None, None
+    path: str = result["filePath"]
+    text: str | None = None
+    how = None
+    original = result.get("originalFile", result.get("originalFileContents"))
+    if isinstance(result.get("edits"), list):
+        text, how = (_edited(original, result["edits"]) if isinstance(original, str) else None), "edit"
+    elif "oldString" in result and "newString" in result:
+        text, how = (_edited(original, [result]) if isinstance(original, str) else None), "edit"
+    elif result.get("type") in ("create", "update") and isinstance(result.get("content"), str):
+        text, how = result["content"], "content"
+    sha = _sha(text) if text is not None and hashed else None
+    return path, sha, how if sha else None
 
 
 def _parse_error(text: str) -> str:
@@ -296,5 +365,5 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-__all__ = ["ClaudeDialect", "EvstoreError", "LineEvents", "events_for_line", "line_event", "raw_from_events",
-           "split_lines", "stream_for", "transcript_files"]
+__all__ = ["FILE_TOOLS", "ClaudeDialect", "EvstoreError", "LineEvents", "events_for_line", "line_event", "raw_from_events",
+           "split_lines", "stream_for", "transcript_files", "written_file"]

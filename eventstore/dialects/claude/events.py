@@ -54,11 +54,18 @@ class ToolUse(_Line, frozen=True, tag="claude.tool_use"):
     request_id: str | None = None
     usage: dict[str, Any] | None = None
     file_path: str | None = None
+    content_sha256: str | None = None  # Write: SHA-256 of the content it writes (UTF-8)
 
 
 class ToolResult(_Line, frozen=True, tag="claude.tool_result"):
+    """``file_*``: the file a Write/Edit/MultiEdit left, from ``toolUseResult`` (``file_how``:
+    "content", the bytes written; "edit", the file before the call with the edits applied)."""
+
     tool_use_id: str | None = None
     is_error: bool = False
+    file_path: str | None = None
+    file_sha256: str | None = None
+    file_how: str | None = None
 
 
 class Summary(_Line, frozen=True, tag="claude.summary"):

@@ -1,0 +1,442 @@
+"""Who wrote this state?  Each ingested state version linked to the agent session, message and
+tool call that wrote it (inline projection ``writers``, tables ``proj_file_writes`` and
+``proj_state_versions``).
+
+Two indexes, kept inline with every append like the runs index:
+
+* ``proj_file_writes``: one row per tool call of a session that wrote a *state file* (a file
+  whose name some dialect lists in ``Dialect.state_file_names``), from the events a session
+  dialect describes with :meth:`~eventstore.dialects.base.Dialect.file_writes` (the claude
+  dialect: ``Write``/``Edit``/``MultiEdit`` tool uses and their results): the session stream, the
+  call id (``tool_use_id``), the message (line uuid) holding it, the path, and the SHA-256 of the
+  file right after the call when the transcript gives it (Write's ``content``; Edit/MultiEdit:
+  ``toolUseResult.originalFile`` with the edits applied).
+* ``proj_state_versions``: one row per ingested state version (the event closing a snapshot, its
+  ``meta.source``): stream, version, file, the SHA-256 of its bytes, its time, and the session
+  and tool call a Claude Code hook recorded with it (``meta.source.claude``).
+
+Nothing is rewritten: events stay as they were, and the link is computed from the two indexes
+when it is read (:func:`writers`), so a transcript ingested after its state versions, or state
+versions ingested after their transcript, give the same answer.  For each version, in order:
+
+1. **hook**: the hook that ingested it named the session and tool call (the message is found
+   in the transcript, once ingested, by the call id);
+2. **content**: a call on the same path (equal, or one a suffix of the other at a ``/``) whose
+   resulting file has this version's SHA-256 (the latest such call made at or before the
+   version's time, else the earliest after it); a call serves one version only;
+3. **path+time**: otherwise, the latest call on the same path made after the previous version
+   and at or before this one, among calls whose result the transcript does not give (a call
+   whose result is known and differs wrote something else, and is never used this way).
+
+A call that reported an error wrote nothing and is never used.
+
+    >>> writers(store, "PROJ-7")[3].to_dict()
+    {'session_id': '7f0c…', 'stream': '7f0c…', 'message': 'a9', 'tool_use_id': 'toolu_05',
+     'tool_name': 'Write', 'established_by': 'content'}
+"""
+
+from __future__ import annotations
+
+import functools
+import posixpath
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, SmallInteger, String, Table, select
+
+from eventstore import codec
+from eventstore.backends import Backend
+from eventstore.dialects import available, get_dialect
+from eventstore.dialects.base import Dialect, FileWrite, parse_time
+from eventstore.errors import EvstoreError
+from eventstore.events import decode_event
+from eventstore.schema import NAMING
+from eventstore.store import EventStore, RecordedEvent
+from projections import engine
+
+_md = MetaData(naming_convention=NAMING)
+file_writes_table = Table(
+    "proj_file_writes",
+    _md,
+    Column("stream_id", String(255), primary_key=True),  # the session's stream
+    Column("call_id", String(255), primary_key=True),
+    Column("name", String(255), nullable=True),  # the path's last component
+    Column("path", String(4000), nullable=True),
+    Column("sha256", String(64), nullable=True),
+    Column("how", String(16), nullable=True),
+    Column("tool", String(64), nullable=True),
+    Column("message", String(255), nullable=True),
+    Column("at", String(64), nullable=True),
+    Column("failed", SmallInteger, nullable=True),
+    Column("position", BigInteger, nullable=False),
+)
+Index("ix_proj_file_writes_name", file_writes_table.c.name)
+state_versions_table = Table(
+    "proj_state_versions",
+    _md,
+    Column("stream_id", String(255), primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("name", String(255), nullable=True),
+    Column("path", String(4000), nullable=True),
+    Column("sha256", String(64), nullable=True),
+    Column("at", String(32), nullable=False),
+    Column("hook_session", String(255), nullable=True),
+    Column("hook_call", String(255), nullable=True),
+    Column("hook_tool", String(64), nullable=True),
+    Column("position", BigInteger, nullable=False),
+)
+Index("ix_proj_state_versions_name", state_versions_table.c.name)
+Index("ix_proj_state_versions_hook_session", state_versions_table.c.hook_session)
+
+_WRITE_COLUMNS = ("stream_id", "call_id", "name", "path", "sha256", "how", "tool", "message", "at", "failed",
+                  "position")
+_UPSERT_WRITE = (
+    "INSERT INTO proj_file_writes ({cols}) VALUES ({marks}) ON CONFLICT (stream_id, call_id) DO UPDATE SET "
+    "name = COALESCE(excluded.name, proj_file_writes.name), path = COALESCE(excluded.path, proj_file_writes.path), "
+    "how = CASE WHEN excluded.sha256 IS NULL THEN proj_file_writes.how ELSE excluded.how END, "
+    "sha256 = COALESCE(excluded.sha256, proj_file_writes.sha256), "
+    "tool = COALESCE(excluded.tool, proj_file_writes.tool), "
+    "message = COALESCE(excluded.message, proj_file_writes.message), "
+    "at = COALESCE(proj_file_writes.at, excluded.at), failed = COALESCE(excluded.failed, proj_file_writes.failed)"
+)
+_FAIL_WRITE = "UPDATE proj_file_writes SET failed = 1 WHERE stream_id = {p} AND call_id = {p}"
+_VERSION_COLUMNS = ("stream_id", "version", "name", "path", "sha256", "at", "hook_session", "hook_call", "hook_tool",
+                    "position")
+_INSERT_VERSION = ("INSERT INTO proj_state_versions ({cols}) VALUES ({marks}) "
+                   "ON CONFLICT (stream_id, version) DO NOTHING")
+
+
+@functools.cache
+def _sql(template: str, columns: tuple[str, ...], p: str) -> str:
+    return template.format(cols=", ".join(columns), marks=", ".join([p] * len(columns)), p=p)
+
+
+def _short(value: Any, length: int) -> str | None:
+    """A string as its column holds it on every backend (no NUL, cut to length), else None."""
+    if not isinstance(value, str) or not value:
+        return None
+    return value.replace("\x00", "\ufffd")[:length]
+
+
+def _name(path: str) -> str:
+    return posixpath.basename(path.replace("\\", "/"))
+
+
+def state_file_names() -> frozenset[str]:
+    """Every file name some dialect recognises as its state file."""
+    names: set[str] = set()
+    for name in available():
+        try:
+            names.update(get_dialect(name).state_file_names)
+        except EvstoreError:  # a plugin that fails to import names nothing
+            continue
+    return frozenset(names)
+
+
+class WritersIndex(engine.Projection):
+    """Inline projection maintaining ``proj_file_writes`` and ``proj_state_versions``."""
+
+    name = "writers"
+    version = 1
+    event_types = None  # state versions close snapshots of every dialect
+    inline = True
+    metadata = _md
+
+    def __init__(self) -> None:
+        self._write_types: dict[str, Dialect] | None = None
+        self._names: frozenset[str] = frozenset()
+
+    def _writers(self) -> dict[str, Dialect]:
+        """Event type -> the dialect describing its file writes."""
+        if self._write_types is None:
+            types: dict[str, Dialect] = {}
+            for name in available():
+                try:
+                    d = get_dialect(name)
+                except EvstoreError:
+                    continue
+                for t in d.file_write_types:
+                    types[t] = d
+            self._names = state_file_names()
+            self._write_types = types
+        return self._write_types
+
+    def apply(self, cur: Any, backend: Backend, events: Sequence[RecordedEvent]) -> None:
+        types = self._writers()
+        writes: list[tuple[Any, ...]] = []
+        failed: list[tuple[str, str]] = []
+        versions: list[tuple[Any, ...]] = []
+        for e in events:
+            d = types.get(e.type)
+            if d is not None:
+                for w in d.file_writes(decode_event(e.type, e.schema_version, e.data)):
+                    self._write_row(e, w, writes, failed)
+            elif b'"source"' in e.meta and e.type != "document.removed":
+                row = self._version_row(e)
+                if row is not None:
+                    versions.append(row)
+        p = backend.p
+        if writes:
+            cur.executemany(_sql(_UPSERT_WRITE, _WRITE_COLUMNS, p), writes)
+        if failed:
+            cur.executemany(_sql(_FAIL_WRITE, (), p), failed)
+        if versions:
+            cur.executemany(_sql(_INSERT_VERSION, _VERSION_COLUMNS, p), versions)
+
+    def _write_row(self, e: RecordedEvent, w: FileWrite, rows: list[tuple[Any, ...]],
+                   failed: list[tuple[str, str]]) -> None:
+        call = _short(w.call_id, 255)
+        if call is None:
+            return
+        if w.path is None:  # completes a call recorded before (its result): only its failure matters
+            if w.failed:
+                failed.append((e.stream_id, call))
+            return
+        name = _name(w.path)
+        if name not in self._names:
+            return
+        at = parse_time(w.at)
+        rows.append((e.stream_id, call, _short(name, 255), _short(w.path, 4000), _short(w.sha256, 64),
+                     _short(w.how, 16), _short(w.tool, 64), _short(w.message, 255),
+                     None if at is None else at.isoformat(), None if w.failed is None else int(w.failed),
+                     e.position))
+
+    @staticmethod
+    def _version_row(e: RecordedEvent) -> tuple[Any, ...] | None:
+        meta = codec.decode(e.meta)
+        source = meta.get("source") if isinstance(meta, dict) else None
+        if not isinstance(source, dict):
+            return None
+        snapshot = meta.get("snapshot")
+        hook = source.get("claude")
+        hook = hook if isinstance(hook, dict) else {}
+        path = source.get("file")
+        if not isinstance(path, str) and not hook:
+            return None
+        sha = snapshot.get("sha256") if isinstance(snapshot, dict) else hook.get("sha256")
+        name = _name(path) if isinstance(path, str) else None
+        return (e.stream_id, e.version, _short(name, 255), _short(path, 4000), _short(sha, 64),
+                e.occurred_at or e.recorded_at, _short(hook.get("session_id"), 255),
+                _short(hook.get("tool_use_id"), 255), _short(hook.get("tool_name"), 64), e.position)
+
+
+WRITERS = engine.register(WritersIndex())
+
+
+def attach(store: EventStore) -> WritersIndex:
+    """Keep the writers index current on every append through ``store`` (creates it if needed)."""
+    proj = WritersIndex()
+    engine.attach(store, proj)
+    return proj
+
+
+def refresh(store: EventStore) -> int:
+    """Apply events appended without the index attached; returns their count."""
+    with engine.ProjectionRunner(store) as runner:
+        return runner.catch_up(WRITERS)
+
+
+# ---------------------------------------------------------------- matching
+
+
+@dataclass(frozen=True)
+class Writer:
+    """Who wrote one state version, and how that was established ("hook", "content", "path+time")."""
+
+    session_id: str | None
+    stream: str | None  # the transcript stream holding the call (a subagent's is ``<session>/agent-<id>``)
+    message: str | None
+    tool_use_id: str | None
+    tool_name: str | None
+    established_by: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"session_id": self.session_id, "stream": self.stream, "message": self.message,
+                "tool_use_id": self.tool_use_id, "tool_name": self.tool_name,
+                "established_by": self.established_by}
+
+    def line(self) -> str:
+        """How ``evstore log`` says it."""
+        how = {"hook": "from the hook", "content": "content match",
+               "path+time": "path and time only"}.get(self.established_by, self.established_by)
+        return (f"written by session {self.session_id}, message {self.message or '?'}, tool call "
+                f"{self.tool_use_id or '?'} ({self.tool_name or '?'}; {how})")
+
+
+@dataclass(frozen=True)
+class _Version:
+    stream_id: str
+    version: int
+    path: str | None
+    sha256: str | None
+    at: datetime | None
+    hook_session: str | None
+    hook_call: str | None
+    hook_tool: str | None
+
+
+@dataclass(frozen=True)
+class _Call:
+    stream_id: str
+    call_id: str
+    path: str | None
+    sha256: str | None
+    tool: str | None
+    message: str | None
+    at: datetime | None
+    failed: bool
+
+
+def session_of(stream_id: str) -> str:
+    """The session a transcript stream belongs to (a subagent's stream ``<session>/agent-<id>``)."""
+    return stream_id.split("/", 1)[0]
+
+
+def same_file(a: str | None, b: str | None) -> bool:
+    """Whether two recorded paths can name one file: equal, or (one relative) one ends with the
+    other at a ``/`` (``/work/p/agent-state.json`` and ``p/agent-state.json``)."""
+    if not a or not b:
+        return False
+    a, b = posixpath.normpath(a.replace("\\", "/")), posixpath.normpath(b.replace("\\", "/"))
+    if a == b:
+        return True
+    if a.startswith("/") and b.startswith("/"):
+        return False
+    longer, shorter = (a, b) if len(a) >= len(b) else (b, a)
+    return not shorter.startswith("/") and longer.endswith("/" + shorter.removeprefix("./"))
+
+
+def _when(t: datetime | None) -> tuple[int, float]:
+    return (0, 0.0) if t is None else (1, t.timestamp())
+
+
+def match(versions: Sequence[_Version], calls: Sequence[_Call]) -> dict[tuple[str, int], Writer]:
+    """The writer of each version of ``versions`` (one or more streams, in version order) among
+    ``calls`` (see the module docstring for the rules, applied in that order)."""
+    by_call: dict[str, list[_Call]] = {}
+    by_sha: dict[str, list[_Call]] = {}
+    unknown: dict[str, list[_Call]] = {}  # calls whose result the transcript does not give, by file name
+    for c in calls:
+        if c.failed:
+            continue
+        by_call.setdefault(c.call_id, []).append(c)
+        if c.sha256 is not None:
+            by_sha.setdefault(c.sha256, []).append(c)
+        elif c.at is not None and c.path:
+            unknown.setdefault(_name(c.path), []).append(c)
+    out: dict[tuple[str, int], Writer] = {}
+    taken: set[tuple[str, str]] = set()
+
+    def writer(c: _Call, how: str) -> Writer:
+        taken.add((c.stream_id, c.call_id))
+        return Writer(session_of(c.stream_id), c.stream_id, c.message, c.call_id, c.tool, how)
+
+    for v in versions:  # 1. the hook said so
+        if v.hook_session is None and v.hook_call is None:
+            continue
+        found = [c for c in by_call.get(v.hook_call or "", []) if session_of(c.stream_id) == v.hook_session]
+        if found:
+            c = found[0]
+            taken.add((c.stream_id, c.call_id))
+            out[(v.stream_id, v.version)] = Writer(v.hook_session, c.stream_id, c.message, v.hook_call,
+                                                   v.hook_tool or c.tool, "hook")
+        else:
+            out[(v.stream_id, v.version)] = Writer(v.hook_session, v.hook_session, None, v.hook_call, v.hook_tool,
+                                                   "hook")
+    for v in versions:  # 2. the bytes the call left are the version's
+        if (v.stream_id, v.version) in out or v.sha256 is None:
+            continue
+        same = [c for c in by_sha.get(v.sha256, ()) if (c.stream_id, c.call_id) not in taken
+                and same_file(c.path, v.path)]
+        if not same:
+            continue
+        at = _when(v.at)
+        before = [c for c in same if _when(c.at) <= at]
+        best = (max(before, key=lambda c: (_when(c.at), c.path == v.path)) if before
+                else min(same, key=lambda c: (_when(c.at), c.path != v.path)))
+        out[(v.stream_id, v.version)] = writer(best, "content")
+    previous: dict[str, datetime | None] = {}
+    for v in versions:  # 3. the same path, between the previous version and this one
+        prev_at = previous.get(v.stream_id)
+        previous[v.stream_id] = v.at
+        if (v.stream_id, v.version) in out or v.at is None:
+            continue
+        near = [c for c in unknown.get(_name(v.path or ""), ()) if (c.stream_id, c.call_id) not in taken
+                and same_file(c.path, v.path) and c.at is not None and c.at <= v.at
+                and (prev_at is None or c.at > prev_at)]
+        if near:
+            out[(v.stream_id, v.version)] = writer(max(near, key=lambda c: _when(c.at)), "path+time")
+    return out
+
+
+def _chunks(items: list[str], size: int = 500) -> Iterable[list[str]]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+def _load(store: EventStore, stream_ids: Sequence[str] | None) -> tuple[list[_Version], list[_Call]]:
+    """The versions of ``stream_ids`` (None: every stream) that a call could have written, and those calls."""
+    w, v = file_writes_table, state_versions_table
+    with store.engine.connect() as conn:
+        calls = [_Call(r.stream_id, r.call_id, r.path, r.sha256, r.tool, r.message, parse_time(r.at), bool(r.failed))
+                 for r in conn.execute(select(w)).all()]
+        names = sorted({_name(c.path) for c in calls if c.path})
+        q = select(v).where(v.c.hook_session.is_not(None) | v.c.name.in_(names) if names else
+                            v.c.hook_session.is_not(None))
+        rows: list[Any] = []
+        if stream_ids is None:
+            rows = list(conn.execute(q).all())
+        else:
+            for chunk in _chunks(sorted(set(stream_ids))):
+                rows.extend(conn.execute(q.where(v.c.stream_id.in_(chunk))).all())
+    rows.sort(key=lambda r: (r.stream_id, r.version))
+    versions = [_Version(r.stream_id, r.version, r.path, r.sha256, parse_time(r.at), r.hook_session, r.hook_call,
+                         r.hook_tool) for r in rows]
+    return versions, calls
+
+
+def attribute(store: EventStore, stream_ids: Sequence[str] | None = None, *,
+              fresh: bool = True) -> dict[tuple[str, int], Writer]:
+    """The writer of every state version of ``stream_ids`` (None: of every stream) where known,
+    keyed by (stream, version)."""
+    if fresh:
+        refresh(store)
+    versions, calls = _load(store, stream_ids)
+    return match(versions, calls)
+
+
+def writers(store: EventStore, stream_id: str, *, fresh: bool = True) -> dict[int, Writer]:
+    """The writer of each version of ``stream_id`` where known, keyed by version."""
+    return {version: w for (_, version), w in attribute(store, [stream_id], fresh=fresh).items()}
+
+
+def state_versions(store: EventStore, stream_id: str, *, upto_version: int | None = None,
+                   fresh: bool = True) -> list[dict[str, Any]]:
+    """Each ingested state version of ``stream_id`` (up to ``upto_version``): its version, time,
+    file, SHA-256 and ``written_by`` (:class:`Writer`, None when unknown)."""
+    found = writers(store, stream_id, fresh=fresh)
+    v = state_versions_table
+    q = select(v.c.version, v.c.at, v.c.path, v.c.sha256).where(v.c.stream_id == stream_id)
+    if upto_version is not None:
+        q = q.where(v.c.version <= upto_version)
+    with store.engine.connect() as conn:
+        rows = conn.execute(q.order_by(v.c.version)).all()
+    return [{"version": r.version, "at": r.at, "file": r.path, "sha256": r.sha256,
+             "written_by": found[r.version].to_dict() if r.version in found else None} for r in rows]
+
+
+def run_sessions(store: EventStore, stream_ids: Sequence[str] | None = None, *,
+                 fresh: bool = True) -> dict[str, list[str]]:
+    """The sessions that wrote some version of each run (stream), in order of first appearance."""
+    out: dict[str, list[str]] = {}
+    for (sid, _), w in sorted(attribute(store, stream_ids, fresh=fresh).items()):
+        if w.session_id and w.session_id not in out.setdefault(sid, []):
+            out[sid].append(w.session_id)
+    return out
+
+
+__all__ = ["WRITERS", "Writer", "WritersIndex", "attach", "attribute", "file_writes_table", "match", "refresh",
+           "run_sessions", "same_file", "session_of", "state_file_names", "state_versions", "state_versions_table",
+           "writers"]

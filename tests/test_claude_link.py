@@ -1,0 +1,231 @@
+"""Who wrote this state?  State versions linked to the session, message and tool call that wrote
+them (hook, content match, path+time), in either ingest order; runs list their sessions; per-run
+metrics sum the linked sessions.  Expected values are the fixture's, counted by hand."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eventstore import capture, spool
+from eventstore.dialects.claude import events_for_line, written_file
+from eventstore.dialects.claude.secrets import Scrubber
+from eventstore.store import EventStore
+from projections import writers
+from tests import claude_fixtures
+from tests import claude_link_fixtures as F
+
+
+@pytest.fixture(autouse=True)
+def _scrub_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVSTORE_SCRUB_KEY", "test-key")
+
+
+def _ingest_states(run: Any, project: Path) -> list[int]:
+    """Each fixture state version written to the file (mtime = when it was written) and ingested
+    on its own; returns the stream version each became."""
+    state = project / "agent-state.json"
+    versions = []
+    for data, at in F.VERSIONS:
+        state.write_text(data)
+        t = datetime.fromisoformat(at).timestamp()
+        os.utime(state, (t, t))
+        r = run("ingest", "mapipe", str(state), "--json")
+        assert r.exit_code == 0, r.output
+        versions.append(json.loads(r.stdout)["version"])
+    return versions
+
+
+def _ingest_session(run: Any, tmp_path: Path, project: Path) -> None:
+    main, _ = F.write_session(tmp_path / "projects", project)
+    r = run("ingest", "claude", str(main.parent))
+    assert r.exit_code == 0, r.output
+
+
+def _expected(versions: list[int]) -> dict[int, dict[str, Any] | None]:
+    out: dict[int, dict[str, Any] | None] = {}
+    for i, version in enumerate(versions, 1):
+        exp = F.EXPECTED[i]
+        out[version] = None if exp is None else {
+            "session_id": F.SESSION, "stream": F.SESSION, "message": exp[1], "tool_use_id": exp[0],
+            "tool_name": exp[2], "established_by": exp[3]}
+    return out
+
+
+@pytest.mark.parametrize("order", ["transcript first", "state first"])
+def test_log_and_replay_meta_name_who_wrote_each_version(run, tmp_path: Path, order: str) -> None:
+    project = tmp_path / "orch"
+    project.mkdir()
+    if order == "transcript first":
+        _ingest_session(run, tmp_path, project)
+        versions = _ingest_states(run, project)
+    else:
+        versions = _ingest_states(run, project)
+        _ingest_session(run, tmp_path, project)
+    expected = _expected(versions)
+    assert versions == [1, 2, 3, 5]  # version 4 of the stream is the status event of the last snapshot
+
+    meta = json.loads(run("replay", F.TASK, "--json", "--meta").stdout)
+    assert meta["stream"] == F.TASK and meta["version"] == 5 and meta["document"]["status"] == "complete"
+    assert {v["version"]: v["written_by"] for v in meta["versions"]} == expected
+    assert [v["sha256"] for v in meta["versions"]] == [hashlib.sha256(d.encode()).hexdigest() for d, _ in F.VERSIONS]
+    upto = json.loads(run("replay", F.TASK, "--json", "--meta", "--upto", "2").stdout)
+    assert [v["version"] for v in upto["versions"]] == [1, 2] and upto["document"]["currentPhase"] == 2
+
+    logged = [json.loads(x) for x in run("log", F.TASK, "--json").stdout.splitlines()]
+    assert {e["version"]: e.get("written_by") for e in logged} == {**expected, 4: None}
+
+    text = run("log", F.TASK, "--no-findings").stdout.splitlines()
+    lines = [x.strip() for x in text if "written by" in x]
+    assert lines == [
+        f"written by session {F.SESSION}, message a1, tool call toolu_w1 (Write; content match)",
+        f"written by session {F.SESSION}, message a2, tool call toolu_e1 (Edit; content match)",
+        f"written by session {F.SESSION}, message a3, tool call toolu_e2 (Edit; path and time only)"]
+    # The draft Write (toolu_x1) came right before version 4 (5 in the stream) on the same path, but
+    # the bytes it wrote are known and are not version 4's: never attributed.
+    assert "toolu_x1" not in run("log", F.TASK).stdout
+
+
+def test_a_hook_version_gets_its_message_once_the_transcript_is_in(run, store_url: str, tmp_path: Path) -> None:
+    project = tmp_path / "orch"
+    project.mkdir()
+    state = project / "agent-state.json"
+    state.write_text(F.V1)
+    payload = {"session_id": F.SESSION, "cwd": str(project), "hook_event_name": "PostToolUse", "tool_name": "Write",
+               "tool_use_id": "toolu_w1", "tool_input": {"file_path": str(state), "content": F.V1},
+               "tool_response": {}}
+    spool.write(tmp_path / "spool", json.dumps(payload).encode())
+    with EventStore(store_url) as store:
+        assert len(capture.drain(store, tmp_path / "spool").states) == 1
+    before = json.loads(run("replay", F.TASK, "--json", "--meta").stdout)["versions"]
+    assert before[0]["written_by"] == {"session_id": F.SESSION, "stream": F.SESSION, "message": None,
+                                       "tool_use_id": "toolu_w1", "tool_name": "Write", "established_by": "hook"}
+    _ingest_session(run, tmp_path, project)
+    after = json.loads(run("replay", F.TASK, "--json", "--meta").stdout)["versions"]
+    assert after[0]["written_by"] == {**before[0]["written_by"], "message": "a1"}
+    assert "message a1, tool call toolu_w1 (Write; from the hook)" in run("log", F.TASK).stdout
+
+
+def test_runs_list_the_sessions_that_wrote_them(run, tmp_path: Path) -> None:
+    project = tmp_path / "orch"
+    project.mkdir()
+    _ingest_session(run, tmp_path, project)
+    _ingest_states(run, project)
+    claude_fixtures.write_project(tmp_path / "other")  # a session that wrote no state
+    assert run("ingest", "claude", str(tmp_path / "other")).exit_code == 0
+    assert run("append", "PLAIN-1", "note", "--data", "{}").exit_code == 0
+    rows = {r["stream_id"]: r for r in json.loads(run("runs", "--json").stdout)}
+    assert rows[F.TASK]["sessions"] == [F.SESSION]
+    assert rows["PLAIN-1"]["sessions"] == [] and rows[claude_fixtures.SESSION]["sessions"] == []
+    wide = run("runs", "--wide").stdout.splitlines()
+    assert wide[0].split()[-1] == "sessions"
+    assert [x for x in wide if x.startswith(F.TASK + " ")][0].rstrip().endswith(F.SESSION)
+    assert "sessions" not in run("runs").stdout.splitlines()[0]  # the narrow table keeps its columns
+
+
+def test_run_metrics_sum_the_linked_sessions(run, tmp_path: Path) -> None:
+    project = tmp_path / "orch"
+    project.mkdir()
+    _ingest_states(run, project)
+    _ingest_session(run, tmp_path, project)
+    claude_fixtures.write_project(tmp_path / "other")  # not linked: must not be summed
+    assert run("ingest", "claude", str(tmp_path / "other")).exit_code == 0
+    r = run("query", "--json", "SELECT * FROM run_claude")
+    assert r.exit_code == 0, r.output
+    [row] = json.loads(r.stdout)
+    assert row["stream_id"] == F.TASK
+    assert {k: row[k] for k in F.RUN_TOTALS} == F.RUN_TOTALS
+    assert json.loads(run("query", "--json", "SELECT * FROM run_sessions").stdout) == [
+        {"stream_id": F.TASK, "session_id": F.SESSION}]
+    report = json.loads(run("metrics", "--format", "json").stdout)
+    section = next(s for s in report["sections"] if s["name"] == "claude_runs")
+    assert [(x["stream_id"], x["input_tokens"], x["tool_errors"]) for x in section["rows"]] == [
+        (F.TASK, F.RUN_TOTALS["input_tokens"], 1)]
+    assert section["summary"]["runs_with_sessions"] == 1 and section["summary"]["turns"] == F.RUN_TOTALS["turns"]
+    html = run("metrics", "--format", "html").stdout
+    assert "Claude Code sessions per orchestrator run" in html and ">7700<" in html.replace(",", "")
+    one = json.loads(run("metrics", F.TASK, "--format", "json").stdout)
+    assert next(s for s in one["sections"] if s["name"] == "claude_runs")["rows"][0]["wall_s"] == 600.0
+
+
+# ---------------------------------------------------------------- the rules, one by one
+
+
+def test_edit_and_multiedit_results_give_the_file_they_left() -> None:
+    original = "a = 1\nb = 1\na = 1\n"
+    edit = {"filePath": "/p/agent-state.json", "originalFile": original, "oldString": "a = 1",
+            "newString": "a = 2", "replaceAll": False}
+    assert written_file(edit) == ("/p/agent-state.json", hashlib.sha256(b"a = 2\nb = 1\na = 1\n").hexdigest(), "edit")
+    every = {**edit, "replaceAll": True}
+    assert written_file(every)[1] == hashlib.sha256(b"a = 2\nb = 1\na = 2\n").hexdigest()
+    multi = {"filePath": "/p/agent-state.json", "originalFileContents": original,
+             "edits": [{"old_string": "b = 1", "new_string": "b = 3"},
+                       {"old_string": "a = 1", "new_string": "c = 0", "replace_all": True}]}
+    assert written_file(multi)[1] == hashlib.sha256(b"c = 0\nb = 3\nc = 0\n").hexdigest()
+    created = {"filePath": "/p/x.json", "originalFile": "", "oldString": "", "newString": "{}"}
+    assert written_file(created)[1] == hashlib.sha256(b"{}").hexdigest()
+    # What cannot be derived is unknown, never guessed.
+    assert written_file({**edit, "oldString": "not there"}) == ("/p/agent-state.json", None, None)
+    assert written_file({k: v for k, v in edit.items() if k != "originalFile"}) == ("/p/agent-state.json", None, None)
+    assert written_file("Error: file not found") == (None, None, None)
+    write = {"type": "update", "filePath": "/p/agent-state.json", "content": "é\n"}
+    assert written_file(write) == ("/p/agent-state.json", hashlib.sha256("é\n".encode()).hexdigest(), "content")
+
+
+def test_a_line_whose_secrets_were_replaced_gives_no_hash() -> None:
+    content = '{"token": "AKIAIOSFODNN7EXAMPLE"}\n'
+    rec = {"type": "assistant", "uuid": "a1", "timestamp": "2026-03-02T09:00:00Z",
+           "message": {"id": "m", "content": [{"type": "tool_use", "id": "t1", "name": "Write",
+                                               "input": {"file_path": "/p/agent-state.json", "content": content}}]}}
+    line = (json.dumps(rec) + "\n").encode()
+    scrubbed = events_for_line(line, 1, 0, Scrubber(key=b"k")).events[-1]
+    assert scrubbed.secrets == 1 and scrubbed.content_sha256 is None and scrubbed.file_path == "/p/agent-state.json"
+    kept = events_for_line(line, 1, 0, None).events[-1]
+    assert kept.content_sha256 == hashlib.sha256(content.encode()).hexdigest()
+
+
+def _version(version: int, sha: str | None, at: str, path: str = "/w/p/agent-state.json") -> Any:
+    return writers._Version("RUN", version, path, sha, datetime.fromisoformat(at), None, None, None)
+
+
+def _call(call: str, sha: str | None, at: str, path: str = "/w/p/agent-state.json", failed: bool = False) -> Any:
+    return writers._Call("S", call, path, sha, "Write", f"m-{call}", datetime.fromisoformat(at), failed)
+
+
+def test_matching_rules() -> None:
+    v = [_version(1, "h1", "2026-01-01T10:00:10+00:00"), _version(2, "h2", "2026-01-01T10:05:00+00:00"),
+         _version(3, "h3", "2026-01-01T10:09:00+00:00")]
+    calls = [
+        _call("same-bytes-other-file", "h1", "2026-01-01T10:00:00+00:00", path="/w/q/agent-state.json"),
+        _call("failed", None, "2026-01-01T10:04:00+00:00", failed=True),
+        _call("unknown-result", None, "2026-01-01T10:04:30+00:00"),
+        _call("before-v1", None, "2026-01-01T10:00:05+00:00"),  # version 1's window, not version 3's
+        _call("other-bytes", "zz", "2026-01-01T10:08:00+00:00"),
+    ]
+    got = writers.match(v, calls)
+    # Same bytes, but another project's file: version 1 is only linked by path and time.
+    assert (got[("RUN", 1)].tool_use_id, got[("RUN", 1)].established_by) == ("before-v1", "path+time")
+    assert got[("RUN", 2)].tool_use_id == "unknown-result" and got[("RUN", 2)].established_by == "path+time"
+    assert ("RUN", 3) not in got  # the only call in its window wrote other bytes; the failed one wrote nothing
+    # A relative path recorded at ingest names the same file as the absolute one the tool used.
+    rel = [_version(1, "h1", "2026-01-01T10:00:10+00:00", path="p/agent-state.json")]
+    assert writers.match(rel, [_call("w", "h1", "2026-01-01T10:00:00+00:00")])[("RUN", 1)].established_by == "content"
+    # Identical bytes written twice: each version takes the call made before it.
+    twice = [_version(1, "h", "2026-01-01T10:00:10+00:00"), _version(2, "h", "2026-01-01T10:02:10+00:00")]
+    pair = [_call("first", "h", "2026-01-01T10:00:00+00:00"), _call("second", "h", "2026-01-01T10:02:00+00:00")]
+    assert [writers.match(twice, pair)[("RUN", i)].tool_use_id for i in (1, 2)] == ["first", "second"]
+
+
+def test_same_file() -> None:
+    assert writers.same_file("/w/p/agent-state.json", "p/agent-state.json")
+    assert writers.same_file("/w/p/agent-state.json", "./agent-state.json")
+    assert writers.same_file("/w/p/./agent-state.json", "/w/p/agent-state.json")
+    assert not writers.same_file("/w/p/agent-state.json", "/w/q/agent-state.json")
+    assert not writers.same_file("/w/p/agent-state.json", "xp/agent-state.json")
+    assert not writers.same_file(None, "agent-state.json")
