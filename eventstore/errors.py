@@ -67,7 +67,13 @@ class StorageFull(EvstoreError):
 
 def is_disk_full(exc: BaseException) -> bool:
     """Whether ``exc`` (a driver error, SQLAlchemy's wrapper of one, or an OSError) means "no space":
-    SQLite's SQLITE_FULL, PostgreSQL's disk_full (SQLSTATE 53100) or ENOSPC."""
+    SQLite's SQLITE_FULL, PostgreSQL's disk_full (SQLSTATE 53100) or ENOSPC.
+
+    53100 is the only disk code of PostgreSQL's class 53: the server reports a write that fails with
+    ENOSPC (a table, an index, a temporary file) as 53100 (``errcode_for_file_access``).  The others
+    are not about disk space and would be misreported by "free space and retry": 53000 is too many
+    open files, 53200 out of memory, 53300 too many connections, 53400 a configured limit (such as
+    ``temp_file_limit``)."""
     import errno
 
     seen: BaseException | None = exc

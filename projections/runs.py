@@ -295,7 +295,7 @@ def parse_since(value: str) -> datetime:
 
 def normalize_since(value: str) -> str:
     """An ISO date/time as the index stores times (UTC, ``...Z``) for string comparison."""
-    return str(iso(parse_since(value)))
+    return str(iso(parse_since(value), what="--since"))
 
 
 def list_runs(store: EventStore, *, dialect: str | None = None, project: str | None = None,

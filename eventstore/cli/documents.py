@@ -199,13 +199,11 @@ def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_j
         click.echo(json.dumps(rp.diff_versions(store, sid, diff[0], diff[1]), ensure_ascii=False, indent=None if as_json else 2))
         return
     if at is not None:
-        from eventstore.errors import InvalidEvent
         from eventstore.store import iso
 
-        try:
-            iso(at, what="time")  # the parser the store reads times with
-        except InvalidEvent as exc:
-            raise click.BadParameter(str(exc), param_hint="--at") from None
+        # The parser the store reads times with.  A time it cannot take is a bad value, not bad
+        # usage: "Error: --at ..." and exit 1, as for --since (click's usage errors exit 2).
+        iso(at, what="--at")
     result = rp.replay(store, sid, upto_version=upto, at=at, use_cache=not no_cache)
     hidden = rp.unreadable_tail(store, sid, result.version)  # versions the document shown is not
     if restore is not None:
