@@ -7,8 +7,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from eventstore.errors import (
     ConcurrencyError,
     DuplicateEventId,
@@ -21,6 +19,9 @@ from eventstore.errors import (
     UnknownEventType,
 )
 
+# Not typing.TYPE_CHECKING: importing typing costs ~3 ms, paid by every `evstore hook claude-code`
+# (importing eventstore.entry imports this package first).  Type checkers treat the name the same.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from eventstore.store import EventStore
 

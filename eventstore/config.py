@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pathlib costs milliseconds to import: the hook's fast path reads this module
+    from pathlib import Path
 
 DEFAULT_URL = "sqlite:///./.evstore/events.db"
 
@@ -20,13 +23,21 @@ def database_url(url: str | None = None) -> str:
     return url or os.environ.get("EVSTORE_URL") or DEFAULT_URL
 
 
-def sqlite_file(url: str) -> Path | None:
-    """The database file of a ``sqlite:///PATH`` URL (None for other URLs and ``:memory:``)."""
+def sqlite_path(url: str) -> str | None:
+    """The database file of a ``sqlite:///PATH`` URL as written (None for other URLs and ``:memory:``)."""
     if url.startswith("sqlite") and ":///" in url:
         path = url.split(":///", 1)[1].split("?", 1)[0]
         if path and path != ":memory:":
-            return Path(path).expanduser()
+            return path
     return None
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The database file of a ``sqlite:///PATH`` URL (None for other URLs and ``:memory:``)."""
+    from pathlib import Path
+
+    path = sqlite_path(url)
+    return None if path is None else Path(path).expanduser()
 
 
 def analytics_directory(url: str, store_id: str) -> Path:

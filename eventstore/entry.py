@@ -4,7 +4,7 @@
 dialect is imported: a Claude Code hook runs on every tool call, so it only spools its input
 (:mod:`eventstore.spool`) and returns, in about the time Python takes to start.  It never
 breaks the agent: whatever happens it exits 0 and prints nothing on stdout; errors go to
-``hook-errors.log`` in the spool folder (``evstore hook status`` shows them).  Every other
+``hook-errors.log`` in the spool folder (``evstore doctor`` shows them).  Every other
 command goes to the click CLI (:mod:`eventstore.cli`).
 """
 
@@ -13,9 +13,14 @@ from __future__ import annotations
 import os
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 #: Hook events after which the new part of the transcript is worth recording at once.
 DRAIN_ON = (b"Stop", b"SubagentStop", b"SessionEnd", b"PreCompact")
-#: A hook never blocks the agent longer than this (seconds), even if stdin never closes.
+#: A hook never blocks the agent longer than this (seconds), even if stdin never closes
+#: (``EVSTORE_HOOK_DEADLINE`` overrides it).
 HOOK_DEADLINE = 10
 
 
@@ -34,14 +39,14 @@ def run_hook(url: str | None, stdin: bytes | None = None) -> None:
     """Spool one hook input; never raises."""
     directory = None
     try:
-        import signal
-
+        deadline = int(os.environ.get("EVSTORE_HOOK_DEADLINE") or HOOK_DEADLINE)
+    except ValueError:
+        deadline = HOOK_DEADLINE
+    alarm = _deadline(deadline)
+    try:
         from eventstore import spool
 
-        if hasattr(signal, "SIGALRM"):
-            signal.signal(signal.SIGALRM, lambda *_: os._exit(0))
-            signal.alarm(HOOK_DEADLINE)
-        directory = spool.spool_dir(url)
+        directory = spool.spool_path(url)
         data = sys.stdin.buffer.read() if stdin is None else stdin
         spool.write(directory, data)
         if any(b'"' + name + b'"' in data for name in DRAIN_ON):
@@ -50,12 +55,30 @@ def run_hook(url: str | None, stdin: bytes | None = None) -> None:
         _log_error(directory, exc)
     finally:
         try:
-            import signal
-
-            if hasattr(signal, "SIGALRM"):
-                signal.alarm(0)
+            alarm(0)
         except BaseException:
             pass
+
+
+def _deadline(seconds: int) -> Callable[[int], object]:
+    """Exit quietly after ``seconds`` whatever is blocking (stdin never closed, a stuck lock);
+    returns ``alarm`` (``alarm(0)`` cancels).  ``_signal`` rather than ``signal``: the latter
+    imports enum (~3 ms on every tool call) for the same two functions."""
+    if TYPE_CHECKING:
+        import signal as sig
+    else:
+        try:
+            import _signal as sig
+        except ImportError:  # not CPython
+            import signal as sig
+    if not hasattr(sig, "SIGALRM"):  # Windows: no alarm
+        return lambda _: None
+    try:
+        sig.signal(sig.SIGALRM, lambda *_: os._exit(0))
+        sig.alarm(seconds)
+        return sig.alarm
+    except BaseException:  # not the main thread (the click command in a test runner): no deadline
+        return lambda _: None
 
 
 def _start_drain(url: str | None) -> None:
@@ -70,11 +93,10 @@ def _start_drain(url: str | None) -> None:
 def _log_error(directory: object, exc: BaseException) -> None:
     try:
         import time
-        from pathlib import Path
 
-        where = Path(str(directory)) if directory is not None else Path.home() / ".evstore"
-        where.mkdir(parents=True, exist_ok=True)
-        with open(where / "hook-errors.log", "a", encoding="utf-8") as fh:
+        where = str(directory) if directory is not None else os.path.join(os.path.expanduser("~"), ".evstore")
+        os.makedirs(where, exist_ok=True)
+        with open(os.path.join(where, "hook-errors.log"), "a", encoding="utf-8") as fh:
             fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {type(exc).__name__}: {exc}\n")
     except BaseException:
         pass

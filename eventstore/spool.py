@@ -22,13 +22,17 @@ from __future__ import annotations
 
 import binascii
 import fcntl
-import hashlib
-import json
 import os
 import time
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+
+# Standard-library modules that cost milliseconds to import (pathlib, json, hashlib, typing) are
+# imported only where they are needed: the writer below runs once per tool call and imports none
+# of them for a hook that names no file (``python -X importtime -m eventstore hook claude-code``).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+    from typing import Any
 
 SPOOL = "spool.jsonl"
 #: Largest file (bytes) a Write/Edit hook copies into the spool.
@@ -38,27 +42,45 @@ MAX_INPUT_BYTES = 16 * 1024 * 1024
 _FILE_TOOLS = (b'"Write"', b'"Edit"', b'"MultiEdit"', b'"NotebookEdit"')
 
 
+def spool_path(url: str | None = None) -> str:
+    """:func:`spool_dir` as a string, without importing pathlib (the hook's fast path)."""
+    explicit = os.environ.get("EVSTORE_SPOOL_DIR")
+    if explicit:
+        return explicit
+    from eventstore.config import database_url, sqlite_path
+
+    url = database_url(url)
+    path = sqlite_path(url)
+    if path is not None:
+        return os.path.join(os.path.dirname(os.path.abspath(os.path.expanduser(path))), "spool")
+    import hashlib
+
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(state, "evstore", "spool", hashlib.sha256(url.encode()).hexdigest()[:16])
+
+
 def spool_dir(url: str | None = None) -> Path:
     """Where hooks spool for the store at ``url``: beside a SQLite store's file, else per URL
     under ``$XDG_STATE_HOME/evstore`` (``EVSTORE_SPOOL_DIR`` overrides both)."""
-    explicit = os.environ.get("EVSTORE_SPOOL_DIR")
-    if explicit:
-        return Path(explicit)
-    from eventstore.config import database_url, sqlite_file
+    from pathlib import Path
 
-    url = database_url(url)
-    path = sqlite_file(url)
-    if path is not None:
-        return path.expanduser().absolute().parent / "spool"
-    state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
-    return state / "evstore" / "spool" / hashlib.sha256(url.encode()).hexdigest()[:16]
+    return Path(spool_path(url))
 
 
 def _b64(data: bytes) -> bytes:
     return binascii.b2a_base64(data, newline=False)
 
 
-def write(directory: Path, stdin: bytes, *, now: float | None = None) -> None:
+def _header(fields: dict[str, Any]) -> bytes:
+    """``fields`` as compact JSON; numbers alone (the common header) are written without json."""
+    if all(type(v) is int or type(v) is float for v in fields.values()):
+        return ("{" + ",".join(f'"{k}":{v!r}' for k, v in fields.items()) + "}").encode()
+    import json
+
+    return json.dumps(fields, separators=(",", ":")).encode()
+
+
+def write(directory: str | os.PathLike[str], stdin: bytes, *, now: float | None = None) -> None:
     """Append one hook record (and, for a file-writing tool, the file's bytes) durably."""
     header: dict[str, Any] = {"received_at": time.time() if now is None else now, "pid": os.getpid(),
                               "bytes": len(stdin)}
@@ -70,10 +92,11 @@ def write(directory: Path, stdin: bytes, *, now: float | None = None) -> None:
         copied = _copy_written_file(stdin, header)
         if copied is not None:
             parts.append(_b64(copied))
-    parts[0] = _b64(json.dumps(header, separators=(",", ":")).encode())
+    parts[0] = _b64(_header(header))
     record = b"\t".join(parts) + b"\n"
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / SPOOL
+    directory = os.fspath(directory)
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, SPOOL)
     while True:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
@@ -82,19 +105,32 @@ def write(directory: Path, stdin: bytes, *, now: float | None = None) -> None:
                 current = os.stat(path).st_ino
             except FileNotFoundError:
                 current = None
-            if current != os.fstat(fd).st_ino:
+            opened = os.fstat(fd)
+            if current != opened.st_ino:
                 continue  # a drain claimed the file between our open and our lock: use the new one
             view = memoryview(record)
             while view:
                 view = view[os.write(fd, view):]
             os.fsync(fd)
+            if opened.st_size == 0:  # a new spool file: make its directory entry durable too
+                _fsync_dir(directory)
             return
         finally:
             os.close(fd)
 
 
+def _fsync_dir(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _copy_written_file(stdin: bytes, header: dict[str, Any]) -> bytes | None:
     """The bytes of the file a Write/Edit just wrote, as they are now (None if unreadable)."""
+    import json
+
     try:
         payload = json.loads(stdin)
         path = payload["tool_input"]["file_path"]
@@ -104,7 +140,7 @@ def _copy_written_file(stdin: bytes, header: dict[str, Any]) -> bytes | None:
             path = os.path.join(payload["cwd"], path)
         with open(path, "rb") as fh:
             data = fh.read(MAX_FILE_BYTES + 1)
-    except (ValueError, KeyError, TypeError, OSError):
+    except (ValueError, KeyError, TypeError, OSError, RecursionError):
         return None
     if len(data) > MAX_FILE_BYTES:
         header["file_skipped"] = f"larger than {MAX_FILE_BYTES} bytes"
@@ -124,6 +160,9 @@ class Record:
 
 def claim(directory: Path) -> list[Path]:
     """Take the current spool for draining (plus claims a crashed drain left behind)."""
+    from pathlib import Path
+
+    directory = Path(directory)
     if not directory.is_dir():
         return []
     spool = directory / SPOOL
@@ -135,12 +174,16 @@ def claim(directory: Path) -> list[Path]:
             os.rename(spool, target)
         finally:
             os.close(fd)
+        _fsync_dir(str(directory))  # the claim survives a crash: the next drain finds it
     return sorted(directory.glob("claimed-*.jsonl"), key=lambda p: p.stat().st_mtime_ns)
 
 
 def read(path: Path) -> Iterator[Record]:
     """The whole records of a claimed spool file (an unterminated last line is skipped)."""
-    with path.open("rb") as fh:
+    import hashlib
+    import json
+
+    with open(path, "rb") as fh:
         for line in fh:
             if not line.endswith(b"\n"):
                 return  # a hook killed mid-write: nothing it wrote was acknowledged
@@ -157,8 +200,8 @@ def read(path: Path) -> Iterator[Record]:
 
 def drain_lock(directory: Path) -> int | None:
     """An exclusive, non-blocking lock for one drain at a time (None: another drain runs)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    fd = os.open(directory / "drain.lock", os.O_WRONLY | os.O_CREAT, 0o600)
+    os.makedirs(directory, exist_ok=True)
+    fd = os.open(os.path.join(directory, "drain.lock"), os.O_WRONLY | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -208,6 +208,36 @@ def test_the_hook_imports_neither_click_nor_sqlalchemy(tmp_path: Path) -> None:
     imported = {line.split("|")[-1].strip() for line in r.stderr.decode().splitlines() if "|" in line}
     assert "eventstore.spool" in imported
     assert not {m for m in imported if m.split(".")[0] in ("click", "sqlalchemy", "msgspec", "rich")}
+    # Nor the standard library's slow imports (issue 14's 3x target): a call that names no file
+    # needs none of them.  `re` is left out: pip's console-script wrapper imports it before us.
+    assert not imported & {"pathlib", "json", "hashlib", "typing", "subprocess", "signal", "enum"}
+
+
+def test_spool_headers_read_back_whatever_they_hold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer formats a numbers-only header by hand (no json import); any header reads back."""
+    monkeypatch.setattr(spool, "MAX_INPUT_BYTES", 10)
+    spool.write(tmp_path / "s", b'{"a":1}', now=1764578000.5)
+    spool.write(str(tmp_path / "s"), b'{"hook_event_name":"Stop"}', now=1.0)  # a str folder too
+    (claimed,) = spool.claim(tmp_path / "s")
+    first, second = spool.read(claimed)
+    assert first.header == {"received_at": 1764578000.5, "pid": os.getpid(), "bytes": 7} and first.stdin == b'{"a":1}'
+    assert second.header == {"received_at": 1.0, "pid": os.getpid(), "bytes": 26, "truncated": True}
+    assert second.stdin == b'{"hook_eve' and second.file_bytes is None
+    assert (tmp_path / "s" / "spool.jsonl").exists() is False
+
+
+def test_a_hook_whose_stdin_never_closes_exits_0_at_its_deadline(tmp_path: Path) -> None:
+    env = {**os.environ, "EVSTORE_SPOOL_DIR": str(tmp_path / "spool"), "EVSTORE_HOOK_DEADLINE": "1"}
+    with subprocess.Popen([sys.executable, "-m", "eventstore", "hook", "claude-code"], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write(b'{"hook_event_name":"PreToolUse"')  # and never closed
+            proc.stdin.flush()
+            assert proc.wait(timeout=20) == 0
+            assert proc.stdout.read() == b""
+        finally:
+            proc.kill()
 
 
 def test_hook_install_merges_idempotently_and_uninstalls(run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
