@@ -296,6 +296,13 @@ def mutated(draw: st.DrawFn, doc: Any) -> Any:
     return doc
 
 
+def test_a_status_that_is_no_string_after_awaiting_approval_keeps_the_lens_law() -> None:
+    """Hypothesis found it: ``status: []`` next to an approved plan made the lens raise (unhashable list)."""
+    prev = next(d for d in sim(0) if d.get("status") == "awaiting-approval")
+    nxt = {**documents.copy(prev), "status": [], "approved_plan": [{"step": 1, "agent": "a", "status": "pending"}]}
+    assert_lens(prev, nxt)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), data=st.data())
 def test_lens_law_on_mutated_docs(seed: int, data: st.DataObject) -> None:

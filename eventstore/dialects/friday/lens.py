@@ -43,7 +43,8 @@ TASK_FIELDS: tuple[tuple[str, str], ...] = (
 _REPORT_KEYS = ("last_report_type", "question_origin", "mode", "gap_queue", "ambiguity_queue",
                 "unresolved_blocking_gaps", "cycle_count")
 _BATCH_WAITS = {"gap-batch-send": "gap", "ambiguity-batch-send": "ambiguity"}
-_APPROVED_STATUSES = {"in-progress", "awaiting-agent-cycle", "awaiting-task-approval", "complete"}
+# A tuple, not a set: a status that is no string (a list, say) must compare unequal, not fail to hash.
+_APPROVED_STATUSES = ("in-progress", "awaiting-agent-cycle", "awaiting-task-approval", "complete")
 _MISSING = object()
 
 
