@@ -1,12 +1,15 @@
-"""Capture Claude Code sessions: transcripts into the store, and the hook spool drained.
+"""Capture Claude Code sessions: transcripts into the store, and hook calls recorded.
 
 * :func:`ingest_transcript` records the new lines of one transcript file (see
   :mod:`eventstore.dialects.claude`), incrementally and all-or-nothing per file.
-* :func:`drain` moves spooled hook calls (:mod:`eventstore.spool`) into the store: each becomes
-  a ``claude.hook`` event in its session's stream; a ``PostToolUse`` of ``Write``/``Edit`` whose
-  file is a state file some dialect recognises (``Dialect.state_file_names``) is ingested as
-  that file's new version, with the session and tool call in ``meta.source.claude``; ``Stop``,
-  ``SubagentStop``, ``SessionEnd`` and ``PreCompact`` record the new part of the transcript.
+* :func:`record_hook` records one hook call from its JSON body: a ``claude.hook`` event in its
+  session's stream; a ``PostToolUse`` of ``Write``/``Edit`` whose file is a state file some dialect
+  recognises (``Dialect.state_file_names``) is ingested as that file's new version, with the
+  session and tool call in ``meta.source.claude``; ``Stop``, ``SubagentStop``, ``SessionEnd`` and
+  ``PreCompact`` record the new part of the transcript.  Both ways a call arrives use it:
+* :func:`drain` moves spooled hook calls (:mod:`eventstore.spool`, what ``evstore hook
+  claude-code`` writes) into the store, and ``POST /hooks/claude-code`` of ``evstore serve``
+  records the body of an http hook.
 """
 
 from __future__ import annotations
@@ -14,19 +17,22 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from eventstore import spool
+from eventstore import config, spool
+from eventstore.codec import parse_json_text
 from eventstore.dialects import available, get_dialect
 from eventstore.dialects.base import Finding, parse_time, read_snapshot
 from eventstore.dialects.claude import (
     FILE_TOOLS,
     ClaudeDialect,
+    apply_edits,
     digest,
     events_for_line,
     split_lines,
@@ -35,11 +41,13 @@ from eventstore.dialects.claude import (
 )
 from eventstore.dialects.claude import events as ev
 from eventstore.dialects.claude.secrets import Scrubber
-from eventstore.errors import EvstoreError, IngestError
-from eventstore.store import EventStore, NewEvent
+from eventstore.errors import ConcurrencyError, DuplicateEventId, EvstoreError, IngestError, InvalidEvent
+from eventstore.store import EventStore, NewEvent, check_stream_id
 
 _NAMESPACE = uuid.UUID("6f1d0a52-6b1e-4c43-9d1a-3f3c2b7a9e10")
 DRAIN_TRANSCRIPT_ON = ("Stop", "SubagentStop", "SessionEnd", "PreCompact")
+#: Attempts at a state version or a transcript update when concurrent hooks move its stream.
+_RETRIES = 10
 
 
 @dataclass
@@ -159,15 +167,41 @@ def ingest_transcripts(store: EventStore, paths: Iterable[Path], *, scrub: bool 
 
 
 @dataclass
+class HookResult:
+    """What one hook call recorded: its ``claude.hook`` event, and what it led to."""
+
+    stream: str
+    version: int
+    duplicate: bool = False  # the same call was recorded before (a retry, a re-drained spool)
+    states: list[Any] = field(default_factory=list)
+    transcript: TranscriptResult | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
 class DrainResult:
     hooks: int = 0
     states: list[Any] = field(default_factory=list)
     transcripts: list[TranscriptResult] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
+    def add(self, hook: HookResult) -> None:
+        self.hooks += 1
+        self.states.extend(hook.states)
+        self.transcripts.extend([hook.transcript] if hook.transcript is not None else [])
+        self.errors.extend(hook.errors)
+
     def to_dict(self) -> dict[str, Any]:
         return {"hooks": self.hooks, "states": [r.to_dict() for r in self.states],
                 "transcripts": [t.to_dict() for t in self.transcripts], "errors": self.errors}
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """A file's bytes as a hook copied them when it ran (the spool keeps them)."""
+
+    path: str
+    data: bytes
 
 
 def state_dialect_for(path: str) -> str | None:
@@ -179,31 +213,253 @@ def state_dialect_for(path: str) -> str | None:
     return None
 
 
-def _hook_event(record: spool.Record, scrubber: Scrubber | None) -> tuple[dict[str, Any], ev.HookReceived, int]:
+def parse_hook_body(body: bytes) -> dict[str, Any]:
+    """A hook body as its JSON object; InvalidEvent naming the problem when it is none.
+
+    What ``POST /hooks/claude-code`` refuses (with a 400): not UTF-8 JSON, not an object, no
+    ``hook_event_name`` string, no ``session_id`` usable as a stream id.  The spool records
+    whatever a hook was given instead (see :func:`record_hook`).
+    """
     try:
-        payload = json.loads(record.stdin)
+        payload = parse_json_text(body, "hook body")
+    except RecursionError:
+        raise InvalidEvent("hook body: nested too deeply.") from None
+    if type(payload) is not dict:
+        raise InvalidEvent(f"hook body: must be a JSON object (what Claude Code sends), got {type(payload).__name__}.")
+    for key in ("hook_event_name", "session_id"):
+        if not isinstance(payload.get(key), str) or not payload[key]:
+            raise InvalidEvent(f'hook body: "{key}" must be a non-empty string.')
+    try:
+        check_stream_id(payload["session_id"])
+    except InvalidEvent as exc:
+        raise InvalidEvent(f'hook body: "session_id": {exc}') from None
+    return payload
+
+
+def _loose_payload(body: bytes) -> dict[str, Any]:
+    try:
+        payload = json.loads(body)
     except (ValueError, RecursionError):
-        payload = None
-    payload = payload if isinstance(payload, dict) else {}
+        return {}
+    return payload if isinstance(payload, dict) else {}
+
+
+def _s(payload: dict[str, Any], key: str) -> str | None:
+    value = payload.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _hook_event(body: bytes, payload: dict[str, Any], received_at: float | None, scrubber: Scrubber | None,
+                event_id: str, at: datetime | None, meta: dict[str, Any]) -> tuple[NewEvent, ev.HookReceived]:
+    """The ``claude.hook`` event of one call: its body (scrubbed) and the fields read from it.
+
+    A body too large for one event (a ``Write`` of a big file carries the file twice) keeps its
+    first part, its size and its SHA-256; the file itself is recorded whole as the state version.
+    """
     text: str | None
     try:
-        text = record.stdin.decode("utf-8")
+        text = body.decode("utf-8")
     except UnicodeDecodeError:
         text = None
     secrets = 0
     if text is not None and scrubber is not None:
         text, found = scrubber.scrub(text)
         secrets = len(found)
-    event = ev.HookReceived(
-        hook_event_name=payload.get("hook_event_name") if isinstance(payload.get("hook_event_name"), str) else None,
-        tool_name=payload.get("tool_name") if isinstance(payload.get("tool_name"), str) else None,
-        tool_use_id=payload.get("tool_use_id") if isinstance(payload.get("tool_use_id"), str) else None,
-        agent_id=payload.get("agent_id") if isinstance(payload.get("agent_id"), str) else None,
-        agent_type=payload.get("agent_type") if isinstance(payload.get("agent_type"), str) else None,
-        input=text, input_b64=None if text is not None else base64.b64encode(record.stdin).decode("ascii"),
-        received_at=record.header.get("received_at") if isinstance(record.header.get("received_at"), float) else None,
-        secrets=secrets)
-    return payload, event, secrets
+    findings = []
+    if secrets:
+        findings.append({"path": "/input", "code": "secret-scrubbed", "severity": "warning",
+                         "message": f"{secrets} secret(s) replaced by markers"})
+    fields: dict[str, Any] = {k: _s(payload, k) for k in ("hook_event_name", "tool_name", "tool_use_id",
+                                                           "agent_id", "agent_type")}
+    keep: int | None = None
+    while True:
+        kept_text = text if keep is None or text is None else text[:keep]
+        kept_raw = body if keep is None else body[:keep]
+        event = ev.HookReceived(**fields, input=kept_text,
+                                input_b64=None if text is not None else base64.b64encode(kept_raw).decode("ascii"),
+                                received_at=received_at, secrets=secrets,
+                                input_bytes=None if keep is None else len(body),
+                                input_sha256=None if keep is None else hashlib.sha256(body).hexdigest())
+        try:
+            new = NewEvent(None, event, event_id=event_id, meta={**meta, "findings": findings} if findings else meta,
+                           occurred_at=at)
+            return new, event
+        except InvalidEvent:
+            if keep is not None and keep < 1024:
+                raise
+            keep = config.MAX_EVENT_BYTES // 4 if keep is None else keep // 2  # escaping may double it
+            findings = [f for f in findings if f["code"] != "hook-input-truncated"] + [{
+                "path": "/input", "code": "hook-input-truncated", "severity": "warning",
+                "message": f"the hook input of {len(body)} bytes is over the event limit: its first "
+                           f"{keep} characters are kept, with its size and SHA-256"}]
+
+
+def record_hook(store: EventStore, body: bytes, *, key: str | None = None, received_at: float | None = None,
+                written: WrittenFile | None = None, scrubber: Scrubber | None = None,
+                transcript_roots: Sequence[Path] | None = None, via: str = "spool") -> HookResult:
+    """Record one Claude Code hook call: what ``evstore hook drain`` does for each spooled call and
+    ``POST /hooks/claude-code`` for each request.
+
+    ``body`` is the JSON Claude Code hands a hook (a command hook's stdin, an http hook's request
+    body).  It becomes a ``claude.hook`` event in the session's stream (``claude-hooks`` when the
+    body names none), whose id derives from ``key`` (default: the body's SHA-256, kept in
+    ``meta[via].sha256``), so the same call recorded twice is recorded once.  Then:
+
+    * a ``PostToolUse`` of ``Write``/``Edit``/``MultiEdit`` of a file some dialect recognises
+      (``Dialect.state_file_names``) records that file's new version, with the session and tool
+      call in ``meta.source.claude``.  Its bytes are ``written`` (what the spooling hook copied),
+      else what the body says the tool wrote (``Write``'s content; an edit applied to
+      ``tool_response.originalFile``): the file is never read here.
+    * ``Stop``, ``SubagentStop``, ``SessionEnd`` and ``PreCompact`` record the new lines of the
+      session's transcript.  With ``transcript_roots`` only a ``.jsonl`` file under one of them,
+      named after the body's session (``<session>.jsonl`` or ``<session>/subagents/agent-*.jsonl``),
+      is read, so a caller cannot have any other file read; without, any file the body names.
+
+    What goes wrong after the hook event is recorded is listed in ``errors`` (the call itself is
+    kept); errors recording the hook event raise.
+    """
+    payload = _loose_payload(body)
+    key = key or hashlib.sha256(body).hexdigest()
+    session = _s(payload, "session_id")
+    try:
+        sid = check_stream_id(session) if session else "claude-hooks"
+    except InvalidEvent:
+        sid = "claude-hooks"
+    at = datetime.fromtimestamp(received_at, UTC) if received_at is not None else None
+    new, event = _hook_event(body, payload, received_at, scrubber, str(uuid.uuid5(_NAMESPACE, f"hook\0{key}")), at,
+                             {"dialect": "claude", via: {"sha256": key}})
+    r = store.append(sid, [new], dialect="claude")
+    result = HookResult(sid, r.version, duplicate=r.duplicate)
+    name = event.hook_event_name
+    if name == "PostToolUse" and event.tool_name in FILE_TOOLS:
+        _record_state(store, payload, written, key, session, event, at, result)
+    if name in DRAIN_TRANSCRIPT_ON:
+        _record_transcript(store, payload, transcript_roots, scrubber, result)
+    return result
+
+
+def _record_state(store: EventStore, payload: dict[str, Any], written: WrittenFile | None, key: str,
+                  session: str | None, event: ev.HookReceived, at: datetime | None, result: HookResult) -> None:
+    tool_input = payload.get("tool_input")
+    path = written.path if written is not None else _s(tool_input, "file_path") if isinstance(tool_input, dict) \
+        else None
+    if path and not os.path.isabs(path) and _s(payload, "cwd"):
+        path = os.path.join(payload["cwd"], path)
+    dialect_name = state_dialect_for(path) if path else None
+    if path is None or dialect_name is None:
+        return
+    raw = written.data if written is not None else written_by_tool(payload)
+    if raw is None:
+        result.errors.append(f"{path}: the hook body does not say what {event.tool_name} wrote "
+                             "(no content, or an edit that does not apply to tool_response.originalFile); "
+                             "not recorded")
+        return
+    from eventstore.ingest import Ingestor
+
+    source = {"file": path, "claude": {"session_id": session, "tool_use_id": event.tool_use_id,
+                                       "tool_name": event.tool_name, "hook": "PostToolUse",
+                                       "sha256": hashlib.sha256(raw).hexdigest()}}
+    for attempt in range(_RETRIES):
+        snap = read_snapshot(raw, path, source)  # a broken write is recorded as document.unreadable
+        snap.occurred_at = at
+        try:
+            result.states.append(Ingestor(store, get_dialect(dialect_name)).ingest(snap, key=f"state\0{key}"))
+            return
+        except ConcurrencyError:  # another writer of that stream got in first: derive again from its head
+            _pause(attempt)
+            if attempt == _RETRIES - 1:
+                result.errors.append(f"{path}: the stream kept moving under {_RETRIES} attempts; not recorded")
+        except DuplicateEventId:
+            return  # this call's version was recorded before (a retry after the stream moved on)
+        except EvstoreError as exc:
+            result.errors.append(f"{path}: {exc}")
+            return
+
+
+def written_by_tool(payload: dict[str, Any]) -> bytes | None:
+    """The bytes a ``Write``/``Edit``/``MultiEdit`` left in its file, from its hook body alone:
+    ``Write``'s content, or the edits applied to the file as it was (``tool_response.originalFile``)."""
+    tool_input, response, tool = payload.get("tool_input"), payload.get("tool_response"), payload.get("tool_name")
+    if not isinstance(tool_input, dict):
+        return None
+    if tool == "Write":
+        content = tool_input.get("content")
+        return content.encode("utf-8", "surrogatepass") if isinstance(content, str) else None
+    if tool not in ("Edit", "MultiEdit"):
+        return None
+    edits = tool_input.get("edits") if tool == "MultiEdit" else [tool_input]
+    original = response.get("originalFile", response.get("originalFileContents")) if isinstance(response, dict) \
+        else None
+    if not isinstance(edits, list) or not edits:
+        return None
+    text = apply_edits(original if isinstance(original, str) else "", edits)  # "": a file an edit creates
+    return text.encode("utf-8", "surrogatepass") if text is not None else None
+
+
+def _record_transcript(store: EventStore, payload: dict[str, Any], roots: Sequence[Path] | None,
+                       scrubber: Scrubber | None, result: HookResult) -> None:
+    given = _s(payload, "agent_transcript_path") if payload.get("hook_event_name") == "SubagentStop" else None
+    given = given or _s(payload, "transcript_path")
+    if not given:
+        return
+    path = transcript_allowed(given, _s(payload, "session_id"), roots)
+    if path is None:
+        result.errors.append(f"{given}: not a transcript of this session under "
+                             f"{', '.join(str(r) for r in roots or ())}; not read")
+        return
+    if not path.is_file():
+        if roots is not None:
+            result.errors.append(f"{given}: no such transcript")
+        return
+    for attempt in range(_RETRIES):
+        try:
+            result.transcript = ingest_transcript(store, path, scrubber=scrubber)
+            return
+        except ConcurrencyError:  # another hook of this session moved its stream: take what is new after it
+            _pause(attempt)
+            if attempt == _RETRIES - 1:
+                result.errors.append(f"{given}: the session stream kept moving under {_RETRIES} attempts")
+        except EvstoreError as exc:
+            result.errors.append(f"{given}: {exc}")
+            return
+
+
+def _pause(attempt: int) -> None:
+    """A short random wait before another attempt, so racing writers spread out."""
+    import random
+    import time
+
+    time.sleep(random.uniform(0, 0.005 * (attempt + 1)))
+
+
+def transcript_allowed(given: str, session: str | None, roots: Sequence[Path] | None) -> Path | None:
+    """``given`` as the transcript to read, or None when ``roots`` rule it out.
+
+    Without ``roots`` (the spool: the hook ran as the agent's user on this machine) any path.
+    With them (a request over HTTP) only a ``.jsonl`` file whose real path lies under a root and
+    whose name is the session's: ``<session>.jsonl`` or ``<session>/subagents/agent-*.jsonl``.
+    """
+    if roots is None:
+        return Path(given)
+    if not session or not os.path.isabs(given):
+        return None
+    real = Path(os.path.realpath(given))
+    if real.suffix != ".jsonl":
+        return None
+    own = real.stem == session or (real.parent.name == "subagents" and real.parent.parent.name == session
+                                   and real.stem.startswith("agent-"))
+    if not own:
+        return None
+    for root in roots:
+        if real.is_relative_to(Path(os.path.realpath(root))):
+            return real
+    return None
+
+
+def claude_projects_dirs() -> list[Path]:
+    """Where Claude Code keeps transcripts: ``$CLAUDE_CONFIG_DIR/projects``, else ``~/.claude/projects``."""
+    base = os.environ.get("CLAUDE_CONFIG_DIR")
+    return [Path(base).expanduser() / "projects" if base else Path.home() / ".claude" / "projects"]
 
 
 def drain(store: EventStore, directory: Path, *, scrub: bool = True) -> DrainResult:
@@ -212,8 +468,6 @@ def drain(store: EventStore, directory: Path, *, scrub: bool = True) -> DrainRes
     lock = spool.drain_lock(directory)
     if lock is None:
         return result  # another drain is at it
-    import os
-
     try:
         scrubber = Scrubber() if scrub else None
         for claimed in spool.claim(directory):
@@ -226,49 +480,15 @@ def drain(store: EventStore, directory: Path, *, scrub: bool = True) -> DrainRes
 
 
 def _drain_one(store: EventStore, record: spool.Record, scrubber: Scrubber | None, result: DrainResult) -> None:
-    payload, event, secrets = _hook_event(record, scrubber)
-    session = payload.get("session_id") if isinstance(payload.get("session_id"), str) else None
-    sid = session or "claude-hooks"
-    when = record.header.get("received_at")
-    at = datetime.fromtimestamp(when, UTC) if isinstance(when, float) else None
-    meta: dict[str, Any] = {"dialect": "claude", "spool": {"sha256": record.digest}}
-    if secrets:
-        meta["findings"] = [{"path": "/input", "code": "secret-scrubbed", "severity": "warning",
-                             "message": f"{secrets} secret(s) replaced by markers"}]
-    eid = uuid.uuid5(_NAMESPACE, f"hook\0{record.digest}")  # a re-drained record is a no-op
-    store.append(sid, [NewEvent(None, event, event_id=eid, meta=meta, occurred_at=at)], dialect="claude")
-    result.hooks += 1
-    name = event.hook_event_name
-    if name == "PostToolUse" and event.tool_name in FILE_TOOLS and record.file_bytes is not None:
-        path = str(record.header.get("file") or "")
-        dialect_name = state_dialect_for(path) if path else None
-        if dialect_name is not None:
-            try:
-                result.states.append(_ingest_state(store, dialect_name, path, record, session, event, at))
-            except EvstoreError as exc:
-                result.errors.append(f"{path}: {exc}")
-    if name in DRAIN_TRANSCRIPT_ON:
-        transcript = payload.get("agent_transcript_path") if name == "SubagentStop" else None
-        transcript = transcript or payload.get("transcript_path")
-        if isinstance(transcript, str) and Path(transcript).is_file():
-            try:
-                result.transcripts.append(ingest_transcript(store, Path(transcript), scrubber=scrubber))
-            except EvstoreError as exc:
-                result.errors.append(f"{transcript}: {exc}")
+    """One spooled call: its id derives from the spooled line, the file bytes are the ones it copied."""
+    received = record.header.get("received_at")
+    path, data = record.header.get("file"), record.file_bytes
+    written = WrittenFile(path, data) if isinstance(path, str) and data is not None else None
+    result.add(record_hook(store, record.stdin, key=record.digest,
+                           received_at=received if isinstance(received, float) else None,
+                           written=written, scrubber=scrubber))
 
 
-def _ingest_state(store: EventStore, dialect_name: str, path: str, record: spool.Record, session: str | None,
-                  event: ev.HookReceived, at: datetime | None) -> Any:
-    from eventstore.ingest import Ingestor
-
-    raw = record.file_bytes or b""
-    source = {"file": path, "claude": {"session_id": session, "tool_use_id": event.tool_use_id,
-                                       "tool_name": event.tool_name, "hook": "PostToolUse",
-                                       "sha256": hashlib.sha256(raw).hexdigest()}}
-    snap = read_snapshot(raw, path, source)  # a broken write is recorded as document.unreadable
-    snap.occurred_at = at
-    return Ingestor(store, get_dialect(dialect_name)).ingest(snap)
-
-
-__all__ = ["ClaudeDialect", "DrainResult", "transcript_files", "TranscriptResult", "drain", "ingest_transcript", "ingest_transcripts",
-           "state_dialect_for", "transcript_state"]
+__all__ = ["ClaudeDialect", "DrainResult", "HookResult", "WrittenFile", "claude_projects_dirs", "drain",
+           "ingest_transcript", "ingest_transcripts", "parse_hook_body", "record_hook", "state_dialect_for",
+           "transcript_allowed", "transcript_files", "TranscriptResult", "transcript_state", "written_by_tool"]

@@ -28,6 +28,7 @@ import json
 import os
 import re
 import subprocess
+import uuid
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -138,10 +139,20 @@ def current_document(store: EventStore, dialect: Dialect, stream_id: str) -> tup
     return info[1], doc
 
 
-def _new_event(snap: Snapshot, stream_id: str, event: Event, meta: dict[str, Any]) -> NewEvent:
+#: Namespace of the event ids :meth:`Ingestor.ingest` derives from a ``key``.
+_KEYED_IDS = uuid.UUID("0b7f6c1e-52a4-4d0e-9a51-7c3f2e8d4b60")
+
+
+def keyed_event_id(key: str | None, index: int) -> str | None:
+    """The id of a keyed snapshot's ``index``-th event (None without a key)."""
+    return None if key is None else str(uuid.uuid5(_KEYED_IDS, f"{key}\0{index}"))
+
+
+def _new_event(snap: Snapshot, stream_id: str, event: Event, meta: dict[str, Any],
+               event_id: str | None = None) -> NewEvent:
     """``event`` as a NewEvent, held to the limits of any append (EVSTORE_MAX_EVENT_BYTES), named by file."""
     try:
-        return NewEvent(None, event, meta=meta, occurred_at=snap.occurred_at)
+        return NewEvent(None, event, meta=meta, occurred_at=snap.occurred_at, event_id=event_id)
     except InvalidEvent as exc:
         raise IngestError(f"{_where(snap, stream_id)}: {exc} Nothing was written.") from exc
 
@@ -274,8 +285,8 @@ class Ingestor:
             raise IngestError(f"{where}: the {self.dialect.name} events read with this snapshot do not fold "
                               f"({type(exc).__name__}: {exc}). Nothing was written.") from exc
 
-    def _prepare_unreadable(self, snap: Snapshot, stream_id: str, version: int,
-                            prev: Any) -> tuple[IngestResult, int, list[NewEvent]]:
+    def _prepare_unreadable(self, snap: Snapshot, stream_id: str, version: int, prev: Any,
+                            key: str | None) -> tuple[IngestResult, int, list[NewEvent]]:
         """A version that is no document: one ``document.unreadable`` (or ``document.removed``)
         event; the stream's document does not move on (removed: it becomes null)."""
         file = snap.source.get("file") or snap.source.get("dir")
@@ -283,7 +294,7 @@ class Ingestor:
         if snap.removed:
             if prev is None:  # nothing recorded, or removed already: nothing to observe
                 return IngestResult(file, stream_id, version, 0), version, []
-            new = _new_event(snap, stream_id, DocumentRemoved(), meta)
+            new = _new_event(snap, stream_id, DocumentRemoved(), meta, keyed_event_id(key, 0))
             sha, doc = None, None
             result = IngestResult(file, stream_id, version + 1, 1, removed=True)
         else:
@@ -295,15 +306,16 @@ class Ingestor:
             finding = Finding("", f"unreadable-{why.reason}", why.error, "error")
             meta["snapshot"] = {"sha256": sha, "bytes": len(raw), "unreadable": True}
             meta["findings"] = [finding.to_dict()]
-            new = _new_event(snap, stream_id, unreadable_event(raw, why), meta)
+            new = _new_event(snap, stream_id, unreadable_event(raw, why), meta, keyed_event_id(key, 0))
             doc = prev
             result = IngestResult(file, stream_id, version + 1, 1, [finding], unreadable=why.error)
         self._raw_sha[stream_id] = sha
         self._docs[stream_id] = (version + 1, doc)
         return result, version, [new]
 
-    def prepare(self, snap: Snapshot) -> tuple[IngestResult, int, list[NewEvent]]:
-        """Derive a snapshot's events against the in-memory document; writes nothing.
+    def prepare(self, snap: Snapshot, *, key: str | None = None) -> tuple[IngestResult, int, list[NewEvent]]:
+        """Derive a snapshot's events against the in-memory document; writes nothing.  With a
+        ``key``, the events' ids derive from it (see :meth:`ingest`).
 
         Returns the result it will have, the stream version it expects, and the events.  The
         cached document moves on as if the append happened (call :meth:`forget` if it does not).
@@ -313,7 +325,7 @@ class Ingestor:
         self._last_stream = stream_id
         version, prev = self._current(stream_id)
         if snap.unreadable is not None or snap.removed:
-            return self._prepare_unreadable(snap, stream_id, version, prev)
+            return self._prepare_unreadable(snap, stream_id, version, prev, key)
         events, lens_failure = self.events_for(stream_id, prev, snap)
         file = snap.source.get("file") or snap.source.get("dir")
         if not events and snap.doc is not None and snap.raw is not None and version \
@@ -325,7 +337,8 @@ class Ingestor:
             return IngestResult(file, stream_id, version, 0), version, []
         # Every event's data checked before the costlier steps below (validation, raw bytes);
         # the last one is made again with the snapshot's meta.
-        new = [_new_event(snap, stream_id, ev, {"dialect": self.dialect.name}) for ev in events]
+        new = [_new_event(snap, stream_id, ev, {"dialect": self.dialect.name}, keyed_event_id(key, i))
+               for i, ev in enumerate(events)]
         findings = [lens_failure] if lens_failure is not None else []
         if snap.doc is not None:
             findings += self.dialect.validate(snap.doc)
@@ -335,7 +348,7 @@ class Ingestor:
             meta_last["snapshot"] = rec
         if findings:
             meta_last["findings"] = [f.to_dict() for f in findings]
-        new[-1] = _new_event(snap, stream_id, events[-1], meta_last)
+        new[-1] = _new_event(snap, stream_id, events[-1], meta_last, keyed_event_id(key, len(events) - 1))
         doc = prev if snap.doc is None else documents.copy(snap.doc)
         self._raw_sha[stream_id] = rec["sha256"] if rec is not None else None
         self._docs[stream_id] = (version + len(new), doc)
@@ -360,10 +373,16 @@ class Ingestor:
             more = f" (and {len(broken) - 1} more unreadable file(s))" if len(broken) > 1 else ""
             raise IngestError(f"{why.error}{more} No readable version to start a stream from; nothing was written.")
 
-    def ingest(self, snap: Snapshot) -> IngestResult:
-        """Derive and append one snapshot's events (one atomic append at the expected version)."""
+    def ingest(self, snap: Snapshot, *, key: str | None = None) -> IngestResult:
+        """Derive and append one snapshot's events (one atomic append at the expected version).
+
+        ``key`` names the observation (a hook call, say) so that a retry is no second version:
+        the events' ids derive from it, so the same snapshot again at the same version is an
+        idempotent no-op, and at another version (the stream moved on since) a
+        :class:`DuplicateEventId`, which the caller takes as "recorded already".
+        """
         self._refuse_if_nothing_readable([self.classify(snap)])
-        result, version, new = self.prepare(snap)
+        result, version, new = self.prepare(snap, key=key)
         if new:
             try:
                 self.store.append(result.stream, new, expected_version=version, dialect=self.dialect.name)

@@ -3,6 +3,7 @@ hooks spooled silently and drained without loss; a state file written by a tool 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -175,6 +176,27 @@ def test_a_drain_killed_half_way_records_everything_once(store_url: str, tmp_pat
         assert result.hooks == 6
         assert store.stream_version("S") == 6  # the two recorded before the crash are not doubled
         assert list(directory.glob("claimed-*")) == []
+
+
+def test_a_hook_input_over_the_event_limit_is_kept_in_part_and_the_drain_goes_on(
+        store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call bigger than one event (a Bash output of megabytes) once stopped every drain at it."""
+    from eventstore import config
+
+    monkeypatch.setattr(config, "MAX_EVENT_BYTES", 5000)
+    big = json.dumps({"session_id": "S", "hook_event_name": "PostToolUse", "tool_name": "Bash",
+                      "tool_response": {"stdout": "é" * 20_000}}).encode()
+    spool.write(tmp_path / "spool", big)
+    spool.write(tmp_path / "spool", b'{"session_id":"S","hook_event_name":"Stop"}')
+    with EventStore(store_url) as store:
+        assert capture.drain(store, tmp_path / "spool").hooks == 2
+        first, second = store.read_stream("S")
+    kept = first.payload
+    assert kept["input_bytes"] == len(big) and kept["input_sha256"] == hashlib.sha256(big).hexdigest()
+    assert big.decode().startswith(kept["input"]) and 0 < len(kept["input"]) < 5000
+    assert [f["code"] for f in first.metadata["findings"]] == ["hook-input-truncated"]
+    assert second.payload["input_bytes"] is None and second.payload["hook_event_name"] == "Stop"
+    assert list((tmp_path / "spool").glob("claimed-*")) == []
 
 
 def test_a_state_file_written_by_a_tool_call_is_ingested_with_its_session(run, store_url: str,

@@ -20,8 +20,17 @@ HOOK_EVENTS = ("SessionStart", "PreToolUse", "PostToolUse", "PostToolUseFailure"
                "PreCompact", "SessionEnd")
 
 
+#: The path of ``evstore serve``'s hook endpoint, and the variable an http hook's token header reads.
+HOOK_PATH = "/hooks/claude-code"
+TOKEN_VAR = "EVSTORE_SERVE_TOKEN"
+
+
 def _is_ours(hook: object) -> bool:
-    command = str(hook.get("command")) if isinstance(hook, dict) else ""
+    if not isinstance(hook, dict):
+        return False
+    if hook.get("type") == "http":
+        return str(hook.get("url", "")).endswith(HOOK_PATH)
+    command = str(hook.get("command"))
     return "evstore" in command and "hook claude-code" in command
 
 
@@ -158,8 +167,20 @@ def hook_command(url: str | None) -> str:
     return f"{exe} --url {url} hook claude-code" if url else f"{exe} hook claude-code"
 
 
-def merged_settings(settings: dict[str, Any], command: str, *, uninstall: bool) -> dict[str, Any]:
-    """``settings`` with evstore's hook entries added (once) or removed; nothing else touched."""
+def hook_entry(url: str | None, *, serve_url: str | None = None) -> dict[str, Any]:
+    """The hook Claude Code runs: ``evstore hook claude-code``, or with ``serve_url`` an http hook
+    posting to ``evstore serve`` with the token from ``$EVSTORE_SERVE_TOKEN`` (Claude Code fills a
+    header only from the variables the hook lists in ``allowedEnvVars``)."""
+    if serve_url is None:
+        return {"type": "command", "command": hook_command(url), "timeout": 15}
+    return {"type": "http", "url": serve_url.rstrip("/") + HOOK_PATH, "timeout": 15,
+            "headers": {"Authorization": f"Bearer ${TOKEN_VAR}"}, "allowedEnvVars": [TOKEN_VAR]}
+
+
+def merged_settings(settings: dict[str, Any], hook: str | dict[str, Any], *, uninstall: bool) -> dict[str, Any]:
+    """``settings`` with evstore's hook entries added (once) or removed; nothing else touched.
+    ``hook``: the entry (:func:`hook_entry`), or a command line."""
+    entry_hook = hook if isinstance(hook, dict) else {"type": "command", "command": hook, "timeout": 15}
     out: dict[str, Any] = json.loads(json.dumps(settings))
     hooks = out.setdefault("hooks", {})
     if not isinstance(hooks, dict):
@@ -172,9 +193,9 @@ def merged_settings(settings: dict[str, Any], command: str, *, uninstall: bool) 
             if inner or not entry.get("hooks"):
                 kept.append({**entry, "hooks": inner} if "hooks" in entry else entry)
         if not uninstall:
-            kept.append({"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": 15}]}
+            kept.append({"matcher": "*", "hooks": [dict(entry_hook)]}
                         if name in ("PreToolUse", "PostToolUse", "PostToolUseFailure") else
-                        {"hooks": [{"type": "command", "command": command, "timeout": 15}]})
+                        {"hooks": [dict(entry_hook)]})
         if kept:
             hooks[name] = kept
         else:
@@ -189,9 +210,15 @@ def merged_settings(settings: dict[str, Any], command: str, *, uninstall: bool) 
 @click.option("--user", "scope", flag_value="user", help="~/.claude/settings.json.")
 @click.option("--dry-run", is_flag=True, help="Print the merged settings instead of writing them.")
 @click.option("--uninstall", is_flag=True, help="Remove evstore's hooks (and nothing else).")
+@click.option("--http", "serve_url", metavar="SERVE_URL", default=None,
+              help="Install http hooks posting to `evstore serve` at SERVE_URL (e.g. http://127.0.0.1:8765) "
+                   "with the token from $EVSTORE_SERVE_TOKEN, instead of the spooling command.")
 @click.pass_context
-def hook_install(ctx: click.Context, scope: str, dry_run: bool, uninstall: bool) -> None:
+def hook_install(ctx: click.Context, scope: str, dry_run: bool, uninstall: bool, serve_url: str | None) -> None:
     """Merge evstore's hooks into Claude Code's settings (a backup first; idempotent)."""
+    if serve_url is not None and not serve_url.startswith(("http://", "https://")):
+        raise click.BadParameter(f"{serve_url!r} is not an http(s) URL; give the address `evstore serve` "
+                                 "listens on, e.g. http://127.0.0.1:8765.", param_hint="--http")
     path = _settings_path(scope == "user")
     try:
         current = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
@@ -204,7 +231,7 @@ def hook_install(ctx: click.Context, scope: str, dry_run: bool, uninstall: bool)
         from eventstore.config import DEFAULT_URL, sqlite_file
 
         url = f"sqlite:///{sqlite_file(DEFAULT_URL).resolve()}"  # type: ignore[union-attr]
-    merged = merged_settings(current, hook_command(url), uninstall=uninstall)
+    merged = merged_settings(current, hook_entry(url, serve_url=serve_url), uninstall=uninstall)
     text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
     if dry_run:
         click.echo(text, nl=False)

@@ -37,9 +37,13 @@ def _token(token_file: Path | None) -> str | None:
               help="Where the Parquet tables live (default: the store's own folder; see README).")
 @click.option("--live-poll", type=click.FloatRange(0.05, 60), default=0.5, show_default=True,
               help="Seconds between polls for a run page in live mode.")
+@click.option("--claude-projects", "claude_projects", multiple=True, type=click.Path(file_okay=False, path_type=Path),
+              help="A folder POST /hooks/claude-code may read session transcripts from (repeatable; default: "
+                   "$CLAUDE_CONFIG_DIR/projects or ~/.claude/projects).")
 @click.pass_context
 def serve_cmd(ctx: click.Context, host: str, port: int, token_file: Path | None, checkpoint: Path | None,
-              public_key: Path | None, analytics_dir: str | None, live_poll: float) -> None:
+              public_key: Path | None, analytics_dir: str | None, live_poll: float,
+              claude_projects: tuple[Path, ...]) -> None:
     """Serve runs, states, diffs, metrics and integrity in a browser, and a JSON API (writes need a token)."""
     import uvicorn
 
@@ -52,7 +56,8 @@ def serve_cmd(ctx: click.Context, host: str, port: int, token_file: Path | None,
     obj = ctx.find_root().obj
     store_url(ctx)  # serving never creates a store: a mistyped --url is an error, not an empty database
     app = create_app(ServeConfig(url=obj.get("url"), token=token, analytics_dir=analytics_dir, checkpoint=checkpoint,
-                                 public_key=public_key, live_poll=live_poll, synchronous=obj.get("synchronous")))
+                                 public_key=public_key, live_poll=live_poll, synchronous=obj.get("synchronous"),
+                                 claude_projects=claude_projects or None))
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"evstore serving on http://{shown}:{port}/ ({'writes on' if token else 'read-only'}); Ctrl-C stops",
                err=True)

@@ -205,7 +205,7 @@ def _sha(text: str) -> str | None:
         return None
 
 
-def _edited(text: str, edits: list[Any]) -> str | None:
+def apply_edits(text: str, edits: list[Any]) -> str | None:
     """``text`` with Edit/MultiEdit's replacements applied in order (None: one does not apply)."""
     for edit in edits:
         if not isinstance(edit, dict):
@@ -240,9 +240,9 @@ def written_file(result: Any, *, hashed: bool = True) -> tuple[str | None, str |
     how = None
     original = result.get("originalFile", result.get("originalFileContents"))
     if isinstance(result.get("edits"), list):
-        text, how = (_edited(original, result["edits"]) if isinstance(original, str) else None), "edit"
+        text, how = (apply_edits(original, result["edits"]) if isinstance(original, str) else None), "edit"
     elif "oldString" in result and "newString" in result:
-        text, how = (_edited(original, [result]) if isinstance(original, str) else None), "edit"
+        text, how = (apply_edits(original, [result]) if isinstance(original, str) else None), "edit"
     elif result.get("type") in ("create", "update") and isinstance(result.get("content"), str):
         text, how = result["content"], "content"
     sha = _sha(text) if text is not None and hashed else None
@@ -365,5 +365,5 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-__all__ = ["FILE_TOOLS", "ClaudeDialect", "EvstoreError", "LineEvents", "events_for_line", "line_event", "raw_from_events",
+__all__ = ["FILE_TOOLS", "ClaudeDialect", "apply_edits", "EvstoreError", "LineEvents", "events_for_line", "line_event", "raw_from_events",
            "split_lines", "stream_for", "transcript_files", "written_file"]

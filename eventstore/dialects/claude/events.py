@@ -122,7 +122,7 @@ class PrefixRewritten(Event, frozen=True, tag="claude.prefix_rewritten"):
 
 
 class HookReceived(Event, frozen=True, tag="claude.hook"):
-    """One Claude Code hook call, as spooled (``input``: the hook's stdin, scrubbed)."""
+    """One Claude Code hook call, spooled or posted (``input``: the hook's JSON input, scrubbed)."""
 
     hook_event_name: str | None = None
     tool_name: str | None = None
@@ -133,6 +133,9 @@ class HookReceived(Event, frozen=True, tag="claude.hook"):
     input_b64: str | None = None
     received_at: float | None = None
     secrets: int = 0
+    # Set when the input was over the event limit and ``input``/``input_b64`` keep only its start.
+    input_bytes: int | None = None
+    input_sha256: str | None = None
 
 
 LINE_EVENTS: tuple[type[_Line], ...] = (
