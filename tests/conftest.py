@@ -6,6 +6,13 @@ When it is unset, the session starts a throwaway server from the PostgreSQL bina
 binaries the PostgreSQL tests skip, each saying why, and the summary says once how to enable them.
 The server starts in ``pytest_configure``, before any test module is imported, so ``PG_URL`` and the
 variable are final by then.  Each test gets a private schema, so tests never see each other's rows.
+
+The suite runs on two pytest-xdist workers (``addopts`` in pyproject.toml; ``-n 0`` runs it in one
+process).  That is safe because nothing a test writes is shared: SQLite stores and analytics folders
+are under each test's ``tmp_path``, PostgreSQL tests each get their own schema (and roles with random
+names), and the analytics cache of schema-less stores is one folder per store id.  The server (or the
+reason there is none) is settled once, in the controlling process, before the workers start: they
+inherit the variable, or the reason to skip.
 """
 
 from __future__ import annotations
@@ -47,13 +54,15 @@ ENABLE_PG = ("To run them, set EVSTORE_TEST_POSTGRES_URL=postgresql+psycopg://US
              "postgresql; elsewhere name their folder in EVSTORE_TEST_POSTGRES_BINDIR) and the suite starts a throwaway "
              "server of its own.")
 #: Why the PostgreSQL tests skip, and the fix (set by pytest_configure when no server could be had).
-NO_PG = ""
+#: The controlling process hands it to its xdist workers in this variable, so they do not try again.
+NO_PG_VARIABLE = "EVSTORE_TEST_NO_POSTGRES"
+NO_PG = os.environ.get(NO_PG_VARIABLE, "") if "PYTEST_XDIST_WORKER" in os.environ else ""
 _pg_started = ""  # what the summary says about a throwaway server
 
 
 def pytest_configure(config: pytest.Config) -> None:
     global PG_URL, NO_PG, _pg_started
-    if PG_URL:
+    if PG_URL or NO_PG:
         return
     started = time.monotonic()
     try:
@@ -61,6 +70,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except pg_server.Unavailable as exc:
         NO_PG = (f"no PostgreSQL to test against: EVSTORE_TEST_POSTGRES_URL is not set and {exc}; set it, or "
                  "install PostgreSQL's server binaries (how: the PostgreSQL section above)")
+        os.environ[NO_PG_VARIABLE] = NO_PG  # for the xdist workers, started after this
         return
     config.add_cleanup(server.stop)
     PG_URL = os.environ["EVSTORE_TEST_POSTGRES_URL"] = server.url

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import conftest
 import pg_server
 import pytest
 
@@ -19,10 +20,15 @@ ONE_PG_TEST = "tests/test_store_contract.py::test_append_and_read_back[postgresq
 
 
 def child_pytest(**extra_env: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("EVSTORE_TEST_POSTGRES_URL", pg_server.BINDIR_SETTING)}
-    env.update(extra_env, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")  # start-up: only the plugin the settings need
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "pytest_timeout", "-p", "no:cacheprovider", "-q",
-                           ONE_PG_TEST],
+    """``pytest`` as the README runs it (two xdist workers), in an environment without the variable.
+
+    What this test's own process inherited as an xdist worker is left out too (the child is a
+    controlling process of its own)."""
+    left_out = ("EVSTORE_TEST_POSTGRES_URL", pg_server.BINDIR_SETTING, conftest.NO_PG_VARIABLE)
+    env = {k: v for k, v in os.environ.items() if k not in left_out and not k.startswith("PYTEST_XDIST")}
+    env.update(extra_env, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")  # start-up: only the plugins the settings need
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "pytest_timeout", "-p", "xdist.plugin",
+                           "-p", "no:cacheprovider", "-q", ONE_PG_TEST],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
