@@ -23,6 +23,7 @@ import pytest
 from eventstore.dialects.mapipe import MapipeDialect
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.xdist_group("wheel")  # one xdist worker builds and installs the wheel once for all
 SPECS = {
     "eventstore/dialects/mapipe/schemas/agent-state.schema.json",
     "eventstore/dialects/mapipe/schemas/ORIGIN.md",
@@ -90,3 +91,21 @@ def test_an_installed_evstore_reports_schema_findings_with_no_setting(installed:
     r = evstore("replay", "PROJ-9", "--check")
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert "/status: [schema-enum]" in r.stdout and '/retries: [unknown-key]' in r.stdout, (r.stdout, r.stderr)
+
+
+def test_an_installed_evstore_runs_init_with_the_migrations_inside_the_wheel(installed: tuple[Path, Path],
+                                                                            tmp_path: Path) -> None:
+    """`evstore init` from the wheel, in a folder outside the checkout, finds the Alembic scripts the
+    wheel carries (eventstore/_migrations), not the checkout's migrations/."""
+    wheel, bin_dir = installed
+    assert any(n.startswith("eventstore/_migrations/versions/") for n in zipfile.ZipFile(wheel).namelist())
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {**outside_env(), "HOME": str(tmp_path)}
+    r = subprocess.run([str(bin_dir / "evstore"), "init"], cwd=work, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert (work / ".evstore" / "events.db").is_file()
+    loc = subprocess.run([str(bin_dir / "python"), "-c", "import eventstore.migrate as m; print(m.script_location())"],
+                         cwd=work, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    assert loc.endswith("site-packages/eventstore/_migrations") and not Path(loc).is_relative_to(ROOT), loc
