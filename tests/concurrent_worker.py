@@ -1,10 +1,11 @@
 """One worker process of the concurrency tests (tests/test_analytics_concurrency.py).
 
-    python tests/concurrent_worker.py START SECONDS URL cli ARGS...   # `evstore --url URL ARGS...` in a loop
-    python tests/concurrent_worker.py START SECONDS URL ingest SEED   # ingest one simulated run per turn
+    python tests/concurrent_worker.py SECONDS URL cli ARGS...   # `evstore --url URL ARGS...` in a loop
+    python tests/concurrent_worker.py SECONDS URL ingest SEED   # ingest one simulated run per turn
 
-Imports first, then waits until the wall-clock time START so that every worker starts together,
-loops for SECONDS (and at least MIN_TURNS turns), and prints one JSON line: {"turns": n, "failures": [{"exit": .., "output": ..}]}.
+Imports first and prints ``ready``; then reads a wall-clock start time from stdin (the test sends it
+once every worker is ready) and waits for it, so that every worker starts together; loops for SECONDS
+(and at least MIN_TURNS turns), and prints one JSON line: {"turns": n, "failures": [{"exit": .., "output": ..}]}.
 A turn fails when the command exits non-zero or raises (the CLI's own ``Error:`` included).
 """
 
@@ -22,7 +23,7 @@ MIN_TURNS = 3
 
 
 def main(argv: list[str]) -> int:
-    start, seconds, url, kind, *rest = argv
+    seconds, url, kind, *rest = argv
     import importlib
 
     from click.testing import CliRunner
@@ -39,7 +40,9 @@ def main(argv: list[str]) -> int:
     store = EventStore(url) if kind == "ingest" else None
     seed = int(rest[0]) if kind == "ingest" else 0
     turns, failures = 0, []  # type: int, list[dict[str, Any]]
-    time.sleep(max(0.0, float(start) - time.time()))
+    print("ready", flush=True)
+    start = float(sys.stdin.readline())
+    time.sleep(max(0.0, start - time.time()))
     end = time.time() + float(seconds)
     while time.time() < end or turns < MIN_TURNS:
         turns += 1

@@ -28,12 +28,19 @@ SECONDS = 2.0
 
 def _race(url: str, jobs: list[list[str]], *, seconds: float = SECONDS) -> list[dict[str, object]]:
     """Start every job as its own process at one moment; wait; every job's summary."""
-    start = time.time() + 3.0  # time for each process to import before the common start
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent), str(Path(__file__).parent)])}
-    procs = [subprocess.Popen([sys.executable, WORKER, f"{start}", f"{seconds}", url, *job],
+    procs = [subprocess.Popen([sys.executable, WORKER, f"{seconds}", url, *job], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for job in jobs]
     out = []
     try:
+        for job, p in zip(jobs, procs, strict=True):  # each has imported what its command needs
+            assert p.stdout is not None and p.stderr is not None
+            assert p.stdout.readline() == "ready\n", f"{job}: exit {p.wait(60)}\n{p.stderr.read()[-3000:]}"
+        start = time.time() + 0.2  # a moment for the last "go" to reach its process
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write(f"{start}\n")
+            p.stdin.flush()
         for job, p in zip(jobs, procs, strict=True):
             stdout, stderr = p.communicate(timeout=120)
             assert p.returncode == 0, f"{job}: exit {p.returncode}\n{stderr[-3000:]}"
