@@ -70,7 +70,7 @@ def pool(n: int, seed: int) -> list[tuple[list[tuple[str, bytes, bytes, str | No
         for type_, data, _meta, _at in events:
             if type_ in REVIEW_TYPES[:2]:
                 flat.rows["review_raised"].clear()
-                from projections.analytics.facts import _review_iteration  # the flattener's own rule
+                from eventstore.dialects.mapipe.analytics import _review_iteration  # the flattener's own rule
                 p = decode(data)
                 _review_iteration(flat.rows, _FakeEvent(), p, None)  # type: ignore[arg-type]
                 findings += len(flat.rows["review_raised"]) if type_.endswith("recorded") else 0

@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import text
 
 from eventstore import chain, codec, documents
-from eventstore.dialects import Dialect, get_dialect
+from eventstore.dialects import FALLBACK, Dialect, get_dialect
 from eventstore.errors import EvstoreError, IntegrityViolation, StreamNotFound
 from eventstore.events import decode_event
 from eventstore.replay_cache import cache_name
@@ -170,7 +170,7 @@ def _verify_cache(store: EventStore, stream_id: str | None, report: VerifyReport
             if group != (pk, name):
                 group, doc, at, dialect = (pk, name), None, 0, None
                 try:
-                    dialect = get_dialect(dialect_name or "generic")
+                    dialect = get_dialect(dialect_name or FALLBACK)
                 except EvstoreError:
                     pass
                 if dialect is not None and cache_name(dialect) != name:

@@ -43,17 +43,14 @@ from eventstore.errors import EvstoreError
 from eventstore.ingest import Ingestor, render
 from eventstore.store import EventStore, NewEvent
 
-#: Relative weight of each dialect in the portfolio (mapipe carries reviews, gates, breakers).
-WEIGHTS = {"mapipe": 4, "friday": 2, "taskflow": 2, "envelope": 2}
-DEMO_DIALECTS = tuple(WEIGHTS)
 #: The first demo run starts here; later runs follow every ~40 minutes (deterministic).
 EPOCH = datetime(2025, 3, 3, 8, 0, tzinfo=UTC)
 _ID = re.compile(r"demo-(\d+)$", re.IGNORECASE)
 
 #: How a single-file orchestrator (a dialect with ``state_file_names``) writes its state file: the
 #: demo ingests these bytes, 2-space JSON and a final newline as ``JSON.stringify(doc, null, 2)``
-#: writes it.  Taskflow records task folders and envelope turn transcripts: ``replay --restore``
-#: and the document are their outputs, not one file's bytes.
+#: writes it.  Dialects without state file names (task folders, turn transcripts) are ingested as
+#: simulated: ``replay --restore`` and the document are their outputs, not one file's bytes.
 STATE_FORMAT = {"renderer": "msgspec", "indent": 2, "newline": "\n"}
 
 Item = tuple[str, NewEvent, "int | None"]
@@ -118,18 +115,26 @@ class _Appended:
     version: int
 
 
+def demo_dialects() -> list[str]:
+    """The registered dialects with a ``demo_weight``, heaviest first (then by name): each dialect
+    declares its own weight, so a plugin with a simulator joins the demo without a line here."""
+    weighted = [name for name in available() if get_dialect(name).demo_weight > 0]
+    return sorted(weighted, key=lambda name: (-get_dialect(name).demo_weight, name))
+
+
 def pick_dialects(names: Sequence[str] | None = None) -> list[str]:
     have = set(available())
-    chosen = [d for d in (names or DEMO_DIALECTS) if d in have]
+    chosen = [d for d in (names or demo_dialects()) if d in have]
     if not chosen:
-        raise EvstoreError("No demo dialect is available in this build (mapipe, friday, taskflow, envelope).")
+        raise EvstoreError("No demo dialect is available in this build: no registered dialect declares a "
+                           "demo_weight.")
     return chosen
 
 
 def simulate_run(seed: int, number: int, dialects: Sequence[str]) -> SimulatedRun:
     """Simulate and ingest (into a buffer) run ``number``: deterministic for ``seed``."""
     rng = random.Random(f"{seed}:{number}")
-    name = rng.choices(list(dialects), weights=[WEIGHTS.get(d, 1) for d in dialects])[0]
+    name = rng.choices(list(dialects), weights=[get_dialect(d).demo_weight or 1 for d in dialects])[0]
     dialect = get_dialect(name)
     start = EPOCH + timedelta(minutes=40 * number + rng.randint(0, 30), seconds=rng.randint(0, 59))
     buf = _Buffer(random.Random(rng.getrandbits(64)))
@@ -242,5 +247,5 @@ def run_demo(store: EventStore, *, runs: int = 40, seed: int = 0, dialects: Sequ
     return summary
 
 
-__all__ = ["DEMO_DIALECTS", "DemoSummary", "SimulatedRun", "next_run_number", "pick_dialects", "run_demo",
+__all__ = ["DemoSummary", "SimulatedRun", "demo_dialects", "next_run_number", "pick_dialects", "run_demo",
            "simulate_run"]

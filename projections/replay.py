@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from eventstore import chain, documents, replay_cache
-from eventstore.dialects import Dialect, get_dialect
+from eventstore.dialects import FALLBACK, Dialect, get_dialect
 from eventstore.dialects.base import DocumentUnreadable
 from eventstore.errors import EvstoreError, StreamNotFound, UnknownEventType
 from eventstore.events import Event
@@ -44,7 +44,7 @@ class ReplayResult:
 
 def dialect_of(store: EventStore, stream_id: str) -> Dialect:
     head = store.stream_head(stream_id)
-    return get_dialect((head[2] if head else None) or "generic")
+    return get_dialect((head[2] if head else None) or FALLBACK)
 
 
 def resolve(store: EventStore, task: str) -> str:
@@ -86,7 +86,7 @@ def replay(store: EventStore, stream_id: str, *, upto_version: int | None = None
     target = stream_version if upto_version is None else upto_version
     if target < 0 or target > stream_version:
         raise EvstoreError(f'Stream "{stream_id}" has versions 1..{stream_version}; there is no version {target}.')
-    dialect = get_dialect(dialect_name or "generic")
+    dialect = get_dialect(dialect_name or FALLBACK)
     try:
         doc, last, folded = replay_cache.fold(store, stream_pk, dialect, target,
                                               use_cache=use_cache and target > CACHE_EVERY)
@@ -111,7 +111,7 @@ def replay_raw(store: EventStore, stream_id: str, version: int | None = None, *,
     if head is None:
         raise StreamNotFound(f'No stream "{stream_id}".')
     target = head[1] if version is None else version
-    dialect = get_dialect(head[2] or "generic")
+    dialect = get_dialect(head[2] or FALLBACK)
     if dialect.line_based:  # a file recorded line by line (transcripts): its events hold the bytes
         return dialect.file_bytes(rec.to_event() for rec in store.read_stream(stream_id, upto_version=target))
     # The snapshot producing version V is the first event at or after V that ends a snapshot group.
@@ -144,9 +144,8 @@ def replay_raw(store: EventStore, stream_id: str, version: int | None = None, *,
     if type(d).restore is not Dialect.restore:  # a folder of files, not one file's bytes
         raise EvstoreError(f'"{stream_id}" records a {d.name} folder, not one file: '
                            f"`evstore replay {stream_id} --restore DIR` writes its files (or use --json).")
-    if d.name == "envelope":  # its snapshots are parsed out of turn transcripts
-        raise EvstoreError(f'"{stream_id}" records envelopes parsed from turn transcripts, not a state file: '
-                           "there are no file bytes to give back (use --json).")
+    if d.no_raw_bytes:  # e.g. snapshots parsed out of transcripts
+        raise EvstoreError(f'"{stream_id}" {d.no_raw_bytes}: there are no file bytes to give back (use --json).')
     raise EvstoreError(f'Version {target} of "{stream_id}" was not produced by an ingested file; '
                        "only ingested snapshots have raw bytes (use --json).")
 

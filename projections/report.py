@@ -1,9 +1,9 @@
 """Render a :class:`~projections.metrics.Report` as a text table, JSON, CSV or one HTML file.
 
 The HTML report is self-contained: inline CSS and inline SVG charts, no script, no font or
-network fetch, so it opens the same from a mail attachment or a CI artefact.  Charts:
-reviewer acceptance per model with Wilson interval bars, findings resolved vs still present
-per iteration, gate first-pass yield, breaker trips per trigger, phase duration percentiles.
+network fetch, so it opens the same from a mail attachment or a CI artefact.  Each metric section
+declares its chart, if any (:class:`~eventstore.dialects.analytics.Chart`: horizontal bars with
+optional interval whiskers, or grouped vertical bars); this module draws them and names no section.
 
     >>> text = render(report, "html")
 """
@@ -17,6 +17,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from eventstore.dialects.analytics import Chart
 from projections.metrics import Report, Section
 
 FORMATS = ("table", "json", "csv", "html")
@@ -243,34 +244,38 @@ def grouped_bar_chart(label: str, groups: Sequence[str], series: dict[str, Seque
     return _svg(height, "".join(parts), label)
 
 
+def chart(c: Chart, rows: Sequence[dict[str, Any]]) -> str:
+    """The inline SVG of one declared chart over a section's rows ("" when there is nothing to draw)."""
+    def label(r: dict[str, Any]) -> str:
+        return c.label.format(**r)
+
+    def num(v: Any) -> float:
+        return float(v or 0) / c.scale
+
+    if c.kind == "bars":
+        shown = [r for r in rows if r.get(c.values[0]) is not None]
+        lo, hi = c.interval or (None, None)
+        items = [(label(r), num(r[c.values[0]]), None if lo is None or r.get(lo) is None else num(r[lo]),
+                  None if hi is None or r.get(hi) is None else num(r[hi])) for r in shown]
+        if c.integer:
+            return hbar_chart(c.title, items, max_value=c.max_value, fmt=lambda v: f"{v:.0f}")
+        return hbar_chart(c.title, items, max_value=c.max_value)
+    if c.kind == "groups":
+        shown = [r for r in rows if any(r.get(v) is not None for v in c.values)]
+        names = c.series or c.values
+        return grouped_bar_chart(c.title, [label(r) for r in shown],
+                                 {n: [num(r.get(v)) for r in shown] for n, v in zip(names, c.values, strict=True)})
+    raise ValueError(f"unknown chart kind {c.kind!r}; expected bars or groups")
+
+
 def charts(report: Report) -> dict[str, str]:
-    """Section name -> inline SVG (only for sections with data)."""
+    """Section name -> inline SVG, for the sections that declare a chart and have something to draw."""
     out: dict[str, str] = {}
-    names = {s.name: s for s in report.sections}
-    if (s := names.get("reviewer_acceptance")) and s.rows:
-        out[s.name] = hbar_chart("Reviewer acceptance per model with Wilson 95% interval",
-                                 [(r["model"], r["ratio"] or 0.0, r["ci_low"], r["ci_high"]) for r in s.rows],
-                                 max_value=1.0)
-    if (s := names.get("review_deltas")) and s.rows:
-        out[s.name] = grouped_bar_chart("Findings resolved vs still present per iteration",
-                                        [f"iter {r['iteration']}" for r in s.rows],
-                                        {"resolved": [float(r["resolved"] or 0) for r in s.rows],
-                                         "still present": [float(r["still_present"] or 0) for r in s.rows],
-                                         "new": [float(r["new"] or 0) for r in s.rows]})
-    if (s := names.get("gates")) and any(r.get("first_pass_yield") is not None for r in s.rows):
-        out[s.name] = hbar_chart("First-pass yield per gate",
-                                 [(r["gate"], r["first_pass_yield"], None, None) for r in s.rows
-                                  if r.get("first_pass_yield") is not None], max_value=1.0)
-    if (s := names.get("breaker_trips")) and s.rows:
-        out[s.name] = hbar_chart("Circuit-breaker trips per trigger",
-                                 [(f"trigger {r['trigger']}", float(r["trips"]), None, None) for r in s.rows],
-                                 fmt=lambda v: f"{v:.0f}")
-    if (s := names.get("phase_durations")) and any(r.get("p50_s") is not None for r in s.rows):
-        rows = [r for r in s.rows if r.get("p50_s") is not None]
-        out[s.name] = grouped_bar_chart("Phase duration percentiles (minutes)",
-                                        [f"{r['dialect']} {r['phase']}" for r in rows],
-                                        {"p50": [float(r["p50_s"]) / 60 for r in rows],
-                                         "p90": [float(r["p90_s"]) / 60 for r in rows]})
+    for s in report.sections:
+        if s.chart is not None and s.rows:
+            svg = chart(s.chart, s.rows)
+            if svg:
+                out[s.name] = svg
     return out
 
 
@@ -312,5 +317,5 @@ def to_html(report: Report) -> str:
     return "\n".join(parts) + "\n"
 
 
-__all__ = ["FORMATS", "charts", "duration", "fit", "grouped_bar_chart", "hbar_chart", "render", "rows_csv", "table_text", "to_csv",
+__all__ = ["FORMATS", "chart", "charts", "duration", "fit", "grouped_bar_chart", "hbar_chart", "render", "rows_csv", "table_text", "to_csv",
            "to_html", "to_table"]

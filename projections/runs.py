@@ -13,7 +13,7 @@ document in use; on a miss the stream is folded from its newest usable replay-ca
 inside the same transaction.
 
     >>> store = IndexedEventStore(url)            # appends keep proj_runs current
-    >>> [r.task_id for r in list_runs(store, dialect="mapipe")]
+    >>> [r.task_id for r in list_runs(store, dialect="mytool")]
     >>> find_streams_by_task(store, "PROJ-42")     # -> ["PROJ-42"]
 
 A store opened without the index (plain ``EventStore``) still works: the next indexed append,

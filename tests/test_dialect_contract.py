@@ -15,7 +15,9 @@ registered.  What applies depends on what the dialect has, decided here from the
   file as one): the catalog parts only; the exclusion from the snapshot parts is itself checked
   (its ``load`` must refuse a snapshot file) and named by :func:`test_every_dialect_is_in_one_part`;
 * **every dialect**: catalog tags under the dialect's name and unique across dialects, each catalog
-  type encodes and decodes exactly and has the dialect's own summary line for ``evstore log``.
+  type encodes and decodes exactly and has the dialect's own summary line for ``evstore log``; its
+  analytics facts (of one event of each catalog type and, with a simulator, of simulated runs) match
+  the schema it declares, and its views and metric sections run over them.
 
 Simulated runs are bounded (:data:`MAX_SNAPSHOTS`) so the suite stays fast.  Documents are compared
 with :mod:`oracles` (structural equality and the stdlib's JSON text), never ``documents.same``.
@@ -46,7 +48,7 @@ from eventstore.dialects.base import Dialect, Snapshot, parse_json_document
 from eventstore.errors import IngestError
 from eventstore.events import Event, decode_event, encode_event
 from eventstore.ingest import Ingestor
-from eventstore.store import EventStore
+from eventstore.store import EventStore, RecordedEvent
 from projections.replay import replay, replay_raw
 
 START = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
@@ -323,3 +325,93 @@ def test_every_catalog_type_round_trips_and_has_its_own_summary(name: str) -> No
         if not (isinstance(line, str) and line.strip()) or d.summarize(ev) != line:
             missing.append(cls.event_type())
     assert not missing, f"{name}: no summary line for {missing}"
+
+
+# ------------------------------------------------------------------ analytics facts
+
+
+_PY_TYPES: dict[str, tuple[type, ...]] = {"VARCHAR": (str,), "BIGINT": (int,), "BOOLEAN": (bool,),
+                                          "DOUBLE": (float, int), "TIMESTAMPTZ": (datetime,)}
+
+
+def _recorded(events: list[tuple[str, Event]], dialect: str) -> list[RecordedEvent]:
+    """Events as the store would give them back (positions in order, the dialect in meta)."""
+    out, versions = [], {}
+    for position, (stream, ev) in enumerate(events, 1):
+        versions[stream] = versions.get(stream, 0) + 1
+        at = datetime(2026, 11, 1, 9, 0, tzinfo=UTC).isoformat()
+        out.append(RecordedEvent(position, stream, versions[stream], f"e{position}", ev.event_type(),
+                                 ev.schema_version, encode_event(ev), b'{"dialect": "%s"}' % dialect.encode(), at,
+                                 at, b"", b""))
+    return out
+
+
+def _facts_events(name: str) -> list[RecordedEvent]:
+    """One instance of every catalog type, then (a simulator's dialect) the events of simulated runs."""
+    d = get_dialect(name)
+    events: list[tuple[str, Event]] = [("catalog", instance(cls)) for cls in d.catalog]
+    if has_simulator(d):
+        for seed in (1, 2, 3):
+            prev = None
+            for doc in documents_of(history(name, seed)):
+                events += [(f"run-{seed}", ev) for ev in d.observe(prev, doc)]
+                prev = doc
+    return _recorded(events, name)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_facts_match_their_declared_schema(name: str) -> None:
+    """Every row a dialect's row functions write has the declared number of columns, the event's
+    position and stream, and each value null or of the column's declared type; the Arrow tables build
+    from them; every view and metric section the dialect declares runs over them in DuckDB."""
+    from projections.analytics.facts import Flattener, catalog
+    from projections.analytics.views import LINKS
+    from projections.metrics import Scope, cross_run_report, run_report
+
+    cat = catalog()
+    d = get_dialect(name)
+    declared = d.analytics()
+    if declared is None:
+        pytest.skip(f"{name} declares no analytics (its events only count in the shared events table)")
+    assert all(cat.owners[t.name] == name for t in declared.tables)
+    events = _facts_events(name)
+    flat = Flattener(cat)
+    for e in events:
+        flat.add_one(e)
+    by_position = {e.position: e for e in events}
+    problems = []
+    for table, rows in flat.rows.items():
+        columns = cat.tables[table].all_columns()
+        for row in rows:
+            e = by_position[row[0]]
+            if len(row) != len(columns) or row[1] != e.stream_id:
+                problems.append(f"{table}: {row!r} is not (position, stream_id, {len(columns) - 2} columns)")
+                continue
+            for (col, kind), value in zip(columns, row, strict=True):
+                ok = value is None or (isinstance(value, _PY_TYPES[kind]) and not (kind == "BIGINT" and
+                                                                                  isinstance(value, bool)))
+                if not ok or (kind == "TIMESTAMPTZ" and value is not None and value.tzinfo is None):
+                    problems.append(f"{table}.{col} ({kind}) got {value!r} from {e.type}")
+    assert not problems, "\n".join(problems[:20])
+    tables = flat.tables()  # Arrow refuses a value its schema cannot hold
+    own = [t.name for t in declared.tables]
+    if has_simulator(d):  # the simulated runs fill the dialect's own tables: the facts are not vacuous
+        assert sum(tables[t].num_rows for t in own) > 0, f"{name}'s simulated runs give no facts"
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    for table, data in tables.items():
+        con.register(f"{table}_arrow", data)
+        con.execute(f"CREATE VIEW {table} AS SELECT * FROM {table}_arrow")
+    for table, columns in LINKS.items():
+        con.execute(f"CREATE TABLE {table} ({columns})")
+    for view, sql in cat.views.items():
+        con.execute(f"CREATE VIEW {view} AS {sql}")
+    for view in declared.views:
+        con.execute(f"SELECT * FROM {view}").fetchall()
+    report = cross_run_report(con, Scope())
+    assert {m.name for m in declared.sections} <= {s.name for s in report.sections}
+    if declared.run_sections:
+        stream = events[-1].stream_id
+        names = {s.name for s in run_report(con, stream).sections}
+        assert {m.name for m in declared.run_sections} <= names

@@ -22,7 +22,8 @@ def _dialect(name: str) -> Any:
 @cli.command()
 @click.argument("dialect")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--stream", default=None, help="Stream id (default: the document's task id; generic: the file's name).")
+@click.option("--stream", default=None, help="Stream id (default: the document's task id; for a dialect whose documents name none, the file's "
+              "name).")
 @click.option("--git", "git_spec", default=None, metavar="REPO_DIR:FILE",
               help="Ingest every committed version of FILE in REPO_DIR (all branches), by commit time.")
 @click.option("--first-parent", is_flag=True, help="With --git: only the main line's versions.")
@@ -170,7 +171,7 @@ def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, inte
               help="Check the document against a JSON Schema.")
 @click.option("--check", "check", is_flag=True, help="List the dialect's validation findings (exit 1 if any).")
 @click.option("--restore", "restore", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Write the files the document records into this directory (taskflow folders).")
+              help="Write the files the document records into this directory (a dialect whose document is a folder).")
 @click.option("--no-cache", "no_cache", is_flag=True,
               help="Fold every event; neither read nor write the replay cache.")
 @click.option("--meta", "with_meta", is_flag=True,

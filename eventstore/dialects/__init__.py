@@ -27,6 +27,9 @@ from eventstore.errors import EvstoreError
 
 #: The entry-point group dialects register in.
 GROUP = "evstore.dialects"
+#: The dialect of a stream that names none (events appended with ``evstore append``): document
+#: events only, any JSON.  The one dialect the host itself relies on.
+FALLBACK = "generic"
 
 
 @dataclass(frozen=True)
@@ -181,5 +184,5 @@ def _import_all() -> None:
     available()
 
 
-__all__ = ["GROUP", "Dialect", "DocumentObserved", "DocumentPatched", "Finding", "Registration", "RunInfo",
+__all__ = ["FALLBACK", "GROUP", "Dialect", "DocumentObserved", "DocumentPatched", "Finding", "Registration", "RunInfo",
            "Snapshot", "available", "broken", "get_dialect", "registered"]

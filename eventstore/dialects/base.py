@@ -30,13 +30,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import msgspec
 
 from eventstore import documents
 from eventstore.errors import EvstoreError, IngestError, JSONSyntaxError, LensError
 from eventstore.events import Event
+
+if TYPE_CHECKING:
+    from eventstore.dialects.analytics import Analytics
 
 JSON = Any
 
@@ -183,6 +186,9 @@ class Dialect:
     #: Whether the source is a file recorded line by line (its events carry the bytes, see
     #: :meth:`file_bytes`) rather than snapshots of one document.
     line_based: ClassVar[bool] = False
+    #: Why this dialect's snapshots have no file bytes to give back (``replay --raw``), if it never
+    #: reads them from one state file (e.g. they are parsed out of transcripts); "" otherwise.
+    no_raw_bytes: ClassVar[str] = ""
 
     #: Event types whose events may describe tool calls writing files (:meth:`file_writes`).
     file_write_types: ClassVar[tuple[str, ...]] = ()
@@ -196,6 +202,8 @@ class Dialect:
     #: Top-level keys holding the time the source wrote the document (ISO 8601), tried in order:
     #: ingest takes ``occurred_at`` from them before git's commit time or the file's mtime.
     time_keys: ClassVar[tuple[str, ...]] = ()
+    #: Relative weight of this dialect's runs in ``evstore demo`` (0: not in the demo).
+    demo_weight: ClassVar[int] = 0
 
     def identity_problem(self, doc: JSON, where: str) -> str | None:
         """Why ``doc`` cannot be this dialect's document (None: it can)."""
@@ -338,6 +346,14 @@ class Dialect:
         fields = msgspec.structs.asdict(event)
         parts = [f"{k}={v}" for k, v in fields.items() if isinstance(v, (str, int, float)) and v != ""]
         return " ".join(parts[:4])
+
+    # -- analytics --------------------------------------------------------------
+
+    def analytics(self) -> Analytics | None:
+        """This dialect's fact tables, views and metric sections (None: only the shared ``events``
+        rows).  Declared as data (:mod:`eventstore.dialects.analytics`); subclasses import their
+        declaration here, lazily, so commands that never query pay nothing for it."""
+        return None
 
     # -- simulating -------------------------------------------------------------
 

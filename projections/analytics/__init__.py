@@ -54,8 +54,11 @@ Bumping :data:`FLATTEN_VERSION` rebuilds: a manifest with another version is dis
 
 from __future__ import annotations
 
+from typing import Any
+
+from projections.analytics import facts
 from projections.analytics.export import export_jsonl, export_parquet, jsonable
-from projections.analytics.facts import DIALECTS, FLATTEN_VERSION, SCHEMAS, Flattener
+from projections.analytics.facts import FLATTEN_VERSION, Catalog, Flattener, catalog
 from projections.analytics.files import (
     COMPACT_AT,
     FLUSH_EVENTS,
@@ -74,9 +77,18 @@ from projections.analytics.files import (
     replacing,
     status,
 )
-from projections.analytics.views import VIEWS, QueryError, connect, open_analytics, query, reading, table_names
+from projections.analytics.views import QueryError, connect, open_analytics, query, reading, table_names
 
-__all__ = ["AnalyticsIOError", "COMPACT_AT", "DIALECTS", "FLATTEN_VERSION", "FLUSH_EVENTS", "Flattener",
-           "LOCK", "MANIFEST", "Manifest", "NAME", "QueryError", "RefreshResult", "SCHEMAS", "SMALL_ROWS", "VIEWS",
-           "analytics_dir", "compact_tables", "connect", "export_jsonl", "export_parquet", "io_error", "jsonable",
+
+def __getattr__(name: str) -> Any:
+    # SCHEMAS (fact table -> Arrow schema) and VIEWS (view -> SQL): the catalog of the dialects
+    # registered when asked (a plugin installed later is seen), not frozen at import.
+    if name in ("SCHEMAS", "VIEWS"):
+        return getattr(facts, name)
+    raise AttributeError(name)
+
+
+__all__ = ["AnalyticsIOError", "COMPACT_AT", "Catalog", "FLATTEN_VERSION", "FLUSH_EVENTS", "Flattener",
+           "LOCK", "MANIFEST", "Manifest", "NAME", "QueryError", "RefreshResult", "SMALL_ROWS",
+           "analytics_dir", "catalog", "compact_tables", "connect", "export_jsonl", "export_parquet", "io_error", "jsonable",
            "mismatch", "open_analytics", "query", "reading", "refresh", "replacing", "status", "table_names"]

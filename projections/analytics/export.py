@@ -16,10 +16,11 @@ import pyarrow.parquet as pq
 
 from eventstore.errors import EvstoreError
 from eventstore.store import EventStore, RecordedEvent
-from projections.analytics.facts import I, S
+from projections.analytics.facts import ARROW_TYPES
 from projections.analytics.files import io_error, replacing
 from projections.analytics.views import reading, table_names
 
+S, I = ARROW_TYPES["VARCHAR"], ARROW_TYPES["BIGINT"]  # noqa: E741 - column-type shorthands
 _EVENT_SCHEMA = pa.schema([("position", I), ("stream_id", S), ("version", I), ("event_id", S), ("type", S),
                           ("schema_version", I), ("data", S), ("meta", S), ("occurred_at", S), ("recorded_at", S),
                           ("prev_hash", S), ("hash", S)])

@@ -26,7 +26,7 @@ from filelock import FileLock
 from eventstore import config
 from eventstore.errors import EvstoreError
 from eventstore.store import EventStore, RecordedEvent
-from projections.analytics.facts import FLATTEN_VERSION, SCHEMAS, Flattener
+from projections.analytics.facts import Flattener, catalog
 from projections.engine import gc_paused
 
 NAME = "analytics"
@@ -70,19 +70,20 @@ class Manifest:
     recreated store, or a log that no longer holds that event are never read as this store's
     (:func:`mismatch`)."""
 
-    version: int = FLATTEN_VERSION
+    version: str = field(default_factory=lambda: catalog().version)
     store_id: str = ""
     position: int = 0
     hash: str = ""
-    files: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {t: [] for t in SCHEMAS})
+    files: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {t: [] for t in catalog().schemas})
 
     @classmethod
     def load(cls, directory: Path) -> Manifest | None:
         """The manifest in ``directory`` (None if there is none, or it is not one this code wrote)."""
         try:
             data = json.loads((directory / MANIFEST).read_bytes())
-            return cls(int(data["version"]), str(data.get("store_id", "")), int(data["position"]),
-                       str(data.get("hash", "")), {t: list(data["files"].get(t, [])) for t in SCHEMAS})
+            tables = catalog().schemas
+            return cls(str(data["version"]), str(data.get("store_id", "")), int(data["position"]),
+                       str(data.get("hash", "")), {t: list(data["files"].get(t, [])) for t in tables})
         except FileNotFoundError:
             return None
         except (ValueError, KeyError, TypeError, AttributeError):
@@ -104,8 +105,10 @@ class Manifest:
 
 def mismatch(store: EventStore, m: Manifest) -> str | None:
     """Why the tables of manifest ``m`` are not ``store``'s log up to ``m.position`` (None: they are)."""
-    if m.version != FLATTEN_VERSION:
-        return f"they were built by flatten version {m.version}, this is version {FLATTEN_VERSION}"
+    current = catalog().version
+    if m.version != current:
+        return (f"they were built by flatten version {m.version}, this is version {current} (the tables the "
+                "installed dialects declare)")
     sid = store.store_id()
     if m.store_id != sid:
         return f"they were built from store {m.store_id or '(unnamed)'}, not from this store ({sid})"
@@ -173,7 +176,7 @@ def _remove_unlisted(directory: Path, manifest: Manifest) -> None:
 
     Only the refresh-lock holder calls this, after its manifest is in place, so nothing deleted is
     still being written; readers that opened a deleted file keep reading it (see :func:`connect`)."""
-    for table in SCHEMAS:
+    for table in catalog().schemas:
         live = {f["file"] for f in manifest.files[table]}
         folder = directory / table
         if folder.is_dir():
@@ -185,7 +188,7 @@ def _remove_unlisted(directory: Path, manifest: Manifest) -> None:
 def _init(directory: Path, store_id: str) -> Manifest:
     """A fresh manifest with an empty file per table (so every view has its columns)."""
     m = Manifest(store_id=store_id)
-    for table, schema in SCHEMAS.items():
+    for table, schema in catalog().schemas.items():
         (directory / table).mkdir(exist_ok=True)
         name = _part(table, 0, 0)
         _write(schema.empty_table(), directory / table / name)
@@ -237,7 +240,7 @@ def _refresh(store: EventStore, out: Path, started: float, *, batch_size: int, r
     _remove_unlisted(out, manifest)
     high = store.max_position() if upto is None else min(upto, store.max_position())
     total = max(high - manifest.position, 0)
-    rows = {t: 0 for t in SCHEMAS}
+    rows = {t: 0 for t in catalog().schemas}
     written = read = 0
     flat = Flattener()
     last: RecordedEvent | None = None
@@ -283,7 +286,7 @@ def compact_tables(directory: Path, manifest: Manifest, *, at: int = COMPACT_AT)
     """Merge the small files of every table that has more than ``at`` of them (refresh lock held),
     streaming: memory holds one small file (under :data:`SMALL_ROWS` rows) at a time."""
     done = []
-    for table, schema in SCHEMAS.items():
+    for table, schema in catalog().schemas.items():
         small = [f for f in manifest.files[table] if f["rows"] < SMALL_ROWS]
         if len(small) <= at:
             continue
@@ -313,7 +316,7 @@ def status(store: EventStore, directory: str | os.PathLike[str] | None = None) -
     out = analytics_dir(store, directory)
     m = Manifest.load(out)
     high = store.max_position()
-    base = {"name": NAME, "directory": str(out), "version": FLATTEN_VERSION}
+    base = {"name": NAME, "directory": str(out), "version": catalog().version}
     if m is None:
         return {**base, "stored_version": None, "checkpoint": 0, "lag": high, "files": 0, "updated_at": None,
                 "stale": None}

@@ -3,7 +3,7 @@
 Every filter reaches SQL as a bound parameter (SQLAlchemy Core); text search escapes ``%`` and
 ``_`` so a query string matches literally.
 
-    >>> page = runs_page(store, RunFilters(dialect="mapipe", q="payments"), page=2)
+    >>> page = runs_page(store, RunFilters(dialect="mytool", q="payments"), page=2)
     >>> [r.stream_id for r in page.rows], page.total
     >>> rows = timeline(store, "PROJ-1")
     >>> diff = side_by_side(doc_at_3, doc_at_9)

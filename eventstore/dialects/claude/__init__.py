@@ -31,6 +31,7 @@ from typing import Any
 
 import msgspec
 
+from eventstore.dialects.analytics import Analytics
 from eventstore.dialects.base import Dialect, FileWrite, Finding, RunInfo
 from eventstore.dialects.claude import events as ev
 from eventstore.dialects.claude.secrets import Scrubber
@@ -49,6 +50,11 @@ class ClaudeDialect(Dialect):
     requires_object = False
     line_based = True
     file_write_types = ("claude.tool_use", "claude.tool_result")
+
+    def analytics(self) -> Analytics:
+        from eventstore.dialects.claude.analytics import ANALYTICS
+
+        return ANALYTICS
 
     def file_bytes(self, events: Iterator[Event]) -> bytes:
         return raw_from_events(events)

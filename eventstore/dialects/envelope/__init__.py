@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from eventstore import documents
+from eventstore.dialects.analytics import Analytics
 from eventstore.dialects.base import Dialect, Finding, RunInfo, Snapshot
 from eventstore.dialects.envelope import lens
 from eventstore.dialects.envelope.events import (
@@ -44,12 +45,19 @@ JSON = Any
 
 class EnvelopeDialect(Dialect):
     name = "envelope"
+    demo_weight = 2
     versions_in_folders = False  # turn files are ordered by the transcript parser
+    no_raw_bytes = "records envelopes parsed from turn transcripts, not a state file"
     identity_keys = ("state",)
     catalog = CATALOG
     description = "agentic-workflow machine envelopes and turn transcripts (one envelope per turn)"
 
     # -- the lens ---------------------------------------------------------------
+
+    def analytics(self) -> Analytics:
+        from eventstore.dialects.envelope.analytics import ANALYTICS
+
+        return ANALYTICS
 
     def apply(self, doc: JSON, event: Event) -> JSON:
         if type(event) in CATALOG:

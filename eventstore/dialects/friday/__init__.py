@@ -22,6 +22,7 @@ from typing import Any
 
 from msgspec import UNSET
 
+from eventstore.dialects.analytics import Analytics
 from eventstore.dialects.base import Dialect, Finding, RunInfo, Snapshot
 from eventstore.dialects.friday import events as ev
 from eventstore.dialects.friday.lens import apply_event, derive_events
@@ -44,11 +45,17 @@ def _short(value: Any, limit: int = 70) -> str:
 
 class FridayDialect(Dialect):
     name = "friday"
+    demo_weight = 2
     identity_keys = ("status",)
     state_file_names = ("friday-state.json",)
     time_keys = ("last_updated",)
     description = "TemperAI FRIDAY orchestrator state (.temper/friday-state.json)"
     catalog = ev.CATALOG
+
+    def analytics(self) -> Analytics:
+        from eventstore.dialects.friday.analytics import ANALYTICS
+
+        return ANALYTICS
 
     def apply(self, doc: JSON, event: Event) -> JSON:
         return apply_event(doc, event)

@@ -24,6 +24,7 @@ from typing import Any
 
 from msgspec import UNSET
 
+from eventstore.dialects.analytics import Analytics
 from eventstore.dialects.base import Dialect, Finding, RunInfo, Snapshot
 from eventstore.dialects.mapipe import events as ev
 from eventstore.dialects.mapipe.lens import apply_event, derive_events
@@ -34,10 +35,16 @@ from eventstore.events import Event
 
 class MapipeDialect(Dialect):
     name = "mapipe"
+    demo_weight = 4
     identity_keys = ("schemaVersion", "taskId")
     state_file_names = ("agent-state.json",)
     description = "multi-agent-pipeline agent-state.json (schemaVersion 2.0.0-2.2.0)"
     catalog = ev.CATALOG
+
+    def analytics(self) -> Analytics:
+        from eventstore.dialects.mapipe.analytics import ANALYTICS
+
+        return ANALYTICS
 
     def apply(self, doc: Any, event: Event) -> Any:
         return apply_event(doc, event)

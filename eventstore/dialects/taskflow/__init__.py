@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from eventstore import documents
+from eventstore.dialects.analytics import Analytics
 from eventstore.dialects.base import Dialect, DocumentObserved, Finding, RunInfo, Snapshot
 from eventstore.dialects.taskflow import events as ev
 from eventstore.dialects.taskflow import lens
@@ -64,11 +65,17 @@ STREAM_PREFIX = "taskflow/"
 
 class TaskflowDialect(Dialect):
     name = "taskflow"
+    demo_weight = 2
     versions_in_folders = False  # a folder is one task, not versions of a file
     catalog = ev.CATALOG
     description = "agent-framework task folders: artifacts decide the phase, VERDICT.md spawns follow-ups"
 
     # -- the lens ---------------------------------------------------------------
+
+    def analytics(self) -> Analytics:
+        from eventstore.dialects.taskflow.analytics import ANALYTICS
+
+        return ANALYTICS
 
     def apply(self, doc: JSON, event: Event) -> JSON:
         return lens.apply(doc, event)

@@ -1,0 +1,141 @@
+"""Claude Code analytics: one fact row per transcript line or hook, the views ``sessions``,
+``tool_calls`` and ``token_usage`` and the ``claude_sessions`` metric section (declared as data: see
+:mod:`eventstore.dialects.analytics`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from eventstore.dialects import analytics as an
+from eventstore.dialects.analytics import Analytics, MetricSection, RowFunctions, Rows, Table
+from eventstore.store import RecordedEvent
+
+_b, _d, _i, _s, _ts = an.b, an.d, an.i, an.s, an.ts
+_ROWS = RowFunctions()
+_on = _ROWS.on
+
+
+_CLAUDE_KINDS = ("user_message", "assistant_message", "tool_use", "tool_result", "summary", "compact_boundary",
+                 "system", "file_history_snapshot", "attachment", "queue_operation", "unknown_record",
+                 "unreadable_line", "hook")
+
+
+def _claude(rows: Rows, e: RecordedEvent, p: dict[str, Any], at: datetime | None) -> None:
+    usage = _d(p.get("usage"))
+    rows["claude_events"].append((
+        e.position, e.stream_id, e.type.split(".", 1)[1], _s(p.get("model")), _s(p.get("message_id")),
+        _s(p.get("request_id")), _s(p.get("tool_name")), _s(p.get("tool_use_id")), _b(p.get("is_error")),
+        _i(usage.get("input_tokens")), _i(usage.get("output_tokens")), _i(usage.get("cache_read_input_tokens")),
+        _i(usage.get("cache_creation_input_tokens")), _s(p.get("agent_id")), _ts(p.get("timestamp")) or at))
+
+
+_on(*(f"claude.{kind}" for kind in _CLAUDE_KINDS))(_claude)
+
+
+TABLES = (
+    # One row per transcript line / hook of a Claude Code session (usage repeats on every line of a
+    # message split over several lines: the token_usage view keeps one row per message id).
+    Table("claude_events", (
+        ("kind", "VARCHAR"), ("model", "VARCHAR"), ("message_id", "VARCHAR"), ("request_id", "VARCHAR"),
+        ("tool_name", "VARCHAR"), ("tool_use_id", "VARCHAR"), ("is_error", "BOOLEAN"), ("input_tokens", "BIGINT"),
+        ("output_tokens", "BIGINT"), ("cache_read_tokens", "BIGINT"), ("cache_creation_tokens", "BIGINT"),
+        ("agent_id", "VARCHAR"), ("occurred_at", "TIMESTAMPTZ"))),
+)
+
+VIEWS = {
+    # One row per API message (its lines share message.id and repeat the usage).
+    "token_usage": """
+        SELECT stream_id, split_part(stream_id, '/', 1) AS session_id, message_id,
+               arg_max(model, position) AS model, arg_max(request_id, position) AS request_id,
+               arg_max(input_tokens, position) AS input_tokens, arg_max(output_tokens, position) AS output_tokens,
+               arg_max(cache_read_tokens, position) AS cache_read_tokens,
+               arg_max(cache_creation_tokens, position) AS cache_creation_tokens,
+               min(occurred_at) AS occurred_at
+        FROM claude_events WHERE message_id IS NOT NULL AND kind IN ('assistant_message', 'tool_use')
+        GROUP BY stream_id, message_id""",
+    "tool_calls": """
+        WITH uses AS (SELECT stream_id, tool_use_id, tool_name, model, occurred_at AS called_at, position
+                      FROM claude_events WHERE kind = 'tool_use' AND tool_use_id IS NOT NULL),
+        results AS (SELECT stream_id, tool_use_id, bool_or(coalesce(is_error, false)) AS is_error,
+                           min(occurred_at) AS result_at
+                    FROM claude_events WHERE kind = 'tool_result' AND tool_use_id IS NOT NULL GROUP BY ALL)
+        SELECT u.stream_id, split_part(u.stream_id, '/', 1) AS session_id, u.tool_use_id, u.tool_name, u.model,
+               u.called_at, r.result_at, r.is_error, r.tool_use_id IS NOT NULL AS has_result
+        FROM uses u LEFT JOIN results r USING (stream_id, tool_use_id)""",
+    "sessions": """
+        WITH c AS (SELECT * FROM claude_events),
+        tok AS (SELECT stream_id, sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+                       sum(cache_read_tokens) AS cache_read_tokens,
+                       sum(cache_creation_tokens) AS cache_creation_tokens, count(*) AS api_messages
+                FROM token_usage GROUP BY stream_id)
+        SELECT c.stream_id, split_part(c.stream_id, '/', 1) AS session_id, c.stream_id LIKE '%/%' AS is_subagent,
+               string_agg(DISTINCT c.model, ', ' ORDER BY c.model) AS models,
+               count_if(c.kind = 'user_message') AS turns, count_if(c.kind = 'tool_use') AS tool_calls,
+               count_if(c.kind = 'tool_result' AND c.is_error) AS tool_errors,
+               count_if(c.kind = 'compact_boundary') AS compactions, count_if(c.kind = 'hook') AS hooks,
+               count_if(c.kind = 'unreadable_line') AS unreadable_lines,
+               min(c.occurred_at) AS started_at, max(c.occurred_at) AS ended_at,
+               epoch(max(c.occurred_at) - min(c.occurred_at)) AS wall_s,
+               any_value(t.api_messages) AS api_messages, any_value(t.input_tokens) AS input_tokens,
+               any_value(t.output_tokens) AS output_tokens, any_value(t.cache_read_tokens) AS cache_read_tokens,
+               any_value(t.cache_creation_tokens) AS cache_creation_tokens
+        FROM c LEFT JOIN tok t USING (stream_id) GROUP BY c.stream_id""",
+    # Per orchestrator run: its linked sessions (run_sessions: the sessions that wrote its state
+    # versions) summed, subagent transcripts included; wall time of the main transcripts, the
+    # subagents' apart (they run inside their session's time).
+    "run_claude": """
+        WITH links AS (SELECT DISTINCT stream_id, session_id FROM run_sessions)
+        SELECT l.stream_id, count(DISTINCT l.session_id) AS sessions, count(s.stream_id) AS transcripts,
+               count_if(s.is_subagent) AS subagents, sum(s.api_messages) AS api_messages,
+               sum(s.input_tokens) AS input_tokens, sum(s.output_tokens) AS output_tokens,
+               sum(s.cache_read_tokens) AS cache_read_tokens, sum(s.cache_creation_tokens) AS cache_creation_tokens,
+               sum(s.turns) AS turns, sum(s.tool_calls) AS tool_calls, sum(s.tool_errors) AS tool_errors,
+               sum(s.compactions) AS compactions, sum(s.wall_s) FILTER (WHERE NOT s.is_subagent) AS wall_s,
+               sum(s.wall_s) FILTER (WHERE s.is_subagent) AS subagent_wall_s
+        FROM links l LEFT JOIN sessions s ON s.session_id = l.session_id GROUP BY l.stream_id""",
+}
+
+_IN = "stream_id IN (SELECT stream_id FROM sel)"
+
+SECTIONS = (
+    MetricSection(
+        "claude_sessions", "Claude Code sessions: tokens, tool calls and errors per model",
+        ("model", "sessions", "api_messages", "input_tokens", "output_tokens", "cache_read_tokens",
+         "cache_creation_tokens", "tool_calls", "tool_errors"),
+        """SELECT u.model, count(DISTINCT u.stream_id) AS sessions, count(*) AS api_messages,
+               sum(u.input_tokens) AS input_tokens, sum(u.output_tokens) AS output_tokens,
+               sum(u.cache_read_tokens) AS cache_read_tokens, sum(u.cache_creation_tokens) AS cache_creation_tokens,
+               (SELECT count(*) FROM tool_calls t WHERE t.model = u.model
+                AND t.stream_id IN (SELECT stream_id FROM sel)) AS tool_calls,
+               (SELECT coalesce(count_if(t.is_error), 0) FROM tool_calls t WHERE t.model = u.model
+                AND t.stream_id IN (SELECT stream_id FROM sel)) AS tool_errors
+            FROM token_usage u WHERE u.stream_id IN (SELECT stream_id FROM sel) GROUP BY u.model ORDER BY u.model""",
+        f"""SELECT count(*) AS transcripts, count_if(is_subagent) AS subagents, sum(turns) AS turns,
+               sum(tool_calls) AS tool_calls, sum(tool_errors) AS tool_errors, sum(compactions) AS compactions,
+               sum(wall_s) AS wall_s
+            FROM sessions WHERE {_IN}""",
+        "tokens are counted once per API message (its lines share message.id); a tool error is a "
+        "tool_result with is_error; views: sessions, tool_calls, token_usage."),
+)
+
+_RUN_COLUMNS = ("stream_id", "sessions", "transcripts", "subagents", "input_tokens", "output_tokens",
+                "cache_read_tokens", "cache_creation_tokens", "turns", "tool_calls", "tool_errors", "compactions",
+                "wall_s", "subagent_wall_s")
+
+# Any orchestrator run's Claude Code sessions: in the cross-run report and in every run's report.
+CLAUDE_RUNS = MetricSection(
+    "claude_runs", "Claude Code sessions per orchestrator run (summed over its linked sessions)", _RUN_COLUMNS,
+    f"""SELECT {", ".join(_RUN_COLUMNS)} FROM run_claude WHERE {_IN} ORDER BY stream_id""",
+    f"""SELECT count(*) AS runs_with_sessions, sum(sessions) AS sessions, sum(input_tokens) AS input_tokens,
+           sum(output_tokens) AS output_tokens, sum(cache_read_tokens) AS cache_read_tokens,
+           sum(cache_creation_tokens) AS cache_creation_tokens, sum(turns) AS turns,
+           sum(tool_calls) AS tool_calls, sum(tool_errors) AS tool_errors, sum(subagents) AS subagents,
+           sum(compactions) AS compactions, sum(wall_s) AS wall_s
+        FROM run_claude WHERE {_IN}""",
+    "a run's sessions are those that wrote its state versions (hook, content match or path+time; "
+    "`evstore log RUN`); sums include their subagent transcripts; wall_s: the main transcripts, "
+    "subagent_wall_s: the subagents'; view: run_claude.")
+
+ANALYTICS = Analytics(version=1, tables=TABLES, rows=_ROWS, views=VIEWS, sections=(*SECTIONS, CLAUDE_RUNS),
+                      every_run_sections=(CLAUDE_RUNS,))
