@@ -48,7 +48,7 @@ from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, SmallIntege
 
 from eventstore import codec
 from eventstore.backends import Backend
-from eventstore.dialects import available, get_dialect
+from eventstore.dialects import available, get_dialect, registered
 from eventstore.dialects.base import Dialect, FileWrite, parse_time
 from eventstore.errors import EvstoreError
 from eventstore.events import decode_event
@@ -145,31 +145,40 @@ class WritersIndex(engine.Projection):
     metadata = _md
 
     def __init__(self) -> None:
-        self._write_types: dict[str, Dialect] | None = None
-        self._names: frozenset[str] = frozenset()
+        self._types: dict[str, Dialect | None] = {}
+        self._names: frozenset[str] | None = None
 
-    def _writers(self) -> dict[str, Dialect]:
-        """Event type -> the dialect describing its file writes."""
-        if self._write_types is None:
-            types: dict[str, Dialect] = {}
-            for name in available():
-                try:
-                    d = get_dialect(name)
-                except EvstoreError:
-                    continue
-                for t in d.file_write_types:
-                    types[t] = d
+    def _dialect_for(self, event_type: str) -> Dialect | None:
+        """The dialect describing the file writes of ``event_type`` events, if any.  Only the
+        dialect the type is named after (``<dialect>.<kind>``) is imported: an ingest of state
+        files never loads the session dialects."""
+        try:
+            return self._types[event_type]
+        except KeyError:
+            pass
+        found = None
+        prefix = event_type.split(".", 1)[0]
+        if prefix in registered():
+            try:
+                d = get_dialect(prefix)
+            except EvstoreError:  # a broken plugin describes nothing
+                d = None
+            if d is not None and event_type in d.file_write_types:
+                found = d
+        self._types[event_type] = found
+        return found
+
+    def _state_names(self) -> frozenset[str]:
+        if self._names is None:
             self._names = state_file_names()
-            self._write_types = types
-        return self._write_types
+        return self._names
 
     def apply(self, cur: Any, backend: Backend, events: Sequence[RecordedEvent]) -> None:
-        types = self._writers()
         writes: list[tuple[Any, ...]] = []
         failed: list[tuple[str, str]] = []
         versions: list[tuple[Any, ...]] = []
         for e in events:
-            d = types.get(e.type)
+            d = self._dialect_for(e.type)
             if d is not None:
                 for w in d.file_writes(decode_event(e.type, e.schema_version, e.data)):
                     self._write_row(e, w, writes, failed)
@@ -195,7 +204,7 @@ class WritersIndex(engine.Projection):
                 failed.append((e.stream_id, call))
             return
         name = _name(w.path)
-        if name not in self._names:
+        if name not in self._state_names():
             return
         at = parse_time(w.at)
         rows.append((e.stream_id, call, _short(name, 255), _short(w.path, 4000), _short(w.sha256, 64),

@@ -229,3 +229,19 @@ def test_same_file() -> None:
     assert not writers.same_file("/w/p/agent-state.json", "/w/q/agent-state.json")
     assert not writers.same_file("/w/p/agent-state.json", "xp/agent-state.json")
     assert not writers.same_file(None, "agent-state.json")
+
+
+def test_an_ingest_of_state_files_loads_no_session_dialect(tmp_path: Path) -> None:
+    """The writers index runs on every append: it loads a dialect only for that dialect's own events."""
+    import subprocess
+    import sys
+
+    state = tmp_path / "agent-state.json"
+    state.write_text(F.V1)
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "eventstore", "--url",
+                        f"sqlite:///{tmp_path}/events.db", "ingest", "mapipe", str(state)],
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    imported = {line.split("|")[-1].strip() for line in r.stderr.decode().splitlines() if "|" in line}
+    assert "projections.writers" in imported and "eventstore.dialects.mapipe.lens" in imported
+    assert not {m for m in imported if m.startswith(("eventstore.dialects.claude", "eventstore.dialects.friday"))}

@@ -190,7 +190,8 @@ class Dialect:
     #: reads them from one state file (e.g. they are parsed out of transcripts); "" otherwise.
     no_raw_bytes: ClassVar[str] = ""
 
-    #: Event types whose events may describe tool calls writing files (:meth:`file_writes`).
+    #: Event types whose events may describe tool calls writing files (:meth:`file_writes`); they
+    #: are named ``<this dialect's name>.<kind>`` (the writers index loads a dialect by that prefix).
     file_write_types: ClassVar[tuple[str, ...]] = ()
 
     #: Whether a folder holds versions of one file (ingest orders them, ``--order``); False for
