@@ -245,3 +245,23 @@ def test_an_ingest_of_state_files_loads_no_session_dialect(tmp_path: Path) -> No
     imported = {line.split("|")[-1].strip() for line in r.stderr.decode().splitlines() if "|" in line}
     assert "projections.writers" in imported and "eventstore.dialects.mapipe.lens" in imported
     assert not {m for m in imported if m.startswith(("eventstore.dialects.claude", "eventstore.dialects.friday"))}
+
+
+def test_the_run_page_and_its_events_api_say_who_wrote_each_version(run, store_url: str, tmp_path: Path) -> None:
+    from starlette.testclient import TestClient
+
+    from projections.serve import ServeConfig, create_app
+
+    project = tmp_path / "orch"
+    project.mkdir()
+    _ingest_session(run, tmp_path, project)
+    versions = _ingest_states(run, project)
+    with TestClient(create_app(ServeConfig(url=store_url, analytics_dir=str(tmp_path / "analytics")))) as client:
+        page = client.get(f"/runs/{F.TASK}")
+        assert page.status_code == 200
+        assert f"written by session {F.SESSION}, message a2, tool call toolu_e1 (Edit; content match)" in page.text
+        assert "toolu_x1" not in page.text
+        events = client.get(f"/api/runs/{F.TASK}/events").json()
+        assert {e["version"]: e.get("written_by") for e in events} == {**_expected(versions), 4: None}
+        metrics = client.get(f"/runs/{F.TASK}/metrics")
+        assert metrics.status_code == 200 and "Claude Code sessions per orchestrator run" in metrics.text

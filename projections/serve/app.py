@@ -48,6 +48,7 @@ from eventstore.errors import (
 from eventstore.store import NewEvent
 from projections.report import _cell, charts
 from projections.serve import views
+from projections.writers import writers
 
 HERE = Path(__file__).resolve().parent
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
@@ -357,8 +358,14 @@ class Server:
         after = _int_param(request.query_params, "after", 0)
         limit = _int_param(request.query_params, "limit", None, minimum=1)
         upto = None if limit is None else (after or 0) + limit
-        return JSONResponse([rec.to_dict() for rec in self.store.read_stream(sid, after_version=after,
-                                                                             upto_version=upto)])
+        found = writers(self.store, sid)
+        out = []
+        for rec in self.store.read_stream(sid, after_version=after, upto_version=upto):
+            row = rec.to_dict()
+            if rec.version in found:  # as `evstore log --json`: who wrote this state version
+                row["written_by"] = found[rec.version].to_dict()
+            out.append(row)
+        return JSONResponse(out)
 
     def api_state(self, request: Request) -> Response:
         from projections.replay import replay

@@ -28,6 +28,7 @@ from eventstore.dialects import Dialect
 from eventstore.errors import EvstoreError
 from eventstore.store import EventStore, RecordedEvent
 from projections.runs import RunRow, normalize_since, refresh, runs_table
+from projections.writers import Writer, writers
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
@@ -120,10 +121,12 @@ class TimelineRow:
     summary: str
     findings: list[dict[str, Any]] = field(default_factory=list)
     source: dict[str, Any] | None = None
+    written_by: Writer | None = None  # who wrote this state version (``projections.writers``)
 
     def to_dict(self) -> dict[str, Any]:
         return {"version": self.version, "position": self.position, "when": self.when, "type": self.type,
-                "summary": self.summary, "findings": self.findings, "source": self.source}
+                "summary": self.summary, "findings": self.findings, "source": self.source,
+                "written_by": None if self.written_by is None else self.written_by.to_dict()}
 
 
 def timeline_row(dialect: Dialect, rec: RecordedEvent) -> TimelineRow:
@@ -164,7 +167,11 @@ def describe_source(source: dict[str, Any]) -> str:
 def timeline(store: EventStore, stream_id: str, dialect: Dialect, *, after: int = 0,
              limit: int | None = None) -> list[TimelineRow]:
     upto = None if limit is None else after + limit
-    return [timeline_row(dialect, rec) for rec in store.read_stream(stream_id, after_version=after, upto_version=upto)]
+    rows = [timeline_row(dialect, rec) for rec in store.read_stream(stream_id, after_version=after, upto_version=upto)]
+    found = writers(store, stream_id)
+    for row in rows:
+        row.written_by = found.get(row.version)
+    return rows
 
 
 def version_options(latest: int, selected: int | None) -> Markup:
@@ -192,6 +199,8 @@ def timeline_html(rows: list[TimelineRow], run_path: str) -> Markup:
         if r.source:
             cells.append(f'<div class="source">source: <span class="mono">{escape(describe_source(r.source))}'
                          "</span></div>")
+        if r.written_by is not None:
+            cells.append(f'<div class="source">{escape(r.written_by.line())}</div>')
         cells.append(f'</td><td class="nowrap"><a href="{run_path}?version={v}#state">state</a>')
         if v > 1:
             cells.append(f' · <a href="{run_path}?version={v}&amp;from={v - 1}&amp;to={v}#diff">diff</a>')
