@@ -26,9 +26,10 @@ def child_pytest(**extra_env: str) -> subprocess.CompletedProcess[str]:
     controlling process of its own)."""
     left_out = ("EVSTORE_TEST_POSTGRES_URL", pg_server.BINDIR_SETTING, conftest.NO_PG_VARIABLE)
     env = {k: v for k, v in os.environ.items() if k not in left_out and not k.startswith("PYTEST_XDIST")}
-    env.update(extra_env, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")  # start-up: only the plugins the settings need
+    # Start-up: only the plugins the settings need, named with -p (required_plugins counts only autoloaded ones).
+    env.update(extra_env, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "pytest_timeout", "-p", "xdist.plugin",
-                           "-p", "no:cacheprovider", "-q", ONE_PG_TEST],
+                           "-o", "required_plugins=", "-p", "no:cacheprovider", "-q", ONE_PG_TEST],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
