@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -142,8 +143,15 @@ def _hook(stdin: bytes, env: dict[str, str]) -> subprocess.CompletedProcess[byte
                           capture_output=True, env=env, timeout=60)
 
 
-def test_200_concurrent_hooks_are_silent_and_nothing_is_lost(store_url: str, tmp_path: Path) -> None:
-    env = {**os.environ, "EVSTORE_URL": store_url, "EVSTORE_SPOOL_DIR": str(tmp_path / "spool")}
+@pytest.fixture(scope="module")
+def hooked_spool(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[subprocess.CompletedProcess[bytes]], Path]:
+    """200 hook processes, 16 at a time, and the spool they wrote (no drain has read it).
+
+    A hook only spools (eventstore/entry.py): it opens no store, so one spool serves the drain tests
+    of both backends.  The store it names does not exist, so the drain that the truncated "Stop"
+    input starts in the background refuses to run and leaves the spool to the tests."""
+    where = tmp_path_factory.mktemp("hooks")
+    env = {**os.environ, "EVSTORE_URL": f"sqlite:///{where}/no-store/events.db", "EVSTORE_SPOOL_DIR": str(where / "spool")}
     inputs = [json.dumps({"session_id": f"s-{i % 7}", "hook_event_name": name, "tool_name": "Bash",
                           "tool_use_id": f"toolu_{i}", "tool_input": {"command": "ls"}},
                          separators=(",", ":")).encode()
@@ -152,14 +160,26 @@ def test_200_concurrent_hooks_are_silent_and_nothing_is_lost(store_url: str, tmp
     inputs += [b"not json", b"", b"\xff\xfe", b'{"hook_event_name":"Stop"', b"[]"]
     with ThreadPoolExecutor(max_workers=16) as pool:
         results = list(pool.map(lambda data: _hook(data, env), inputs))
+    return results, where / "spool"
+
+
+def test_200_concurrent_hooks_are_silent(hooked_spool: tuple[list[subprocess.CompletedProcess[bytes]], Path]) -> None:
+    results, directory = hooked_spool
     assert len(results) == 200
     assert all(r.returncode == 0 and r.stdout == b"" for r in results), [r for r in results if r.returncode][:1]
+    assert sorted(p.name for p in directory.iterdir()) == [spool.SPOOL]  # no claim, no hook error logged
+    assert len(list(spool.read(directory / spool.SPOOL))) == 200
+
+
+def test_200_concurrent_hooks_are_drained_without_loss(hooked_spool: tuple[list[subprocess.CompletedProcess[bytes]], Path],
+                                                       store_url: str, tmp_path: Path) -> None:
+    directory = shutil.copytree(hooked_spool[1], tmp_path / "spool")  # this backend's own copy to drain
     with EventStore(store_url) as store:
-        drained = capture.drain(store, tmp_path / "spool")
+        drained = capture.drain(store, directory)
         assert drained.hooks == 200 and not drained.errors
         assert sum(store.stream_version(f"s-{i}") for i in range(7)) == 195
         assert store.stream_version("claude-hooks") == 5
-        assert capture.drain(store, tmp_path / "spool").hooks == 0  # drained once
+        assert capture.drain(store, directory).hooks == 0  # drained once
 
 
 def test_a_drain_killed_half_way_records_everything_once(store_url: str, tmp_path: Path) -> None:
