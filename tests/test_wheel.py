@@ -23,7 +23,6 @@ import pytest
 from eventstore.dialects.mapipe import MapipeDialect
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.xdist_group("wheel")  # one xdist worker builds and installs the wheel once for all
 SPECS = {
     "eventstore/dialects/mapipe/schemas/agent-state.schema.json",
     "eventstore/dialects/mapipe/schemas/ORIGIN.md",
