@@ -107,3 +107,18 @@ def test_append_many_expected_versions(store: EventStore) -> None:
         store.append_many([("B", ev(5), None), ("A", ev(6), 2)])
     assert str(info.value) == 'Stream "A" is at version 3, expected 2; re-read and retry.'
     assert store.stream_version("B") == 1  # all or nothing
+
+
+def test_one_client_id_in_two_streams_of_one_append_is_refused(store: EventStore) -> None:
+    """The same id and content in another stream is another event, not a repeat to drop: append_many
+    writes the first stream's events before it looks the next stream's ids up, and finds the clash."""
+    eid = str(uuid.UUID(int=7))
+    with pytest.raises(DuplicateEventId) as info:
+        store.append_many([("A", ev(1, event_id=eid), None), ("B", ev(1, event_id=eid), None)])
+    assert str(info.value) == (f'Event id {eid} was already recorded as "t.x" in stream "A" version 1 with '
+                               "different content; use a new event id.")
+    assert getattr(info.value, "item", None) == 1
+    assert store.list_streams() == []  # all or nothing
+    # within one stream the repeat is dropped: one event, as an idempotent retry would be
+    [result] = store.append_many([("A", ev(1, event_id=eid), None), ("A", ev(1, event_id=eid), None)])
+    assert (result.stream_id, result.version, result.positions) == ("A", 1, [1])
