@@ -24,7 +24,7 @@ DIALECTS = pick_dialects()
 
 
 def test_the_demo_simulates_every_dialect() -> None:
-    assert DIALECTS == ["mapipe", "envelope", "friday", "taskflow"]  # a lost dialect fails, never skips
+    assert DIALECTS == ["mapipe", "envelope", "friday", "taskflow", "taskmaster"]  # a lost dialect fails, never skips
 
 
 def _content(url: str) -> dict[str, list[tuple[str, str, bytes, bytes, str | None]]]:
@@ -97,7 +97,7 @@ def test_demo_human_summary_names_real_next_commands(sqlite_url: str) -> None:
     rows = json.loads(CliRunner().invoke(register(), ["--url", sqlite_url, "runs", "--json"]).stdout)
     assert len(rows) == 8
     # seed 1 always draws this mix (the dialects' weights, one RNG): any drift is a change of the demo
-    assert Counter(r["dialect"] for r in rows) == {"taskflow": 3, "mapipe": 2, "friday": 2, "envelope": 1}
+    assert Counter(r["dialect"] for r in rows) == {"taskflow": 3, "mapipe": 2, "taskmaster": 2, "friday": 1}
 
 
 def test_demo_library_progress_and_bad_runs(sqlite_url: str) -> None:

@@ -74,7 +74,7 @@ def test_projections_status_last_run_is_a_time(demo_url: str) -> None:
 
 def test_log_never_prints_python_none(demo_url: str) -> None:
     runs = json.loads(invoke(demo_url, "runs", "--json").stdout)
-    assert {r["dialect"] for r in runs} == {"mapipe", "friday", "taskflow", "envelope"}
+    assert {r["dialect"] for r in runs} == {"mapipe", "friday", "taskflow", "envelope", "taskmaster"}
     for r in runs:
         out = invoke(demo_url, "log", r["stream_id"]).stdout
         assert not re.search(r"\bNone\b", out), (r["stream_id"], [x for x in out.splitlines() if "None" in x][:3])
@@ -94,7 +94,7 @@ def test_envelope_gates_line_reads_without_none() -> None:
 def test_metrics_unknown_dialect_or_project_lists_what_exists(demo_url: str) -> None:
     assert invoke(demo_url, "query", "select 1").exit_code == 0  # catch the analytics up: stderr stays clean
     clean_error(invoke(demo_url, "metrics", "--dialect", "nope"),
-                'No run has --dialect "nope"; the dialects are: envelope, friday, mapipe, taskflow.')
+                'No run has --dialect "nope"; the dialects are: envelope, friday, mapipe, taskflow, taskmaster.')
     runs = json.loads(invoke(demo_url, "runs", "--json").stdout)
     projects = ", ".join(sorted({r["project"] for r in runs if r["project"]}))
     clean_error(invoke(demo_url, "metrics", "--project", "nope"), f'No run has --project "nope"; the projects are: '

@@ -7,8 +7,11 @@ task has ``id``, ``title``, ``description``, ``status`` (pending, in-progress, r
 deferred, cancelled, blocked), ``priority``, ``dependencies`` (task ids), ``details``,
 ``testStrategy`` and ``subtasks`` (each with its own ``id`` and ``status``).
 
-Typed events record tasks added and removed, status changes and subtask status changes
-(:mod:`eventstore.dialects.taskmaster.events`); everything else is an exact patch.  The dialect is
+Typed events record tags created and removed, tasks added and removed, status changes, subtasks
+added and removed and subtask status changes (:mod:`eventstore.dialects.taskmaster.events`);
+everything else is an exact patch.  Analytics (tasks by status over time, cycle time, reopenings,
+blocked time, subtask completion, throughput per day, per project and tag) are declared in
+:mod:`eventstore.dialects.taskmaster.analytics`.  The dialect is
 a plugin like every other: this folder and its line in the ``evstore.dialects`` entry points.
 """
 
@@ -19,6 +22,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+from eventstore.dialects.analytics import Analytics
 from eventstore.dialects.base import Dialect, Finding, RunInfo, Snapshot
 from eventstore.dialects.taskmaster import events as ev
 from eventstore.dialects.taskmaster.lens import apply_event, derive_events, is_legacy, task_lists
@@ -43,6 +47,12 @@ class TaskmasterDialect(Dialect):
     # No state_file_names: "tasks.json" is too common a name (Claude Code's own task lists use it) for
     # the capture hook to take every Write of one as task-master's.
     streams_by_source = True  # the document names no project: the file's name or repository path
+    demo_weight = 2
+
+    def analytics(self) -> Analytics:
+        from eventstore.dialects.taskmaster.analytics import ANALYTICS
+
+        return ANALYTICS
 
     def identity_problem(self, doc: Any, where: str) -> str | None:
         problem = super().identity_problem(doc, where)
@@ -112,6 +122,16 @@ class TaskmasterDialect(Dialect):
             return f"task {event.id!r} removed{_at(event.tag)}"
         if isinstance(event, ev.StatusChanged):
             return f"task {event.id!r}{_at(event.tag)}: {event.from_status} -> {event.to_status}"
+        if isinstance(event, ev.SubtaskAdded):
+            return (f"subtask {event.task_id!r}.{event.subtask.get('id')!r} added{_at(event.tag)}: "
+                    f"{str(event.subtask.get('title'))[:70]}")
+        if isinstance(event, ev.SubtaskRemoved):
+            return f"subtask {event.task_id!r}.{event.id!r} removed{_at(event.tag)}"
+        if isinstance(event, ev.TagCreated):
+            tasks = event.value.get("tasks")
+            return f"tag {event.tag!r} created ({len(tasks) if isinstance(tasks, list) else 0} tasks)"
+        if isinstance(event, ev.TagRemoved):
+            return f"tag {event.tag!r} removed"
         if isinstance(event, ev.SubtaskStatusChanged):
             return (f"subtask {event.task_id!r}.{event.subtask_id!r}{_at(event.tag)}: "
                     f"{event.from_status} -> {event.to_status}")

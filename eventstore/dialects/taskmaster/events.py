@@ -54,4 +54,36 @@ class SubtaskStatusChanged(Event, tag="taskmaster.subtask_status_changed", froze
     to_status: Any
 
 
-CATALOG: tuple[type[Event], ...] = (TaskAdded, TaskRemoved, StatusChanged, SubtaskStatusChanged)
+class SubtaskAdded(Event, tag="taskmaster.subtask_added", frozen=True):
+    """A subtask appeared in a task's ``subtasks``, at ``index`` (``expand``, ``add-subtask``)."""
+
+    tag: str | None
+    task_id: TaskId
+    index: int
+    subtask: dict[str, Any]
+
+
+class SubtaskRemoved(Event, tag="taskmaster.subtask_removed", frozen=True):
+    """A subtask left its task's ``subtasks`` (``remove-subtask``, ``clear-subtasks``)."""
+
+    tag: str | None
+    task_id: TaskId
+    id: TaskId
+    title: Any = None
+
+
+class TagCreated(Event, tag="taskmaster.tag_created", frozen=True):
+    """A tag appeared (``add-tag``, ``copy-tag``): its whole ``{"tasks", "metadata"}`` object."""
+
+    tag: str
+    value: dict[str, Any]
+
+
+class TagRemoved(Event, tag="taskmaster.tag_removed", frozen=True):
+    """A tag and its task list left the document (``delete-tag``)."""
+
+    tag: str
+
+
+CATALOG: tuple[type[Event], ...] = (TaskAdded, TaskRemoved, StatusChanged, SubtaskStatusChanged, SubtaskAdded,
+                                    SubtaskRemoved, TagCreated, TagRemoved)

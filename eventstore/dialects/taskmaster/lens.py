@@ -1,10 +1,11 @@
 """The task-master lens: typed events for what task-master changes, found by task id.
 
-``derive`` recognises, per tag present before and after (the legacy format is the tag ``None``):
-tasks removed and added (by id), a task's status and a subtask's status changed.  Everything else
-(titles, details, priority, dependencies, subtasks added, tags created, metadata) is left to the
-exact patch :meth:`Dialect.observe` adds, which also repairs what the events do not place exactly
-(a reordered list): the lens law holds either way.
+``derive`` recognises tags created and removed (tagged format), and per tag present before and
+after (the legacy format is the tag ``None``): tasks removed and added (by id), a task's status
+changed, subtasks removed and added (by id) and a subtask's status changed.  Everything else
+(titles, details, priority, dependencies, metadata, a switch between the formats, lists whose ids
+are not unique) is left to the exact patch :meth:`Dialect.observe` adds, which also repairs what
+the events do not place exactly (a reordered list): the lens law holds either way.
 """
 
 from __future__ import annotations
@@ -55,6 +56,13 @@ def _differ(a: Any, b: Any) -> bool:
 def derive_events(prev: JSON, next_doc: JSON) -> list[Event]:
     out: list[Event] = []
     before, after = task_lists(prev), task_lists(next_doc)
+    if not is_legacy(prev) and not is_legacy(next_doc):
+        for tag in before:
+            if tag is not None and tag not in after and tag not in next_doc:
+                out.append(ev.TagRemoved(tag=tag))
+        for tag in after:
+            if tag is not None and tag not in before and tag not in prev:
+                out.append(ev.TagCreated(tag=tag, value=documents.copy(next_doc[tag])))
     for tag, old in before.items():
         new = after.get(tag)
         if new is None:
@@ -81,6 +89,13 @@ def derive_events(prev: JSON, next_doc: JSON) -> list[Event]:
             sub_old, sub_new = _ids(subs_was), _ids(subs_now)
             if sub_old is None or sub_new is None:
                 continue
+            for skey, s_was in sub_old.items():
+                if skey not in sub_new:
+                    out.append(ev.SubtaskRemoved(tag=tag, task_id=was["id"], id=s_was["id"],
+                                                 title=documents.copy(s_was.get("title"))))
+            for j, s_now in enumerate(subs_now):
+                if _key(s_now["id"]) not in sub_old:
+                    out.append(ev.SubtaskAdded(tag=tag, task_id=was["id"], index=j, subtask=documents.copy(s_now)))
             for skey, s_was in sub_old.items():
                 s_now = sub_new.get(skey)
                 if s_now is not None and "status" in s_was and "status" in s_now \
@@ -114,6 +129,19 @@ def apply_event(doc: JSON, event: Event) -> JSON:
         del tasks[next(i for i, t in enumerate(tasks) if t is found)]  # by identity: an equal twin stays
     elif isinstance(event, ev.StatusChanged):
         _find(_tasks(doc, event.tag), event.id)["status"] = documents.copy(event.to_status)
+    elif isinstance(event, ev.SubtaskAdded):
+        _find(_tasks(doc, event.tag), event.task_id)["subtasks"].insert(event.index, documents.copy(event.subtask))
+    elif isinstance(event, ev.SubtaskRemoved):
+        subs = _find(_tasks(doc, event.tag), event.task_id)["subtasks"]
+        found = _find(subs, event.id)
+        del subs[next(i for i, t in enumerate(subs) if t is found)]
+    elif isinstance(event, ev.TagCreated):
+        if type(doc) is not dict or event.tag in doc:
+            raise ValueError(f"tag {event.tag!r} exists already")
+        doc[event.tag] = documents.copy(event.value)
+    elif isinstance(event, ev.TagRemoved):
+        _tasks(doc, event.tag)
+        del doc[event.tag]
     elif isinstance(event, ev.SubtaskStatusChanged):
         task = _find(_tasks(doc, event.tag), event.task_id)
         _find(task["subtasks"], event.subtask_id)["status"] = documents.copy(event.to_status)

@@ -3,8 +3,9 @@
 A run starts from a parsed PRD (4-7 pending tasks with priorities and dependencies), in the tagged
 format (``{"master": {"tasks", "metadata"}}``) or, one run in three, the legacy one.  Then, in
 dependency order, a task is expanded into subtasks, set in-progress, its subtasks worked through,
-sometimes sent to review, blocked, deferred or reopened after done; a task is added or removed now
-and then, and a tagged project may open a feature tag.  Titles carry non-ASCII text and ``/``.
+sometimes sent to review, blocked, deferred or reopened after done; a subtask, a task is added or
+removed now and then, and a tagged project may open a feature tag and drop it again.  Titles carry
+non-ASCII text and ``/``.
 Deterministic per seed; about 20-40 versions.
 """
 
@@ -66,6 +67,9 @@ def simulate_project(rng: random.Random, *, run_id: str, start: datetime) -> Ite
                              [k - 1] if k > 1 else [], "details": "", "status": "pending", "parentTaskId": task["id"]}
                             for k in range(1, rng.randint(2, 4) + 1)]
         yield snap()
+        if len(task["subtasks"]) > 2 and rng.random() < 0.2:  # a step found unnecessary
+            task["subtasks"].pop()
+            yield snap()
         task["status"] = "in-progress"
         yield snap()
         for sub in task["subtasks"]:
@@ -97,7 +101,10 @@ def simulate_project(rng: random.Random, *, run_id: str, start: datetime) -> Ite
             if legacy:
                 doc["metadata"]["totalTasks"] = len(tasks)
             yield snap()
-        if not legacy and "feature-x" not in doc and rng.random() < 0.2:
+        if not legacy and "feature-x" in doc and rng.random() < 0.25:  # the feature was dropped
+            del doc["feature-x"]
+            yield snap()
+        elif not legacy and "feature-x" not in doc and rng.random() < 0.2:
             doc["feature-x"] = {"tasks": [_task(rng, 1, [])], "metadata": {
                 "created": now.isoformat(), "updated": now.isoformat(), "description": "Tasks for feature-x"}}
             yield snap()
