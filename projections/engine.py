@@ -19,6 +19,10 @@ Two lifecycles (Marten's vocabulary):
 Bumping ``version`` rebuilds: the runner drops and recreates the tables and resets the
 checkpoint to 0 in one transaction, then catches up.
 
+A third kind keeps its rows and checkpoint outside the database (:class:`ExternalProjection`: the
+analytics Parquet files and their manifest); the runner asks it to catch up, rebuild and report
+its status like the others, so ``evstore projections status|rebuild|run`` treat it as one of them.
+
 Registry: projections are listed by name in :data:`REGISTRY`; add yours with
 :func:`register` (e.g. ``register(MyProjection())`` at import of your module, and add the
 module to :data:`PROJECTION_MODULES` so the CLI imports it).  ``evstore projections
@@ -39,7 +43,7 @@ import importlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from sqlalchemy import BigInteger, Column, Integer, MetaData, String, Table
@@ -53,7 +57,7 @@ from eventstore.store import EventStore, RecordedEvent, recorded_event, utcnow
 Progress = Callable[[int, int], None]  # (events applied so far, total events to apply)
 
 #: Modules that define and register projections; imported by :func:`registered`.
-PROJECTION_MODULES: list[str] = ["projections.runs", "projections.writers"]
+PROJECTION_MODULES: list[str] = ["projections.runs", "projections.writers", "projections.analytics.projection"]
 
 REGISTRY: dict[str, Projection] = {}
 
@@ -98,6 +102,32 @@ class Projection(abc.ABC):
 
     def tables(self) -> list[Table]:
         return list(self.metadata.sorted_tables)
+
+
+class ExternalProjection(Projection):
+    """A projection whose rows and checkpoint live outside the database (files with a manifest of
+    their own): :class:`ProjectionRunner` calls :meth:`catch_up`, :meth:`rebuild` and
+    :meth:`status` instead of applying batches in database transactions."""
+
+    storage: ClassVar[str] = "files"
+
+    def apply(self, cur: Any, backend: Backend, events: Sequence[RecordedEvent]) -> None:
+        raise TypeError(f'Projection "{self.name}" keeps its own files; the runner calls catch_up, not apply.')
+
+    def tables(self) -> list[Table]:
+        return []  # no database table
+
+    @abc.abstractmethod
+    def catch_up(self, store: EventStore, *, progress: Progress | None = None) -> int:
+        """Apply every event after the checkpoint; the number of events read."""
+
+    @abc.abstractmethod
+    def rebuild(self, store: EventStore, *, progress: Progress | None = None) -> int:
+        """Rebuild from the first event; the number of events read."""
+
+    @abc.abstractmethod
+    def status(self, store: EventStore) -> ProjectionStatus:
+        """Version, checkpoint and lag, as the runner reports them for every projection."""
 
 
 @contextmanager
@@ -217,17 +247,19 @@ def attach(store: EventStore, projection: Projection) -> InlineHandler:
 @dataclass(frozen=True)
 class ProjectionStatus:
     name: str
-    version: int  # the code's version
-    stored_version: int | None  # the version the tables were built with (None: never run)
+    version: int | str  # the code's version
+    stored_version: int | str | None  # the version the tables were built with (None: never run)
     position: int  # checkpoint
     lag: int  # events after the checkpoint that the projection handles
     inline: bool
     updated_at: str | None
+    storage: str = "database"  # where rows and checkpoint live (ExternalProjection.storage otherwise)
+    details: dict[str, Any] = field(default_factory=dict)  # what else an external projection reports
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "version": self.version, "stored_version": self.stored_version,
                 "checkpoint": self.position, "lag": self.lag, "mode": "inline" if self.inline else "async",
-                "last_run": self.updated_at}
+                "last_run": self.updated_at, "storage": self.storage, **self.details}
 
 
 class ProjectionRunner:
@@ -288,6 +320,8 @@ class ProjectionRunner:
 
         Returns True if the projection was (re)initialised (its checkpoint is now 0).
         """
+        if isinstance(projection, ExternalProjection):
+            return False  # its files are set up (or rebuilt) by its own catch_up
         cp = self.checkpoint(projection.name)
         if cp is not None and cp[0] == projection.version:
             return False  # current: no write transaction (read-only commands call this)
@@ -307,6 +341,8 @@ class ProjectionRunner:
 
     def step(self, projection: Projection, *, limit: int | None = None) -> int:
         """Apply one batch after the checkpoint; the number of log events it covered (0: current)."""
+        if isinstance(projection, ExternalProjection):
+            raise TypeError(f'Projection "{projection.name}" keeps its own files; use catch_up.')
         limit = limit or self.batch_size
         types = projection.event_types
 
@@ -334,6 +370,8 @@ class ProjectionRunner:
     def catch_up(self, projection: Projection, *, progress: Progress | None = None,
                  after_batch: Callable[[], None] | None = None) -> int:
         """Apply every batch up to the current end of the log; returns events covered."""
+        if isinstance(projection, ExternalProjection):
+            return projection.catch_up(self.store, progress=progress)
         self.ensure(projection)
         cp = self.checkpoint(projection.name)
         if cp is not None and cp[0] == projection.version and cp[1] >= self.store.max_position():
@@ -353,6 +391,9 @@ class ProjectionRunner:
 
     def rebuild(self, projection: Projection, *, progress: Progress | None = None) -> int:
         """Drop the projection's tables, rebuild them from the first event."""
+        if isinstance(projection, ExternalProjection):
+            return projection.rebuild(self.store, progress=progress)
+
         def body(cur: Any) -> None:
             _recreate_tables(cur, self.be, projection)
             _set_checkpoint(cur, self.be, projection.name, projection.version, 0)
@@ -394,6 +435,8 @@ class ProjectionRunner:
 
     def lag(self, projection: Projection) -> int:
         """Events after the checkpoint that ``projection`` handles (all of them if stale)."""
+        if isinstance(projection, ExternalProjection):
+            return projection.status(self.store).lag
         cp = self.checkpoint(projection.name)
         pos = 0 if cp is None or cp[0] != projection.version else cp[1]
         raw = self._conn()
@@ -415,6 +458,9 @@ class ProjectionRunner:
     def status(self, projections: Iterable[Projection] | None = None) -> list[ProjectionStatus]:
         out = []
         for p in (list(projections) if projections is not None else registered()):
+            if isinstance(p, ExternalProjection):
+                out.append(p.status(self.store))
+                continue
             cp = self.checkpoint(p.name)
             out.append(ProjectionStatus(
                 name=p.name, version=p.version, stored_version=None if cp is None else cp[0],

@@ -231,3 +231,35 @@ def test_cli_projections_status_run_rebuild(sqlite_url: str) -> None:
     res = runner.invoke(cli, ["--url", sqlite_url, "projections", "rebuild", "nope"])
     assert res.exit_code == 1
     assert 'Error: No projection "nope"' in res.stderr
+
+
+def test_the_analytics_tables_are_a_projection_of_the_runner(sqlite_url: str) -> None:
+    """The Parquet tables are listed, caught up and rebuilt by the runner like the database
+    projections (no special case in the CLI), and still checked against this store's log."""
+    import json
+
+    from analytics_fixtures import simulate_into
+
+    from projections.analytics import Manifest, analytics_dir
+    from projections.engine import get_projection
+
+    migrated(sqlite_url)
+    with EventStore(sqlite_url) as store:
+        simulate_into(store, {"mapipe": 1, "taskflow": 1}, seed=4)
+        high = store.max_position()
+        proj = get_projection("analytics")
+        with ProjectionRunner(store) as runner:
+            before = {s.name: s for s in runner.status()}["analytics"]
+            assert (before.position, before.lag, before.storage) == (0, high, "parquet")
+            assert runner.run()["analytics"] == high
+            after = runner.status([proj])[0]
+            assert (after.position, after.lag, after.details["stale"]) == (high, 0, None)
+            assert runner.catch_up(proj) == 0
+        m = Manifest.load(analytics_dir(store))
+        assert m is not None and m.position == high and m.store_id == store.store_id()
+    res = CliRunner().invoke(register(), ["--url", sqlite_url, "projections", "rebuild", "analytics"])
+    assert res.exit_code == 0, res.output
+    assert f"analytics: rebuilt from {high} events" in res.stdout
+    rows = json.loads(CliRunner().invoke(register(), ["--url", sqlite_url, "projections", "status", "--json"]).stdout)
+    row = next(r for r in rows if r["name"] == "analytics")
+    assert (row["checkpoint"], row["lag"], row["storage"], row["mode"]) == (high, 0, "parquet", "async")

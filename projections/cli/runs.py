@@ -177,15 +177,13 @@ def projections_group() -> None:
 @click.pass_context
 def projections_status(ctx: click.Context, as_json: bool) -> None:
     """Name, version, checkpoint, lag (events behind) and last run of every projection."""
-    from projections import analytics
     from projections.engine import ProjectionRunner
 
     store = open_store(ctx)
     with ProjectionRunner(store) as runner:
         rows = runner.status()
-    parquet = analytics.status(store)  # the Parquet projection keeps its checkpoint in a manifest
     if as_json:
-        click.echo(json.dumps([r.to_dict() for r in rows] + [{**parquet, "inline": False, "storage": "parquet"}]))
+        click.echo(json.dumps([r.to_dict() for r in rows]))
         return
     from rich.table import Table
 
@@ -194,15 +192,14 @@ def projections_status(ctx: click.Context, as_json: bool) -> None:
         table.add_column(col, justify="right" if col in ("version", "checkpoint", "lag") else "left")
     for r in rows:
         version = str(r.version) if r.stored_version in (None, r.version) else f"{r.stored_version} → {r.version}"
-        table.add_row(r.name, "inline" if r.inline else "async", version, str(r.position), str(r.lag),
-                      r.updated_at or "never")
-    pv = parquet["version"] if parquet["stored_version"] in (None, parquet["version"]) else \
-        f"{parquet['stored_version']} → {parquet['version']}"
-    table.add_row(parquet["name"], "async (parquet)", str(pv), str(parquet["checkpoint"]), str(parquet["lag"]),
-                  parquet["updated_at"] or "never")
+        mode = "inline" if r.inline else "async" if r.storage == "database" else f"async ({r.storage})"
+        table.add_row(r.name, mode, version, str(r.position), str(r.lag), r.updated_at or "never")
     _stdout_console().print(table)
-    stale = f" (not this store's: {parquet['stale']}; the next refresh rebuilds them)" if parquet["stale"] else ""
-    click.echo(f"analytics tables: {parquet['directory']}{stale}")
+    for r in rows:  # projections that keep files: where they are, and whether they are this store's
+        if r.details.get("directory"):
+            stale = r.details.get("stale")
+            note = f" (not this store's: {stale}; the next refresh rebuilds them)" if stale else ""
+            click.echo(f"{r.name} tables: {r.details['directory']}{note}")
 
 
 @projections_group.command("rebuild")
@@ -210,20 +207,15 @@ def projections_status(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def projections_rebuild(ctx: click.Context, name: str | None) -> None:
     """Drop and rebuild NAME (default: every projection) from the first event."""
-    from projections import analytics
     from projections.engine import ProjectionRunner, get_projection, registered
 
     store = open_store(ctx)
-    projs = [] if name == analytics.NAME else [get_projection(name)] if name else registered()
+    projs = [get_projection(name)] if name else registered()
     with ProjectionRunner(store) as runner:
         for p in projs:
             with progress_bar(f"rebuilding {p.name}") as update:
                 n = runner.rebuild(p, progress=update)
             click.echo(f"{p.name}: rebuilt from {n} events (version {p.version})")
-    if name in (None, analytics.NAME):
-        with progress_bar(f"rebuilding {analytics.NAME}") as update:
-            result = analytics.refresh(store, rebuild=True, progress=update)
-        click.echo(f"{analytics.NAME}: rebuilt from {result.events} events (version {analytics.FLATTEN_VERSION})")
 
 
 @projections_group.command("run")
@@ -245,8 +237,5 @@ def projections_run(ctx: click.Context, follow: bool, poll: float) -> None:
         except KeyboardInterrupt:
             stop.set()
             return
-    from projections import analytics
-
-    applied[analytics.NAME] = analytics.refresh(store).events
     for name, n in applied.items():
         click.echo(f"{name}: applied {n} events")
