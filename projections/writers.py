@@ -250,6 +250,10 @@ def refresh(store: EventStore) -> int:
 # ---------------------------------------------------------------- matching
 
 
+#: How ``evstore log`` words each way a writer is established.
+HOW = {"hook": "from the hook", "content": "content match", "path+time": "path and time only"}
+
+
 @dataclass(frozen=True)
 class Writer:
     """Who wrote one state version, and how that was established ("hook", "content", "path+time")."""
@@ -268,8 +272,7 @@ class Writer:
 
     def line(self) -> str:
         """How ``evstore log`` says it."""
-        how = {"hook": "from the hook", "content": "content match",
-               "path+time": "path and time only"}.get(self.established_by, self.established_by)
+        how = HOW.get(self.established_by, self.established_by)
         return (f"written by session {self.session_id}, message {self.message or '?'}, tool call "
                 f"{self.tool_use_id or '?'} ({self.tool_name or '?'}; {how})")
 
@@ -421,6 +424,27 @@ def writers(store: EventStore, stream_id: str, *, fresh: bool = True) -> dict[in
     return {version: w for (_, version), w in attribute(store, [stream_id], fresh=fresh).items()}
 
 
+def wrote(store: EventStore, session_stream: str, *, fresh: bool = True) -> dict[str, list[tuple[str, int, str]]]:
+    """The other way round: for each tool call of ``session_stream`` (a transcript) that wrote a
+    state version, ``[(stream, version, established_by), ...]``, keyed by call id."""
+    if fresh:
+        refresh(store)
+    w, v = file_writes_table, state_versions_table
+    with store.engine.connect() as conn:
+        names = [r[0] for r in conn.execute(select(w.c.name).where(w.c.stream_id == session_stream).distinct())
+                 if r[0]]
+        mine = v.c.hook_session == session_of(session_stream)
+        q = select(v.c.stream_id).where(mine | v.c.name.in_(names) if names else mine).distinct()
+        streams = [r[0] for r in conn.execute(q).all()]
+    out: dict[str, list[tuple[str, int, str]]] = {}
+    if not streams:
+        return out
+    for (sid, version), found in sorted(attribute(store, streams, fresh=False).items()):
+        if found.stream == session_stream and found.tool_use_id:
+            out.setdefault(found.tool_use_id, []).append((sid, version, found.established_by))
+    return out
+
+
 def state_versions(store: EventStore, stream_id: str, *, upto_version: int | None = None,
                    fresh: bool = True) -> list[dict[str, Any]]:
     """Each ingested state version of ``stream_id`` (up to ``upto_version``): its version, time,
@@ -446,6 +470,6 @@ def run_sessions(store: EventStore, stream_ids: Sequence[str] | None = None, *,
     return out
 
 
-__all__ = ["WRITERS", "Writer", "WritersIndex", "attach", "attribute", "file_writes_table", "match", "refresh",
+__all__ = ["HOW", "WRITERS", "Writer", "WritersIndex", "attach", "attribute", "file_writes_table", "match", "refresh",
            "run_sessions", "same_file", "session_of", "state_file_names", "state_versions", "state_versions_table",
-           "writers"]
+           "writers", "wrote"]

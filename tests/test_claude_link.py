@@ -91,6 +91,13 @@ def test_log_and_replay_meta_name_who_wrote_each_version(run, tmp_path: Path, or
     # the bytes it wrote are known and are not version 4's: never attributed.
     assert "toolu_x1" not in run("log", F.TASK).stdout
 
+    # The other way round: the session's log says which state version each call wrote, once, under the call.
+    session = run("log", F.SESSION).stdout.splitlines()
+    made = [(session[i - 1].split()[-1], x.strip()) for i, x in enumerate(session) if x.strip().startswith("wrote ")]
+    assert made == [("(toolu_w1)", f"wrote {F.TASK} version 1 (content match)"),
+                    ("(toolu_e1)", f"wrote {F.TASK} version 2 (content match)"),
+                    ("(toolu_e2)", f"wrote {F.TASK} version 3 (path and time only)")]
+
 
 def test_a_hook_version_gets_its_message_once_the_transcript_is_in(run, store_url: str, tmp_path: Path) -> None:
     project = tmp_path / "orch"

@@ -270,6 +270,8 @@ def log(ctx: click.Context, task: str, as_json: bool, after: int | None, finding
     sid = rp.resolve(store, task)
     d = rp.dialect_of(store, sid)
     written = writers.writers(store, sid)
+    # A session's transcript: the state versions its tool calls wrote (the other way round).
+    made = writers.wrote(store, sid) if d.file_write_types and not as_json else {}
     for rec in store.read_stream(sid, after_version=after):
         writer = written.get(rec.version)
         if as_json:
@@ -278,8 +280,10 @@ def log(ctx: click.Context, task: str, as_json: bool, after: int | None, finding
                 out["written_by"] = writer.to_dict()
             click.echo(json.dumps(out, ensure_ascii=False))
             continue
+        event = None
         try:
-            summary = d.summarize(rec.to_event())
+            event = rec.to_event()
+            summary = d.summarize(event)
         except EvstoreError:  # a free-form event type (`evstore append`): show its data
             summary = rec.data.decode("utf-8")[:100]
         when = (rec.occurred_at or rec.recorded_at)[:19].replace("T", " ")
@@ -287,6 +291,10 @@ def log(ctx: click.Context, task: str, as_json: bool, after: int | None, finding
         meta = rec.metadata
         if writer is not None:  # who wrote this state: the session, message and tool call
             click.echo(f"{'':>5}  {'':19}  {writer.line()}")
+        if made and event is not None and rec.type in d.file_write_types:
+            for call in {w.call_id for w in d.file_writes(event) if w.path}:
+                for stream, version, how in made.pop(call, ()):  # once: under the call, not its result too
+                    click.echo(f"{'':>5}  {'':19}  wrote {stream} version {version} ({writers.HOW.get(how, how)})")
         found = meta.get("findings") if isinstance(meta, dict) else None
         if findings and isinstance(found, list):
             shown = [f for f in found if isinstance(f, dict)]
