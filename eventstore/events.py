@@ -98,6 +98,88 @@ def encode_event(event: Event) -> bytes:
     return _ENCODER.encode(event)
 
 
+_Check = Callable[[Any], bool]
+_round_trip_checks: dict[type[Event], list[tuple[str, _Check, bool]] | None] = {}
+
+
+def _check_for(t: Any) -> _Check | None:
+    """A test that a value of declared type ``t`` (a ``msgspec.inspect`` type) is stored and decoded
+    back exactly (its own type, nothing coerced); None for a type not handled here."""
+    import msgspec.inspect as mi
+
+    if isinstance(t, mi.AnyType):
+        return lambda v: True  # JSON values copied from a parsed document come back as they were
+    if isinstance(t, mi.NoneType):
+        return lambda v: v is None
+    if isinstance(t, mi.BoolType):
+        return lambda v: type(v) is bool
+    constrained = any(getattr(t, a, None) is not None for a in
+                      ("gt", "ge", "lt", "le", "multiple_of", "pattern", "min_length", "max_length"))
+    if constrained:
+        return None
+    if isinstance(t, mi.IntType):
+        return lambda v: type(v) is int  # of any size: msgspec writes and reads big integers exactly
+    if isinstance(t, mi.FloatType):
+        return lambda v: type(v) is float and v - v == 0.0  # an int would come back a float; NaN as null
+    if isinstance(t, mi.StrType):
+        return lambda v: type(v) is str
+    if isinstance(t, mi.ListType):
+        item = _check_for(t.item_type)
+        return None if item is None else (lambda v: type(v) is list and all(map(item, v)))
+    if isinstance(t, mi.DictType):
+        key, value = _check_for(t.key_type), _check_for(t.value_type)
+        if key is None or value is None:
+            return None
+        return lambda v: type(v) is dict and all(map(key, v)) and all(map(value, v.values()))
+    if isinstance(t, mi.UnionType):
+        checks = [_check_for(u) for u in t.types]
+        if any(c is None for c in checks):
+            return None
+        return lambda v: any(c(v) for c in checks if c is not None)
+    return None
+
+
+def round_trips(event: Event) -> bool:
+    """Whether ``event`` comes back from its stored bytes exactly, as ``decode_event(encode_event(event))``
+    with every value of the same type (an int where the Struct declares a float would come back a
+    float, a string where it declares an int would not decode).
+
+    Decided from the Struct's declared field types, without encoding or decoding (a dialect asks
+    this of each event it derives; ingest then encodes it once, to store it).  ``Any`` fields hold
+    JSON values copied from a parsed document, which come back as they are.  A Struct with a type
+    this check does not handle is tried the slow way, encoded and decoded."""
+    import msgspec.inspect as mi
+
+    cls = type(event)
+    if cls not in _round_trip_checks:
+        info = mi.type_info(cls)
+        found: list[tuple[str, _Check, bool]] | None = [] if isinstance(info, mi.StructType) else None
+        for f in info.fields if isinstance(info, mi.StructType) else ():
+            check = _check_for(f.type)
+            if check is None or found is None:
+                found = None
+                break
+            # msgspec.inspect shows an UNSET default as "not required, no default"
+            found.append((f.name, check, not f.required and f.default is msgspec.NODEFAULT
+                          and f.default_factory is msgspec.NODEFAULT))
+        _round_trip_checks[cls] = found
+    checks = _round_trip_checks[cls]
+    if checks is None:
+        try:
+            data = encode_event(event)
+            return encode_event(decode_event(event.event_type(), cls.schema_version, data)) == data
+        except Exception:  # noqa: BLE001 - InvalidEvent, EncodeError, OverflowError: it does not come back
+            return False
+    for name, check, unset_ok in checks:
+        value = getattr(event, name)
+        if value is msgspec.UNSET:  # left out of the bytes: comes back only as the field's default
+            if not unset_ok:
+                return False
+        elif not check(value):
+            return False
+    return True
+
+
 def decode_event(event_type: str, schema_version: int, data: bytes) -> Event:
     """Decode stored bytes into the typed Struct, upcasting old schema versions first."""
     cls = event_class(event_type)

@@ -38,7 +38,7 @@ from typing import Any
 
 import msgspec
 
-from eventstore import chain, documents, replay_cache
+from eventstore import chain, codec, documents, replay_cache
 from eventstore.dialects.base import (
     Dialect,
     DocumentObserved,
@@ -51,7 +51,7 @@ from eventstore.dialects.base import (
     natural_key,
     read_snapshot,
 )
-from eventstore.errors import IngestError, InvalidEvent, LensError
+from eventstore.errors import IngestError, InvalidEvent
 from eventstore.events import Event
 from eventstore.store import EventStore, NewEvent, check_stream_id
 
@@ -79,7 +79,15 @@ def render(doc: Any, fmt: dict[str, Any]) -> bytes:
 
 def detect_format(doc: Any, raw: bytes) -> dict[str, Any] | None:
     newline = "\r\n" if raw.endswith(b"\r\n") else "\n" if raw.endswith(b"\n") else ""
+    # A format that cannot write these bytes is not tried (json.dumps with an indent runs in pure
+    # Python, several times a version otherwise): escaped output is ASCII, and unescaped output of
+    # a document holding non-ASCII text is not.
+    ascii_raw = raw.isascii()
+    ascii_doc = ascii_raw and codec.encode(doc).isascii()
     for base in _FORMATS:
+        escapes = bool(base.get("ensure_ascii"))
+        if (escapes and not ascii_raw) or (not escapes and ascii_raw and not ascii_doc):
+            continue
         fmt = {**base, "newline": newline}
         if render(doc, fmt) == raw:
             return fmt
@@ -153,6 +161,14 @@ def _new_event(snap: Snapshot, stream_id: str, event: Event, meta: dict[str, Any
     """``event`` as a NewEvent, held to the limits of any append (EVSTORE_MAX_EVENT_BYTES), named by file."""
     try:
         return NewEvent(None, event, meta=meta, occurred_at=snap.occurred_at, event_id=event_id)
+    except InvalidEvent as exc:
+        raise IngestError(f"{_where(snap, stream_id)}: {exc} Nothing was written.") from exc
+
+
+def _set_meta(snap: Snapshot, stream_id: str, event: NewEvent, meta: dict[str, Any]) -> None:
+    """Give ``event`` (encoded already) the snapshot's meta, held to the same limits, named by file."""
+    try:
+        event.set_meta(meta)
     except InvalidEvent as exc:
         raise IngestError(f"{_where(snap, stream_id)}: {exc} Nothing was written.") from exc
 
@@ -234,28 +250,31 @@ class Ingestor:
         except InvalidEvent as exc:
             raise IngestError(f"{_where(snap)}: {exc} Pass --stream ID.") from exc
 
-    def events_for(self, stream_id: str, prev: Any, snap: Snapshot) -> tuple[list[Event], Finding | None]:
-        """The snapshot's events, and a ``lens-failed`` finding if the dialect's lens failed on it.
+    def events_for(self, stream_id: str, prev: Any, snap: Snapshot) -> tuple[list[Event], Finding | None, Any]:
+        """The snapshot's events, a ``lens-failed`` finding if the dialect's lens failed on it, and
+        the stream's document after them.
 
-        The lens law is checked before anything is written.  A lens that raises or breaks the law
-        is a dialect bug: the snapshot is then recorded exactly anyway (one ``document.observed``
-        or ``document.patched``) and the finding says so; under ``strict`` it is an IngestError.
+        The lens law is checked once, before anything is written, on the document the observed
+        events fold ``prev`` into (:meth:`Dialect.observe_folded` folds them while deriving them);
+        that document is the stream's next one, so nothing is folded twice.  A lens that raises
+        or breaks the law is a dialect bug: the snapshot is then recorded exactly anyway (one
+        ``document.observed`` or ``document.patched``) and the finding says so; under ``strict``
+        it is an IngestError.
         """
         where = _where(snap, stream_id)
         events = list(snap.events)
-        if snap.doc is None:
-            return events, None
+        if snap.doc is None:  # the loader's events only (a rejected turn, ...)
+            return events, None, self._after(prev, events, where) if events else prev
         if prev is not None:
             old_id, new_id = self.dialect.stream_id(prev), self.dialect.stream_id(snap.doc)
             if old_id and new_id and old_id != new_id:
                 raise IngestError(f'{where}: the snapshot is for task "{new_id}" but stream "{stream_id}" '
                                   f'records task "{old_id}"; pass the right --stream.')
         try:
-            observed = self.dialect.observe(prev, snap.doc)
-            got = self.dialect.fold(self._after(prev, events, where), observed)
-            if not documents.same(got, snap.doc):
-                raise LensError(f"the {self.dialect.name} events observed for this snapshot do not rebuild it")
-            return events + observed, None
+            base = self._after(prev, events, where) if events else prev  # observe_folded leaves it as it is
+            observed, folded = self.dialect.observe_folded(base, snap.doc)
+            self.dialect.check_lens_law(folded, snap.doc)
+            return events + observed, None, folded
         except IngestError:
             raise
         except Exception as exc:  # any exception out of a lens is a bug in it, to record (never to hide)
@@ -272,7 +291,7 @@ class Ingestor:
         return events + [exact], Finding(
             path="", code="lens-failed", severity="error",
             message=f"the {self.dialect.name} lens failed ({reason[:500]}); recorded as an exact {kind} instead "
-                    "of domain events (a dialect bug: please report it)")
+                    "of domain events (a dialect bug: please report it)"), documents.copy(snap.doc)
 
     def _after(self, prev: Any, events: list[Event], where: str) -> Any:
         """A copy of ``prev`` with the loader's own events (a rejected turn, ...) folded in."""
@@ -309,6 +328,7 @@ class Ingestor:
             new = _new_event(snap, stream_id, unreadable_event(raw, why), meta, keyed_event_id(key, 0))
             doc = prev
             result = IngestResult(file, stream_id, version + 1, 1, [finding], unreadable=why.error)
+        new.document = doc
         self._raw_sha[stream_id] = sha
         self._docs[stream_id] = (version + 1, doc)
         return result, version, [new]
@@ -326,7 +346,7 @@ class Ingestor:
         version, prev = self._current(stream_id)
         if snap.unreadable is not None or snap.removed:
             return self._prepare_unreadable(snap, stream_id, version, prev, key)
-        events, lens_failure = self.events_for(stream_id, prev, snap)
+        events, lens_failure, doc = self.events_for(stream_id, prev, snap)
         file = snap.source.get("file") or snap.source.get("dir")
         if not events and snap.doc is not None and snap.raw is not None and version \
                 and chain.digest(snap.raw).hex() != self._last_raw_sha(stream_id, version):
@@ -335,8 +355,8 @@ class Ingestor:
             events = [DocumentPatched(ops=[])]
         if not events:
             return IngestResult(file, stream_id, version, 0), version, []
-        # Every event's data checked before the costlier steps below (validation, raw bytes);
-        # the last one is made again with the snapshot's meta.
+        # Every event encoded (once) and its data checked before the costlier steps below
+        # (validation, raw bytes); the last one then takes the snapshot's meta.
         new = [_new_event(snap, stream_id, ev, {"dialect": self.dialect.name}, keyed_event_id(key, i))
                for i, ev in enumerate(events)]
         findings = [lens_failure] if lens_failure is not None else []
@@ -348,8 +368,8 @@ class Ingestor:
             meta_last["snapshot"] = rec
         if findings:
             meta_last["findings"] = [f.to_dict() for f in findings]
-        new[-1] = _new_event(snap, stream_id, events[-1], meta_last, keyed_event_id(key, len(events) - 1))
-        doc = prev if snap.doc is None else documents.copy(snap.doc)
+        _set_meta(snap, stream_id, new[-1], meta_last)
+        new[-1].document = doc  # inline projections (the runs index) take it instead of folding again
         self._raw_sha[stream_id] = rec["sha256"] if rec is not None else None
         self._docs[stream_id] = (version + len(new), doc)
         return IngestResult(file, stream_id, version + len(new), len(new), findings,

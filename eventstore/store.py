@@ -135,10 +135,25 @@ def _schema_version(value: object) -> int | None:
     return value
 
 
-class NewEvent:
-    """An event to append.  ``data`` is a JSON object (validated) or a typed :class:`Event`."""
+class _Unknown:
+    __slots__ = ()
 
-    __slots__ = ("type", "data", "meta", "event_id", "occurred_at", "schema_version", "_client_id")
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+#: ``NewEvent.document`` of an event whose writer does not say what its stream's document becomes.
+UNKNOWN: Any = _Unknown()
+
+
+class NewEvent:
+    """An event to append.  ``data`` is a JSON object (validated) or a typed :class:`Event`.
+
+    ``document``: the stream's document once this event is folded in, when the writer knows it
+    (ingest does: it folded the events to check the lens law); inline projections take it
+    instead of decoding and folding the event again.  Not stored; ``UNKNOWN`` by default."""
+
+    __slots__ = ("type", "data", "meta", "event_id", "occurred_at", "schema_version", "_client_id", "document")
 
     def __init__(
         self,
@@ -173,10 +188,8 @@ class NewEvent:
                 data = codec.parse_json_text(bytes(data), f'data of "{type}"')
             self.data = codec.encode_checked(data, type)
             self.schema_version = _schema_version(schema_version) or 1
-        if meta:
-            self.meta = codec.encode_checked(meta, self.type, part="meta")
-        else:
-            self.meta = _EMPTY_META
+        self.set_meta(meta)
+        self.document = UNKNOWN
         self._client_id = event_id is not None
         if event_id is None:
             self.event_id: str | None = None  # generated in bulk when appended
@@ -186,6 +199,10 @@ class NewEvent:
             except ValueError as exc:
                 raise InvalidEvent(f"event_id {event_id!r} is not a UUID.") from exc
         self.occurred_at = None if occurred_at is None else iso(occurred_at)
+
+    def set_meta(self, meta: dict[str, Any] | None) -> None:
+        """Replace the meta (validated as the constructor does), keeping the encoded data."""
+        self.meta = codec.encode_checked(meta, self.type, part="meta") if meta else _EMPTY_META
 
 
 class RecordedEvent(msgspec.Struct, frozen=True):
@@ -228,6 +245,19 @@ class RecordedEvent(msgspec.Struct, frozen=True):
         }
 
 
+class InlineBatch(list[RecordedEvent]):
+    """What one append transaction wrote, in position order, as inline handlers get it, with
+    ``documents``: the stream's document after the event at a position, where the writer gave it
+    (``NewEvent.document``).  The documents are the writer's: a handler that keeps one must not
+    change it in place."""
+
+    __slots__ = ("documents",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.documents: dict[int, Any] = {}
+
+
 class AppendResult(msgspec.Struct, frozen=True):
     stream_id: str
     version: int  # the stream's version after the append
@@ -268,7 +298,8 @@ class EventStore:
         """Run ``handler(cursor, backend, events)`` inside every append transaction, before commit.
 
         Inline projections (e.g. the runs index) use it so their rows commit atomically with
-        the events; an exception aborts the append.
+        the events; an exception aborts the append.  ``events`` is an :class:`InlineBatch`,
+        carrying the documents the writer gave with its events.
         """
         self._inline.append(handler)
 
@@ -511,7 +542,7 @@ class _Transaction:
         self.position = 0
         self.now = ""
         self.done = False
-        self.recorded: list[RecordedEvent] = []  # only filled when inline handlers exist
+        self.recorded = InlineBatch()  # only filled when inline handlers exist
         self.client_ids: dict[str, tuple[str, str, bytes, bytes]] = {}  # client ids written by this txn
 
     def __enter__(self) -> _Transaction:
@@ -633,6 +664,8 @@ class _Transaction:
             if recorded is not None:
                 recorded.append(RecordedEvent(position, stream_id, version, event_id, e.type, e.schema_version,
                                               data, meta, e.occurred_at, now, prev_hash, prev))
+                if e.document is not UNKNOWN:
+                    recorded.documents[position] = e.document
         self.be.insert_events(self.cur, rows)
         first = self.position + 1
         self.position = position

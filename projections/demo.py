@@ -41,7 +41,7 @@ from typing import Any
 from eventstore.dialects import available, get_dialect
 from eventstore.errors import EvstoreError
 from eventstore.ingest import Ingestor, render
-from eventstore.store import EventStore, NewEvent
+from eventstore.store import UNKNOWN, EventStore, NewEvent
 
 #: The first demo run starts here; later runs follow every ~40 minutes (deterministic).
 EPOCH = datetime(2025, 3, 3, 8, 0, tzinfo=UTC)
@@ -106,6 +106,9 @@ class _Buffer:
                dialect: str | None = None) -> Any:
         for i, e in enumerate(events):
             e.event_id = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))  # deterministic ids
+            # Not the folded document: it would cross the process pool pickled, which costs more
+            # (measured: 300 runs, +15 % CPU) than the parent's runs index folding the events.
+            e.document = UNKNOWN
             self.items.append((stream_id, e, expected_version if i == 0 else None))
         return _Appended(expected_version + len(events))
 

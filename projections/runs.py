@@ -10,7 +10,9 @@ of folded documents keyed by stream and validated against the hash chain: a cach
 used only if the batch's first event extends it (same version + 1 and ``prev_hash`` equal to
 the cached head), so a rolled-back append or a write by another process can never leave a stale
 document in use; on a miss the stream is folded from its newest usable replay-cache row and the log,
-inside the same transaction.
+inside the same transaction.  A writer that knows the document its events make (ingest, which
+folded them to check the lens law) gives it with them (``InlineBatch.documents``): those events
+are then neither decoded nor folded here.
 
     >>> store = IndexedEventStore(url)            # appends keep proj_runs current
     >>> [r.task_id for r in list_runs(store, dialect="mytool")]
@@ -37,7 +39,7 @@ from eventstore.dialects import Dialect, get_dialect
 from eventstore.errors import EvstoreError
 from eventstore.events import decode_event
 from eventstore.schema import NAMING
-from eventstore.store import EventStore, RecordedEvent, iso
+from eventstore.store import EventStore, InlineBatch, RecordedEvent, iso
 from projections import engine, writers
 
 _md = MetaData(naming_convention=NAMING)
@@ -84,11 +86,12 @@ def _upsert_sql(p: str) -> str:
 class _Doc:
     """A stream's folded document as of ``version`` whose last event hashes to ``head``."""
 
-    __slots__ = ("dialect", "lens", "version", "head", "doc", "ok")
+    __slots__ = ("dialect", "lens", "version", "head", "doc", "ok", "shared")
 
     def __init__(self, dialect: str | None, lens: Dialect | None, version: int, head: bytes, doc: Any) -> None:
         self.dialect, self.lens, self.version, self.head, self.doc = dialect, lens, version, head, doc
         self.ok = lens is not None  # False once an event could not be folded (the row is then not described)
+        self.shared = False  # True: ``doc`` is the writer's (InlineBatch.documents), copied before a fold changes it
 
 
 class _Touched:
@@ -145,6 +148,8 @@ class RunsIndex(engine.Projection):
     @staticmethod
     def _fold(entry: _Doc, e: RecordedEvent) -> None:
         if entry.ok:
+            if entry.shared:
+                entry.doc, entry.shared = documents.copy(entry.doc), False
             try:
                 entry.doc = entry.lens.evolve(entry.doc, decode_event(e.type, e.schema_version, e.data))  # type: ignore[union-attr]
             except Exception:  # noqa: BLE001 - an event the dialect cannot fold must not block appends
@@ -182,6 +187,14 @@ class RunsIndex(engine.Projection):
     def _apply(self, cur: Any, backend: Backend, events: Sequence[RecordedEvent]) -> None:
         touched: dict[str, _Touched] = {}
         cache = self.cache
+        # Documents the writer gave with its events (ingest folded them already): a stream's events
+        # up to the last one with a document are not decoded or folded, nor its history loaded.
+        given: dict[int, Any] = events.documents if isinstance(events, InlineBatch) else {}
+        known_upto: dict[str, int] = {}
+        if given:
+            for e in events:
+                if e.position in given:
+                    known_upto[e.stream_id] = e.position
         for e in events:
             t = touched.get(e.stream_id)
             # Decode meta only where it can matter: a stream's first event here (its dialect) and
@@ -189,16 +202,25 @@ class RunsIndex(engine.Projection):
             raw_meta = e.meta
             meta = (codec.decode(raw_meta) if raw_meta != b"{}" and (t is None or b'"source"' in raw_meta)
                     else None)
+            superseded = e.position <= known_upto.get(e.stream_id, 0)
             if t is None:
                 entry = cache.get(e.stream_id)
                 if entry is None or entry.version != e.version - 1 or entry.head != e.prev_hash:
                     dialect = meta.get("dialect") if type(meta) is dict else None
-                    entry = self._load(cur, backend, e, dialect if isinstance(dialect, str) else None)
+                    dialect = dialect if isinstance(dialect, str) else None
+                    entry = (_Doc(dialect, self._dialect(dialect), e.version - 1, e.prev_hash, None)
+                             if superseded and dialect is not None else self._load(cur, backend, e, dialect))
                     cache[e.stream_id] = entry
                 else:
                     cache.move_to_end(e.stream_id)
                 t = touched[e.stream_id] = _Touched(entry)
-            self._fold(t.entry, e)
+            if superseded:
+                entry = t.entry
+                if e.position in given:
+                    entry.doc, entry.shared, entry.ok = given[e.position], True, entry.lens is not None
+                entry.version, entry.head = e.version, e.hash
+            else:
+                self._fold(t.entry, e)
             t.events += 1
             when = e.occurred_at or e.recorded_at
             if e.version == 1:

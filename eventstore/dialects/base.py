@@ -17,7 +17,13 @@ The lens law holds for every pair of snapshots::
 :class:`DocumentPatched` for the residual.  A lens that raises, or whose events do not reproduce
 ``next``, is a bug: ``observe`` lets it show (the exception, or :class:`LensError`), and ingest
 records the snapshot as one exact document event with a ``lens-failed`` finding instead of
-hiding it.  The first snapshot of a stream is a :class:`DocumentObserved`.
+hiding it.  The first snapshot of a stream is a :class:`DocumentObserved` (unless
+:meth:`Dialect.start` opens it otherwise).
+
+Ingest does each thing once: :meth:`Dialect.observe_folded` folds the events while it derives
+them (the residual is the diff against that fold) and hands the folded document back, so the law
+is checked once on it (:meth:`Dialect.check_lens_law`) and it becomes the stream's current
+document, without folding the events a second time.
 
 ``evolve`` may mutate the ``doc`` it is given (the caller owns it) and returns the result.
 """
@@ -263,24 +269,59 @@ class Dialect:
         """Domain events explaining the change ``prev -> next`` (subclasses; may be partial)."""
         return []
 
+    def start(self, prev: JSON | None, next_doc: JSON) -> list[Event] | None:
+        """Events to fold into ``prev`` before :meth:`derive` explains the rest of ``next_doc``, or
+        None for the base rules: a new stream opens with one :class:`DocumentObserved`, and a
+        document equal to the previous one is no event.  ``[]``: derive even then (a dialect
+        whose repeated document is itself a fact)."""
+        return None
+
     def observe(self, prev: JSON | None, next_doc: JSON) -> list[Event]:
-        """Events turning ``prev`` into ``next``; ``prev is None`` means a new stream."""
-        if prev is None:
-            return [DocumentObserved(doc=documents.copy(next_doc))]
-        if documents.same(prev, next_doc):
-            return []
-        events = list(self.derive(prev, next_doc))  # what raises here is a lens bug: the caller records it
-        doc = documents.copy(prev)
-        for ev in events:
+        """Events turning ``prev`` into ``next``; ``prev is None`` means a new stream.  Raises
+        LensError when they do not rebuild ``next`` (the law, checked here)."""
+        events, folded = self._observe_folded(prev, next_doc)
+        self.check_lens_law(folded, next_doc)
+        return events
+
+    def observe_folded(self, prev: JSON | None, next_doc: JSON) -> tuple[list[Event], JSON]:
+        """:meth:`observe`'s events and the document they fold a copy of ``prev`` into, folded
+        once and not yet checked: the caller checks it with :meth:`check_lens_law` (ingest, which
+        keeps it as the stream's document).  ``prev`` is left as it is; the document shares
+        nothing with the events or ``next_doc``, but is ``prev`` itself when nothing changed."""
+        if type(self).observe is not _BASE_OBSERVE:  # a dialect with its own observe: fold what it says
+            events = self.observe(prev, next_doc)
+            return events, self.fold(documents.copy(prev), events)
+        return self._observe_folded(prev, next_doc)
+
+    def _observe_folded(self, prev: JSON | None, next_doc: JSON) -> tuple[list[Event], JSON]:
+        opening = self.start(prev, next_doc)
+        if opening is None:
+            if prev is None:
+                first = DocumentObserved(doc=documents.copy(next_doc))
+                return [first], self.evolve(None, first)
+            if documents.same(prev, next_doc):
+                return [], prev
+            events: list[Event] = []
+            basis, doc = prev, documents.copy(prev)
+        else:
+            events = list(opening)
+            basis = self.fold(documents.copy(prev), events) if events else prev
+            doc = documents.copy(basis)  # derive may hand out parts of its inputs; the fold below changes doc
+        derived = self.derive(basis, next_doc)  # what raises here is a lens bug: the caller records it
+        for ev in derived:
             doc = self.evolve(doc, ev)
+        events += derived
         residual = documents.diff(doc, next_doc)
         if residual:
             events.append(DocumentPatched(ops=residual))
             doc = documents.apply(doc, residual)
-        if not documents.same(doc, next_doc):
-            raise LensError(f"the {self.name} events derived for this snapshot, with their residual patch, "
-                            "do not rebuild it")
-        return events
+        return events, doc
+
+    def check_lens_law(self, folded: JSON, next_doc: JSON) -> None:
+        """The lens law's check: ``folded`` (the events observed for ``next_doc`` folded into the
+        previous document) must be ``next_doc`` exactly; else LensError."""
+        if not documents.same(folded, next_doc):
+            raise LensError(f"the {self.name} events observed for this snapshot do not rebuild it")
 
     def fold(self, doc: JSON, events: list[Event]) -> JSON:
         for ev in events:
@@ -361,6 +402,9 @@ class Dialect:
     def simulate(self, rng: random.Random, *, run_id: str, start: datetime) -> Iterator[Snapshot]:
         """Snapshots of one realistic run (subclasses)."""
         return iter(())
+
+
+_BASE_OBSERVE = Dialect.observe  # as defined here, whatever a subclass (or a test) puts in its place
 
 
 def natural_key(path: Path | str) -> tuple[tuple[Any, ...], str]:

@@ -18,7 +18,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from eventstore import documents
 from eventstore.dialects.analytics import Analytics
 from eventstore.dialects.base import Dialect, Finding, RunInfo, Snapshot
 from eventstore.dialects.envelope import lens
@@ -67,14 +66,11 @@ class EnvelopeDialect(Dialect):
     def derive(self, prev: JSON, next_doc: JSON) -> list[Event]:
         return lens.derive(prev, next_doc)
 
-    def observe(self, prev: JSON | None, next_doc: JSON) -> list[Event]:
+    def start(self, prev: JSON | None, next_doc: JSON) -> list[Event] | None:
         # Unlike the base class, an envelope is a turn even as the first document of a stream or
-        # when it repeats the previous one verbatim (that repetition is the no-progress signal).
-        if lens.is_envelope_like(next_doc):
-            events = lens.derive(prev, next_doc)  # starts with EnvelopeEmitted, which replaces the document
-            if documents.same(self.fold(None, events), next_doc):
-                return events
-        return super().observe(prev, next_doc)
+        # when it repeats the previous one verbatim (that repetition is the no-progress signal):
+        # derive always runs (its EnvelopeEmitted replaces the document, so no residual remains).
+        return [] if lens.is_envelope_like(next_doc) else None
 
     # -- reading sources --------------------------------------------------------
 

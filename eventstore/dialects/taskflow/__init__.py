@@ -19,8 +19,8 @@ The sibling folders are read only as far as links need them: a task's parent
 
 The first observation of a task is explained by domain events too (``TaskCreated`` then
 ``ArtifactWritten`` … ``VerdictIssued``), not by a ``DocumentObserved``: a folder is usually
-ingested once, late in its life, and metrics must still see its verdict.  If those events do
-not reproduce the snapshot exactly, :meth:`observe` falls back to ``DocumentObserved``.
+ingested once, late in its life, and metrics must still see its verdict.  What those events do
+not reproduce is a residual patch; a document that is no lifecycle opens with ``DocumentObserved``.
 
 Example::
 
@@ -38,9 +38,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from eventstore import documents
 from eventstore.dialects.analytics import Analytics
-from eventstore.dialects.base import Dialect, DocumentObserved, Finding, RunInfo, Snapshot
+from eventstore.dialects.base import Dialect, Finding, RunInfo, Snapshot
 from eventstore.dialects.taskflow import events as ev
 from eventstore.dialects.taskflow import lens
 from eventstore.dialects.taskflow.lifecycle import (
@@ -83,13 +82,11 @@ class TaskflowDialect(Dialect):
     def derive(self, prev: JSON, next_doc: JSON) -> list[Event]:
         return lens.derive(prev, next_doc)
 
-    def observe(self, prev: JSON | None, next_doc: JSON) -> list[Event]:
-        if prev is not None:
-            return super().observe(prev, next_doc)
-        created = lens.task_created(next_doc)
-        if created is not None:  # what raises is a lens bug: ingest records it (base class docstring)
-            return [created, *super().observe(lens.apply(None, created), next_doc)]
-        return [DocumentObserved(doc=documents.copy(next_doc))]
+    def start(self, prev: JSON | None, next_doc: JSON) -> list[Event] | None:
+        # A new lifecycle opens with TaskCreated; derive explains the rest (what raises is a lens
+        # bug: ingest records it, see the base class docstring).  Anything else: the base rules.
+        created = lens.task_created(next_doc) if prev is None else None
+        return None if created is None else [created]
 
     # -- reading sources --------------------------------------------------------
 
