@@ -359,7 +359,7 @@ class Ingestor:
         # (validation, raw bytes); the last one then takes the snapshot's meta.
         new = [_new_event(snap, stream_id, ev, {"dialect": self.dialect.name}, keyed_event_id(key, i))
                for i, ev in enumerate(events)]
-        findings = [lens_failure] if lens_failure is not None else []
+        findings = ([lens_failure] if lens_failure is not None else []) + snap.findings
         if snap.doc is not None:
             findings += self.dialect.validate(snap.doc)
         meta_last: dict[str, Any] = {"dialect": self.dialect.name, "source": snap.source}

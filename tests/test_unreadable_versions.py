@@ -144,3 +144,35 @@ def test_folder_of_only_foreign_files_is_refused(run, tmp_path: Path) -> None:  
     r = run("ingest", "mapipe", str(d))
     assert r.exit_code == 1
     assert "not a mapipe document" in r.stderr and "No readable version" in r.stderr and "3 more" in r.stderr
+
+
+def test_runs_counts_the_findings_of_versions_that_could_not_be_read(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 12 leftover: `evstore runs` showed 0 findings for a run whose only versions were
+    unreadable (turns whose JSON could not be read, recorded as envelope.turn_rejected with no
+    finding).  Each is now a finding of its version, counted like an unreadable state file's: the
+    runs index shows the latest version's findings."""
+    turns = tmp_path / "turns"
+    turns.mkdir()
+    (turns / "turn-1.md").write_text('---\nrun: R-1\nturn: 1\n---\nThe envelope:\n```json\n{"state": "x",, }\n```\n')
+    (turns / "turn-2.md").write_text("---\nrun: R-1\nturn: 2\n---\nno block at all\n")
+    r = run("ingest", "envelope", str(turns))
+    assert r.exit_code == 0, r.output
+    row = json.loads(run("runs", "--json").stdout)[0]
+    assert (row["stream_id"], row["events"], row["findings"]) == ("R-1", 2, 1)
+    events = [json.loads(x) for x in run("log", "R-1", "--json").stdout.splitlines()]
+    assert [e["type"] for e in events] == ["envelope.turn_rejected"] * 2
+    found = [e["meta"]["findings"] for e in events]
+    assert [[(f["code"], f["severity"]) for f in fs] for fs in found] == [[("turn-invalid-json", "error")],
+                                                                           [("turn-no-json-block", "error")]]
+    assert found[0][0]["message"].startswith(f"{turns / 'turn-1.md'}: turn 1 rejected: invalid JSON")
+    assert "[turn-no-json-block]" in run("log", "R-1").stdout
+
+    # A state file whose only versions in this run are unreadable: the latest one's finding counts.
+    good, bad = tmp_path / "v1.json", tmp_path / "v2.json"
+    good.write_text('{"taskId": "S-1"}')
+    bad.write_text('{"taskId": "S-1",')
+    assert run("ingest", "generic", str(good)).exit_code == 0
+    assert json.loads(run("runs", "--json").stdout)[0]["findings"] == 0
+    assert run("ingest", "generic", "--stream", "S-1", str(bad)).exit_code == 0
+    row = next(x for x in json.loads(run("runs", "--json").stdout) if x["stream_id"] == "S-1")
+    assert (row["events"], row["findings"]) == (2, 1)

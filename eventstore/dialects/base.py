@@ -167,6 +167,9 @@ class Snapshot:
     # A stream id from where the snapshot came from (the file's name, the repository path), used
     # when the dialect allows it and neither --stream nor the document names one.
     source_stream: str | None = None
+    # Findings the loader made about this version (a turn whose JSON it could not read): recorded
+    # with the snapshot's events like the document's own.
+    findings: list[Finding] = field(default_factory=list)
 
 
 # ------------------------------------------------------------------ the interface

@@ -1,7 +1,9 @@
 """The ``envelope`` dialect: agentic-workflow machine envelopes, one per orchestrated turn.
 
 Stream = the unit (``unit.id``) unless the source names a run.  The document is the latest
-accepted envelope; turn bookkeeping (rejections, repairs, failures) lives in events only.
+accepted envelope; turn bookkeeping (rejections, repairs, failures) lives in events only.  A turn
+whose envelope could not be read also carries a ``turn-<code>`` finding (severity error), as an
+unreadable state file does, so ``evstore log`` and ``evstore runs`` count it.
 
 Example::
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eventstore.dialects.base import Snapshot, parse_time, read_snapshot
+from eventstore.dialects.base import Finding, Snapshot, parse_time, read_snapshot
 from eventstore.dialects.envelope.events import RepairAttempted, TurnFailed, TurnRejected
 from eventstore.dialects.envelope.lens import unit_id
 from eventstore.dialects.envelope.validate import check, verdict
@@ -212,7 +212,12 @@ def load_turn(path: Path, raw: bytes, ctx: LoadContext) -> Snapshot:
                               reason=parsed.reason, line=parsed.line, column=parsed.column, block=parsed.block,
                               source=str(path)),
               TurnFailed(turn=turn, reason=f"repair failed: {parsed.reason}", attempts=attempt + 1)]
-    return Snapshot(doc=None, raw=raw, source=source, occurred_at=when, stream_hint=stream, events=ev)
+    # The turn's envelope could not be read: a finding of the version, as an unreadable state file's
+    # is (`evstore log` and the runs index count it).
+    what = "repair of turn" if is_repair else "turn"
+    finding = Finding("", f"turn-{parsed.code}", f"{path}: {what} {turn} rejected: {parsed.reason}", "error")
+    return Snapshot(doc=None, raw=raw, source=source, occurred_at=when, stream_hint=stream, events=ev,
+                    findings=[finding])
 
 
 def _order(path: Path) -> tuple[int, int, str]:
