@@ -184,6 +184,8 @@ class DrainResult:
     states: list[Any] = field(default_factory=list)
     transcripts: list[TranscriptResult] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    skipped: bool = False  # another drain held the spool
+    stopped: bool = False  # asked to stop before the spool was empty
 
     def add(self, hook: HookResult) -> None:
         self.hooks += 1
@@ -462,17 +464,38 @@ def claude_projects_dirs() -> list[Path]:
     return [Path(base).expanduser() / "projects" if base else Path.home() / ".claude" / "projects"]
 
 
-def drain(store: EventStore, directory: Path, *, scrub: bool = True) -> DrainResult:
-    """Record every spooled hook call; a claimed spool file is deleted only once recorded."""
+def drain(store: EventStore, directory: Path, *, scrub: bool = True,
+          stop: Callable[[], bool] | None = None) -> DrainResult:
+    """Record every spooled hook call; a claimed spool file is deleted only once recorded.
+
+    One drain at a time per folder: when another holds it (``evstore serve``, ``watch``, a hook's
+    background ``hook drain``) this returns at once with nothing done (``result.skipped``).
+    ``stop`` is asked between records; when it says so the drain ends and leaves the rest of the
+    claimed file to the next one, which records it without doubling what is in (ids derive
+    from the spooled bytes).  Problems with single calls are in ``result.errors`` and appended
+    to the folder's ``drain-errors.log`` (``evstore doctor``); what stops the drain raises.
+
+        >>> drain(store, spool.spool_dir(url)).hooks  # doctest: +SKIP
+        3
+    """
     result = DrainResult()
     lock = spool.drain_lock(directory)
     if lock is None:
-        return result  # another drain is at it
+        result.skipped = True
+        return result
     try:
-        scrubber = Scrubber() if scrub else None
+        scrubber = None
         for claimed in spool.claim(directory):
+            if scrubber is None and scrub:  # made only when there is something to scrub (it reads a key file)
+                scrubber = Scrubber()
             for record in spool.read(claimed):
+                if stop is not None and stop():
+                    result.stopped = True
+                    return result
+                errors = len(result.errors)
                 _drain_one(store, record, scrubber, result)
+                for problem in result.errors[errors:]:
+                    spool.log_drain_error(directory, problem)
             claimed.unlink()
     finally:
         os.close(lock)

@@ -16,6 +16,11 @@ hooks start a new file at once and the claimed file is deleted only after its re
 store.  A drain killed half-way leaves the claimed file behind; the next drain records it again,
 and the records' event ids (derived from their bytes) make that a no-op for what was already
 recorded.
+
+One drain at a time per spool folder (:func:`drain_lock`, an ``flock`` that others skip rather
+than wait on), whoever runs it: ``hook drain``, ``ingest``, ``watch`` or ``evstore serve`` (one
+per worker process).  What goes wrong while draining is appended to ``drain-errors.log`` in the
+folder (:func:`log_drain_error`), which ``evstore doctor`` shows.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 SPOOL = "spool.jsonl"
+#: What drains could not record (one line each), beside the spool; ``evstore doctor`` shows it.
+DRAIN_ERRORS = "drain-errors.log"
 #: Largest file (bytes) a Write/Edit hook copies into the spool.
 MAX_FILE_BYTES = 16 * 1024 * 1024
 #: Largest hook input kept whole; bigger inputs are kept truncated, with their size.
@@ -208,3 +215,12 @@ def drain_lock(directory: Path) -> int | None:
         os.close(fd)
         return None
     return fd
+
+
+def log_drain_error(directory: str | os.PathLike[str], message: str) -> None:
+    """Append one line to the folder's ``drain-errors.log`` (UTC time, pid, ``message``)."""
+    os.makedirs(directory, exist_ok=True)
+    line = " ".join(message.split())  # one line per error, whatever the message holds
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    with open(os.path.join(directory, DRAIN_ERRORS), "a", encoding="utf-8") as fh:
+        fh.write(f"{stamp} pid {os.getpid()}: {line}\n")

@@ -253,7 +253,7 @@ def hook_install(ctx: click.Context, scope: str, dry_run: bool, uninstall: bool,
 @cli.command()
 @click.pass_context
 def doctor(ctx: click.Context) -> None:
-    """Check the hook spool: waiting records, claims a crashed drain left, recent hook errors."""
+    """Check the hook spool: waiting records, claims a crashed drain left, recent hook and drain errors."""
     from eventstore import spool
 
     directory = spool.spool_dir(_url(ctx))
@@ -262,10 +262,19 @@ def doctor(ctx: click.Context) -> None:
     n = sum(1 for _ in waiting.open("rb")) if waiting.exists() else 0
     claimed = sorted(directory.glob("claimed-*.jsonl")) if directory.is_dir() else []
     click.echo(f"waiting hook records: {n}; unfinished drains: {len(claimed)}")
-    log = directory / "hook-errors.log"
-    errors = log.read_text(encoding="utf-8", errors="replace").splitlines()[-10:] if log.exists() else []
-    click.echo(f"hook errors: {len(errors) and 'last ' + str(len(errors)) or 'none'}")
-    for line in errors:
-        click.echo(f"  {line}")
-    if errors:
+    if directory.is_dir():
+        lock = spool.drain_lock(directory)
+        if lock is None:
+            click.echo("drain: running now (evstore serve, watch or hook drain)")
+        else:
+            os.close(lock)
+    failed = False
+    for name, what in (("hook-errors.log", "hook errors"), (spool.DRAIN_ERRORS, "drain errors")):
+        log = directory / name
+        errors = log.read_text(encoding="utf-8", errors="replace").splitlines()[-10:] if log.exists() else []
+        click.echo(f"{what}: {len(errors) and 'last ' + str(len(errors)) or 'none'}")
+        for line in errors:
+            click.echo(f"  {line}")
+        failed = failed or bool(errors)
+    if failed:
         ctx.exit(1)

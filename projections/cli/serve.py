@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from eventstore import spool
 from eventstore.cli import cli, store_url
 from eventstore.errors import EvstoreError
 
@@ -40,10 +41,14 @@ def _token(token_file: Path | None) -> str | None:
 @click.option("--claude-projects", "claude_projects", multiple=True, type=click.Path(file_okay=False, path_type=Path),
               help="A folder POST /hooks/claude-code may read session transcripts from (repeatable; default: "
                    "$CLAUDE_CONFIG_DIR/projects or ~/.claude/projects).")
+@click.option("--no-drain", "no_drain", is_flag=True,
+              help="Do not drain the hook spool (what `evstore hook claude-code` writes) into the store.")
+@click.option("--drain-interval", type=click.FloatRange(0.05, 3600), default=1.0, show_default=True,
+              help="Seconds between drains of the hook spool.")
 @click.pass_context
 def serve_cmd(ctx: click.Context, host: str, port: int, token_file: Path | None, checkpoint: Path | None,
               public_key: Path | None, analytics_dir: str | None, live_poll: float,
-              claude_projects: tuple[Path, ...]) -> None:
+              claude_projects: tuple[Path, ...], no_drain: bool, drain_interval: float) -> None:
     """Serve runs, states, diffs, metrics and integrity in a browser, and a JSON API (writes need a token)."""
     import uvicorn
 
@@ -55,10 +60,15 @@ def serve_cmd(ctx: click.Context, host: str, port: int, token_file: Path | None,
                            "or serve on a loopback address (--host 127.0.0.1).")
     obj = ctx.find_root().obj
     store_url(ctx)  # serving never creates a store: a mistyped --url is an error, not an empty database
+    # The folder `evstore hook claude-code` spools to for this store (same URL, EVSTORE_SPOOL_DIR, XDG rules).
+    drain_dir = None if no_drain else spool.spool_dir(obj.get("url"))
     app = create_app(ServeConfig(url=obj.get("url"), token=token, analytics_dir=analytics_dir, checkpoint=checkpoint,
                                  public_key=public_key, live_poll=live_poll, synchronous=obj.get("synchronous"),
-                                 claude_projects=claude_projects or None))
+                                 claude_projects=claude_projects or None, drain_dir=drain_dir,
+                                 drain_interval=drain_interval))
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"evstore serving on http://{shown}:{port}/ ({'writes on' if token else 'read-only'}); Ctrl-C stops",
                err=True)
+    if drain_dir is not None:
+        click.echo(f"draining the hook spool {drain_dir} every {drain_interval:g} s (--no-drain: off)", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)

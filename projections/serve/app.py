@@ -48,6 +48,7 @@ from eventstore.errors import (
 from eventstore.store import NewEvent
 from projections.report import _cell, charts
 from projections.serve import views
+from projections.serve.drainer import SpoolDrainer
 from projections.writers import writers
 
 HERE = Path(__file__).resolve().parent
@@ -78,6 +79,9 @@ class ServeConfig:
     max_body: int = field(default_factory=lambda: config.MAX_SNAPSHOT_BYTES)
     # Where POST /hooks/claude-code may read transcripts (None: Claude Code's own projects folder).
     claude_projects: tuple[Path, ...] | None = None
+    # The hook spool to drain into the store while serving (None: no draining; see drainer.py).
+    drain_dir: Path | None = None
+    drain_interval: float = 1.0  # seconds between drains
 
 
 def is_loopback(host: str) -> bool:
@@ -215,6 +219,8 @@ class Server:
         self.scrubber: Any = None  # made on the first hook call (it may create the scrub key file)
         self._session_locks: weakref.WeakValueDictionary[str, threading.Lock] = weakref.WeakValueDictionary()
         self._locks_lock = threading.Lock()
+        self.drainer = SpoolDrainer(self.store, cfg.drain_dir, interval=cfg.drain_interval) \
+            if cfg.drain_dir is not None else None
 
     # -- helpers ----------------------------------------------------------------
 
@@ -541,10 +547,16 @@ def create_app(cfg: ServeConfig) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        drainer = server.drainer
+        draining = asyncio.create_task(drainer.run(), name="evstore-drain") if drainer is not None else None
         try:
             yield
         finally:
             server.stopping.set()
+            if drainer is not None and draining is not None:
+                drainer.close()  # the drain in progress stops after its current record
+                await draining
+                drainer.shutdown()
             server.pool.shutdown(wait=True, cancel_futures=True)
             server.store.close()
 
