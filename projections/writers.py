@@ -37,6 +37,7 @@ A call that reported an error wrote nothing and is never used.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import posixpath
 from collections.abc import Iterable, Sequence
@@ -338,6 +339,9 @@ def match(versions: Sequence[_Version], calls: Sequence[_Call]) -> dict[tuple[st
             by_sha.setdefault(c.sha256, []).append(c)
         elif c.at is not None and c.path:
             unknown.setdefault(_name(c.path), []).append(c)
+    for group in unknown.values():
+        group.sort(key=lambda c: _when(c.at))
+    times = {name: [_when(c.at) for c in group] for name, group in unknown.items()}
     out: dict[tuple[str, int], Writer] = {}
     taken: set[tuple[str, str]] = set()
 
@@ -375,11 +379,15 @@ def match(versions: Sequence[_Version], calls: Sequence[_Call]) -> dict[tuple[st
         previous[v.stream_id] = v.at
         if (v.stream_id, v.version) in out or v.at is None:
             continue
-        near = [c for c in unknown.get(_name(v.path or ""), ()) if (c.stream_id, c.call_id) not in taken
-                and same_file(c.path, v.path) and c.at is not None and c.at <= v.at
-                and (prev_at is None or c.at > prev_at)]
-        if near:
-            out[(v.stream_id, v.version)] = writer(max(near, key=lambda c: _when(c.at)), "path+time")
+        name = _name(v.path or "")
+        group = unknown.get(name, [])
+        # The calls made after the previous version and at or before this one, latest first.
+        hi = bisect.bisect_right(times.get(name, []), _when(v.at))
+        lo = 0 if prev_at is None else bisect.bisect_right(times[name], _when(prev_at)) if group else 0
+        for c in reversed(group[lo:hi]):
+            if (c.stream_id, c.call_id) not in taken and same_file(c.path, v.path):
+                out[(v.stream_id, v.version)] = writer(c, "path+time")
+                break
     return out
 
 
