@@ -159,13 +159,13 @@ def bench_pg_lag(url: str, seconds: float) -> list[tuple[str, str, float]]:
             while time.time() < end:
                 time.sleep(0.05)
                 head = store.max_position()
-                cp = min(runner.checkpoint(p.name)[1] for p in projs)  # type: ignore[index]
+                cp = min(runner.checkpoint(p.name).position for p in projs)  # type: ignore[union-attr]
                 lags.append(max(0, head - cp))
             stop.set()
             writer_done.wait()
             t = time.perf_counter()
             head = store.max_position()
-            while min(runner.checkpoint(p.name)[1] for p in projs) < head:  # type: ignore[index]
+            while min(runner.checkpoint(p.name).position for p in projs) < head:  # type: ignore[union-attr]
                 time.sleep(0.005)
             drain = time.perf_counter() - t
             follower_stop.set()

@@ -72,7 +72,7 @@ def transcript_state(store: EventStore, stream_id: str) -> tuple[int, dict[str, 
     info = store.stream_info(stream_id)
     if info is None:
         return 0, None
-    version = info[1]
+    version = info.version
     step = 64
     upto = version
     while upto > 0:

@@ -61,6 +61,10 @@ class LensError(EvstoreError):
     """A dialect's lens broke its law: its events do not rebuild the snapshot they were derived from."""
 
 
+class DatabaseError(EvstoreError):
+    """The database driver failed a statement of the recorder (the driver's error is the cause)."""
+
+
 class StorageFull(EvstoreError):
     """The database (or the disk under it) has no space left; the write was rolled back."""
 

@@ -143,8 +143,8 @@ def current_document(store: EventStore, dialect: Dialect, stream_id: str) -> tup
     info = store.stream_info(stream_id)
     if info is None:
         return 0, None
-    doc, _, _ = replay_cache.fold(store, info[0], dialect, info[1])
-    return info[1], doc
+    doc, _, _ = replay_cache.fold(store, info.stream_pk, dialect, info.version)
+    return info.version, doc
 
 
 #: Namespace of the event ids :meth:`Ingestor.ingest` derives from a ``key``.

@@ -10,12 +10,12 @@ re-folds every cached row from the events and reports a disagreement as the ``ca
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
 from typing import Any
 
 from eventstore import chain, codec, documents
 from eventstore.dialects.base import Dialect
 from eventstore.events import decode_event
+from eventstore.records import CachedState
 from eventstore.store import EventStore, utcnow
 
 
@@ -35,16 +35,17 @@ def decode_state(state: bytes) -> Any:
     return codec.decode(zlib.decompress(bytes(state)))
 
 
-def usable(row: Sequence[Any] | None) -> tuple[int, Any] | None:
-    """``(version, document)`` of a row of ``backend.sql_latest_cache`` if it agrees with the log
-    (its event hash is the stored event's, its state its digest); otherwise None."""
+def usable(row: CachedState | None) -> tuple[int, Any] | None:
+    """``(version, document)`` of a cached row if it agrees with the log (its event hash is the
+    stored event's, its state its digest); otherwise None."""
     if row is None:
         return None
-    version, state, state_sha, event_hash, log_hash = row
-    if log_hash is None or bytes(event_hash) != bytes(log_hash) or chain.digest(bytes(state)) != bytes(state_sha):
+    log_hash = row.log_hash
+    if log_hash is None or bytes(row.event_hash) != bytes(log_hash) \
+            or chain.digest(bytes(row.state)) != bytes(row.state_sha256):
         return None
     try:
-        return int(version), decode_state(state)
+        return row.version, decode_state(row.state)
     except Exception:  # noqa: BLE001 - a digest recomputed over garbage: fold from the events instead
         return None
 
@@ -62,10 +63,9 @@ def fold(store: EventStore, stream_pk: int, dialect: Dialect, upto_version: int,
     folded = 0
     evolve = dialect.evolve
     with documents.owned_events():  # freshly decoded events: no defensive copies
-        for _, version, type_, schema_version, data, _, _ in store.read_payloads(
-                stream_pk, after_version=start, upto_version=upto_version):
-            doc = evolve(doc, decode_event(type_, schema_version, data))
-            last = version
+        for e in store.read_payloads(stream_pk, after_version=start, upto_version=upto_version):
+            doc = evolve(doc, decode_event(e.type, e.schema_version, e.data))
+            last = e.version
             folded += 1
     return doc, last, folded
 
@@ -75,13 +75,13 @@ def latest(store: EventStore, stream_id: str, name: str, upto_version: int | Non
     head = store.stream_head(stream_id)
     if head is None:
         return None
-    return latest_by_pk(store, head[0], name, head[1] if upto_version is None else upto_version)
+    return latest_by_pk(store, head.stream_pk, name, head.version if upto_version is None else upto_version)
 
 
 def latest_by_pk(store: EventStore, stream_pk: int, name: str, upto_version: int) -> tuple[int, Any] | None:
     """:func:`latest` for a known stream key (the replay hot path: one indexed query)."""
-    rows = store.fetch_all(store.backend.sql_latest_cache, (stream_pk, name, upto_version))
-    return usable(rows[0] if rows else None)
+    with store.reading() as cur:
+        return usable(store.backend.latest_cached_state(cur, stream_pk, name, upto_version))
 
 
 def save(store: EventStore, stream_pk: int, name: str, version: int, doc: Any) -> None:
@@ -89,16 +89,5 @@ def save(store: EventStore, stream_pk: int, name: str, version: int, doc: Any) -
     the event stored there (read in the same statement); a row already saved for that version
     (by a racing reader) wins."""
     state = encode_state(doc)
-    be = store.backend
-    raw = store._raw()
-    cur = raw.cursor()
-    try:
-        be.begin_plain_write(raw)
-        cur.execute(be.sql_insert_cache, (stream_pk, name, be.blob(state), be.blob(chain.digest(state)), utcnow(),
-                                          stream_pk, version))
-        be.commit(raw)
-    except BaseException:
-        be.rollback(raw)
-        raise
-    finally:
-        cur.close()
+    with store.writing("writing the replay cache") as cur:
+        store.backend.insert_cached_state(cur, stream_pk, name, version, state, chain.digest(state), utcnow())

@@ -25,8 +25,9 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
@@ -42,8 +43,11 @@ from eventstore.errors import (
     is_disk_full,
 )
 from eventstore.events import Event, encode_event
+from eventstore.records import EventPayload, StreamHead, StreamState, StreamSummary
+from eventstore.records import RecordedEvent as RecordedEvent  # re-exported: part of the store's API
 
 ExpectedVersion = int | Literal["any", "no stream"]
+_Row = TypeVar("_Row")
 InlineHandler = Callable[[Any, Backend, "list[RecordedEvent]"], None]
 ANY: Literal["any"] = "any"
 NO_STREAM: Literal["no stream"] = "no stream"
@@ -205,46 +209,6 @@ class NewEvent:
         self.meta = codec.encode_checked(meta, self.type, part="meta") if meta else _EMPTY_META
 
 
-class RecordedEvent(msgspec.Struct, frozen=True):
-    """One stored event (``data``/``meta`` are the stored canonical JSON bytes)."""
-
-    position: int
-    stream_id: str
-    version: int
-    event_id: str
-    type: str
-    schema_version: int
-    data: bytes
-    meta: bytes
-    occurred_at: str | None
-    recorded_at: str
-    prev_hash: bytes
-    hash: bytes
-
-    @property
-    def payload(self) -> Any:
-        """``data`` decoded to Python."""
-        return codec.decode(self.data)
-
-    @property
-    def metadata(self) -> Any:
-        return codec.decode(self.meta)
-
-    def to_event(self) -> Event:
-        """Decode into the catalog's typed Struct (raises UnknownEventType)."""
-        from eventstore.events import decode_event
-
-        return decode_event(self.type, self.schema_version, self.data)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "position": self.position, "stream_id": self.stream_id, "version": self.version,
-            "event_id": self.event_id, "type": self.type, "schema_version": self.schema_version,
-            "data": self.payload, "meta": self.metadata, "occurred_at": self.occurred_at,
-            "recorded_at": self.recorded_at, "prev_hash": self.prev_hash.hex(), "hash": self.hash.hex(),
-        }
-
-
 class InlineBatch(list[RecordedEvent]):
     """What one append transaction wrote, in position order, as inline handlers get it, with
     ``documents``: the stream's document after the event at a position, where the writer gave it
@@ -263,12 +227,6 @@ class AppendResult(msgspec.Struct, frozen=True):
     version: int  # the stream's version after the append
     positions: list[int]
     duplicate: bool = False  # True: an idempotent retry, nothing was written
-
-
-def recorded_event(row: Sequence[Any]) -> RecordedEvent:
-    """A RecordedEvent from a row of ``backend.sql_read_all`` / ``sql_read_stream`` (12 columns)."""
-    # sqlite3 and psycopg 3 both return BLOB/bytea as bytes: no conversion needed.
-    return RecordedEvent(*row)
 
 
 class EventStore:
@@ -401,41 +359,75 @@ class EventStore:
 
     # -- read ---------------------------------------------------------------------
 
-    def fetch_all(self, sql: str, params: Sequence[Any]) -> list[Any]:
-        """Rows of one read-only statement in the backend's paramstyle, on this thread's connection."""
+    @contextmanager
+    def reading(self) -> Iterator[Any]:
+        """A cursor on this thread's connection inside a read transaction, for the recorder's
+        methods (``store.backend``); the transaction ends when the block does.
+
+            >>> with store.reading() as cur:
+            ...     store.backend.count_events(cur, 0)
+        """
         raw = self._raw()
         cur = raw.cursor()
         try:
             self.backend.begin_read(raw)
-            cur.execute(sql, params)
-            return list(cur.fetchall())
+            yield cur
         finally:
             cur.close()
             self.backend.end_read(raw)
 
-    def stream_info(self, stream_id: str) -> tuple[int, int, bytes] | None:
-        """(stream_pk, version, head_hash) or None."""
-        check_stream_id(stream_id)
-        rows = self.fetch_all(self.backend.sql_stream, (stream_id,))
-        return None if not rows else (rows[0][0], rows[0][1], bytes(rows[0][2]))
+    @contextmanager
+    def writing(self, what: str) -> Iterator[Any]:
+        """A cursor in a write transaction that does not take the append lock (caches), committed
+        when the block ends and rolled back if it raises; a driver error beginning or committing
+        it is translated (``what`` says what was being written)."""
+        raw = self._raw()
+        cur = raw.cursor()
+        be = self.backend
+        try:
+            be.begin_plain_write(raw)
+            yield cur
+            be.commit(raw)
+        except BaseException as exc:
+            be.rollback(raw)
+            if be.is_driver_error(exc):
+                raise be.translate(exc, what) from exc
+            raise
+        finally:
+            cur.close()
 
-    def stream_head(self, stream_id: str) -> tuple[int, int, str | None] | None:
-        """(stream_pk, version, dialect) of a stream, or None (one indexed lookup)."""
+    def stream_info(self, stream_id: str) -> StreamState | None:
+        """The stream's key, version and head hash, or None."""
         check_stream_id(stream_id)
-        rows = self.fetch_all(self.backend.sql_stream_head, (stream_id,))
-        return None if not rows else (rows[0][0], rows[0][1], rows[0][2])
+        with self.reading() as cur:
+            return self.backend.stream_state(cur, stream_id)
+
+    def stream_head(self, stream_id: str) -> StreamHead | None:
+        """The stream's key, version and dialect, or None (one indexed lookup)."""
+        check_stream_id(stream_id)
+        with self.reading() as cur:
+            return self.backend.stream_head(cur, stream_id)
 
     def read_payloads(self, stream_pk: int, *, after_version: int, upto_version: int,
-                      batch_size: int = 2000) -> Iterator[tuple[int, int, str, int, bytes, str | None, str]]:
-        """Lean stream read for replay: (position, version, type, schema_version, data, occurred_at,
-        recorded_at), streamed in batches; no meta, hashes or RecordedEvent objects."""
-        for rows in self._version_batches(self.backend.sql_read_payloads, stream_pk, after_version, upto_version,
-                                          batch_size):
+                      batch_size: int = 2000) -> Iterator[EventPayload]:
+        """Lean stream read for replay (no meta, ids or hashes), streamed in batches."""
+        return self._batches(self.backend.read_payloads, stream_pk, after_version, upto_version, batch_size)
+
+    def _batches(self, read: Callable[[Any, int, int, int], list[_Row]], stream_pk: int, after: int, upto: int,
+                 batch_size: int) -> Iterator[_Row]:
+        """What ``read(cursor, stream_pk, after, hi)`` gives for versions after..upto, one read per batch."""
+        while after < upto:
+            hi = min(upto, after + batch_size)
+            with self.reading() as cur:
+                rows = read(cur, stream_pk, after, hi)
+            if not rows:
+                return
             yield from rows
+            after = hi
 
     def stream_version(self, stream_id: str) -> int:
         info = self.stream_info(stream_id)
-        return 0 if info is None else info[1]
+        return 0 if info is None else info.version
 
     def read_stream(
         self, stream_id: str, *, after_version: int | None = None, upto_version: int | None = None,
@@ -445,28 +437,14 @@ class EventStore:
         info = self.stream_info(stream_id)
         if info is None:
             raise StreamNotFound(f'No stream "{stream_id}"; `evstore runs` lists the streams.')
-        return self._read_stream(info[0], after_version or 0, upto_version if upto_version is not None else info[1],
-                                 batch_size)
-
-    def _read_stream(self, stream_pk: int, after: int, upto: int, batch_size: int) -> Iterator[RecordedEvent]:
-        for rows in self._version_batches(self.backend.sql_read_stream, stream_pk, after, upto, batch_size):
-            yield from map(recorded_event, rows)
-
-    def _version_batches(self, sql: str, stream_pk: int, after: int, upto: int,
-                         batch_size: int) -> Iterator[list[Any]]:
-        """Rows of ``sql`` (a stream's versions in ``(after, hi]``) for versions after..upto, in batches."""
-        while after < upto:
-            hi = min(upto, after + batch_size)
-            rows = self.fetch_all(sql, (stream_pk, after, hi))
-            if not rows:
-                return
-            yield rows
-            after = hi
+        return self._batches(self.backend.read_stream, info.stream_pk, after_version or 0,
+                             upto_version if upto_version is not None else info.version, batch_size)
 
     def read_all(self, *, after_position: int = 0, limit: int = 1000,
                  types: Sequence[str] | None = None) -> list[RecordedEvent]:
         """Up to ``limit`` events with ``position > after_position``, in position order."""
-        return [recorded_event(r) for r in self.fetch_all(*self.backend.read_all_query(after_position, limit, types))]
+        with self.reading() as cur:
+            return self.backend.read_all(cur, after_position, limit, types)
 
     def iter_all(self, *, after_position: int = 0, upto_position: int | None = None,
                  batch_size: int = 5000, types: Sequence[str] | None = None) -> Iterator[RecordedEvent]:
@@ -504,24 +482,19 @@ class EventStore:
         never share it and a deleted-and-recreated store is a new store."""
         cached = self._store_id
         if cached is None:
-            cached = str(self.fetch_all("SELECT store_id FROM store_identity", ())[0][0])
-            self._store_id = cached
+            with self.reading() as cur:
+                cached = self._store_id = self.backend.store_id(cur)
         return cached
 
     def max_position(self) -> int:
         """The position of the last committed event (0 for an empty store)."""
-        return int(self.fetch_all(self.backend.sql_max_position, ())[0][0])
+        with self.reading() as cur:
+            return self.backend.max_position(cur)
 
-    def list_streams(self) -> list[tuple[str, str | None, int]]:
-        """(stream_id, dialect, version) of every stream, by stream id."""
-        from sqlalchemy import select
-
-        from eventstore.schema import streams
-
-        with self.engine.connect() as conn:
-            rows = conn.execute(select(streams.c.stream_id, streams.c.dialect, streams.c.version)
-                                .order_by(streams.c.stream_id)).all()
-        return [(r[0], r[1], r[2]) for r in rows]
+    def list_streams(self) -> list[StreamSummary]:
+        """Every stream (its id, dialect and version), by stream id."""
+        with self.reading() as cur:
+            return self.backend.list_streams(cur)
 
 
 def _merge(a: AppendResult | None, b: AppendResult) -> AppendResult:

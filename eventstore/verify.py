@@ -18,8 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import text
-
 from eventstore import chain, codec, documents
 from eventstore.dialects import FALLBACK, Dialect, get_dialect
 from eventstore.errors import EvstoreError, IntegrityViolation, StreamNotFound
@@ -59,24 +57,14 @@ class VerifyReport:
                 "failures": [f.to_dict() for f in self.failures], "checkpoint": self.checkpoint}
 
 
-_SQL_EVENTS = (
-    "SELECT s.stream_id, s.version, s.head_hash, e.version, e.event_id, e.type, e.schema_version, e.data, "
-    "e.meta, e.occurred_at, e.recorded_at, e.data_sha256, e.meta_sha256, e.prev_hash, e.hash, e.position "
-    "FROM streams s LEFT JOIN events e ON e.stream_pk = s.stream_pk {where} ORDER BY s.stream_id, e.version"
-)
-
-
 def verify(store: EventStore, stream_id: str | None = None,
            progress: Callable[[int], None] | None = None) -> VerifyReport:
     """Recompute every chain (or one stream's), report the first chain failure per stream, and
     check every replay-cache row against the log."""
     report = VerifyReport()
-    where = "WHERE s.stream_id = :sid" if stream_id else ""
     if stream_id and store.stream_info(stream_id) is None:
         raise StreamNotFound(f'No stream "{stream_id}"; `evstore runs` lists the streams.')
-    with store.engine.connect() as conn:
-        result = conn.execution_options(stream_results=True, yield_per=5000).execute(
-            text(_SQL_EVENTS.format(where=where)), {"sid": stream_id} if stream_id else {})
+    with store.reading() as cur:
         current: str | None = None
         prev = chain.GENESIS
         expect_version = 0
@@ -90,19 +78,20 @@ def verify(store: EventStore, stream_id: str | None = None,
                                                f"stream head says version {head[0]} but the chain ends at "
                                                f"version {expect_version} (events missing or head rewritten)"))
 
-        for r in result:
-            sid = r[0]
+        for r in store.backend.chain_links(cur, stream_id):
+            sid = r.stream_id
             if sid != current:
                 close_stream()
                 current, prev, expect_version, last_position, failed = sid, chain.GENESIS, 0, 0, False
-                head = (r[1], bytes(r[2]))
+                head = (r.stream_version, bytes(r.head_hash))
                 report.streams += 1
-            if r[3] is None:  # stream without events
+            e = r.event
+            if e is None:  # stream without events
                 continue
+            version, position = e.version, e.position
             report.events += 1
             if progress and report.events % 10000 == 0:
                 progress(report.events)
-            version, position = r[3], r[15]
             # Positions are not in the per-event chain (the signed checkpoint covers the global
             # order); within a stream they must still grow with the versions.
             if position <= last_position:
@@ -112,8 +101,8 @@ def verify(store: EventStore, stream_id: str | None = None,
             last_position = position
             if failed:
                 continue
-            data, meta = bytes(r[7]), bytes(r[8])
-            data_sha, meta_sha, prev_hash, h = bytes(r[11]), bytes(r[12]), bytes(r[13]), bytes(r[14])
+            data, meta = bytes(e.data), bytes(e.meta)
+            data_sha, meta_sha, prev_hash, h = bytes(e.data_sha256), bytes(e.meta_sha256), bytes(e.prev_hash), bytes(e.hash)
             # A data/meta mismatch does not break the chain (it commits to the recorded digests, so an
             # audited redaction stays local): report it and keep checking the rest of the stream.
             if chain.digest(data) != data_sha:
@@ -125,7 +114,8 @@ def verify(store: EventStore, stream_id: str | None = None,
                 problem = ("sequence", f"expected version {expect_version + 1}, found {version}")
             elif prev_hash != prev:
                 problem = ("link", "prev_hash is not the previous event's hash")
-            elif chain.event_hash(prev_hash, sid, version, r[4], r[5], r[6], r[9], r[10], data_sha, meta_sha) != h:
+            elif chain.event_hash(prev_hash, sid, version, e.event_id, e.type, e.schema_version, e.occurred_at,
+                                  e.recorded_at, data_sha, meta_sha) != h:
                 problem = ("header", "event hash does not recompute (type, ids, times or digests changed)")
             if problem:
                 report.failures.append(Failure(sid, version, *problem))
@@ -139,38 +129,30 @@ def verify(store: EventStore, stream_id: str | None = None,
 
 # ------------------------------------------------------------------ the replay cache
 
-_SQL_CACHE = (
-    "SELECT c.stream_pk, s.stream_id, s.dialect, c.name, c.version, c.event_hash, c.state, "
-    "c.state_sha256, e.hash FROM replay_cache c JOIN streams s ON s.stream_pk = c.stream_pk "
-    "LEFT JOIN events e ON e.stream_pk = c.stream_pk AND e.version = c.version {where} "
-    "ORDER BY s.stream_id, c.name, c.version"
-)
-
-
 def _verify_cache(store: EventStore, stream_id: str | None, report: VerifyReport) -> None:
     """Every cached row must name the event stored at its version, match its state digest and,
     for the dialect's current lens, equal (canonical bytes) the document folded from the events."""
-    where = "WHERE s.stream_id = :sid" if stream_id else ""
-    with store.engine.connect() as conn:
-        rows = conn.execute(text(_SQL_CACHE.format(where=where)), {"sid": stream_id} if stream_id else {}).all()
+    with store.reading() as cur:
+        rows = store.backend.cache_entries(cur, stream_id)
     group: tuple[int, str] | None = None
     dialect: Dialect | None = None
     doc: Any = None
     at = 0
-    for pk, sid, dialect_name, name, version, event_hash, state, state_sha, log_hash in rows:
+    for row in rows:
+        pk, sid, name, version, state = row.stream_pk, row.stream_id, row.name, row.version, row.state
         report.cached += 1
         problem: str | None = None
-        if log_hash is None:
+        if row.log_hash is None:
             problem = "no event is stored at this version"
-        elif bytes(event_hash) != bytes(log_hash):
+        elif bytes(row.event_hash) != bytes(row.log_hash):
             problem = "bound to another event than the one stored at this version"
-        elif chain.digest(bytes(state)) != bytes(state_sha):
+        elif chain.digest(bytes(state)) != bytes(row.state_sha256):
             problem = "stored state does not match its recorded SHA-256"
         else:
             if group != (pk, name):
                 group, doc, at, dialect = (pk, name), None, 0, None
                 try:
-                    dialect = get_dialect(dialect_name or FALLBACK)
+                    dialect = get_dialect(row.dialect or FALLBACK)
                 except EvstoreError:
                     pass
                 if dialect is not None and cache_name(dialect) != name:
@@ -179,9 +161,8 @@ def _verify_cache(store: EventStore, stream_id: str | None, report: VerifyReport
                 continue
             try:
                 with documents.owned_events():
-                    for _, _, type_, schema_version, data, _, _ in store.read_payloads(pk, after_version=at,
-                                                                                       upto_version=version):
-                        doc = dialect.evolve(doc, decode_event(type_, schema_version, data))
+                    for e in store.read_payloads(pk, after_version=at, upto_version=version):
+                        doc = dialect.evolve(doc, decode_event(e.type, e.schema_version, e.data))
                 at = version
                 if zlib.decompress(bytes(state)) != codec.encode(doc):
                     problem = "differs from the document folded from the events"
@@ -219,8 +200,8 @@ class LogState:
 
     def legacy_root(self, store: EventStore) -> str:
         """The Merkle root as v1 checkpoints computed it: stream ids in the database's collation."""
-        with store.engine.connect() as conn:
-            ordered = [r[0] for r in conn.execute(text("SELECT stream_id FROM streams ORDER BY stream_id"))]
+        with store.reading() as cur:
+            ordered = store.backend.stream_ids(cur)
         leaves = [chain.head_leaf(sid, *self.heads[sid]) for sid in ordered if sid in self.heads]
         return chain.merkle_root(leaves).hex()
 
@@ -230,16 +211,12 @@ def log_state(store: EventStore, max_position: int) -> LogState:
     heads: dict[str, tuple[int, bytes]] = {}
     order = chain.sha256(chain.ORDER_DOMAIN)
     count = 0
-    sql = text("SELECT e.position, s.stream_id, e.version, e.hash FROM events e "
-               "JOIN streams s ON s.stream_pk = e.stream_pk WHERE e.position <= :p ORDER BY e.position")
-    with store.engine.connect() as conn:
-        for position, sid, version, h in conn.execution_options(stream_results=True, yield_per=5000).execute(
-                sql, {"p": max_position}):
-            h = bytes(h)
+    with store.reading() as cur:
+        for e in store.backend.order_entries(cur, max_position):
             count += 1
-            order.update(chain.order_entry(position, sid, version, h))
-            if version > heads.get(sid, (0, b""))[0]:
-                heads[sid] = (version, h)
+            order.update(chain.order_entry(e.position, e.stream_id, e.version, e.hash))
+            if e.version > heads.get(e.stream_id, (0, b""))[0]:
+                heads[e.stream_id] = (e.version, e.hash)
     leaves = [chain.head_leaf(sid, v, h) for sid, (v, h) in sorted(heads.items())]
     return LogState(count, len(heads), chain.merkle_root(leaves).hex(), order.hexdigest(), heads)
 

@@ -196,8 +196,8 @@ def _simulate_chunk(args: tuple[int, list[int], list[str]]) -> list[SimulatedRun
 def next_run_number(store: EventStore) -> int:
     """1 + the highest demo run number in the store (so re-runs never clash)."""
     high = 0
-    for stream_id, _dialect, _version in store.list_streams():
-        m = _ID.search(stream_id)
+    for stream in store.list_streams():
+        m = _ID.search(stream.stream_id)
         if m:
             high = max(high, int(m.group(1)))
     return high + 1

@@ -51,8 +51,9 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 
 from eventstore.backends import Backend
 from eventstore.errors import EvstoreError
+from eventstore.records import ProjectionCheckpoint
 from eventstore.schema import NAMING
-from eventstore.store import EventStore, RecordedEvent, recorded_event, utcnow
+from eventstore.store import EventStore, RecordedEvent, utcnow
 
 Progress = Callable[[int, int], None]  # (events applied so far, total events to apply)
 
@@ -153,38 +154,10 @@ def gc_paused() -> Iterator[None]:
 
 def read_events(cur: Any, be: Backend, after: int, limit: int, types: Sequence[str] | None) -> list[RecordedEvent]:
     """Events after ``after`` read through ``cur`` (inside the caller's transaction)."""
-    if types:
-        cur.execute(be.sql_read_all_types.format(types=", ".join([be.p] * len(types))), (after, *types, limit))
-    else:
-        cur.execute(be.sql_read_all, (after, limit))
-    return [recorded_event(r) for r in cur.fetchall()]
+    return be.read_all(cur, after, limit, types)
 
 
-# ---------------------------------------------------------------- checkpoints (DBAPI)
-
-
-def _claim_checkpoint(cur: Any, be: Backend, name: str) -> tuple[int, int] | None:
-    """(version, position), row-locked until commit: a second runner waits, then sees ours."""
-    p = be.p
-    cur.execute(f"UPDATE projection_checkpoints SET updated_at = {p} WHERE name = {p} RETURNING version, position",
-                (utcnow(), name))
-    row = cur.fetchone()
-    return None if row is None else (int(row[0]), int(row[1]))
-
-
-def _read_checkpoint(cur: Any, be: Backend, name: str) -> tuple[int, int] | None:
-    cur.execute(f"SELECT version, position FROM projection_checkpoints WHERE name = {be.p}", (name,))
-    row = cur.fetchone()
-    return None if row is None else (int(row[0]), int(row[1]))
-
-
-def _set_checkpoint(cur: Any, be: Backend, name: str, version: int, position: int) -> None:
-    p = be.p
-    cur.execute(f"UPDATE projection_checkpoints SET version = {p}, position = {p}, updated_at = {p} WHERE name = {p}",
-                (version, position, utcnow(), name))
-    if cur.rowcount == 0:
-        cur.execute(f"INSERT INTO projection_checkpoints (name, version, position, updated_at) "
-                    f"VALUES ({p}, {p}, {p}, {p})", (name, version, position, utcnow()))
+# ---------------------------------------------------------------- projection tables (DBAPI)
 
 
 def _recreate_tables(cur: Any, be: Backend, projection: Projection) -> None:
@@ -212,13 +185,13 @@ class InlineHandler:
         proj = self.projection
         # A plain read: the append transaction holds the append lock, which every writer of an
         # inline projection's checkpoint takes (ProjectionRunner._begin).
-        claimed = _read_checkpoint(cur, be, proj.name)
-        if claimed is None or claimed[0] != proj.version:
+        claimed = be.read_checkpoint(cur, proj.name)
+        if claimed is None or claimed.version != proj.version:
             # Not set up (or another version) on this database: leave it to the runner's rebuild
             # rather than write rows whose history is incomplete.
             return
         first = events[0].position
-        pos = claimed[1]
+        pos = claimed.position
         while pos < first - 1:  # events appended without this projection attached
             gap = [e for e in read_events(cur, be, pos, 5000, proj.event_types) if e.position < first]
             if not gap:
@@ -229,7 +202,7 @@ class InlineHandler:
         batch = events if types is None else [e for e in events if e.type in types]
         if batch:
             proj.apply(cur, be, batch)
-        _set_checkpoint(cur, be, proj.name, proj.version, events[-1].position)
+        be.set_checkpoint(cur, proj.name, proj.version, events[-1].position, utcnow())
 
 
 def attach(store: EventStore, projection: Projection) -> InlineHandler:
@@ -323,15 +296,15 @@ class ProjectionRunner:
         if isinstance(projection, ExternalProjection):
             return False  # its files are set up (or rebuilt) by its own catch_up
         cp = self.checkpoint(projection.name)
-        if cp is not None and cp[0] == projection.version:
+        if cp is not None and cp.version == projection.version:
             return False  # current: no write transaction (read-only commands call this)
 
         def body(cur: Any) -> bool:
-            claimed = _claim_checkpoint(cur, self.be, projection.name)
-            if claimed is not None and claimed[0] == projection.version:
+            claimed = self.be.claim_checkpoint(cur, projection.name, utcnow())
+            if claimed is not None and claimed.version == projection.version:
                 return False
             _recreate_tables(cur, self.be, projection)
-            _set_checkpoint(cur, self.be, projection.name, projection.version, 0)
+            self.be.set_checkpoint(cur, projection.name, projection.version, 0, utcnow())
             return True
 
         fresh = bool(self._transaction(projection, body))
@@ -347,13 +320,12 @@ class ProjectionRunner:
         types = projection.event_types
 
         def body(cur: Any) -> int:
-            claimed = _claim_checkpoint(cur, self.be, projection.name)
-            if claimed is None or claimed[0] != projection.version:
+            claimed = self.be.claim_checkpoint(cur, projection.name, utcnow())
+            if claimed is None or claimed.version != projection.version:
                 raise EvstoreError(f'Projection "{projection.name}" changed version while running; run it again.')
-            pos = claimed[1]
-            cur.execute(self.be.sql_max_position)
+            pos = claimed.position
             # Commit order = position order, so nothing at or below ``high`` can still appear.
-            high = int(cur.fetchone()[0])
+            high = self.be.max_position(cur)
             if high <= pos:
                 return 0
             batch = [e for e in read_events(cur, self.be, pos, limit, types) if e.position <= high]
@@ -361,7 +333,7 @@ class ProjectionRunner:
                 projection.apply(cur, self.be, batch)
             full = len(batch) == limit
             new_pos = batch[-1].position if full else high
-            _set_checkpoint(cur, self.be, projection.name, projection.version, new_pos)
+            self.be.set_checkpoint(cur, projection.name, projection.version, new_pos, utcnow())
             return new_pos - pos
 
         with gc_paused():
@@ -374,7 +346,7 @@ class ProjectionRunner:
             return projection.catch_up(self.store, progress=progress)
         self.ensure(projection)
         cp = self.checkpoint(projection.name)
-        if cp is not None and cp[0] == projection.version and cp[1] >= self.store.max_position():
+        if cp is not None and cp.version == projection.version and cp.position >= self.store.max_position():
             return 0  # already current: no write transaction
         total = self.lag(projection) if progress else 0
         done = 0
@@ -396,7 +368,7 @@ class ProjectionRunner:
 
         def body(cur: Any) -> None:
             _recreate_tables(cur, self.be, projection)
-            _set_checkpoint(cur, self.be, projection.name, projection.version, 0)
+            self.be.set_checkpoint(cur, projection.name, projection.version, 0, utcnow())
 
         self._transaction(projection, body)
         projection.reset()
@@ -419,41 +391,29 @@ class ProjectionRunner:
 
     # -- reporting --------------------------------------------------------------
 
-    def checkpoint(self, name: str) -> tuple[int, int, str] | None:
-        """(version, position, updated_at) of ``name``, or None."""
+    def _read(self, read: Callable[[Any], Any]) -> Any:
+        """``read(cursor)`` in a read transaction on the runner's connection."""
         raw = self._conn()
         cur = raw.cursor()
         try:
             self.be.begin_read(raw)
-            cur.execute(f"SELECT version, position, updated_at FROM projection_checkpoints WHERE name = {self.be.p}",
-                        (name,))
-            row = cur.fetchone()
+            return read(cur)
         finally:
             cur.close()
             self.be.end_read(raw)
-        return None if row is None else (int(row[0]), int(row[1]), str(row[2]))
+
+    def checkpoint(self, name: str) -> ProjectionCheckpoint | None:
+        """The stored checkpoint of projection ``name`` (its version and position), or None."""
+        cp: ProjectionCheckpoint | None = self._read(lambda cur: self.be.read_checkpoint(cur, name))
+        return cp
 
     def lag(self, projection: Projection) -> int:
         """Events after the checkpoint that ``projection`` handles (all of them if stale)."""
         if isinstance(projection, ExternalProjection):
             return projection.status(self.store).lag
         cp = self.checkpoint(projection.name)
-        pos = 0 if cp is None or cp[0] != projection.version else cp[1]
-        raw = self._conn()
-        cur = raw.cursor()
-        p = self.be.p
-        try:
-            self.be.begin_read(raw)
-            if projection.event_types:
-                marks = ", ".join([p] * len(projection.event_types))
-                cur.execute(f"SELECT COUNT(*) FROM events WHERE position > {p} AND type IN ({marks})",
-                            (pos, *projection.event_types))
-            else:
-                cur.execute(f"SELECT COUNT(*) FROM events WHERE position > {p}", (pos,))
-            return int(cur.fetchone()[0])
-        finally:
-            cur.close()
-            self.be.end_read(raw)
+        pos = 0 if cp is None or cp.version != projection.version else cp.position
+        return int(self._read(lambda cur: self.be.count_events(cur, pos, projection.event_types)))
 
     def status(self, projections: Iterable[Projection] | None = None) -> list[ProjectionStatus]:
         out = []
@@ -463,9 +423,9 @@ class ProjectionRunner:
                 continue
             cp = self.checkpoint(p.name)
             out.append(ProjectionStatus(
-                name=p.name, version=p.version, stored_version=None if cp is None else cp[0],
-                position=0 if cp is None else cp[1], lag=self.lag(p), inline=p.inline,
-                updated_at=None if cp is None else cp[2]))
+                name=p.name, version=p.version, stored_version=None if cp is None else cp.version,
+                position=0 if cp is None else cp.position, lag=self.lag(p), inline=p.inline,
+                updated_at=None if cp is None else cp.updated_at))
         return out
 
 

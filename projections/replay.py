@@ -44,7 +44,7 @@ class ReplayResult:
 
 def dialect_of(store: EventStore, stream_id: str) -> Dialect:
     head = store.stream_head(stream_id)
-    return get_dialect((head[2] if head else None) or FALLBACK)
+    return get_dialect((head.dialect if head else None) or FALLBACK)
 
 
 def resolve(store: EventStore, task: str) -> str:
@@ -53,7 +53,8 @@ def resolve(store: EventStore, task: str) -> str:
         return task
     candidates = find_streams_by_task(store, task)
     if not candidates:
-        candidates = [sid for sid, _, _ in store.list_streams() if sid.endswith("/" + task) or sid.endswith(":" + task)]
+        candidates = [s.stream_id for s in store.list_streams()
+                      if s.stream_id.endswith("/" + task) or s.stream_id.endswith(":" + task)]
     if len(candidates) == 1:
         return candidates[0]
     if not candidates:
@@ -67,10 +68,9 @@ def _version_at(store: EventStore, stream_pk: int, stream_version: int, at: date
     when = iso(at)
     assert when is not None
     version = 0
-    for _, v, _, _, _, occurred_at, recorded_at in store.read_payloads(stream_pk, after_version=0,
-                                                                       upto_version=stream_version):
-        if (occurred_at or recorded_at) <= when:
-            version = v
+    for e in store.read_payloads(stream_pk, after_version=0, upto_version=stream_version):
+        if (e.occurred_at or e.recorded_at) <= when:
+            version = e.version
     return version
 
 
@@ -80,7 +80,7 @@ def replay(store: EventStore, stream_id: str, *, upto_version: int | None = None
     head = store.stream_head(stream_id)
     if head is None:
         raise StreamNotFound(f'No stream "{stream_id}"; `evstore runs` lists the streams.')
-    stream_pk, stream_version, dialect_name = head
+    stream_pk, stream_version, dialect_name = head.stream_pk, head.version, head.dialect
     if at is not None:
         upto_version = _version_at(store, stream_pk, stream_version, at)
     target = stream_version if upto_version is None else upto_version
@@ -110,8 +110,8 @@ def replay_raw(store: EventStore, stream_id: str, version: int | None = None, *,
     head = store.stream_head(stream_id)
     if head is None:
         raise StreamNotFound(f'No stream "{stream_id}".')
-    target = head[1] if version is None else version
-    dialect = get_dialect(head[2] or FALLBACK)
+    target = head.version if version is None else version
+    dialect = get_dialect(head.dialect or FALLBACK)
     if dialect.line_based:  # a file recorded line by line (transcripts): its events hold the bytes
         return dialect.file_bytes(rec.to_event() for rec in store.read_stream(stream_id, upto_version=target))
     # The snapshot producing version V is the first event at or after V that ends a snapshot group.

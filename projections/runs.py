@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, SmallInteger, String, Table, or_, select
+from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, SmallInteger, String, Table, func, or_, select
 
 from eventstore import codec, documents, replay_cache
 from eventstore.backends import Backend
@@ -160,22 +160,21 @@ class RunsIndex(engine.Projection):
     def _load(self, cur: Any, be: Backend, e: RecordedEvent, dialect: str | None) -> _Doc:
         """The stream's document just before ``e`` (cache miss): folded from its newest usable
         replay-cache row, through the append transaction's own cursor."""
-        cur.execute(be.sql_stream_head, (e.stream_id,))
-        row = cur.fetchone()
-        name = dialect or (row[2] if row else None)
+        head = be.stream_head(cur, e.stream_id)
+        name = dialect or (head.dialect if head else None)
         entry = _Doc(name, self._dialect(name), e.version - 1, e.prev_hash, None)
-        if entry.lens is None or row is None or e.version <= 1:
+        if entry.lens is None or head is None or e.version <= 1:
             return entry  # nothing to fold (no dialect: the row is not described anyway)
         start = 0
-        cur.execute(be.sql_latest_cache, (row[0], replay_cache.cache_name(entry.lens), e.version - 1))
-        cached = replay_cache.usable(cur.fetchone())
+        cached = replay_cache.usable(be.latest_cached_state(cur, head.stream_pk, replay_cache.cache_name(entry.lens),
+                                                            e.version - 1))
         if cached is not None:
             start, entry.doc = cached
-        cur.execute(be.sql_read_payloads, (row[0], start, e.version - 1))
         evolve = entry.lens.evolve
+        payloads = be.read_payloads(cur, head.stream_pk, start, e.version - 1)
         try:
-            for _, _, type_, schema_version, data, _, _ in cur.fetchall():
-                entry.doc = evolve(entry.doc, decode_event(type_, schema_version, data))
+            for p in payloads:
+                entry.doc = evolve(entry.doc, decode_event(p.type, p.schema_version, p.data))
         except Exception:  # noqa: BLE001 - an event the dialect cannot fold must not block appends
             entry.ok, entry.doc = False, None
         return entry
@@ -320,32 +319,59 @@ def normalize_since(value: str) -> str:
     return str(iso(parse_since(value), what="--since"))
 
 
+def _conditions(dialect: str | None, project: str | None, status: str | None, since: str | None,
+                q: str | None) -> list[Any]:
+    t = runs_table
+    conds: list[Any] = [col == value for col, value in ((t.c.dialect, dialect), (t.c.project, project),
+                                                        (t.c.status, status)) if value]
+    if since:
+        conds.append(t.c.last_event_at >= normalize_since(since))
+    if q:  # a literal match: autoescape makes % and _ in the query plain characters
+        conds.append(or_(*(c.icontains(q, autoescape=True) for c in (t.c.stream_id, t.c.task_id, t.c.title,
+                                                                      t.c.project))))
+    return conds
+
+
 def list_runs(store: EventStore, *, dialect: str | None = None, project: str | None = None,
-              status: str | None = None, since: str | None = None, limit: int | None = None,
-              fresh: bool = True, sessions: bool = False) -> list[RunRow]:
-    """Rows of the runs index, newest activity first; ``since`` keeps runs active since then;
+              status: str | None = None, since: str | None = None, q: str | None = None,
+              limit: int | None = None, offset: int = 0, fresh: bool = True, sessions: bool = False) -> list[RunRow]:
+    """Rows of the runs index, newest activity first; ``since`` keeps runs active since then,
+    ``q`` those whose stream id, task id, title or project contains it (any case);
     ``sessions``: with the sessions that wrote each run's state versions."""
     if fresh:
         refresh(store)
     t = runs_table
-    q = select(t.c.stream_id, t.c.dialect, t.c.project, t.c.task_id, t.c.title, t.c.status, t.c.phase,
-               t.c.started_at, t.c.last_event_at, t.c.events, t.c.findings)
-    if dialect:
-        q = q.where(t.c.dialect == dialect)
-    if project:
-        q = q.where(t.c.project == project)
-    if status:
-        q = q.where(t.c.status == status)
-    if since:
-        q = q.where(t.c.last_event_at >= normalize_since(since))
-    q = q.order_by(t.c.last_event_at.desc(), t.c.stream_id)
+    query = (select(t.c.stream_id, t.c.dialect, t.c.project, t.c.task_id, t.c.title, t.c.status, t.c.phase,
+                    t.c.started_at, t.c.last_event_at, t.c.events, t.c.findings)
+             .where(*_conditions(dialect, project, status, since, q))
+             .order_by(t.c.last_event_at.desc(), t.c.stream_id))
     if limit:
-        q = q.limit(limit)
+        query = query.limit(limit)
+    if offset:
+        query = query.offset(offset)
     with store.engine.connect() as conn:
-        rows = conn.execute(q).all()
-    links = writers.run_sessions(store, [r[0] for r in rows], fresh=fresh) if sessions and rows else {}
-    return [RunRow(*r[:9], int(r[9]), None if r[10] is None else int(r[10]), tuple(links.get(r[0], ())))
-            for r in rows]
+        rows = conn.execute(query).all()
+    links = writers.run_sessions(store, [r.stream_id for r in rows], fresh=fresh) if sessions and rows else {}
+    return [RunRow(stream_id=r.stream_id, dialect=r.dialect, project=r.project, task_id=r.task_id, title=r.title,
+                   status=r.status, phase=r.phase, started_at=r.started_at, last_event_at=r.last_event_at,
+                   events=int(r.events), findings=None if r.findings is None else int(r.findings),
+                   sessions=tuple(links.get(r.stream_id, ()))) for r in rows]
+
+
+def count_runs(store: EventStore, *, dialect: str | None = None, project: str | None = None,
+               status: str | None = None, since: str | None = None, q: str | None = None) -> int:
+    """How many rows :func:`list_runs` gives for these filters (without a limit)."""
+    query = select(func.count()).select_from(runs_table).where(*_conditions(dialect, project, status, since, q))
+    with store.engine.connect() as conn:
+        return int(conn.execute(query).scalar_one())
+
+
+def run_choices(store: EventStore) -> dict[str, list[str]]:
+    """The distinct dialects and statuses in the index, sorted."""
+    t = runs_table
+    with store.engine.connect() as conn:
+        return {name: [v for (v,) in conn.execute(select(col).where(col.is_not(None)).distinct().order_by(col))]
+                for name, col in (("dialect", t.c.dialect), ("status", t.c.status))}
 
 
 def find_streams_by_task(store: EventStore, task_id: str) -> list[str]:
@@ -358,5 +384,5 @@ def find_streams_by_task(store: EventStore, task_id: str) -> list[str]:
         return [r[0] for r in conn.execute(q).all()]
 
 
-__all__ = ["RUNS", "IndexedEventStore", "RunRow", "RunsIndex", "attach", "find_streams_by_task", "list_runs",
-           "rebuild", "refresh", "runs_table"]
+__all__ = ["RUNS", "IndexedEventStore", "RunRow", "RunsIndex", "attach", "count_runs", "find_streams_by_task",
+           "list_runs", "rebuild", "refresh", "run_choices", "runs_table"]

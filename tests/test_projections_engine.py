@@ -112,7 +112,8 @@ def test_type_filtered_projection_advances_past_other_events(store: EventStore) 
     with ProjectionRunner(store, batch_size=1) as runner:
         runner.catch_up(OnlyB())
         assert read_event_counts(store) == {"t.b": (1, 0)}
-        assert runner.checkpoint("only_b")[1] == 4  # type: ignore[index]
+        cp = runner.checkpoint("only_b")
+        assert cp is not None and cp.position == 4
         assert runner.lag(OnlyB()) == 0
         store.append("s", [NewEvent("t.b", {})])
         assert runner.lag(OnlyB()) == 1
@@ -180,7 +181,7 @@ def test_sigkill_mid_run_then_resume_is_exactly_once(store_url: str, tmp_path: P
                 deadline = time.time() + 60
                 while time.time() < deadline:
                     cp = watcher.checkpoint("event_counts")
-                    if cp is not None and cp[1] > 300 * (attempt + 1):
+                    if cp is not None and cp.position > 300 * (attempt + 1):
                         break
                     if child.poll() is not None:
                         break
@@ -188,7 +189,7 @@ def test_sigkill_mid_run_then_resume_is_exactly_once(store_url: str, tmp_path: P
                 os.kill(child.pid, signal.SIGKILL)
                 child.wait()
                 cp = watcher.checkpoint("event_counts")
-                if child.returncode == -signal.SIGKILL and cp is not None and 0 < cp[1] < 3000:
+                if child.returncode == -signal.SIGKILL and cp is not None and 0 < cp.position < 3000:
                     killed_mid_run += 1
         assert killed_mid_run >= 1, "the runner was never killed mid-run"
         with ProjectionRunner(store) as runner:

@@ -33,7 +33,7 @@ def test_browse_runs_diff_live_metrics_and_hostile_data(sqlite_url: str, tmp_pat
         run_demo(store, runs=4, seed=5, dialects=["mapipe"])
         store.append("evil", [NewEvent("demo.note", {"text": HOSTILE}, meta={"findings": [
             {"path": "/x", "code": "<b>bold</b>", "message": HOSTILE}]})])
-        longest = max(store.list_streams(), key=lambda s: s[2])
+        longest = max(store.list_streams(), key=lambda s: s.version)
         shots = tmp_path / "screenshots"
         shots.mkdir()
         app = create_app(ServeConfig(url=url, analytics_dir=str(tmp_path / "analytics"), live_poll=0.1))

@@ -58,7 +58,8 @@ def test_versions_positions_and_links(store: EventStore) -> None:
         assert e.hash == chain.event_hash(prev, "A", e.version, e.event_id, e.type, e.schema_version,
                                           e.occurred_at, e.recorded_at, chain.digest(e.data), chain.digest(e.meta))
         prev = e.hash
-    assert store.stream_info("A") is not None and store.stream_info("A")[1:] == (5, prev)  # type: ignore[index]
+    info = store.stream_info("A")
+    assert info is not None and (info.version, info.head_hash) == (5, prev)
     assert len({e.event_id for e in events}) == 5  # generated ids are distinct
     assert store.max_position() == 6
 

@@ -352,8 +352,11 @@ def test_postgres_appends_stay_ordered_under_a_stricter_server_default(pg_url: s
     migrate.upgrade(engine)
     engine.dispose()
     with EventStore(url) as store:
-        assert store.fetch_all("SHOW default_transaction_isolation", ())[0][0] == "serializable"
-        assert store.fetch_all("SHOW transaction_isolation", ())[0][0] == "read committed"
+        with store.reading() as cur:  # the store's own connection
+            cur.execute("SHOW default_transaction_isolation")
+            assert cur.fetchone()[0] == "serializable"
+            cur.execute("SHOW transaction_isolation")
+            assert cur.fetchone()[0] == "read committed"
         barrier = threading.Barrier(4)
         failures: list[BaseException] = []
 
@@ -398,3 +401,22 @@ def test_a_new_event_can_be_appended_twice(store: EventStore) -> None:
     assert e.event_id is None
     a, b = next(iter(store.read_stream("A"))), next(iter(store.read_stream("B")))
     assert a.payload == b.payload == {"i": 1} and a.event_id != b.event_id
+
+
+def test_the_recorder_translates_driver_errors(store: EventStore) -> None:
+    """A driver error inside a recorder method reaches the caller as an evstore error saying what
+    was being done, with the driver's error as its cause; the connection stays usable."""
+    from eventstore.errors import DatabaseError, EvstoreError
+    from projections.engine import EventCounts, ProjectionRunner
+
+    store.append("S", [ev(1)])
+    _exec(store, "ALTER TABLE projection_checkpoints RENAME TO moved_checkpoints")
+    with ProjectionRunner(store) as runner, pytest.raises(DatabaseError) as info:
+        runner.status([EventCounts()])
+    assert "reading a projection checkpoint" in str(info.value) and isinstance(info.value, EvstoreError)
+    assert isinstance(info.value.__cause__, store.backend.driver_errors)
+    _exec(store, "ALTER TABLE replay_cache RENAME TO moved_cache")
+    with pytest.raises(DatabaseError, match="reading the replay cache"):
+        verify(store)  # the chain pass streamed fine; the cache pass failed and said so
+    _exec(store, "ALTER TABLE moved_cache RENAME TO replay_cache")
+    assert verify(store).ok and [e.version for e in store.read_stream("S")] == [1]

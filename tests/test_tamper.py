@@ -56,8 +56,8 @@ def log(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Ev
     for sid in ("A", "B"):
         info = store.stream_info(sid)
         assert info is not None
-        doc, _, _ = replay_cache.fold(store, info[0], generic, 2, use_cache=False)
-        replay_cache.save(store, info[0], replay_cache.cache_name(generic), 2, doc)
+        doc, _, _ = replay_cache.fold(store, info.stream_pk, generic, 2, use_cache=False)
+        replay_cache.save(store, info.stream_pk, replay_cache.cache_name(generic), 2, doc)
     cp = make_checkpoint(store)
     assert (cp["event_count"], cp["stream_count"], cp["max_position"]) == (7, 2, 7)
     report = verify(store)

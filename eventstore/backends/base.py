@@ -1,13 +1,65 @@
-"""What a backend provides to the recorder: SQL text in the driver's paramstyle, how to begin a
-write transaction that serialises position allocation, and how to detect a constraint clash."""
+"""The recorder: every statement evstore runs against the log's tables (``events``, ``streams``,
+``projection_checkpoints``, ``replay_cache``, ``store_identity``), as typed methods on a backend.
+
+A method takes the DB-API cursor of the caller's transaction (the streamed reads open a
+streaming cursor on its connection), so a projection's rows and its checkpoint still commit together, and it
+returns Structs (:mod:`eventstore.records`), never row tuples.  A driver error raised inside one
+is translated into evstore's error tree (:meth:`Backend.translate`): ``StorageFull`` for a full
+disk, ``DatabaseError`` naming what was being done otherwise.  The append path's statements
+(``sql_insert_event`` and its neighbours) stay SQL text here, run by ``EventStore``'s write
+transaction, which translates its own failures (a clash, a refused role, a full disk).
+
+Nothing outside ``eventstore/backends`` (and the migrations) writes SQL against those tables;
+``tests/test_sql_boundary.py`` fails if a module does.
+
+Each backend adds how to begin a write transaction that serialises position allocation and
+how to recognise a constraint clash."""
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
-from typing import Any
+import functools
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from sqlalchemy.engine import Engine
+
+from eventstore.errors import DatabaseError, EvstoreError, StorageFull, is_disk_full
+from eventstore.records import (
+    CachedState,
+    CacheEntry,
+    ChainLink,
+    EventPayload,
+    LinkedEvent,
+    OrderEntry,
+    ProjectionCheckpoint,
+    RecordedEvent,
+    StreamHead,
+    StreamState,
+    StreamSummary,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Rows fetched per round trip by the streamed reads (verify, a signed checkpoint's pass over the log).
+STREAM_BATCH = 5000
+
+
+def recorder(what: str) -> Callable[[F], F]:
+    """Translate a driver error raised by the decorated recorder method into evstore's error tree;
+    ``what`` (e.g. ``"reading a projection checkpoint"``) says in the message what was being done."""
+
+    def wrap(method: F) -> F:
+        @functools.wraps(method)
+        def translated(self: Backend, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(self, *args, **kwargs)
+            except self.driver_errors as exc:
+                raise self.translate(exc, what) from exc
+
+        return translated  # type: ignore[return-value]
+
+    return wrap
 
 #: The columns an append writes, in the order of the rows ``_Transaction.add`` builds.
 EVENT_COLUMNS = ("position, stream_pk, version, event_id, type, schema_version, data, meta, "
@@ -58,6 +110,33 @@ class Backend(abc.ABC):
                                 "ORDER BY e.version")
         self.sql_read_all = sel + f"WHERE e.position > {p} ORDER BY e.position LIMIT {p}"
         self.sql_read_all_types = sel + f"WHERE e.position > {p} AND e.type IN ({{types}}) ORDER BY e.position LIMIT {p}"
+        self.sql_list_streams = "SELECT stream_id, dialect, version FROM streams ORDER BY stream_id"
+        self.sql_store_id = "SELECT store_id FROM store_identity"
+        self.sql_count_after = f"SELECT COUNT(*) FROM events WHERE position > {p}"
+        self.sql_count_after_types = f"SELECT COUNT(*) FROM events WHERE position > {p} AND type IN ({{types}})"
+        self.sql_read_checkpoint = (
+            f"SELECT name, version, position, updated_at FROM projection_checkpoints WHERE name = {p}")
+        # UPDATE ... RETURNING row-locks the checkpoint until commit: a second runner waits, then sees ours.
+        self.sql_claim_checkpoint = (f"UPDATE projection_checkpoints SET updated_at = {p} WHERE name = {p} "
+                                     "RETURNING name, version, position, updated_at")
+        self.sql_update_checkpoint = (f"UPDATE projection_checkpoints SET version = {p}, position = {p}, "
+                                      f"updated_at = {p} WHERE name = {p}")
+        self.sql_insert_checkpoint = ("INSERT INTO projection_checkpoints (name, version, position, updated_at) "
+                                      f"VALUES ({p}, {p}, {p}, {p})")
+        self.sql_chain = (
+            "SELECT s.stream_id, s.version, s.head_hash, e.version, e.event_id, e.type, e.schema_version, e.data, "
+            "e.meta, e.occurred_at, e.recorded_at, e.data_sha256, e.meta_sha256, e.prev_hash, e.hash, e.position "
+            "FROM streams s LEFT JOIN events e ON e.stream_pk = s.stream_pk {where} ORDER BY s.stream_id, e.version"
+        )
+        self.sql_cache_entries = (
+            "SELECT c.stream_pk, s.stream_id, s.dialect, c.name, c.version, c.event_hash, c.state, "
+            "c.state_sha256, e.hash FROM replay_cache c JOIN streams s ON s.stream_pk = c.stream_pk "
+            "LEFT JOIN events e ON e.stream_pk = c.stream_pk AND e.version = c.version {where} "
+            "ORDER BY s.stream_id, c.name, c.version"
+        )
+        self.sql_order = ("SELECT e.position, s.stream_id, e.version, e.hash FROM events e "
+                          f"JOIN streams s ON s.stream_pk = e.stream_pk WHERE e.position <= {p} ORDER BY e.position")
+        self.sql_stream_ids = "SELECT stream_id FROM streams ORDER BY stream_id"
         self.sql_find_ids = (
             "SELECT e.event_id, s.stream_id, e.version, e.position, e.type, e.data_sha256, e.meta_sha256, "
             "e.occurred_at, e.schema_version FROM events e JOIN streams s ON s.stream_pk = e.stream_pk WHERE e.event_id IN ({ids})"
@@ -68,6 +147,174 @@ class Backend(abc.ABC):
         if types:
             return self.sql_read_all_types.format(types=", ".join([self.p] * len(types))), (after, *types, limit)
         return self.sql_read_all, (after, limit)
+
+    # -- errors ---------------------------------------------------------------------
+
+    #: The driver's base exception classes (set by each backend).
+    driver_errors: tuple[type[BaseException], ...] = ()
+
+    def is_driver_error(self, exc: BaseException) -> bool:
+        return isinstance(exc, self.driver_errors)
+
+    def translate(self, exc: BaseException, what: str) -> EvstoreError:
+        """The driver's ``exc``, raised while doing ``what``, as an evstore error."""
+        reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+        if is_disk_full(exc):
+            return StorageFull(f"No space left while {what} ({reason}); free space and retry.")
+        if self.is_permission_denied(exc):
+            return DatabaseError(f"The database refused {what} ({reason}); this database role may not do it.")
+        return DatabaseError(f"The database failed {what} ({reason}); check --url / EVSTORE_URL "
+                             "and that `evstore init` ran.")
+
+    # -- the log ----------------------------------------------------------------------
+
+    @recorder("reading the last position")
+    def max_position(self, cur: Any) -> int:
+        """The position of the last committed event (0 for an empty store)."""
+        cur.execute(self.sql_max_position)
+        return int(cur.fetchone()[0])
+
+    @recorder("reading a stream")
+    def stream_state(self, cur: Any, stream_id: str) -> StreamState | None:
+        cur.execute(self.sql_stream, (stream_id,))
+        row = cur.fetchone()
+        return None if row is None else StreamState(row[0], row[1], bytes(row[2]))
+
+    @recorder("reading a stream")
+    def stream_head(self, cur: Any, stream_id: str) -> StreamHead | None:
+        cur.execute(self.sql_stream_head, (stream_id,))
+        row = cur.fetchone()
+        return None if row is None else StreamHead(*row)
+
+    @recorder("listing the streams")
+    def list_streams(self, cur: Any) -> list[StreamSummary]:
+        """Every stream, by stream id (the database's collation)."""
+        cur.execute(self.sql_list_streams)
+        return [StreamSummary(*r) for r in cur.fetchall()]
+
+    @recorder("reading the store's identity")
+    def store_id(self, cur: Any) -> str:
+        cur.execute(self.sql_store_id)
+        return str(cur.fetchone()[0])
+
+    @recorder("reading a stream's events")
+    def read_stream(self, cur: Any, stream_pk: int, after_version: int, upto_version: int) -> list[RecordedEvent]:
+        """Events of one stream with ``after_version < version <= upto_version``, by version."""
+        cur.execute(self.sql_read_stream, (stream_pk, after_version, upto_version))
+        return [RecordedEvent(*r) for r in cur.fetchall()]
+
+    @recorder("reading a stream's events")
+    def read_payloads(self, cur: Any, stream_pk: int, after_version: int, upto_version: int) -> list[EventPayload]:
+        """:meth:`read_stream` without meta, ids or hashes (what a replay folds)."""
+        cur.execute(self.sql_read_payloads, (stream_pk, after_version, upto_version))
+        return [EventPayload(*r) for r in cur.fetchall()]
+
+    @recorder("reading the log")
+    def read_all(self, cur: Any, after_position: int, limit: int,
+                 types: Sequence[str] | None = None) -> list[RecordedEvent]:
+        """Up to ``limit`` events after ``after_position`` (of ``types`` only, if given), by position."""
+        cur.execute(*self.read_all_query(after_position, limit, types))
+        return [RecordedEvent(*r) for r in cur.fetchall()]
+
+    @recorder("counting events")
+    def count_events(self, cur: Any, after_position: int, types: Sequence[str] | None = None) -> int:
+        """Events after ``after_position`` (of ``types`` only, if given)."""
+        if types:
+            cur.execute(self.sql_count_after_types.format(types=", ".join([self.p] * len(types))),
+                        (after_position, *types))
+        else:
+            cur.execute(self.sql_count_after, (after_position,))
+        return int(cur.fetchone()[0])
+
+    # -- projection checkpoints ----------------------------------------------------------
+
+    @recorder("reading a projection checkpoint")
+    def read_checkpoint(self, cur: Any, name: str) -> ProjectionCheckpoint | None:
+        cur.execute(self.sql_read_checkpoint, (name,))
+        row = cur.fetchone()
+        return None if row is None else ProjectionCheckpoint(row[0], int(row[1]), int(row[2]), str(row[3]))
+
+    @recorder("claiming a projection checkpoint")
+    def claim_checkpoint(self, cur: Any, name: str, now: str) -> ProjectionCheckpoint | None:
+        """The checkpoint, row-locked until the caller's transaction ends: a second runner waits,
+        then sees what the first committed."""
+        cur.execute(self.sql_claim_checkpoint, (now, name))
+        row = cur.fetchone()
+        return None if row is None else ProjectionCheckpoint(row[0], int(row[1]), int(row[2]), str(row[3]))
+
+    @recorder("writing a projection checkpoint")
+    def set_checkpoint(self, cur: Any, name: str, version: int, position: int, now: str) -> None:
+        """Move (or create) the checkpoint, in the caller's transaction: the projection's rows and
+        its checkpoint commit together or not at all."""
+        cur.execute(self.sql_update_checkpoint, (version, position, now, name))
+        if cur.rowcount == 0:
+            cur.execute(self.sql_insert_checkpoint, (name, version, position, now))
+
+    # -- the replay cache ---------------------------------------------------------------
+
+    @recorder("reading the replay cache")
+    def latest_cached_state(self, cur: Any, stream_pk: int, name: str, upto_version: int) -> CachedState | None:
+        """The newest row named ``name`` at or below ``upto_version``, with the log's hash there."""
+        cur.execute(self.sql_latest_cache, (stream_pk, name, upto_version))
+        row = cur.fetchone()
+        return None if row is None else CachedState(*row)
+
+    @recorder("writing the replay cache")
+    def insert_cached_state(self, cur: Any, stream_pk: int, name: str, version: int, state: bytes,
+                            state_sha256: bytes, now: str) -> None:
+        """Cache ``state`` at ``version``, bound to the hash and position of the event stored there
+        (read in the same statement); a row already there for that version wins."""
+        cur.execute(self.sql_insert_cache, (stream_pk, name, self.blob(state), self.blob(state_sha256), now,
+                                            stream_pk, version))
+
+    @recorder("reading the replay cache")
+    def cache_entries(self, cur: Any, stream_id: str | None = None) -> list[CacheEntry]:
+        """Every replay-cache row (of one stream, if given) by stream id, name and version."""
+        if stream_id is None:
+            cur.execute(self.sql_cache_entries.format(where=""))
+        else:
+            cur.execute(self.sql_cache_entries.format(where=f"WHERE s.stream_id = {self.p}"), (stream_id,))
+        return [CacheEntry(*r) for r in cur.fetchall()]
+
+    # -- streamed passes over the whole log (verify, signed checkpoints) ---------------------------------
+
+    def stream_cursor(self, conn: Any) -> Any:
+        """A cursor whose result is read in batches, not held whole (SQLite steps lazily anyway)."""
+        return conn.cursor()
+
+    def _streamed(self, cur: Any, sql: str, params: Sequence[Any], what: str) -> Iterator[Sequence[Any]]:
+        """Rows of ``sql`` through a streaming cursor on ``cur``'s connection (same transaction)."""
+        cur = self.stream_cursor(cur.connection)
+        try:
+            cur.execute(sql, params)
+            while rows := cur.fetchmany(STREAM_BATCH):
+                yield from rows
+        except self.driver_errors as exc:
+            raise self.translate(exc, what) from exc
+        finally:
+            cur.close()
+
+    def chain_links(self, cur: Any, stream_id: str | None = None) -> Iterator[ChainLink]:
+        """Every event with its stream's recorded head (one stream's, if given), by stream id and
+        version, streamed; a stream without events yields one link without an event."""
+        if stream_id is None:
+            rows = self._streamed(cur, self.sql_chain.format(where=""), (), "reading the log")
+        else:
+            rows = self._streamed(cur, self.sql_chain.format(where=f"WHERE s.stream_id = {self.p}"), (stream_id,),
+                                  "reading the log")
+        for r in rows:
+            yield ChainLink(r[0], r[1], bytes(r[2]), None if r[3] is None else LinkedEvent(*r[3:]))
+
+    def order_entries(self, cur: Any, upto_position: int) -> Iterator[OrderEntry]:
+        """(position, stream id, version, hash) of every event up to ``upto_position``, by position, streamed."""
+        for r in self._streamed(cur, self.sql_order, (upto_position,), "reading the log"):
+            yield OrderEntry(r[0], r[1], r[2], bytes(r[3]))
+
+    @recorder("listing the streams")
+    def stream_ids(self, cur: Any) -> list[str]:
+        """Every stream id in the database's collation order (how v1 signed checkpoints ordered their leaves)."""
+        cur.execute(self.sql_stream_ids)
+        return [r[0] for r in cur.fetchall()]
 
     @abc.abstractmethod
     def begin_write(self, raw: Any) -> None:

@@ -31,8 +31,18 @@ class PostgresBackend(Backend):
     name = "postgresql"
     p = "%s"
 
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        import psycopg
+
+        self.driver_errors = (psycopg.Error,)
+
     def begin_write(self, raw: Any) -> None:
         raw.execute(f"SELECT pg_advisory_xact_lock({APPEND_LOCK_KEY})")
+
+    def stream_cursor(self, conn: Any) -> Any:
+        # A server-side cursor: psycopg's client-side one would hold the whole result in memory.
+        return conn.cursor(name="evstore_streamed_read")
 
     def end_read(self, raw: Any) -> None:
         raw.rollback()

@@ -1,7 +1,7 @@
 """What the pages and the JSON API of ``evstore serve`` show, as plain data (no HTTP here).
 
-Every filter reaches SQL as a bound parameter (SQLAlchemy Core); text search escapes ``%`` and
-``_`` so a query string matches literally.
+The runs pages read the runs index through :mod:`projections.runs` (every filter a bound
+parameter; text search escapes ``%`` and ``_`` so a query string matches literally).
 
     >>> page = runs_page(store, RunFilters(dialect="mytool", q="payments"), page=2)
     >>> [r.stream_id for r in page.rows], page.total
@@ -21,13 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from markupsafe import Markup, escape
-from sqlalchemy import func, or_, select
 
 from eventstore import codec
 from eventstore.dialects import Dialect
 from eventstore.errors import EvstoreError
 from eventstore.store import EventStore, RecordedEvent
-from projections.runs import RunRow, normalize_since, refresh, runs_table
+from projections.runs import RunRow, count_runs, list_runs, refresh, run_choices
 from projections.writers import Writer, writers
 
 PAGE_SIZE = 50
@@ -81,32 +80,16 @@ def runs_page(store: EventStore, filters: RunFilters, *, page: int = 1, size: in
     if page < 1 or not 1 <= size <= MAX_PAGE_SIZE:
         raise EvstoreError(f"page must be >= 1 and size 1..{MAX_PAGE_SIZE}, got page {page}, size {size}.")
     refresh(store)
-    t = runs_table
-    conds: list[Any] = []
-    for col, value in ((t.c.dialect, filters.dialect), (t.c.project, filters.project), (t.c.status, filters.status)):
-        if value:
-            conds.append(col == value)
-    if filters.since:
-        conds.append(t.c.last_event_at >= normalize_since(filters.since))
-    if filters.q:
-        conds.append(or_(*(c.icontains(filters.q, autoescape=True)
-                           for c in (t.c.stream_id, t.c.task_id, t.c.title, t.c.project))))
-    q = (select(t.c.stream_id, t.c.dialect, t.c.project, t.c.task_id, t.c.title, t.c.status, t.c.phase,
-                t.c.started_at, t.c.last_event_at, t.c.events, t.c.findings)
-         .where(*conds).order_by(t.c.last_event_at.desc(), t.c.stream_id).limit(size).offset((page - 1) * size))
-    with store.engine.connect() as conn:
-        total = int(conn.execute(select(func.count()).select_from(t).where(*conds)).scalar_one())
-        rows = conn.execute(q).all()
-    return RunsPage([RunRow(*r[:9], int(r[9]), None if r[10] is None else int(r[10])) for r in rows],
-                    total, page, size)
+    f = filters
+    rows = list_runs(store, dialect=f.dialect, project=f.project, status=f.status, since=f.since, q=f.q, limit=size,
+                     offset=(page - 1) * size, fresh=False)
+    total = count_runs(store, dialect=f.dialect, project=f.project, status=f.status, since=f.since, q=f.q)
+    return RunsPage(rows, total, page, size)
 
 
 def filter_choices(store: EventStore) -> dict[str, list[str]]:
     """Distinct dialects and statuses in the index (the filter drop-downs)."""
-    t = runs_table
-    with store.engine.connect() as conn:
-        return {name: [v for (v,) in conn.execute(select(col).where(col.is_not(None)).distinct().order_by(col))]
-                for name, col in (("dialect", t.c.dialect), ("status", t.c.status))}
+    return run_choices(store)
 
 
 # ---------------------------------------------------------------- one run
@@ -312,7 +295,7 @@ class IntegrityState:
         from eventstore import verify as v
 
         with self.lock:  # one full verify at a time
-            before = {sid: version for sid, _, version in store.list_streams()}
+            before = {s.stream_id: s.version for s in store.list_streams()}
             report = v.verify(store)
             cp = self.checkpoint()
             if cp is not None and "error" not in cp:
@@ -331,7 +314,8 @@ class IntegrityState:
         failed = {f.stream_id: f for f in self.report.failures} if self.report is not None else {}
         all_streams = store.list_streams()
         out = []
-        for sid, dialect, version in all_streams[(page - 1) * size: page * size]:
+        for stream in all_streams[(page - 1) * size: page * size]:
+            sid, dialect, version = stream.stream_id, stream.dialect, stream.version
             seen = self.versions.get(sid)
             if sid in failed:
                 status, detail = "failed", str(failed[sid])
