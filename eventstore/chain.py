@@ -1,4 +1,4 @@
-"""Per-stream hash chains, Merkle roots over stream heads, the global order digest, checkpoint
+"""Per-stream hash chains, Merkle roots over stream heads, the global order digest, seal
 signatures (HMAC-SHA256 or Ed25519 through ``cryptography``).
 
 ``hash = SHA-256(DOMAIN || prev_hash || sha256(data) || sha256(meta) || header)`` where
@@ -91,20 +91,20 @@ ORDER_DOMAIN = b"evstore.order.v1\x00"
 
 
 def order_entry(position: int, stream_id: str, version: int, event_hash: bytes) -> bytes:
-    """One event's contribution to a checkpoint's running order digest (a JSON array: self-delimiting)."""
+    """One event's contribution to a seal's running order digest (a JSON array: self-delimiting)."""
     return _enc.encode((position, stream_id, version, event_hash.hex()))
 
 
-# ------------------------------------------------------------------ signing checkpoints
+# ------------------------------------------------------------------ signing seals
 
 
 def canonical(payload: dict[str, Any]) -> bytes:
-    """The bytes a v2 checkpoint signs: sorted keys, no whitespace (key order in the file is free)."""
+    """The bytes a v2 seal signs: sorted keys, no whitespace (key order in the file is free)."""
     return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def legacy_encoding(payload: dict[str, Any]) -> bytes:
-    """The bytes a v1 checkpoint signed (keys in file order)."""
+    """The bytes a v1 seal signed (keys in file order)."""
     return _enc.encode(payload)
 
 

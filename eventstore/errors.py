@@ -50,7 +50,7 @@ class DuplicateEventId(EvstoreError):
 
 
 class IntegrityViolation(EvstoreError):
-    """Stored history does not verify (hash chain, checkpoint)."""
+    """Stored history does not verify (hash chain, seal)."""
 
 
 class IngestError(EvstoreError):

@@ -158,7 +158,7 @@ class ChainLink(msgspec.Struct, frozen=True):
 
 
 class OrderEntry(msgspec.Struct, frozen=True):
-    """An event's place in the global order, as a signed checkpoint commits to it."""
+    """An event's place in the global order, as a seal commits to it."""
 
     position: int
     stream_id: str

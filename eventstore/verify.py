@@ -1,13 +1,13 @@
 """Tamper evidence: recompute every hash chain, check the replay cache against the log, write
-and check signed checkpoints.
+and check signed seals.
 
 Failure classes: ``data`` / ``meta`` (the stored bytes no longer match their recorded SHA-256),
 ``header`` (type, ids, times or digests changed: the event hash does not recompute), ``link``
 (prev_hash is not the previous event's hash), ``sequence`` (a version is missing), ``head`` (the
 stream's recorded head is not its last event: truncated tail), ``position`` (positions do not
 increase with versions within a stream: events reordered), ``cache`` (a replay-cache row does not
-match the log or the document folded from it) and ``checkpoint`` (the log no longer contains what
-a signed checkpoint covered: count, stream heads or the global order).
+match the log or the document folded from it) and ``seal`` (the log no longer contains what
+a signed seal covered: count, stream heads or the global order).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class VerifyReport:
     events: int = 0
     cached: int = 0  # replay-cache rows checked
     failures: list[Failure] = field(default_factory=list)
-    checkpoint: dict[str, Any] | None = None
+    seal: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -54,7 +54,7 @@ class VerifyReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "streams": self.streams, "events": self.events, "cached": self.cached,
-                "failures": [f.to_dict() for f in self.failures], "checkpoint": self.checkpoint}
+                "failures": [f.to_dict() for f in self.failures], "seal": self.seal}
 
 
 def verify(store: EventStore, stream_id: str | None = None,
@@ -92,7 +92,7 @@ def verify(store: EventStore, stream_id: str | None = None,
             report.events += 1
             if progress and report.events % 10000 == 0:
                 progress(report.events)
-            # Positions are not in the per-event chain (the signed checkpoint covers the global
+            # Positions are not in the per-event chain (the signed seal covers the global
             # order); within a stream they must still grow with the versions.
             if position <= last_position:
                 report.failures.append(Failure(sid, version, "position",
@@ -173,24 +173,27 @@ def _verify_cache(store: EventStore, stream_id: str | None, report: VerifyReport
             report.failures.append(Failure(sid, version, "cache", f'replay cache "{name}": {problem}'))
 
 
-# ------------------------------------------------------------------ checkpoints
+# ------------------------------------------------------------------ seals
 
+# A seal's format tag keeps the name seals had before they were called seals ("checkpoint" now
+# means a projection's position only): the tag is signed and stored in users' files, and a
+# stable tag never changes (files written by any version still verify).
 FORMAT_V1 = "evstore.checkpoint.v1"
 FORMAT = "evstore.checkpoint.v2"
-#: Largest position a checkpoint may name (a signed 64-bit integer, the column's range).
+#: Largest position a seal may name (a signed 64-bit integer, the column's range).
 MAX_POSITION = 2**63 - 1
 
 
 def _signing_key() -> bytes:
     key = os.environ.get("EVSTORE_SIGNING_KEY")
     if not key:
-        raise EvstoreError("EVSTORE_SIGNING_KEY is not set; export a secret key to sign and check checkpoints.")
+        raise EvstoreError("EVSTORE_SIGNING_KEY is not set; export a secret key to sign and check seals.")
     return key.encode()
 
 
 @dataclass
 class LogState:
-    """What a checkpoint commits to, as of a position."""
+    """What a seal commits to, as of a position."""
 
     event_count: int
     stream_count: int
@@ -199,7 +202,7 @@ class LogState:
     heads: dict[str, tuple[int, bytes]]  # stream id -> (version, hash) of its last event
 
     def legacy_root(self, store: EventStore) -> str:
-        """The Merkle root as v1 checkpoints computed it: stream ids in the database's collation."""
+        """The Merkle root as v1 seals computed it: stream ids in the database's collation."""
         with store.reading() as cur:
             ordered = store.backend.stream_ids(cur)
         leaves = [chain.head_leaf(sid, *self.heads[sid]) for sid in ordered if sid in self.heads]
@@ -221,7 +224,7 @@ def log_state(store: EventStore, max_position: int) -> LogState:
     return LogState(count, len(heads), chain.merkle_root(leaves).hex(), order.hexdigest(), heads)
 
 
-def make_checkpoint(store: EventStore, signer: chain.Signer | None = None) -> dict[str, Any]:
+def make_seal(store: EventStore, signer: chain.Signer | None = None) -> dict[str, Any]:
     """A signed digest of the whole log, to keep somewhere the store's writers cannot reach.
 
     ``signer``: an Ed25519 private key (:func:`chain.load_private_key`); default HMAC-SHA256
@@ -237,53 +240,53 @@ def make_checkpoint(store: EventStore, signer: chain.Signer | None = None) -> di
     return {**payload, "signature": signer.sign(chain.canonical(payload))}
 
 
-def _checked_int(checkpoint: dict[str, Any], key: str, hi: int) -> int:
-    value = checkpoint.get(key)
+def _checked_int(seal: dict[str, Any], key: str, hi: int) -> int:
+    value = seal.get(key)
     if type(value) is not int or not 0 <= value <= hi:
-        raise IntegrityViolation(f'Checkpoint is malformed: "{key}" must be an integer from 0 to {hi}, '
+        raise IntegrityViolation(f'Seal is malformed: "{key}" must be an integer from 0 to {hi}, '
                                  f"got {str(value)[:40]}.")
     return value
 
 
-def check_checkpoint(store: EventStore, checkpoint: dict[str, Any],
+def check_seal(store: EventStore, seal: dict[str, Any],
                      verifier: chain.Verifier | None = None) -> list[Failure]:
-    """Failures if the log no longer contains exactly what the checkpoint signed.
+    """Failures if the log no longer contains exactly what the seal signed.
 
-    ``verifier``: an Ed25519 public key (:func:`chain.load_public_key`) for checkpoints signed
+    ``verifier``: an Ed25519 public key (:func:`chain.load_public_key`) for seals signed
     with one; default HMAC-SHA256 with ``EVSTORE_SIGNING_KEY``."""
-    fmt = checkpoint.get("format")
+    fmt = seal.get("format")
     if fmt not in (FORMAT, FORMAT_V1):
-        raise IntegrityViolation(f'Checkpoint format {str(fmt)[:40]!r} is not one evstore knows ({FORMAT}).')
-    algorithm = checkpoint.get("algorithm", chain.HmacKey.algorithm)
+        raise IntegrityViolation(f'Seal format {str(fmt)[:40]!r} is not one evstore knows ({FORMAT}).')
+    algorithm = seal.get("algorithm", chain.HmacKey.algorithm)
     if verifier is None:
         if algorithm != chain.HmacKey.algorithm:
-            raise EvstoreError(f"The checkpoint is signed with {str(algorithm)[:20]}; pass its public key "
+            raise EvstoreError(f"The seal is signed with {str(algorithm)[:20]}; pass its public key "
                                "(--public-key).")
         verifier = chain.HmacKey(_signing_key())
     elif algorithm != verifier.algorithm:
-        return [Failure("*", 0, "checkpoint", f"signed with {str(algorithm)[:20]}, not with the "
+        return [Failure("*", 0, "seal", f"signed with {str(algorithm)[:20]}, not with the "
                         f"{verifier.algorithm} key given")]
-    sig = checkpoint.get("signature", "")
-    payload = {k: v for k, v in checkpoint.items() if k != "signature"}
+    sig = seal.get("signature", "")
+    payload = {k: v for k, v in seal.items() if k != "signature"}
     message = chain.canonical(payload) if fmt == FORMAT else chain.legacy_encoding(payload)
     if not isinstance(sig, str) or not verifier.verify(message, sig):
-        return [Failure("*", 0, "checkpoint", "signature does not verify (wrong key or edited checkpoint)")]
+        return [Failure("*", 0, "seal", "signature does not verify (wrong key or edited seal)")]
     # Signed by a key we trust, yet still data: check its shape before using it.
-    max_pos = _checked_int(checkpoint, "max_position", MAX_POSITION)
-    expected_count = _checked_int(checkpoint, "event_count", MAX_POSITION)
+    max_pos = _checked_int(seal, "max_position", MAX_POSITION)
+    expected_count = _checked_int(seal, "event_count", MAX_POSITION)
     out = []
-    store_id = checkpoint.get("store_id")
+    store_id = seal.get("store_id")
     if store_id is not None and store_id != store.store_id():
-        out.append(Failure("*", 0, "checkpoint", f"signed for store {str(store_id)[:36]}, this is store "
+        out.append(Failure("*", 0, "seal", f"signed for store {str(store_id)[:36]}, this is store "
                            f"{store.store_id()} (another or a recreated store)"))
     state = log_state(store, max_pos)
     if state.event_count != expected_count:
-        out.append(Failure("*", 0, "checkpoint", f"{expected_count} events up to position {max_pos} "
+        out.append(Failure("*", 0, "seal", f"{expected_count} events up to position {max_pos} "
                            f"were signed, {state.event_count} are stored (history truncated or inserted)"))
     root = state.merkle_root if fmt == FORMAT else state.legacy_root(store)
-    if root != checkpoint.get("merkle_root"):
-        out.append(Failure("*", 0, "checkpoint", "Merkle root over stream heads differs (history rewritten)"))
-    if fmt == FORMAT and state.order_digest != checkpoint.get("order_digest"):
-        out.append(Failure("*", 0, "checkpoint", "the global order of events differs (positions changed, "
+    if root != seal.get("merkle_root"):
+        out.append(Failure("*", 0, "seal", "Merkle root over stream heads differs (history rewritten)"))
+    if fmt == FORMAT and state.order_digest != seal.get("order_digest"):
+        out.append(Failure("*", 0, "seal", "the global order of events differs (positions changed, "
                            "events moved, inserted or removed)"))
     return out

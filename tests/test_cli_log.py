@@ -69,19 +69,19 @@ def test_batch_append_is_all_or_nothing(run, tmp_path: Path) -> None:  # type: i
     assert r.exit_code == 1 and 'Stream "S0" is at version 17, expected 3' in r.stderr
 
 
-def test_checkpoint_round_trip(run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_seal_round_trip(run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     run("append", "S", "t.x", "--data", "{}")
     out = tmp_path / "cp.json"
-    r = run("checkpoint", "--out", str(out))
+    r = run("seal", "--out", str(out))
     assert r.exit_code == 1 and "EVSTORE_SIGNING_KEY is not set" in r.stderr
     monkeypatch.setenv("EVSTORE_SIGNING_KEY", "secret")
-    assert run("checkpoint", "--out", str(out)).exit_code == 0
-    r = run("verify", "--checkpoint", str(out))
-    assert r.exit_code == 0 and "checkpoint" in r.output
+    assert run("seal", "--out", str(out)).exit_code == 0
+    r = run("verify", "--seal", str(out))
+    assert r.exit_code == 0 and "seal" in r.output
     cp = json.loads(out.read_text())
     cp["event_count"] = 7
     out.write_text(json.dumps(cp))
-    r = run("verify", "--checkpoint", str(out))
+    r = run("verify", "--seal", str(out))
     assert r.exit_code == 1 and "signature does not verify" in r.stderr
 
 

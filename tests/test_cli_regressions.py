@@ -66,17 +66,39 @@ def test_log_tolerates_free_form_meta(run) -> None:  # type: ignore[no-untyped-d
     assert r.exit_code == 0 and "note" in r.output
 
 
-def test_checkpoint_edge_cases(run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_seal_edge_cases(run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("EVSTORE_SIGNING_KEY", "k")
     run("append", "S", "note", "--data", "{}")
-    clean_error(run("checkpoint", "--out", str(tmp_path / "missing" / "cp.json")))
-    cp = tmp_path / "cp.json"
-    assert run("checkpoint", "--out", str(cp)).exit_code == 0
-    d = json.loads(cp.read_text())
+    clean_error(run("seal", "--out", str(tmp_path / "missing" / "seal.json")))
+    sealed = tmp_path / "seal.json"
+    assert run("seal", "--out", str(sealed)).exit_code == 0
+    d = json.loads(sealed.read_text())
     d["signature"] = "é" * 64
-    cp.write_text(json.dumps(d))
-    r = run("verify", "--checkpoint", str(cp))
+    sealed.write_text(json.dumps(d))
+    r = run("verify", "--seal", str(sealed))
     assert r.exit_code == 1 and "signature does not verify" in r.stderr
+
+
+def test_the_old_checkpoint_spelling_still_works_and_warns(run, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scripts written for `evstore checkpoint` and `verify --checkpoint` keep working: the same seal,
+    the same check, and a warning on stderr naming the new spelling; --help shows only the new one."""
+    monkeypatch.setenv("EVSTORE_SIGNING_KEY", "k")
+    run("append", "S", "note", "--data", "{}")
+    old = tmp_path / "cp.json"
+    r = run("checkpoint", "--out", str(old))
+    assert r.exit_code == 0 and r.stdout.startswith("seal: 1 events, 1 streams")
+    assert r.stderr.startswith("Warning: `evstore checkpoint` is deprecated; use `evstore seal`")
+    assert json.loads(old.read_text())["format"] == "evstore.checkpoint.v2"  # the signed format tag is stable
+    r = run("verify", "--checkpoint", str(old))
+    assert r.exit_code == 0 and f"seal {old} holds" in r.stdout
+    assert "Warning: `verify --checkpoint FILE` is deprecated; use `verify --seal FILE`" in r.stderr
+    r = run("verify", "--checkpoint", str(old), "--seal", str(old))
+    assert r.exit_code == 2 and "old spelling of --seal" in r.stderr
+    assert run("seal", "--out", str(tmp_path / "new.json")).stderr == ""  # the new spelling does not warn
+    top, verify_help = run("--help").stdout, run("verify", "--help").stdout
+    assert "seal" in top and "checkpoint" not in top
+    assert "--seal" in verify_help and "--checkpoint" not in verify_help
 
 
 def test_lone_surrogates_are_refused(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -109,7 +109,7 @@ def test_metrics_unknown_dialect_or_project_lists_what_exists(demo_url: str) -> 
 # ---------------------------------------------------------------- 7. read commands never create a store
 
 READ_COMMANDS = [
-    ("runs",), ("log", "T"), ("replay", "T"), ("verify",), ("checkpoint", "--out", "{tmp}/cp.json"), ("metrics",),
+    ("runs",), ("log", "T"), ("replay", "T"), ("verify",), ("seal", "--out", "{tmp}/seal.json"), ("metrics",),
     ("query", "select 1"), ("export", "--jsonl", "-"), ("projections", "status"), ("projections", "run"),
     ("projections", "rebuild"), ("db", "current"), ("db", "check"), ("db", "upgrade"), ("serve", "--port", "1"),
     ("hook", "drain"),

@@ -18,6 +18,8 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 def _commands(group: click.Group, prefix: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, cmd in group.commands.items():
+        if cmd.hidden:  # deprecated spellings: --help does not list them either
+            continue
         if isinstance(cmd, click.Group):
             out.update(_commands(cmd, f"{prefix} {name}"))
         else:

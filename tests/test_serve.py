@@ -318,7 +318,7 @@ def test_integrity_page_and_verify_for_token_holders(empty: TestClient, store_ur
     assert api == json.loads(cli(store_url, "verify", "--json").stdout)
 
 
-def test_integrity_shows_and_checks_a_configured_checkpoint(sqlite_url: str, tmp_path,
+def test_integrity_shows_and_checks_a_configured_seal(sqlite_url: str, tmp_path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EVSTORE_SIGNING_KEY", "k" * 32)
     url = migrated(sqlite_url)
@@ -326,21 +326,21 @@ def test_integrity_shows_and_checks_a_configured_checkpoint(sqlite_url: str, tmp
     store.append("one", [NewEvent("demo.note", {})])
     store.close()
     cp, signed = tmp_path / "cp.json", tmp_path / "cp-ed25519.json"
-    assert cli(url, "checkpoint", "--out", str(cp)).exit_code == 0
+    assert cli(url, "seal", "--out", str(cp)).exit_code == 0
     assert cli(url, "keygen", "--out", str(tmp_path / "k")).exit_code == 0
-    assert cli(url, "checkpoint", "--out", str(signed), "--key-file", str(tmp_path / "k.key")).exit_code == 0
-    with TestClient(create_app(ServeConfig(url=url, token=TOKEN, checkpoint=cp))) as c:
+    assert cli(url, "seal", "--out", str(signed), "--key-file", str(tmp_path / "k.key")).exit_code == 0
+    with TestClient(create_app(ServeConfig(url=url, token=TOKEN, seal=cp))) as c:
         assert json.loads(cp.read_text())["merkle_root"] in c.get("/integrity").text
         report = c.post("/api/verify", headers=AUTH).json()
-        assert report["ok"] and report["checkpoint"] == {"file": str(cp), "ok": True}
+        assert report["ok"] and report["seal"] == {"file": str(cp), "ok": True}
         assert "holds" in c.get("/integrity").text
         cp.write_text(cp.read_text().replace('"event_count": ', '"event_count": 1'))
         bad = c.post("/api/verify", headers=AUTH)
         assert bad.status_code == 409 and "signature does not verify" in bad.text
         assert "FAILS" in c.get("/integrity").text
-    with TestClient(create_app(ServeConfig(url=url, token=TOKEN, checkpoint=signed,
+    with TestClient(create_app(ServeConfig(url=url, token=TOKEN, seal=signed,
                                            public_key=tmp_path / "k.pub"))) as c:
-        assert c.post("/api/verify", headers=AUTH).json()["checkpoint"] == {"file": str(signed), "ok": True}
+        assert c.post("/api/verify", headers=AUTH).json()["seal"] == {"file": str(signed), "ok": True}
 
 
 # ---------------------------------------------------------------- the command
@@ -423,3 +423,28 @@ def test_concurrent_writers_over_http_lose_nothing(store_url: str, writers: int,
     assert sorted(e["event_id"] for e in events if e["data"]["k"] == 0) == sorted(ids)
     positions = [e["position"] for e in events]
     assert positions == sorted(positions)
+
+
+def test_serve_takes_the_old_checkpoint_spelling_with_a_warning(store_url: str, tmp_path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """`serve --checkpoint FILE` (and EVSTORE_SERVE_CHECKPOINT) still configure the seal, warning on stderr."""
+    import uvicorn
+
+    import projections.serve as serve_pkg
+
+    made: list[ServeConfig] = []
+    monkeypatch.setattr(serve_pkg, "create_app", lambda cfg: made.append(cfg) or "app")  # no server, no store
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: None)
+    sealed = tmp_path / "seal.json"
+    r = CliRunner().invoke(register(), ["--url", migrated(store_url), "serve", "--checkpoint", str(sealed)])
+    assert r.exit_code == 0, r.output
+    assert "Warning: `serve --checkpoint` and EVSTORE_SERVE_CHECKPOINT are deprecated; use --seal" in r.stderr
+    monkeypatch.setenv("EVSTORE_SERVE_CHECKPOINT", str(sealed))
+    r = CliRunner().invoke(register(), ["--url", migrated(store_url), "serve"])
+    assert r.exit_code == 0 and "deprecated" in r.stderr
+    r = CliRunner().invoke(register(), ["--url", migrated(store_url), "serve", "--seal", str(sealed)])
+    assert r.exit_code == 0 and "deprecated" in r.stderr  # the environment still names the old variable
+    monkeypatch.delenv("EVSTORE_SERVE_CHECKPOINT")
+    r = CliRunner().invoke(register(), ["--url", migrated(store_url), "serve", "--seal", str(sealed)])
+    assert r.exit_code == 0 and "deprecated" not in r.stderr
+    assert [cfg.seal for cfg in made] == [sealed] * 4

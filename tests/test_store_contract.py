@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError, ProgrammingError
 from eventstore import chain
 from eventstore.errors import ConcurrencyError, DuplicateEventId, InvalidEvent, StreamNotFound
 from eventstore.store import EventStore, NewEvent
-from eventstore.verify import check_checkpoint, make_checkpoint, verify
+from eventstore.verify import check_seal, make_seal, verify
 
 
 def ev(i: int = 0, **kw: object) -> NewEvent:
@@ -189,14 +189,14 @@ def test_verify_names_what_was_altered(store: EventStore, sql: str, field_class:
     assert verify(store, "B").ok
 
 
-def test_checkpoint_detects_truncation_and_recomputed_chains(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_seal_detects_truncation_and_recomputed_chains(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EVSTORE_SIGNING_KEY", "k3y")
     store.append("A", [ev(1), ev(2), ev(3)])
     store.append("B", [ev(1)])
-    cp = make_checkpoint(store)
-    assert cp["event_count"] == 4 and check_checkpoint(store, cp) == []
-    store.append("A", [ev(4)])  # appending after the checkpoint is fine
-    assert check_checkpoint(store, cp) == []
+    cp = make_seal(store)
+    assert cp["event_count"] == 4 and check_seal(store, cp) == []
+    store.append("A", [ev(4)])  # appending after the seal is fine
+    assert check_seal(store, cp) == []
     # An attacker rewrites A's second event and recomputes the chain (and the head) without the key.
     _drop_triggers(store)
     rows = [(e.version, e) for e in store.read_stream("A")]
@@ -211,16 +211,16 @@ def test_checkpoint_detects_truncation_and_recomputed_chains(store: EventStore, 
         prev = h
     _exec(store, "UPDATE streams SET head_hash = :h WHERE stream_id = 'A'", h=prev)
     assert verify(store).ok  # the chain alone cannot tell
-    failures = check_checkpoint(store, cp)
+    failures = check_seal(store, cp)
     assert any("rewritten" in f.detail for f in failures)
-    # Truncation: events removed after the checkpoint was taken.
+    # Truncation: events removed after the seal was made.
     _exec(store, "DELETE FROM events WHERE stream_pk = (SELECT stream_pk FROM streams WHERE stream_id = 'B')")
-    assert any("truncated" in f.detail for f in check_checkpoint(store, cp))
-    # A forged checkpoint (recomputed without the key) is rejected.
+    assert any("truncated" in f.detail for f in check_seal(store, cp))
+    # A forged seal (recomputed without the key) is rejected.
     forged = {**cp, "event_count": 3}
-    assert check_checkpoint(store, forged)[0].field_class == "checkpoint"
+    assert check_seal(store, forged)[0].field_class == "seal"
     monkeypatch.setenv("EVSTORE_SIGNING_KEY", "other")
-    assert "signature" in check_checkpoint(store, cp)[0].detail
+    assert "signature" in check_seal(store, cp)[0].detail
 
 
 def test_append_many_is_all_or_nothing(store: EventStore) -> None:

@@ -1,5 +1,5 @@
 """Tamper evidence, class by class: rows are altered behind the store's back (the append-only
-triggers dropped first) and `verify` / `verify --checkpoint` must name what each check catches,
+triggers dropped first) and `verify` / `verify --seal` must name what each check catches,
 on SQLite and on PostgreSQL.  The README's Guarantees table is this matrix in prose."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from eventstore import chain, codec, replay_cache
 from eventstore.dialects import get_dialect
 from eventstore.errors import ConcurrencyError
 from eventstore.store import EventStore, NewEvent
-from eventstore.verify import check_checkpoint, make_checkpoint, verify
+from eventstore.verify import check_seal, make_seal, verify
 from projections import replay as rp
 
 KEY = "tamper-k3y"
@@ -43,7 +43,7 @@ def _patch(n: int) -> NewEvent:
 @pytest.fixture
 def log(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[EventStore, dict[str, Any]]]:
     """Streams A (versions 1-4 at positions 1, 2, 4, 7) and B (1-3 at 3, 5, 6), cached documents
-    at A@2 and B@2, and an HMAC checkpoint over all of it; then the triggers are dropped."""
+    at A@2 and B@2, and an HMAC seal over all of it; then the triggers are dropped."""
     monkeypatch.setenv("EVSTORE_SIGNING_KEY", KEY)
     observed = NewEvent("document.observed", {"doc": {"n": 0, "who": "a"}})
     store.append("A", [observed, _patch(1)], dialect="generic")
@@ -58,11 +58,11 @@ def log(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Ev
         assert info is not None
         doc, _, _ = replay_cache.fold(store, info.stream_pk, generic, 2, use_cache=False)
         replay_cache.save(store, info.stream_pk, replay_cache.cache_name(generic), 2, doc)
-    cp = make_checkpoint(store)
+    cp = make_seal(store)
     assert (cp["event_count"], cp["stream_count"], cp["max_position"]) == (7, 2, 7)
     report = verify(store)
     assert report.ok and (report.streams, report.events, report.cached) == (2, 7, 2)
-    assert check_checkpoint(store, cp) == []
+    assert check_seal(store, cp) == []
     _drop_triggers(store)
     yield store, cp
 
@@ -112,7 +112,7 @@ def _forge_cache(store: EventStore, recompute_digest: bool) -> None:
 _FORGED = b'{"ops":[{"op":"replace","path":"/n","value":-1}]}'
 _NO_VERIFY_FAILURE: Found = []
 
-#: class -> (tamper, what `verify` reports, whether the checkpoint itself catches it)
+#: class -> (tamper, what `verify` reports, whether the seal itself catches it)
 CASES: dict[str, tuple[Callable[[EventStore], None], Found, bool]] = {
     "payload": (lambda s: _exec(s, f"UPDATE events SET data = :d WHERE {_where('A', 3)}", d=_FORGED),
                 [("A", 3, "data")], False),
@@ -170,20 +170,20 @@ CASES: dict[str, tuple[Callable[[EventStore], None], Found, bool]] = {
     "everything erased": (
         lambda s: (_exec(s, "DELETE FROM replay_cache"), _exec(s, "DELETE FROM events"),
                    _exec(s, "DELETE FROM streams")), _NO_VERIFY_FAILURE, True),
-    # Not tampering, and not detectable: the checkpoint covers what existed when it was taken.
-    "appended after the checkpoint": (lambda s: s.append("A", [_patch(4)]) and None, _NO_VERIFY_FAILURE, False),
+    # Not tampering, and not detectable: the seal covers what existed when it was made.
+    "appended after the seal": (lambda s: s.append("A", [_patch(4)]) and None, _NO_VERIFY_FAILURE, False),
 }
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_tamper_matrix(log: tuple[EventStore, dict[str, Any]], case: str) -> None:
     store, cp = log
-    tamper, expected, checkpoint_catches = CASES[case]
+    tamper, expected, seal_catches = CASES[case]
     tamper(store)
     assert _found(verify(store).failures) == expected
-    from_checkpoint = _found(check_checkpoint(store, cp))
-    assert bool(from_checkpoint) == checkpoint_catches, from_checkpoint
-    assert {c for _, _, c in from_checkpoint} <= {"checkpoint"}
+    from_seal = _found(check_seal(store, cp))
+    assert bool(from_seal) == seal_catches, from_seal
+    assert {c for _, _, c in from_seal} <= {"seal"}
 
 
 def test_every_hashed_field_has_a_tamper_case() -> None:
@@ -214,18 +214,18 @@ def _long_stream(store: EventStore) -> int:
 def test_an_edited_cache_row_is_never_printed(run: Callable[..., Any], store: EventStore, tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Regression (issue 10, defect 2): an edited replay-cache row was printed by `replay --json`
-    and passed `verify --checkpoint`."""
+    and passed `verify --seal`."""
     monkeypatch.setenv("EVSTORE_SIGNING_KEY", KEY)
     n = _long_stream(store)
     assert json.loads(run("replay", "L", "--json").stdout) == {"n": n - 1}  # caches L@n
-    cp = _cli_checkpoint(run, tmp_path)
+    cp = _cli_seal(run, tmp_path)
     assert replay_cache.latest(store, "L", "replay.generic.v1") is not None
     forged = replay_cache.encode_state({"n": -1})
     _drop_triggers(store)
     _exec(store, f"UPDATE replay_cache SET state = :s WHERE stream_pk = {_pk('L')}", s=forged)
     assert replay_cache.latest(store, "L", "replay.generic.v1") is None  # the row no longer counts
     assert json.loads(run("replay", "L", "--json").stdout) == {"n": n - 1}
-    for args in ((), ("--checkpoint", str(cp))):
+    for args in ((), ("--seal", str(cp))):
         r = run("verify", *args)
         assert r.exit_code == 1 and f'stream "L" version {n}: cache' in r.stderr, r.output
     # With the digest recomputed the row looks intact to replay; verify re-folds and says no.
@@ -271,31 +271,31 @@ def test_expected_version_edges(store: EventStore) -> None:
     assert store.stream_version("NEW") == 1
 
 
-# ------------------------------------------------------------------ checkpoints through the CLI
+# ------------------------------------------------------------------ seals through the CLI
 
 
-def _cli_checkpoint(run: Callable[..., Any], tmp_path: Path, *args: str) -> Path:
+def _cli_seal(run: Callable[..., Any], tmp_path: Path, *args: str) -> Path:
     out = tmp_path / "cp.json"
-    r = run("checkpoint", "--out", str(out), *args)
+    r = run("seal", "--out", str(out), *args)
     assert r.exit_code == 0, r.output
     return out
 
 
-def test_positions_swapped_across_streams_fail_the_checkpoint(
+def test_positions_swapped_across_streams_fail_the_seal(
         run: Callable[..., Any], store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Regression (issue 10, defect 3): swapping two events' positions went unnoticed."""
     monkeypatch.setenv("EVSTORE_SIGNING_KEY", KEY)
     store.append("A", [_patch(1)])
     store.append("B", [_patch(2)])
-    cp = _cli_checkpoint(run, tmp_path)
+    cp = _cli_seal(run, tmp_path)
     _drop_triggers(store)
     _swap_positions(store, 1, 2)
     assert run("verify").exit_code == 0  # each stream alone is still in order
-    r = run("verify", "--checkpoint", str(cp))
+    r = run("verify", "--seal", str(cp))
     assert r.exit_code == 1 and "the global order of events differs" in r.stderr
 
 
-def test_ed25519_checkpoints(run: Callable[..., Any], store: EventStore, tmp_path: Path,
+def test_ed25519_seals(run: Callable[..., Any], store: EventStore, tmp_path: Path,
                              monkeypatch: pytest.MonkeyPatch) -> None:
     """keygen writes a private key only its owner can read; an auditor verifies with the public key."""
     monkeypatch.delenv("EVSTORE_SIGNING_KEY", raising=False)  # no shared secret anywhere
@@ -310,68 +310,68 @@ def test_ed25519_checkpoints(run: Callable[..., Any], store: EventStore, tmp_pat
     r = run("keygen", "--out", str(prefix))  # never overwrites a key
     assert r.exit_code == 1 and r.stderr.startswith(f"Error: {key} exists")
     store.append("A", [_patch(1), _patch(2)])
-    cp = _cli_checkpoint(run, tmp_path, "--key-file", str(key))
+    cp = _cli_seal(run, tmp_path, "--key-file", str(key))
     signed = json.loads(cp.read_text())
     assert signed["algorithm"] == "ed25519" and len(signed["signature"]) == 128
-    r = run("verify", "--checkpoint", str(cp), "--public-key", str(pub))
-    assert r.exit_code == 0 and "checkpoint" in r.stdout and "holds" in r.stdout
+    r = run("verify", "--seal", str(cp), "--public-key", str(pub))
+    assert r.exit_code == 0 and "seal" in r.stdout and "holds" in r.stdout
     # Without the public key there is nothing to check it with; with another key it fails.
-    r = run("verify", "--checkpoint", str(cp))
+    r = run("verify", "--seal", str(cp))
     assert r.exit_code == 1 and "pass its public key (--public-key)" in r.stderr
     assert run("keygen", "--out", str(tmp_path / "other")).exit_code == 0
-    r = run("verify", "--checkpoint", str(cp), "--public-key", str(tmp_path / "other.pub"))
+    r = run("verify", "--seal", str(cp), "--public-key", str(tmp_path / "other.pub"))
     assert r.exit_code == 1 and "signature does not verify" in r.stderr
-    # An edited checkpoint (fewer events, as after a truncation) no longer verifies.
+    # An edited seal (fewer events, as after a truncation) no longer verifies.
     cp.write_text(json.dumps({**signed, "event_count": 1}))
-    r = run("verify", "--checkpoint", str(cp), "--public-key", str(pub))
+    r = run("verify", "--seal", str(cp), "--public-key", str(pub))
     assert r.exit_code == 1 and "signature does not verify" in r.stderr
     # A private key is not a public key, and a public key does not sign.
-    r = run("verify", "--checkpoint", str(cp), "--public-key", str(key))
+    r = run("verify", "--seal", str(cp), "--public-key", str(key))
     assert r.exit_code == 1 and r.stderr.startswith(f"Error: {key} is not a PEM public key")
-    r = run("checkpoint", "--out", str(tmp_path / "x.json"), "--key-file", str(pub))
+    r = run("seal", "--out", str(tmp_path / "x.json"), "--key-file", str(pub))
     assert r.exit_code == 1 and r.stderr.startswith(f"Error: {pub} is not an unencrypted PEM private key")
 
 
-def test_hmac_checkpoint_against_a_public_key_fails(run: Callable[..., Any], store: EventStore, tmp_path: Path,
+def test_hmac_seal_against_a_public_key_fails(run: Callable[..., Any], store: EventStore, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EVSTORE_SIGNING_KEY", KEY)
     store.append("A", [_patch(1)])
-    cp = _cli_checkpoint(run, tmp_path)
-    assert run("verify", "--checkpoint", str(cp)).exit_code == 0
+    cp = _cli_seal(run, tmp_path)
+    assert run("verify", "--seal", str(cp)).exit_code == 0
     assert run("keygen", "--out", str(tmp_path / "k")).exit_code == 0
-    r = run("verify", "--checkpoint", str(cp), "--public-key", str(tmp_path / "k.pub"))
+    r = run("verify", "--seal", str(cp), "--public-key", str(tmp_path / "k.pub"))
     assert r.exit_code == 1 and "signed with hmac-sha256, not with the ed25519 key given" in r.stderr
 
 
 @pytest.mark.parametrize("value", [10**30, -1, "7", True, None])
-def test_a_validly_signed_absurd_checkpoint_is_an_error(run: Callable[..., Any], store: EventStore, tmp_path: Path,
+def test_a_validly_signed_absurd_seal_is_an_error(run: Callable[..., Any], store: EventStore, tmp_path: Path,
                                                         value: object) -> None:
-    """Regression (issue 10, defect 9): max_position 10**30 in a validly signed checkpoint gave a
+    """Regression (issue 10, defect 9): max_position 10**30 in a validly signed seal gave a
     traceback (OverflowError from the driver)."""
     store.append("A", [_patch(1)])
     assert run("keygen", "--out", str(tmp_path / "k")).exit_code == 0
     signer = chain.load_private_key(tmp_path / "k.key")
-    payload = {k: v for k, v in make_checkpoint(store, signer).items() if k != "signature"}
+    payload = {k: v for k, v in make_seal(store, signer).items() if k != "signature"}
     payload["max_position"] = value
     cp = tmp_path / "absurd.json"
     cp.write_text(json.dumps({**payload, "signature": signer.sign(chain.canonical(payload))}))
-    r = run("verify", "--checkpoint", str(cp), "--public-key", str(tmp_path / "k.pub"))
+    r = run("verify", "--seal", str(cp), "--public-key", str(tmp_path / "k.pub"))
     assert r.exit_code == 1, r.output
-    assert r.stderr.startswith('Error: Checkpoint is malformed: "max_position" must be an integer from 0 to '), r.stderr
+    assert r.stderr.startswith('Error: Seal is malformed: "max_position" must be an integer from 0 to '), r.stderr
 
 
-def test_version_1_checkpoints_still_verify(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A checkpoint written before the order digest (format v1, HMAC over the file's key order)."""
+def test_version_1_seals_still_verify(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A seal written before the order digest (format v1, HMAC over the file's key order)."""
     import hashlib
     import hmac
 
     monkeypatch.setenv("EVSTORE_SIGNING_KEY", KEY)
     store.append("A", [_patch(1), _patch(2)])
-    state = make_checkpoint(store)
+    state = make_seal(store)
     v1 = {"format": "evstore.checkpoint.v1", "event_count": 2, "stream_count": 1, "max_position": 2,
           "merkle_root": state["merkle_root"], "created_at": state["created_at"]}
     v1["signature"] = hmac.new(KEY.encode(), chain.legacy_encoding(v1), hashlib.sha256).hexdigest()
-    assert check_checkpoint(store, v1) == []
+    assert check_seal(store, v1) == []
     _drop_triggers(store)
     _exec(store, f"DELETE FROM events WHERE {_where('A', 2)}")
-    assert [f.field_class for f in check_checkpoint(store, v1)] == ["checkpoint", "checkpoint"]
+    assert [f.field_class for f in check_seal(store, v1)] == ["seal", "seal"]

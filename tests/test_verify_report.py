@@ -1,5 +1,5 @@
-"""What verify and check_checkpoint say, word for word: the failure details, the report's JSON and
-the refusals of malformed checkpoints (test_tamper.py holds which class each tamper gets)."""
+"""What verify and check_seal say, word for word: the failure details, the report's JSON and
+the refusals of malformed seals (test_tamper.py holds which class each tamper gets)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from conftest import drop_append_only_triggers, exec_sql
 from eventstore import chain
 from eventstore.errors import EvstoreError, IntegrityViolation, StreamNotFound
 from eventstore.store import EventStore, NewEvent
-from eventstore.verify import MAX_POSITION, Failure, VerifyReport, check_checkpoint, make_checkpoint, verify
+from eventstore.verify import MAX_POSITION, Failure, VerifyReport, check_seal, make_seal, verify
 
 
 def _two_streams(store: EventStore) -> None:
@@ -29,7 +29,7 @@ def test_report_json_and_text() -> None:
     report = VerifyReport(streams=2, events=5, cached=1, failures=[f])
     assert not report.ok and VerifyReport().ok
     assert report.to_dict() == {"ok": False, "streams": 2, "events": 5, "cached": 1, "failures": [f.to_dict()],
-                                "checkpoint": None}
+                                "seal": None}
 
 
 @pytest.mark.parametrize(("sql", "failures"), [
@@ -72,10 +72,10 @@ def test_verify_of_an_unknown_stream(store: EventStore) -> None:
     assert str(info.value) == 'No stream "nope"; `evstore runs` lists the streams.'
 
 
-def test_checkpoint_payload(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_seal_payload(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EVSTORE_SIGNING_KEY", "k")
     _two_streams(store)
-    cp = make_checkpoint(store)
+    cp = make_seal(store)
     assert set(cp) == {"format", "store_id", "event_count", "stream_count", "max_position", "merkle_root",
                        "order_digest", "created_at", "algorithm", "key_id", "signature"}
     assert (cp["format"], cp["event_count"], cp["stream_count"], cp["max_position"]) == \
@@ -86,27 +86,26 @@ def test_checkpoint_payload(store: EventStore, monkeypatch: pytest.MonkeyPatch) 
     heads = sorted((e.stream_id, e.version, e.hash) for e in store.iter_all() if e.version == (4 if e.stream_id == "A"
                                                                                                 else 1))
     assert cp["merkle_root"] == chain.merkle_root([chain.head_leaf(*h) for h in heads]).hex()
-    assert check_checkpoint(store, cp) == []
+    assert check_seal(store, cp) == []
 
 
-def test_checkpoint_refusals(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_seal_refusals(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("EVSTORE_SIGNING_KEY", raising=False)
     with pytest.raises(EvstoreError) as info:
-        make_checkpoint(store)
-    assert str(info.value) == ("EVSTORE_SIGNING_KEY is not set; export a secret key to sign and check "
-                               "checkpoints.")
+        make_seal(store)
+    assert str(info.value) == "EVSTORE_SIGNING_KEY is not set; export a secret key to sign and check seals."
     monkeypatch.setenv("EVSTORE_SIGNING_KEY", "k")
     _two_streams(store)
-    cp = make_checkpoint(store)
+    cp = make_seal(store)
     with pytest.raises(IntegrityViolation) as iv:
-        check_checkpoint(store, {**cp, "format": "other"})
-    assert str(iv.value) == "Checkpoint format 'other' is not one evstore knows (evstore.checkpoint.v2)."
+        check_seal(store, {**cp, "format": "other"})
+    assert str(iv.value) == "Seal format 'other' is not one evstore knows (evstore.checkpoint.v2)."
     with pytest.raises(EvstoreError) as info:
-        check_checkpoint(store, {**cp, "algorithm": "ed25519"})
-    assert str(info.value) == "The checkpoint is signed with ed25519; pass its public key (--public-key)."
-    [f] = check_checkpoint(store, {**cp, "event_count": 4})
+        check_seal(store, {**cp, "algorithm": "ed25519"})
+    assert str(info.value) == "The seal is signed with ed25519; pass its public key (--public-key)."
+    [f] = check_seal(store, {**cp, "event_count": 4})
     assert (f.stream_id, f.version, f.field_class, f.detail) == \
-        ("*", 0, "checkpoint", "signature does not verify (wrong key or edited checkpoint)")
+        ("*", 0, "seal", "signature does not verify (wrong key or edited seal)")
 
 
 def _signed(cp: dict[str, object], **changes: object) -> dict[str, object]:
@@ -116,24 +115,24 @@ def _signed(cp: dict[str, object], **changes: object) -> dict[str, object]:
 
 @pytest.mark.parametrize(("key", "value"), [("max_position", -1), ("max_position", MAX_POSITION + 1),
                                             ("event_count", "5"), ("event_count", True), ("max_position", None)])
-def test_validly_signed_malformed_checkpoints(store: EventStore, monkeypatch: pytest.MonkeyPatch, key: str,
+def test_validly_signed_malformed_seals(store: EventStore, monkeypatch: pytest.MonkeyPatch, key: str,
                                               value: object) -> None:
     monkeypatch.setenv("EVSTORE_SIGNING_KEY", "k")
     _two_streams(store)
     with pytest.raises(IntegrityViolation) as info:
-        check_checkpoint(store, _signed(make_checkpoint(store), **{key: value}))
-    assert str(info.value) == (f'Checkpoint is malformed: "{key}" must be an integer from 0 to {MAX_POSITION}, '
+        check_seal(store, _signed(make_seal(store), **{key: value}))
+    assert str(info.value) == (f'Seal is malformed: "{key}" must be an integer from 0 to {MAX_POSITION}, '
                                f"got {value}.")
 
 
-def test_checkpoint_failure_details(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_seal_failure_details(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EVSTORE_SIGNING_KEY", "k")
     _two_streams(store)
-    cp = make_checkpoint(store)
-    details = [f.detail for f in check_checkpoint(store, _signed(cp, store_id="another", event_count=6))]
+    cp = make_seal(store)
+    details = [f.detail for f in check_seal(store, _signed(cp, store_id="another", event_count=6))]
     assert details == [f"signed for store another, this is store {store.store_id()} (another or a recreated store)",
                        "6 events up to position 5 were signed, 5 are stored (history truncated or inserted)"]
-    assert [f.detail for f in check_checkpoint(store, _signed(cp, merkle_root="00"))] == \
+    assert [f.detail for f in check_seal(store, _signed(cp, merkle_root="00"))] == \
         ["Merkle root over stream heads differs (history rewritten)"]
-    assert [f.detail for f in check_checkpoint(store, _signed(cp, order_digest="00"))] == \
+    assert [f.detail for f in check_seal(store, _signed(cp, order_digest="00"))] == \
         ["the global order of events differs (positions changed, events moved, inserted or removed)"]

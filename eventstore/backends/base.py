@@ -41,7 +41,7 @@ from eventstore.records import (
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: Rows fetched per round trip by the streamed reads (verify, a signed checkpoint's pass over the log).
+#: Rows fetched per round trip by the streamed reads (verify, a seal's pass over the log).
 STREAM_BATCH = 5000
 
 
@@ -276,7 +276,7 @@ class Backend(abc.ABC):
             cur.execute(self.sql_cache_entries.format(where=f"WHERE s.stream_id = {self.p}"), (stream_id,))
         return [CacheEntry(*r) for r in cur.fetchall()]
 
-    # -- streamed passes over the whole log (verify, signed checkpoints) ---------------------------------
+    # -- streamed passes over the whole log (verify, seals) ---------------------------------
 
     def stream_cursor(self, conn: Any) -> Any:
         """A cursor whose result is read in batches, not held whole (SQLite steps lazily anyway)."""
@@ -312,7 +312,7 @@ class Backend(abc.ABC):
 
     @recorder("listing the streams")
     def stream_ids(self, cur: Any) -> list[str]:
-        """Every stream id in the database's collation order (how v1 signed checkpoints ordered their leaves)."""
+        """Every stream id in the database's collation order (how v1 seals ordered their leaves)."""
         cur.execute(self.sql_stream_ids)
         return [r[0] for r in cur.fetchall()]
 

@@ -22,8 +22,8 @@ def make_engine(url: str) -> Engine:
     if url.startswith("postgresql://") or url.startswith("postgres://"):
         url = "postgresql+psycopg://" + url.split("://", 1)[1]
     # READ COMMITTED whatever the server's default_transaction_isolation: an append reads the
-    # max position *after* taking the advisory lock, which needs a fresh snapshot per statement
-    # (under REPEATABLE READ the snapshot would predate the lock and positions would clash).
+    # max position *after* taking the advisory lock, which needs each statement to see what committed before it
+    # (under REPEATABLE READ the view would predate the lock and positions would clash).
     return create_engine(url, pool_size=10, max_overflow=20, isolation_level="READ COMMITTED")
 
 

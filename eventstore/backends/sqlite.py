@@ -73,7 +73,7 @@ class SQLiteBackend(Backend):
         raw.execute("BEGIN IMMEDIATE")
 
     def begin_plain_write(self, raw: Any) -> None:
-        raw.execute("BEGIN IMMEDIATE")  # take the write lock up front: no stale-snapshot upgrade
+        raw.execute("BEGIN IMMEDIATE")  # take the write lock up front: no upgrade from a stale read
 
     def commit(self, raw: Any) -> None:
         raw.execute("COMMIT")

@@ -1,4 +1,4 @@
-"""Log commands: init, db, append, log, verify, checkpoint, keygen."""
+"""Log commands: init, db, append, log, verify, seal (and its deprecated spelling checkpoint), keygen."""
 
 from __future__ import annotations
 
@@ -231,41 +231,54 @@ def append(ctx: click.Context, stream: str | None, type_: str | None, data: str 
         click.echo(f"{r.stream_id} @ version {r.version}, position {r.positions[-1]}{note}")
 
 
+def _deprecated(old: str, new: str) -> None:
+    """Say on stderr that ``old`` is a deprecated spelling of ``new`` (scripts keep working)."""
+    click.echo(f"Warning: `{old}` is deprecated; use `{new}` (a checkpoint is a projection's position, "
+               "the signed digest of the log is a seal).", err=True)
+
+
 @cli.command()
 @click.argument("stream", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable report.")
-@click.option("--checkpoint", "checkpoint", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Also check a signed checkpoint (HMAC: needs EVSTORE_SIGNING_KEY; Ed25519: --public-key).")
+@click.option("--seal", "seal", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Also check a seal from `evstore seal` (HMAC: needs EVSTORE_SIGNING_KEY; Ed25519: --public-key).")
+@click.option("--checkpoint", "old_seal", type=click.Path(exists=True, dir_okay=False, path_type=Path), hidden=True,
+              help="Deprecated spelling of --seal.")
 @click.option("--public-key", "public_key", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="The Ed25519 public key (PEM) an Ed25519 checkpoint was signed for.")
+              help="The Ed25519 public key (PEM) an Ed25519 seal was signed for.")
 @click.pass_context
-def verify(ctx: click.Context, stream: str | None, as_json: bool, checkpoint: Path | None,
+def verify(ctx: click.Context, stream: str | None, as_json: bool, seal: Path | None, old_seal: Path | None,
            public_key: Path | None) -> None:
     """Recompute every hash chain (or STREAM's) and check the replay cache; exit 1 naming what fails."""
     from eventstore import chain
     from eventstore import verify as v
 
-    if public_key is not None and checkpoint is None:
-        raise click.UsageError("--public-key checks a --checkpoint; pass one.")
+    if old_seal is not None:
+        if seal is not None:
+            raise click.UsageError("--checkpoint is the old spelling of --seal; pass one of them.")
+        _deprecated("verify --checkpoint FILE", "verify --seal FILE")
+        seal = old_seal
+    if public_key is not None and seal is None:
+        raise click.UsageError("--public-key checks a --seal; pass one.")
     verifier = chain.load_public_key(public_key) if public_key is not None else None
-    cp = None
-    if checkpoint is not None:
+    signed = None
+    if seal is not None:
         try:
-            raw = checkpoint.read_bytes()
+            raw = seal.read_bytes()
         except OSError as exc:
-            raise EvstoreError(f"Cannot read {checkpoint}: {exc.strerror}.") from exc
-        cp = codec.parse_json_text(raw, str(checkpoint))
-        if type(cp) is not dict:
-            raise InvalidEvent(f"{checkpoint}: a checkpoint is a JSON object.")
+            raise EvstoreError(f"Cannot read {seal}: {exc.strerror}.") from exc
+        signed = codec.parse_json_text(raw, str(seal))
+        if type(signed) is not dict:
+            raise InvalidEvent(f"{seal}: a seal is a JSON object.")
     store = open_store(ctx)
     report = v.verify(store, stream)
-    if cp is not None:
-        report.failures.extend(v.check_checkpoint(store, cp, verifier))
-        report.checkpoint = {"file": str(checkpoint), "ok": report.ok}
+    if signed is not None:
+        report.failures.extend(v.check_seal(store, signed, verifier))
+        report.seal = {"file": str(seal), "ok": report.ok}
     if as_json:
         _echo_json(report.to_dict())
     elif report.ok:
-        extra = f"; checkpoint {checkpoint} holds" if checkpoint else ""
+        extra = f"; seal {seal} holds" if seal else ""
         click.echo(f"verified {report.streams} streams, {report.events} events, {report.cached} cached documents: "
                    f"all hash chains intact{extra}")
     else:
@@ -277,36 +290,49 @@ def verify(ctx: click.Context, stream: str | None, as_json: bool, checkpoint: Pa
         ctx.exit(1)
 
 
+_OUT_HELP = "Where to write the seal (keep it away from the store)."
+_KEY_HELP = "Sign with this Ed25519 private key (PEM, from `evstore keygen`) instead of HMAC."
+
+
 @cli.command()
-@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="Where to write the signed checkpoint (keep it away from the store).")
-@click.option("--key-file", "key_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Sign with this Ed25519 private key (PEM, from `evstore keygen`) instead of HMAC.")
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True, help=_OUT_HELP)
+@click.option("--key-file", "key_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), help=_KEY_HELP)
 @click.pass_context
-def checkpoint(ctx: click.Context, out: Path, key_file: Path | None) -> None:
-    """Write a signed digest of the log (Ed25519 with --key-file, else HMAC with EVSTORE_SIGNING_KEY)."""
+def seal(ctx: click.Context, out: Path, key_file: Path | None) -> None:
+    """Seal the log: write a signed digest of it (Ed25519 with --key-file, else HMAC with EVSTORE_SIGNING_KEY)
+    that `verify --seal` checks later."""
     from eventstore import chain
     from eventstore import verify as v
 
     signer = chain.load_private_key(key_file) if key_file is not None else None
     store = open_store(ctx)
-    cp = v.make_checkpoint(store, signer)
+    made = v.make_seal(store, signer)
     try:
-        out.write_text(json.dumps(cp, indent=2) + "\n")
+        out.write_text(json.dumps(made, indent=2) + "\n")
     except OSError as exc:
         raise EvstoreError(f"Cannot write {out}: {exc.strerror}.") from exc
-    click.echo(f"checkpoint: {cp['event_count']} events, {cp['stream_count']} streams, "
-               f"max position {cp['max_position']}, root {cp['merkle_root'][:16]}…, {cp['algorithm']} -> {out}")
+    click.echo(f"seal: {made['event_count']} events, {made['stream_count']} streams, "
+               f"max position {made['max_position']}, root {made['merkle_root'][:16]}…, {made['algorithm']} -> {out}")
+
+
+@cli.command("checkpoint", hidden=True)
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True, help=_OUT_HELP)
+@click.option("--key-file", "key_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), help=_KEY_HELP)
+@click.pass_context
+def checkpoint(ctx: click.Context, out: Path, key_file: Path | None) -> None:
+    """Deprecated spelling of `evstore seal`."""
+    _deprecated("evstore checkpoint", "evstore seal")
+    ctx.invoke(seal, out=out, key_file=key_file)
 
 
 @cli.command()
 @click.option("--out", "prefix", type=click.Path(dir_okay=False, path_type=Path), required=True, metavar="PREFIX",
               help="Write PREFIX.key (private, mode 0600) and PREFIX.pub.")
 def keygen(prefix: Path) -> None:
-    """Create an Ed25519 key pair for signing checkpoints (PREFIX.key, PREFIX.pub)."""
+    """Create an Ed25519 key pair for signing seals (PREFIX.key, PREFIX.pub)."""
     from eventstore import chain
 
     key_path, pub_path = chain.generate_keypair(prefix)
-    click.echo(f"private key {key_path} (mode 0600: keep it with whoever takes checkpoints)")
-    click.echo(f"public key  {pub_path} (give it to auditors: `evstore verify --checkpoint FILE --public-key "
+    click.echo(f"private key {key_path} (mode 0600: keep it with whoever seals the log)")
+    click.echo(f"public key  {pub_path} (give it to auditors: `evstore verify --seal FILE --public-key "
                f"{pub_path}`)")

@@ -1,4 +1,5 @@
-"""The event log: streams, events (append-only), projection checkpoints, snapshots.
+"""The event log: streams, events (append-only), projection checkpoints, and cached documents in a
+table then named ``snapshots`` (0004 renames it ``replay_cache``: a snapshot is an observed file version).
 
 Revision ID: 0001
 Revises:

@@ -30,10 +30,12 @@ def _token(token_file: Path | None) -> str | None:
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="TCP port.")
 @click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="A file holding the write token (default: $EVSTORE_SERVE_TOKEN; none: read-only).")
-@click.option("--checkpoint", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              envvar="EVSTORE_SERVE_CHECKPOINT", help="A signed checkpoint the integrity page shows and checks.")
+@click.option("--seal", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              envvar="EVSTORE_SERVE_SEAL", help="A seal (`evstore seal`) the integrity page shows and checks.")
+@click.option("--checkpoint", "old_seal", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              envvar="EVSTORE_SERVE_CHECKPOINT", hidden=True, help="Deprecated spelling of --seal.")
 @click.option("--public-key", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="The Ed25519 public key an --checkpoint is signed with (default: HMAC, EVSTORE_SIGNING_KEY).")
+              help="The Ed25519 public key the --seal is signed with (default: HMAC, EVSTORE_SIGNING_KEY).")
 @click.option("--analytics-dir", type=click.Path(file_okay=False), default=None, envvar="EVSTORE_ANALYTICS_DIR",
               help="Where the Parquet tables live (default: the store's own folder; see README).")
 @click.option("--live-poll", type=click.FloatRange(0.05, 60), default=0.5, show_default=True,
@@ -46,14 +48,20 @@ def _token(token_file: Path | None) -> str | None:
 @click.option("--drain-interval", type=click.FloatRange(0.05, 3600), default=1.0, show_default=True,
               help="Seconds between drains of the hook spool.")
 @click.pass_context
-def serve_cmd(ctx: click.Context, host: str, port: int, token_file: Path | None, checkpoint: Path | None,
-              public_key: Path | None, analytics_dir: str | None, live_poll: float,
+def serve_cmd(ctx: click.Context, host: str, port: int, token_file: Path | None, seal: Path | None,
+              old_seal: Path | None, public_key: Path | None, analytics_dir: str | None, live_poll: float,
               claude_projects: tuple[Path, ...], no_drain: bool, drain_interval: float) -> None:
     """Serve runs, states, diffs, metrics and integrity in a browser, and a JSON API (writes need a token)."""
     import uvicorn
 
     from projections.serve import ServeConfig, create_app, is_loopback
 
+    if old_seal is not None:
+        if seal is None:
+            seal = old_seal
+        click.echo("Warning: `serve --checkpoint` and EVSTORE_SERVE_CHECKPOINT are deprecated; use --seal or "
+                   "EVSTORE_SERVE_SEAL (a checkpoint is a projection's position, the signed digest of the log is a "
+                   "seal).", err=True)
     token = _token(token_file)
     if not is_loopback(host) and token is None:
         raise EvstoreError(f"Refusing to listen on {host} without a token; set EVSTORE_SERVE_TOKEN or --token-file, "
@@ -62,7 +70,7 @@ def serve_cmd(ctx: click.Context, host: str, port: int, token_file: Path | None,
     store_url(ctx)  # serving never creates a store: a mistyped --url is an error, not an empty database
     # The folder `evstore hook claude-code` spools to for this store (same URL, EVSTORE_SPOOL_DIR, XDG rules).
     drain_dir = None if no_drain else spool.spool_dir(obj.get("url"))
-    app = create_app(ServeConfig(url=obj.get("url"), token=token, analytics_dir=analytics_dir, checkpoint=checkpoint,
+    app = create_app(ServeConfig(url=obj.get("url"), token=token, analytics_dir=analytics_dir, seal=seal,
                                  public_key=public_key, live_poll=live_poll, synchronous=obj.get("synchronous"),
                                  claude_projects=claude_projects or None, drain_dir=drain_dir,
                                  drain_interval=drain_interval))

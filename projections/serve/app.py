@@ -71,8 +71,8 @@ class ServeConfig:
     url: str | None = None
     token: str | None = None
     analytics_dir: str | None = None
-    checkpoint: Path | None = None
-    public_key: Path | None = None  # checks an Ed25519-signed checkpoint (else HMAC, EVSTORE_SIGNING_KEY)
+    seal: Path | None = None
+    public_key: Path | None = None  # checks an Ed25519-signed seal (else HMAC, EVSTORE_SIGNING_KEY)
     live_poll: float = 0.5  # seconds between polls of a live run page
     synchronous: str | None = None
     workers: int = 6  # threads doing database work (each keeps one pooled connection)
@@ -204,7 +204,7 @@ class Server:
         from eventstore import chain
 
         verifier = chain.load_public_key(cfg.public_key) if cfg.public_key is not None else None
-        self.checks = views.IntegrityState(cfg.checkpoint, verifier)
+        self.checks = views.IntegrityState(cfg.seal, verifier)
         self.metrics_lock = threading.Lock()  # one analytics refresh at a time
         # Database work runs on a fixed pool, not Starlette's: the store keeps one connection per
         # thread, and anyio's threads (up to 40, retired when idle) would exhaust the engine's pool.
@@ -352,9 +352,9 @@ class Server:
         if request.url.path.startswith("/api/"):
             return JSONResponse({"verified_at": state.verified_at,
                                  "report": None if state.report is None else state.report.to_dict(),
-                                 "checkpoint": state.checkpoint(), "streams": streams, "total": total,
+                                 "seal": state.seal(), "streams": streams, "total": total,
                                  "page": page_no})
-        return self.page("integrity.html", title="Integrity", state=state, checkpoint=state.checkpoint(),
+        return self.page("integrity.html", title="Integrity", state=state, seal=state.seal(),
                          streams=streams, total=total, page_no=page_no, pages=max(1, -(-total // 200)))
 
     # -- JSON API ---------------------------------------------------------------

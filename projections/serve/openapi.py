@@ -67,7 +67,7 @@ def spec() -> dict[str, Any]:
                                _q("run", "string", "One run's report (`evstore metrics TASK`).")],
                 "responses": {"200": _ok({"type": "object"}), "400": _ERROR}}},
             "/api/integrity": {"get": {
-                "summary": "The last full verify this server ran, the configured checkpoint, streams' status.",
+                "summary": "The last full verify this server ran, the configured seal, streams' status.",
                 "parameters": [_q("page", "integer", "Page of streams (200 per page).")],
                 "responses": {"200": _ok({"type": "object"})}}},
             "/api/verify": {"post": {
@@ -144,7 +144,7 @@ def spec() -> dict[str, Any]:
                 "VerifyReport": {"type": "object", "properties": {
                     "ok": {"type": "boolean"}, "streams": {"type": "integer"}, "events": {"type": "integer"},
                     "failures": {"type": "array", "items": {"type": "object"}},
-                    "checkpoint": {"type": ["object", "null"]}}},
+                    "seal": {"type": ["object", "null"]}}},
             },
         },
     }

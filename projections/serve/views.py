@@ -269,42 +269,42 @@ def side_by_side(a: Any, b: Any, *, context: int = 3) -> list[SideBySideRow]:
 
 @dataclass
 class IntegrityState:
-    """The last full verify this server ran (kept in memory) and the configured checkpoint file."""
+    """The last full verify this server ran (kept in memory) and the configured seal file."""
 
-    checkpoint_path: Path | None = None
+    seal_path: Path | None = None
     verifier: Any = None  # an Ed25519 public key (chain.load_public_key); None: HMAC with EVSTORE_SIGNING_KEY
     report: Any = None  # eventstore.verify.VerifyReport
     verified_at: str | None = None
     versions: dict[str, int] = field(default_factory=dict)  # stream -> version at that verify
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def checkpoint(self) -> dict[str, Any] | None:
-        """The checkpoint file's fields (or an ``error`` naming why it cannot be read)."""
-        if self.checkpoint_path is None:
+    def seal(self) -> dict[str, Any] | None:
+        """The seal file's fields (or an ``error`` naming why it cannot be read)."""
+        if self.seal_path is None:
             return None
         try:
-            cp = codec.parse_json_text(self.checkpoint_path.read_bytes(), str(self.checkpoint_path))
+            signed = codec.parse_json_text(self.seal_path.read_bytes(), str(self.seal_path))
         except (OSError, EvstoreError) as exc:
-            return {"file": str(self.checkpoint_path), "error": str(exc)}
-        if type(cp) is not dict:
-            return {"file": str(self.checkpoint_path), "error": "a checkpoint is a JSON object"}
-        return {"file": str(self.checkpoint_path), **cp}
+            return {"file": str(self.seal_path), "error": str(exc)}
+        if type(signed) is not dict:
+            return {"file": str(self.seal_path), "error": "a seal is a JSON object"}
+        return {"file": str(self.seal_path), **signed}
 
     def run_verify(self, store: EventStore) -> Any:
-        """A full verify (and the checkpoint check when a file and EVSTORE_SIGNING_KEY are there)."""
+        """A full verify (and the seal's check when a file and its key are there)."""
         from eventstore import verify as v
 
         with self.lock:  # one full verify at a time
             before = {s.stream_id: s.version for s in store.list_streams()}
             report = v.verify(store)
-            cp = self.checkpoint()
-            if cp is not None and "error" not in cp:
+            signed = self.seal()
+            if signed is not None and "error" not in signed:
                 try:
-                    report.failures.extend(v.check_checkpoint(store, {k: x for k, x in cp.items() if k != "file"},
-                                                             self.verifier))
-                    report.checkpoint = {"file": cp["file"], "ok": report.ok}
+                    report.failures.extend(v.check_seal(store, {k: x for k, x in signed.items() if k != "file"},
+                                                        self.verifier))
+                    report.seal = {"file": signed["file"], "ok": report.ok}
                 except EvstoreError as exc:
-                    report.checkpoint = {"file": cp["file"], "ok": None, "error": str(exc)}
+                    report.seal = {"file": signed["file"], "ok": None, "error": str(exc)}
             self.report, self.versions = report, before
             self.verified_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             return report
