@@ -12,7 +12,6 @@ password: set one (``ALTER ROLE ... PASSWORD``) or grant the role to your users.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from eventstore.errors import EvstoreError
 from eventstore.store import EventStore
@@ -43,45 +42,15 @@ def check_name(name: str, option: str) -> str:
 def create_roles(store: EventStore, writer: str, reader: str) -> list[str]:
     """Create (if absent) ``writer`` and ``reader`` and grant them their rights on the store's
     schema; returns what was done, one line each."""
-    if store.backend.name != "postgresql":
+    if not store.backend.has_roles:
         raise EvstoreError("Database roles are a PostgreSQL feature; on SQLite the file's permissions decide "
                            "who can write (e.g. chmod 640 and a group for readers).")
     check_name(writer, "--writer")
     check_name(reader, "--reader")
     if writer == reader:
         raise EvstoreError("--writer and --reader must be different roles.")
-    from psycopg import sql
-
-    done: list[str] = []
     proxy = store.engine.raw_connection()
     try:
-        conn: Any = proxy.driver_connection
-        with conn.transaction():
-            schema = conn.execute("SELECT current_schema()").fetchone()[0]
-            tables = {r[0] for r in conn.execute(
-                "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)).fetchall()}
-            missing = sorted(set(WRITER_GRANTS) - tables)
-            if missing:
-                raise EvstoreError(f'Schema "{schema}" has no table {", ".join(missing)}; run `evstore init` first.')
-            s = sql.Identifier(schema)
-            for role in (writer, reader):
-                r = sql.Identifier(role)
-                if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
-                    done.append(f"role {role} exists")
-                else:
-                    conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(r))
-                    done.append(f"created role {role} (LOGIN, no password)")
-                conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(s, r))
-            w, rd = sql.Identifier(writer), sql.Identifier(reader)
-            for table, rights in WRITER_GRANTS.items():
-                conn.execute(sql.SQL("GRANT " + rights + " ON {}.{} TO {}").format(s, sql.Identifier(table), w))
-            conn.execute(sql.SQL("GRANT USAGE ON ALL SEQUENCES IN SCHEMA {} TO {}").format(s, w))
-            done.append(f"granted {writer}: " + "; ".join(f"{t} {r}" for t, r in WRITER_GRANTS.items())
-                        + f"; sequences of {schema} USAGE")
-            conn.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(s, rd))
-            # Tables created later by this role (projections) are readable too.
-            conn.execute(sql.SQL("ALTER DEFAULT PRIVILEGES IN SCHEMA {} GRANT SELECT ON TABLES TO {}").format(s, rd))
-            done.append(f"granted {reader}: SELECT on every table of {schema} (also tables created later)")
+        return store.backend.create_roles(proxy.driver_connection, writer, reader, WRITER_GRANTS)
     finally:
         proxy.close()
-    return done

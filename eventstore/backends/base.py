@@ -351,6 +351,14 @@ class Backend(abc.ABC):
         else:
             cur.executemany(self.sql_insert_event, rows)
 
+    #: Whether the database has roles to grant rights to (``evstore db roles``).
+    has_roles = False
+
+    def create_roles(self, conn: Any, writer: str, reader: str, grants: dict[str, str]) -> list[str]:
+        """Create a writer and a reader role and grant ``writer`` ``grants`` (table -> rights);
+        what was done, one line each (backends with ``has_roles``)."""
+        raise NotImplementedError
+
     @abc.abstractmethod
     def insert_stream(self, cur: Any, stream_id: str, dialect: str | None, genesis: bytes, now: str) -> int:
         """Create the stream row, return its surrogate key."""

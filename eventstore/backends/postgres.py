@@ -1,6 +1,6 @@
 """PostgreSQL (psycopg 3): position allocation serialised by a transaction-scoped advisory
 lock, so commit order equals position order and a ``position > n`` reader never skips an event
-that commits late."""
+that commits late; server-side cursors for the streamed reads; the roles of ``evstore db roles``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
 from eventstore.backends.base import EVENT_COLUMNS, Backend
+from eventstore.errors import EvstoreError
 
 _COPY_TYPES = ["int8", "int8", "int4", "varchar", "varchar", "int2", "bytea", "bytea", "varchar", "varchar",
                "bytea", "bytea", "bytea", "bytea"]
@@ -30,6 +31,7 @@ def make_engine(url: str) -> Engine:
 class PostgresBackend(Backend):
     name = "postgresql"
     p = "%s"
+    has_roles = True
 
     def __init__(self, engine: Engine) -> None:
         super().__init__(engine)
@@ -72,3 +74,37 @@ class PostgresBackend(Backend):
     def insert_stream(self, cur: Any, stream_id: str, dialect: str | None, genesis: bytes, now: str) -> int:
         cur.execute(self.sql_insert_stream + " RETURNING stream_pk", (stream_id, dialect, genesis, now))
         return int(cur.fetchone()[0])
+
+    def create_roles(self, conn: Any, writer: str, reader: str, grants: dict[str, str]) -> list[str]:
+        """Create (if absent) the two LOGIN roles on ``conn`` and grant ``writer`` ``grants`` (table ->
+        rights) and ``reader`` SELECT on every table of the current schema, in one transaction."""
+        from psycopg import sql
+
+        done: list[str] = []
+        with conn.transaction():
+            schema = conn.execute("SELECT current_schema()").fetchone()[0]
+            tables = {r[0] for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)).fetchall()}
+            missing = sorted(set(grants) - tables)
+            if missing:
+                raise EvstoreError(f'Schema "{schema}" has no table {", ".join(missing)}; run `evstore init` first.')
+            s = sql.Identifier(schema)
+            for role in (writer, reader):
+                r = sql.Identifier(role)
+                if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
+                    done.append(f"role {role} exists")
+                else:
+                    conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(r))
+                    done.append(f"created role {role} (LOGIN, no password)")
+                conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(s, r))
+            w, rd = sql.Identifier(writer), sql.Identifier(reader)
+            for table, rights in grants.items():
+                conn.execute(sql.SQL("GRANT " + rights + " ON {}.{} TO {}").format(s, sql.Identifier(table), w))
+            conn.execute(sql.SQL("GRANT USAGE ON ALL SEQUENCES IN SCHEMA {} TO {}").format(s, w))
+            done.append(f"granted {writer}: " + "; ".join(f"{t} {r}" for t, r in grants.items())
+                        + f"; sequences of {schema} USAGE")
+            conn.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(s, rd))
+            # Tables created later by this role (projections) are readable too.
+            conn.execute(sql.SQL("ALTER DEFAULT PRIVILEGES IN SCHEMA {} GRANT SELECT ON TABLES TO {}").format(s, rd))
+            done.append(f"granted {reader}: SELECT on every table of {schema} (also tables created later)")
+        return done
