@@ -65,6 +65,21 @@ class StreamState(msgspec.Struct, frozen=True):
     head_hash: bytes
 
 
+class RecordedIdentity(msgspec.Struct, frozen=True):
+    """What an idempotent retry is compared against: where an event id was recorded and the
+    digests of what was recorded under it."""
+
+    event_id: str
+    stream_id: str
+    version: int
+    position: int
+    type: str
+    data_sha256: bytes
+    meta_sha256: bytes
+    occurred_at: str | None
+    schema_version: int
+
+
 class StreamHead(msgspec.Struct, frozen=True):
     """What a replay needs to start: the stream's key, its version and its dialect (None: free-form)."""
 

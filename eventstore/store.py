@@ -522,15 +522,9 @@ class _Transaction:
         self.cur = self.raw.cursor()
         try:
             self.be.begin_write(self.raw)
-            if self.first_stream is None:
-                self.cur.execute(self.be.sql_max_position)
-                self.position = self.cur.fetchone()[0]
-            else:
-                self.cur.execute(self.be.sql_max_position_and_stream, (self.first_stream,))
-                row = self.cur.fetchone()
-                self.position = row[0]
-                if row[1] is not None:
-                    self.heads[self.first_stream] = [row[1], row[2], bytes(row[3])]
+            self.position, found = self.be.begin_append(self.cur, self.first_stream)
+            if found is not None and self.first_stream is not None:
+                self.heads[self.first_stream] = [found.stream_pk, found.version, found.head_hash]
         except BaseException as exc:
             self.be.rollback(self.raw)
             self.cur.close()
@@ -560,8 +554,7 @@ class _Transaction:
             failed = exc
             if failed is None:
                 try:
-                    for pk, version, head in self.heads.values():
-                        self.cur.execute(self.be.sql_update_stream, (version, head, pk))
+                    self.be.move_stream_heads(self.cur, ((h[0], h[1], h[2]) for h in self.heads.values()))
                     if self.store._inline and self.recorded:
                         for handler in self.store._inline:
                             handler(self.cur, self.be, self.recorded)
@@ -585,10 +578,9 @@ class _Transaction:
     def _head(self, stream_id: str) -> list[Any] | None:
         head = self.heads.get(stream_id)
         if head is None:
-            self.cur.execute(self.be.sql_stream, (stream_id,))
-            found = self.cur.fetchone()
+            found = self.be.stream_state(self.cur, stream_id)
             if found is not None:
-                head = self.heads[stream_id] = [found[0], found[1], bytes(found[2])]
+                head = self.heads[stream_id] = [found.stream_pk, found.version, found.head_hash]
         return head
 
     def add(self, stream_id: str, batch: list[NewEvent], expected_version: ExpectedVersion) -> AppendResult:
@@ -667,25 +659,24 @@ class _Transaction:
 
     def find_duplicates(self, stream_id: str, batch: list[NewEvent]) -> AppendResult | None:
         """An AppendResult if ``batch`` was already recorded unchanged (idempotent retry)."""
-        ids = [e.event_id for e in batch]
-        p = self.be.p
-        self.cur.execute(self.be.sql_find_ids.format(ids=", ".join([p] * len(ids))), ids)
-        found = {r[0]: r for r in self.cur.fetchall()}
+        ids = [e.event_id for e in batch if e.event_id is not None]
+        found = {r.event_id: r for r in self.be.find_event_ids(self.cur, ids)}
         if not found:
             return None
         for e in batch:
-            r = found.get(e.event_id)
+            r = found.get(e.event_id or "")
             if r is None:
                 raise DuplicateEventId(
                     f'Batch for "{stream_id}" mixes new events with already-recorded event ids; '
                     "retry the original batch unchanged."
                 )
-            same = (r[1] == stream_id and r[4] == e.type and bytes(r[5]) == chain.digest(e.data)
-                    and bytes(r[6]) == chain.digest(e.meta) and r[7] == e.occurred_at and r[8] == e.schema_version)
+            same = (r.stream_id == stream_id and r.type == e.type and r.data_sha256 == chain.digest(e.data)
+                    and r.meta_sha256 == chain.digest(e.meta) and r.occurred_at == e.occurred_at
+                    and r.schema_version == e.schema_version)
             if not same:
                 raise DuplicateEventId(
-                    f'Event id {e.event_id} was already recorded as "{r[4]}" in stream "{r[1]}" '
-                    f"version {r[2]} with different content; use a new event id."
+                    f'Event id {e.event_id} was already recorded as "{r.type}" in stream "{r.stream_id}" '
+                    f"version {r.version} with different content; use a new event id."
                 )
-        rows = sorted(found.values(), key=lambda r: r[3])
-        return AppendResult(stream_id, max(r[2] for r in rows), [r[3] for r in rows], duplicate=True)
+        rows = sorted(found.values(), key=lambda r: r.position)
+        return AppendResult(stream_id, max(r.version for r in rows), [r.position for r in rows], duplicate=True)

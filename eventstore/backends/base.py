@@ -5,9 +5,10 @@ A method takes the DB-API cursor of the caller's transaction (the streamed reads
 streaming cursor on its connection), so a projection's rows and its checkpoint still commit together, and it
 returns Structs (:mod:`eventstore.records`), never row tuples.  A driver error raised inside one
 is translated into evstore's error tree (:meth:`Backend.translate`): ``StorageFull`` for a full
-disk, ``DatabaseError`` naming what was being done otherwise.  The append path's statements
-(``sql_insert_event`` and its neighbours) stay SQL text here, run by ``EventStore``'s write
-transaction, which translates its own failures (a clash, a refused role, a full disk).
+disk, ``DatabaseError`` naming what was being done otherwise.  The append path's methods
+(``begin_append``, ``insert_stream``, ``insert_events``, ``find_event_ids``, ``move_stream_heads``)
+are left untranslated: ``EventStore``'s write transaction tells a clash, a refused role and a full
+disk apart from the driver's own error.
 
 Nothing outside ``eventstore/backends`` (and the migrations) writes SQL against those tables;
 ``tests/test_sql_boundary.py`` fails if a module does.
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import abc
 import functools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from sqlalchemy.engine import Engine
@@ -34,6 +35,7 @@ from eventstore.records import (
     OrderEntry,
     ProjectionCheckpoint,
     RecordedEvent,
+    RecordedIdentity,
     StreamHead,
     StreamState,
     StreamSummary,
@@ -147,6 +149,29 @@ class Backend(abc.ABC):
         if types:
             return self.sql_read_all_types.format(types=", ".join([self.p] * len(types))), (after, *types, limit)
         return self.sql_read_all, (after, limit)
+
+    # -- the append path (run by EventStore's write transaction, which translates its failures) --
+
+    def begin_append(self, cur: Any, stream_id: str | None) -> tuple[int, StreamState | None]:
+        """The last position and (if ``stream_id`` is given) that stream's row, in one round trip;
+        called once the append lock is held."""
+        if stream_id is None:
+            cur.execute(self.sql_max_position)
+            return int(cur.fetchone()[0]), None
+        cur.execute(self.sql_max_position_and_stream, (stream_id,))
+        row = cur.fetchone()
+        return int(row[0]), None if row[1] is None else StreamState(row[1], row[2], bytes(row[3]))
+
+    def find_event_ids(self, cur: Any, event_ids: Sequence[str]) -> list[RecordedIdentity]:
+        """Where each of ``event_ids`` that is already recorded was recorded, and its digests."""
+        cur.execute(self.sql_find_ids.format(ids=", ".join([self.p] * len(event_ids))), list(event_ids))
+        return [RecordedIdentity(r[0], r[1], r[2], r[3], r[4], bytes(r[5]), bytes(r[6]), r[7], r[8])
+                for r in cur.fetchall()]
+
+    def move_stream_heads(self, cur: Any, heads: Iterable[tuple[int, int, bytes]]) -> None:
+        """Set each ``(stream_pk, version, head_hash)`` as its stream's head."""
+        for pk, version, head in heads:
+            cur.execute(self.sql_update_stream, (version, head, pk))
 
     # -- errors ---------------------------------------------------------------------
 
