@@ -153,7 +153,7 @@ def test_the_server_reads_no_file_but_this_sessions_transcript(base: str, store_
     r = hook(base, write(SESSION, "toolu_x", "x", path="/etc/agent-notes.json"))
     assert r.status_code == 204 and r.headers["evstore-states"] == "0"
     with EventStore(store_url) as store:
-        streams = {s[0] for s in store.list_streams()}
+        streams = {s.stream_id for s in store.list_streams()}
         assert streams == {SESSION}
         assert {e.type for e in store.read_stream(SESSION)} == {"claude.hook"}
         assert not any(b"private" in e.data for e in store.read_stream(SESSION))
@@ -207,7 +207,7 @@ def test_a_body_that_is_no_hook_call_is_a_400_naming_why_and_writes_nothing(sqli
                    headers=AUTH)
         assert r.status_code == 204
     with EventStore(url) as store:
-        assert [s[0] for s in store.list_streams()] == ["S-1"]
+        assert [s.stream_id for s in store.list_streams()] == ["S-1"]
 
 
 def test_a_failure_inside_is_a_json_503_never_a_traceback(sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
