@@ -4,8 +4,8 @@ statements against the log's tables; everything else calls the recorder's typed 
 The check reads every module of ``eventstore`` and ``projections`` (its string literals, docstrings
 left out) for a statement naming a log table (``FROM events``, ``JOIN streams``,
 ``UPDATE projection_checkpoints``, ...) and for SQLAlchemy Core built on the log's ``Table``
-objects.  The analytics (modules under ``projections/analytics``, or importing DuckDB or Arrow)
-query DuckDB over Parquet files, with views named ``events`` and ``streams`` of their own; there a
+objects.  The analytics (modules under ``projections/analytics``, a dialect's ``analytics.py``, or
+any module importing DuckDB or Arrow) query DuckDB over Parquet files, with views named ``events`` and ``streams`` of their own; there a
 statement may name those, but never a column only the log has (``stream_pk``) nor the log's
 other tables.
 """
@@ -44,7 +44,8 @@ ANALYTICS_LIBRARIES = ("duckdb", "pyarrow")
 
 def _analytics(path: Path, tree: ast.AST) -> bool:
     """Whether the module's SQL runs on DuckDB over the analytics files."""
-    if path.as_posix().startswith("projections/analytics/"):
+    where = path.as_posix()
+    if where.startswith("projections/analytics/") or re.fullmatch(r"eventstore/dialects/[^/]+/analytics\.py", where):
         return True
     for node in ast.walk(tree):
         if isinstance(node, ast.Import) and any(a.name.split(".")[0] in ANALYTICS_LIBRARIES for a in node.names):
@@ -125,4 +126,6 @@ def test_the_check_lets_pass(source: str) -> None:
 def test_analytics_modules_are_told_apart_by_place_and_imports() -> None:
     view = 'V = "SELECT stream_id, count(*) FROM events GROUP BY stream_id"'
     assert violations(Path("projections/analytics/facts.py"), view) == []
+    assert violations(Path("eventstore/dialects/taskmaster/analytics.py"), view) == []
     assert violations(Path("projections/runs.py"), view)  # the same text elsewhere is the log
+    assert violations(Path("eventstore/dialects/taskmaster/lens.py"), view)
