@@ -40,6 +40,7 @@ from eventstore.dialects.claude import (
     transcript_files,
 )
 from eventstore.dialects.claude import events as ev
+from eventstore.dialects.claude.links import Linker
 from eventstore.dialects.claude.secrets import Scrubber
 from eventstore.errors import ConcurrencyError, DuplicateEventId, EvstoreError, IngestError, InvalidEvent
 from eventstore.store import EventStore, NewEvent, check_stream_id
@@ -92,12 +93,12 @@ def ingest_transcript(store: EventStore, path: Path, *, scrubber: Scrubber | Non
                       stream: str | None = None, final: bool = False,
                       extra_meta: dict[str, Any] | None = None) -> TranscriptResult:
     """Record the lines of ``path`` not recorded yet (one atomic append)."""
-    sid, parent = stream_for(path)
-    sid = stream or sid
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise IngestError(f"{path}: cannot read ({exc.strerror or exc}).") from exc
+    sid, parent = stream_for(path, data[:data.find(b"\n")] if path.stem.startswith("agent-") else None)
+    sid = stream or sid
     version, state = transcript_state(store, sid)
     result = TranscriptResult(str(path), sid, version)
     start = 0
@@ -123,15 +124,20 @@ def ingest_transcript(store: EventStore, path: Path, *, scrubber: Scrubber | Non
         return result
     planned: list[tuple[Any, dict[str, Any], datetime | None]] = []
     offset, lineno = start, int(state.get("lines", 0)) if state else 0
+    prefix = data[:start]
+    linker = Linker(sid, subagent=parent is not None,
+                    earlier=(lambda: split_lines(prefix, final=True)[0]) if start else None)
+    link_meta: dict[str, Any] = {"dialect": "claude"}
     for line in lines:
         lineno += 1
-        got = events_for_line(line, lineno, offset, scrubber)
+        got = events_for_line(line, lineno, offset, scrubber, linker)
         meta: dict[str, Any] = {"dialect": "claude"}
         if got.findings:
             meta["findings"] = [f.to_dict() for f in got.findings]
             result.findings.extend(got.findings)
         when = parse_time(getattr(got.events[-1], "timestamp", None))
         planned.extend((e, meta, when) for e in got.events)
+        planned.extend((e, link_meta, when) for e in got.links)
         offset += len(line)
     end = start + covered
     transcript: dict[str, Any] = {"file": str(path), "end": end, "lines": lineno, "prefix_sha256": digest(data[:end])}

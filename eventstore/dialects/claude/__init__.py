@@ -5,7 +5,8 @@ Claude Code keeps each session as ``~/.claude/projects/<encoded cwd>/<session id
 than ``cleanupPeriodDays``.  ``evstore ingest claude FILE|DIR`` archives them:
 
 * one stream per transcript file, named by the session id (a subagent file's stream is
-  ``<session id>/agent-<id>``, linked to its parent session in ``meta.transcript``);
+  ``<session id>/agent-<id>``, linked to its parent session in ``meta.transcript`` and to the Task
+  tool use that started it by a ``claude.subagent_linked`` event: :mod:`.links`);
 * one typed event per line (:mod:`eventstore.dialects.claude.events`), the line kept exactly,
   after secrets are scrubbed (:mod:`eventstore.dialects.claude.secrets`), so
   ``evstore replay SESSION --raw`` gives the file back byte for byte — lines that are not JSON
@@ -34,6 +35,7 @@ import msgspec
 from eventstore.dialects.analytics import Analytics
 from eventstore.dialects.base import Dialect, FileWrite, Finding, RunInfo
 from eventstore.dialects.claude import events as ev
+from eventstore.dialects.claude.links import Linker
 from eventstore.dialects.claude.secrets import Scrubber
 from eventstore.errors import EvstoreError, IngestError
 from eventstore.events import Event
@@ -50,6 +52,7 @@ class ClaudeDialect(Dialect):
     requires_object = False
     line_based = True
     file_write_types = ("claude.tool_use", "claude.tool_result")
+    lens_version = 2  # 2: the document counts linked subagents
 
     def analytics(self) -> Analytics:
         from eventstore.dialects.claude.analytics import ANALYTICS
@@ -62,7 +65,7 @@ class ClaudeDialect(Dialect):
     def apply(self, doc: Any, event: Event) -> Any:
         doc = doc if isinstance(doc, dict) else {"lines": 0, "records": {}, "models": [], "tool_calls": 0,
                                                  "tool_errors": 0, "unreadable": 0, "secrets_scrubbed": 0,
-                                                 "hooks": 0, "first_at": None, "last_at": None}
+                                                 "hooks": 0, "subagents": 0, "first_at": None, "last_at": None}
         if isinstance(event, ev._Line):
             doc["lines"] += 1
             kind = event.event_type().split(".", 1)[1]
@@ -82,6 +85,8 @@ class ClaudeDialect(Dialect):
                 doc["unreadable"] += 1
         elif isinstance(event, ev.HookReceived):
             doc["hooks"] += 1
+        elif isinstance(event, ev.SubagentLinked):
+            doc["subagents"] = doc.get("subagents", 0) + 1
         return doc
 
     def describe(self, doc: Any) -> RunInfo:
@@ -124,6 +129,11 @@ class ClaudeDialect(Dialect):
             return f"{event.file}: the first {event.recorded_bytes} bytes changed since they were recorded"
         if isinstance(event, ev.LinePart):
             return f"line {event.lineno}, part {event.part}"
+        if isinstance(event, ev.SubagentLinked):
+            what = f"subagent {event.stream}" if event.stream else f"inline subagent (sidechain {event.agent})"
+            kind = f" [{event.subagent_type}]" if event.subagent_type else ""
+            how = "its agentId in the Task result" if event.by == "agent_id" else "its first prompt (the Task's prompt)"
+            return f"{what}{kind} started by Task {event.tool_use_id} (line {event.task_lineno}), linked by {how}"
         if isinstance(event, ev._Line):
             return f"{event.event_type().split('.', 1)[1].replace('_', ' ')} (line {event.lineno})"
         return None
@@ -271,10 +281,14 @@ class LineEvents:
 
     events: list[Event]
     findings: list[Finding] = field(default_factory=list)
+    links: list[Event] = field(default_factory=list)  # subagents this line links (recorded after it)
 
 
-def events_for_line(raw: bytes, lineno: int, offset: int, scrubber: Scrubber | None) -> LineEvents:
-    """One line's events: parts (if oversized), then its typed event; secrets scrubbed first."""
+def events_for_line(raw: bytes, lineno: int, offset: int, scrubber: Scrubber | None,
+                    linker: Linker | None = None) -> LineEvents:
+    """One line's events: parts (if oversized), then its typed event; secrets scrubbed first.
+    ``linker`` (the file's :class:`~eventstore.dialects.claude.links.Linker`) adds the line's
+    sidechain and the subagent links it establishes."""
     try:
         text: str | None = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -312,8 +326,12 @@ def events_for_line(raw: bytes, lineno: int, offset: int, scrubber: Scrubber | N
     if rec is None and not body.strip():
         out.append(ev.UnreadableLine(error="empty line", **common))
         return LineEvents(out, findings)
+    links: list[Event] = []
+    if linker is not None:
+        common["sidechain"], found_links = linker.observe(rec, lineno)
+        links.extend(found_links)
     out.append(line_event(rec, common))
-    return LineEvents(out, findings)
+    return LineEvents(out, findings, links)
 
 
 def split_lines(data: bytes, final: bool = False) -> tuple[list[bytes], int]:
@@ -334,12 +352,24 @@ def split_lines(data: bytes, final: bool = False) -> tuple[list[bytes], int]:
     return lines, sum(len(x) for x in lines)
 
 
-def stream_for(path: Path) -> tuple[str, str | None]:
-    """(stream id, parent session) of a transcript file: ``<session>`` or ``<session>/agent-<id>``."""
+def stream_for(path: Path, first_line: bytes | None = None) -> tuple[str, str | None]:
+    """(stream id, parent session) of a transcript file: ``<session>`` or ``<session>/agent-<id>``.
+
+    2.1.x keeps a subagent in ``<session>/subagents/agent-<id>.jsonl``; 2.0.x beside the sessions
+    as ``agent-<id>.jsonl``, its lines naming the session (``sessionId``): ``first_line`` is read
+    for that."""
     stem = path.stem
     if stem.startswith("agent-") and path.parent.name == "subagents":
         parent = path.parent.parent.name
         return f"{parent}/{stem}", parent
+    if stem.startswith("agent-") and first_line:
+        try:
+            rec = _decode.decode(first_line)
+        except (msgspec.DecodeError, RecursionError):
+            rec = None
+        session = rec.get("sessionId") if isinstance(rec, dict) else None
+        if isinstance(session, str) and session and "/" not in session:
+            return f"{session}/{stem}", session
     return stem, None
 
 

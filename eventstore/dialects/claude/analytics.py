@@ -1,5 +1,5 @@
-"""Claude Code analytics: one fact row per transcript line or hook, the views ``sessions``,
-``tool_calls`` and ``token_usage`` and the ``claude_sessions`` metric section (declared as data: see
+"""Claude Code analytics: one fact row per transcript line, hook or subagent link, the views
+``sessions``, ``subagents``, ``tool_calls`` and ``token_usage`` and the ``claude_sessions`` metric section (declared as data: see
 :mod:`eventstore.dialects.analytics`)."""
 
 from __future__ import annotations
@@ -18,16 +18,19 @@ _on = _ROWS.on
 
 _CLAUDE_KINDS = ("user_message", "assistant_message", "tool_use", "tool_result", "summary", "compact_boundary",
                  "system", "file_history_snapshot", "attachment", "queue_operation", "unknown_record",
-                 "unreadable_line", "hook")
+                 "unreadable_line", "hook", "subagent_linked")
 
 
 def _claude(rows: Rows, e: RecordedEvent, p: dict[str, Any], at: datetime | None) -> None:
     usage = _d(p.get("usage"))
+    # A subagent link names the subagent in ``agent`` (its agent id, or its sidechain's first line).
+    agent = _s(p.get("agent")) if e.type == "claude.subagent_linked" else _s(p.get("agent_id"))
     rows["claude_events"].append((
         e.position, e.stream_id, e.type.split(".", 1)[1], _s(p.get("model")), _s(p.get("message_id")),
         _s(p.get("request_id")), _s(p.get("tool_name")), _s(p.get("tool_use_id")), _b(p.get("is_error")),
         _i(usage.get("input_tokens")), _i(usage.get("output_tokens")), _i(usage.get("cache_read_input_tokens")),
-        _i(usage.get("cache_creation_input_tokens")), _s(p.get("agent_id")), _ts(p.get("timestamp")) or at))
+        _i(usage.get("cache_creation_input_tokens")), agent, _ts(p.get("timestamp")) or at,
+        _s(p.get("sidechain")), _s(p.get("stream")), _s(p.get("by"))))
 
 
 _on(*(f"claude.{kind}" for kind in _CLAUDE_KINDS))(_claude)
@@ -40,7 +43,8 @@ TABLES = (
         ("kind", "VARCHAR"), ("model", "VARCHAR"), ("message_id", "VARCHAR"), ("request_id", "VARCHAR"),
         ("tool_name", "VARCHAR"), ("tool_use_id", "VARCHAR"), ("is_error", "BOOLEAN"), ("input_tokens", "BIGINT"),
         ("output_tokens", "BIGINT"), ("cache_read_tokens", "BIGINT"), ("cache_creation_tokens", "BIGINT"),
-        ("agent_id", "VARCHAR"), ("occurred_at", "TIMESTAMPTZ"))),
+        ("agent_id", "VARCHAR"), ("occurred_at", "TIMESTAMPTZ"), ("sidechain", "VARCHAR"),
+        ("subagent_stream", "VARCHAR"), ("linked_by", "VARCHAR"))),
 )
 
 VIEWS = {
@@ -63,8 +67,44 @@ VIEWS = {
         SELECT u.stream_id, split_part(u.stream_id, '/', 1) AS session_id, u.tool_use_id, u.tool_name, u.model,
                u.called_at, r.result_at, r.is_error, r.tool_use_id IS NOT NULL AS has_result
         FROM uses u LEFT JOIN results r USING (stream_id, tool_use_id)""",
+    # One row per subagent: a 2.x file of its own (its stream) or a 1.0.x sidechain inline in the
+    # session's file; with the Task tool use it is linked to (claude.subagent_linked), if known.
+    "subagents": """
+        WITH links AS (
+            SELECT stream_id AS parent_stream, agent_id AS agent, subagent_stream, tool_use_id, linked_by,
+                   position AS linked_at_position
+            FROM claude_events WHERE kind = 'subagent_linked'),
+        files AS (
+            SELECT stream_id, regexp_extract(stream_id, '/agent-([^/]*)$', 1) AS agent,
+                   min(occurred_at) AS started_at, max(occurred_at) AS ended_at
+            FROM claude_events WHERE stream_id LIKE '%/agent-%' AND kind NOT IN ('hook', 'subagent_linked')
+            GROUP BY stream_id),
+        inline AS (
+            SELECT stream_id, sidechain AS agent, min(occurred_at) AS started_at, max(occurred_at) AS ended_at
+            FROM claude_events WHERE sidechain IS NOT NULL AND stream_id NOT LIKE '%/%' GROUP BY ALL),
+        found AS (
+            SELECT f.stream_id AS subagent_stream, split_part(f.stream_id, '/', 1) AS session_id, f.agent,
+                   'file' AS layout, f.started_at, f.ended_at FROM files f
+            UNION ALL
+            SELECT i.stream_id, i.stream_id, i.agent, 'inline', i.started_at, i.ended_at FROM inline i)
+        SELECT x.session_id, x.subagent_stream AS stream_id, x.agent, x.layout,
+               arg_min(l.tool_use_id, l.linked_at_position) AS task_tool_use_id,
+               arg_min(l.linked_by, l.linked_at_position) AS linked_by,
+               arg_min(t.tool_name, l.linked_at_position) AS task_tool_name,
+               arg_min(t.called_at, l.linked_at_position) AS task_called_at,
+               any_value(x.started_at) AS started_at, any_value(x.ended_at) AS ended_at,
+               epoch(any_value(x.ended_at) - any_value(x.started_at)) AS duration_s
+        FROM found x
+        LEFT JOIN links l ON (x.layout = 'file' AND l.subagent_stream = x.subagent_stream)
+                          OR (x.layout = 'inline' AND l.parent_stream = x.subagent_stream AND l.agent = x.agent
+                              AND l.subagent_stream IS NULL)
+        LEFT JOIN tool_calls t ON t.stream_id = l.parent_stream AND t.tool_use_id = l.tool_use_id
+        GROUP BY x.session_id, x.subagent_stream, x.agent, x.layout""",
     "sessions": """
         WITH c AS (SELECT * FROM claude_events),
+        sub AS (SELECT session_id, count(*) AS subagents, sum(duration_s) AS subagent_s FROM subagents
+                GROUP BY session_id),
+        own AS (SELECT stream_id, task_tool_use_id, duration_s FROM subagents WHERE layout = 'file'),
         tok AS (SELECT stream_id, sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
                        sum(cache_read_tokens) AS cache_read_tokens,
                        sum(cache_creation_tokens) AS cache_creation_tokens, count(*) AS api_messages
@@ -79,8 +119,14 @@ VIEWS = {
                epoch(max(c.occurred_at) - min(c.occurred_at)) AS wall_s,
                any_value(t.api_messages) AS api_messages, any_value(t.input_tokens) AS input_tokens,
                any_value(t.output_tokens) AS output_tokens, any_value(t.cache_read_tokens) AS cache_read_tokens,
-               any_value(t.cache_creation_tokens) AS cache_creation_tokens
-        FROM c LEFT JOIN tok t USING (stream_id) GROUP BY c.stream_id""",
+               any_value(t.cache_creation_tokens) AS cache_creation_tokens,
+               CASE WHEN c.stream_id LIKE '%/%' THEN split_part(c.stream_id, '/', 1) END AS parent_session,
+               any_value(o.task_tool_use_id) AS task_tool_use_id,
+               CASE WHEN c.stream_id LIKE '%/%' THEN 0 ELSE coalesce(any_value(sb.subagents), 0) END AS subagents,
+               CASE WHEN c.stream_id LIKE '%/%' THEN NULL ELSE any_value(sb.subagent_s) END AS subagent_s
+        FROM c LEFT JOIN tok t USING (stream_id) LEFT JOIN own o USING (stream_id)
+             LEFT JOIN sub sb ON sb.session_id = c.stream_id
+        GROUP BY c.stream_id""",
     # Per orchestrator run: its linked sessions (run_sessions: the sessions that wrote its state
     # versions) summed, subagent transcripts included; wall time of the main transcripts, the
     # subagents' apart (they run inside their session's time).
@@ -111,12 +157,17 @@ SECTIONS = (
                (SELECT coalesce(count_if(t.is_error), 0) FROM tool_calls t WHERE t.model = u.model
                 AND t.stream_id IN (SELECT stream_id FROM sel)) AS tool_errors
             FROM token_usage u WHERE u.stream_id IN (SELECT stream_id FROM sel) GROUP BY u.model ORDER BY u.model""",
-        f"""SELECT count(*) AS transcripts, count_if(is_subagent) AS subagents, sum(turns) AS turns,
+        f"""SELECT count(*) AS transcripts,
+               (SELECT count(*) FROM subagents WHERE session_id IN (SELECT split_part(stream_id, '/', 1) FROM sel))
+               AS subagents,
+               (SELECT sum(duration_s) FROM subagents WHERE session_id IN (SELECT split_part(stream_id, '/', 1)
+                FROM sel)) AS subagent_s, sum(turns) AS turns,
                sum(tool_calls) AS tool_calls, sum(tool_errors) AS tool_errors, sum(compactions) AS compactions,
                sum(wall_s) AS wall_s
             FROM sessions WHERE {_IN}""",
         "tokens are counted once per API message (its lines share message.id); a tool error is a "
-        "tool_result with is_error; views: sessions, tool_calls, token_usage."),
+        "tool_result with is_error; subagents: 2.x files and 1.0.x inline sidechains, subagent_s their summed "
+        "durations; views: sessions, subagents, tool_calls, token_usage."),
 )
 
 _RUN_COLUMNS = ("stream_id", "sessions", "transcripts", "subagents", "input_tokens", "output_tokens",
@@ -137,5 +188,6 @@ CLAUDE_RUNS = MetricSection(
     "`evstore log RUN`); sums include their subagent transcripts; wall_s: the main transcripts, "
     "subagent_wall_s: the subagents'; view: run_claude.")
 
-ANALYTICS = Analytics(version=1, tables=TABLES, rows=_ROWS, views=VIEWS, sections=(*SECTIONS, CLAUDE_RUNS),
+# version 2: claude_events' sidechain and subagent-link columns, the subagents view
+ANALYTICS = Analytics(version=2, tables=TABLES, rows=_ROWS, views=VIEWS, sections=(*SECTIONS, CLAUDE_RUNS),
                       every_run_sections=(CLAUDE_RUNS,))

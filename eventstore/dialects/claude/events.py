@@ -32,6 +32,7 @@ class _Line(Event, frozen=True):
     is_sidechain: bool | None = None
     agent_id: str | None = None
     secrets: int = 0
+    sidechain: str | None = None  # 1.0.x inline subagent: the uuid of its sidechain's first line
 
 
 class UserMessage(_Line, frozen=True, tag="claude.user_message"):
@@ -121,6 +122,24 @@ class PrefixRewritten(Event, frozen=True, tag="claude.prefix_rewritten"):
     found_sha256: str
 
 
+class SubagentLinked(Event, frozen=True, tag="claude.subagent_linked"):
+    """A subagent linked to the Task tool use that started it (:mod:`eventstore.dialects.claude.links`).
+
+    ``agent``: the agent id (2.x, ``by="agent_id"``: its own stream is ``stream``) or the uuid of
+    the inline sidechain's first line (1.0.x, ``by="prompt"``); ``lineno``: the line holding the
+    evidence (the Task's result, or the sidechain's first prompt)."""
+
+    agent: str
+    by: str
+    lineno: int
+    tool_use_id: str | None = None
+    stream: str | None = None
+    task_lineno: int | None = None
+    description: str | None = None
+    subagent_type: str | None = None
+    started_at: str | None = None
+
+
 class HookReceived(Event, frozen=True, tag="claude.hook"):
     """One Claude Code hook call, spooled or posted (``input``: the hook's JSON input, scrubbed)."""
 
@@ -142,4 +161,4 @@ LINE_EVENTS: tuple[type[_Line], ...] = (
     UserMessage, AssistantMessage, ToolUse, ToolResult, Summary, CompactBoundary, SystemRecord,
     FileHistorySnapshot, Attachment, QueueOperation, UnknownRecord, UnreadableLine,
 )
-CATALOG: tuple[type[Event], ...] = (*LINE_EVENTS, LinePart, PrefixRewritten, HookReceived)
+CATALOG: tuple[type[Event], ...] = (*LINE_EVENTS, LinePart, PrefixRewritten, SubagentLinked, HookReceived)
