@@ -44,8 +44,8 @@ def _strip_some(snaps: list[Snapshot], run_no: int) -> list[Snapshot]:
         if run_no % 2 == 1 and id(it) not in edited:
             edited.add(id(it))
             first = it["reviewers"][0]["findings"]
-            if first:
-                first.append({**first[0], "line": 999})
+            if first:  # the repeat before the reviewer's other findings: they still count
+                first.insert(1, {**first[0], "line": 999})
             if len(it["reviewers"]) > 1:
                 second = it["reviewers"][1]
                 second["findings"] = [_fp(f) for f in second["findings"]]
@@ -101,13 +101,14 @@ def test_reviewer_acceptance_matches_the_documents(portfolio: Any, report: Repor
     _store, p, _out = portfolio
     raised: Counter[str] = Counter()
     accepted: Counter[str] = Counter()
-    unavailable = repeats = 0
+    unavailable = with_map = repeats = 0
     shapes: set[type] = set()
     for snaps in p.of("mapipe").values():
         for it in _last(snaps).get("reviewIterations", []):
             if not isinstance(it.get("anonymizationMap"), dict):
                 unavailable += 1
                 continue
+            with_map += 1
             acc = {_fp(a) for a in it.get("accepted", [])}
             for r in it.get("reviewers", []):
                 model = r.get("model") or "unknown"
@@ -121,7 +122,7 @@ def test_reviewer_acceptance_matches_the_documents(portfolio: Any, report: Repor
     got = {r["model"]: r for r in sec.rows}
     assert unavailable > 0 and "unknown" in raised  # the fixture really exercises both cases
     assert repeats > 0 and {str, dict} <= shapes  # ... and repeated, string and object fingerprints
-    assert sec.summary["unavailable"] == unavailable
+    assert sec.summary == {"iterations_with_map": with_map, "unavailable": unavailable}
     assert set(got) == set(raised)
     for model in raised:
         assert got[model]["raised"] == raised[model]
@@ -130,6 +131,44 @@ def test_reviewer_acceptance_matches_the_documents(portfolio: Any, report: Repor
         lo, hi = wilson_closed_form(accepted[model], raised[model])
         assert abs(got[model]["ci_low"] - lo) <= 0.5e-4 + 1e-12  # the report rounds to 4 places
         assert abs(got[model]["ci_high"] - hi) <= 0.5e-4 + 1e-12
+        assert got[model]["ci_low"] == round(got[model]["ci_low"], 4)  # ... and to no more than 4
+        assert got[model]["ci_high"] == round(got[model]["ci_high"], 4)
+    # (the 4th place is there to lose)
+    assert any(r["ci_low"] != round(r["ci_low"], 3) for r in sec.rows)
+    assert any(r["ci_high"] != round(r["ci_high"], 3) for r in sec.rows)
+
+
+def test_review_facts_match_the_documents(portfolio: Any) -> None:
+    """The rows under reviewer acceptance, from each run's last state: one per reviewer x distinct
+    fingerprint (the first listing's severity and file; string findings have neither), whether it was
+    accepted, and each iteration's counts."""
+    _store, p, out = portfolio
+    findings, iterations = [], []
+    for sid, snaps in p.of("mapipe").items():
+        for idx, it in enumerate(_last(snaps).get("reviewIterations", [])):
+            has_map = isinstance(it.get("anonymizationMap"), dict)
+            acc = {_fp(a) for a in it.get("accepted", [])} - {None}
+            raised, distinct = 0, set()
+            for r_i, rv in enumerate(it.get("reviewers", [])):
+                first: dict[str, Any] = {}
+                for f in rv.get("findings", []):
+                    first.setdefault(_fp(f), f)
+                first.pop(None, None)
+                raised += len(first)
+                distinct |= set(first)
+                findings += [(sid, it.get("iteration"), idx, r_i, rv.get("model") or "unknown", fp,
+                              f.get("severity") if isinstance(f, dict) else None,
+                              f.get("file") if isinstance(f, dict) else None, has_map, fp in acc)
+                             for fp, f in first.items()]
+            iterations.append((sid, idx, it.get("iteration"), it.get("decision"), has_map, len(it.get("reviewers", [])),
+                               raised, len(distinct), len(acc)))
+    con = analytics.connect(out)
+    assert sorted(con.execute("SELECT stream_id, iteration, idx, reviewer, model, fingerprint, severity, file, has_map, "
+                              "accepted FROM review_findings").fetchall(), key=repr) == sorted(findings, key=repr)
+    assert sorted(con.execute("SELECT stream_id, idx, iteration, decision, has_map, reviewers, raised, "
+                              "distinct_findings, accepted FROM review_iterations").fetchall(), key=repr) == \
+        sorted(iterations, key=repr)
+    assert any(row[6] is not None for row in findings) and any(row[6] is None for row in findings)
 
 
 Z975 = NormalDist().inv_cdf(0.975)  # the two-sided 95 % quantile, from the stdlib
@@ -486,7 +525,10 @@ def test_scope_filters_runs(portfolio: Any) -> None:
     project = _last(next(iter(p.of("mapipe").values())))["project"]
     n = sum(1 for snaps in p.of("mapipe").values() if _last(snaps)["project"] == project)
     assert cross_run_report(con, Scope(project=project)).scope["runs"] == n
-    assert cross_run_report(con, Scope(since="2100-01-01")).scope["runs"] == 0
+    nothing = cross_run_report(con, Scope(since="2100-01-01"))
+    assert nothing.scope["runs"] == 0
+    acceptance = nothing.section("reviewer_acceptance")  # no runs: zero counts, not missing ones
+    assert acceptance.rows == [] and acceptance.summary == {"iterations_with_map": 0, "unavailable": 0}
 
 
 def test_run_report_shows_one_runs_iterations(portfolio: Any) -> None:
