@@ -161,13 +161,15 @@ def test_review_facts_match_the_documents(portfolio: Any) -> None:
                               f.get("file") if isinstance(f, dict) else None, has_map, fp in acc)
                              for fp, f in first.items()]
             iterations.append((sid, idx, it.get("iteration"), it.get("decision"), has_map, len(it.get("reviewers", [])),
-                               raised, len(distinct), len(acc)))
+                               raised, len(distinct), len(acc), it.get("blocking"), it.get("important"),
+                               it.get("suggestion")))
     con = analytics.connect(out)
     assert sorted(con.execute("SELECT stream_id, iteration, idx, reviewer, model, fingerprint, severity, file, has_map, "
                               "accepted FROM review_findings").fetchall(), key=repr) == sorted(findings, key=repr)
     assert sorted(con.execute("SELECT stream_id, idx, iteration, decision, has_map, reviewers, raised, "
-                              "distinct_findings, accepted FROM review_iterations").fetchall(), key=repr) == \
-        sorted(iterations, key=repr)
+                              "distinct_findings, accepted, blocking, important, suggestion "
+                              "FROM review_iterations").fetchall(), key=repr) == sorted(iterations, key=repr)
+    assert all(isinstance(row[9], int) for row in iterations)  # the documents do give the counts
     assert any(row[6] is not None for row in findings) and any(row[6] is None for row in findings)
 
 
