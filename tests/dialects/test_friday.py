@@ -303,6 +303,16 @@ def test_a_status_that_is_no_string_after_awaiting_approval_keeps_the_lens_law()
     assert_lens(prev, nxt)
 
 
+def test_a_waiting_for_that_is_no_string_keeps_the_lens_law() -> None:
+    """Hypothesis found it: ``waiting_for: []`` before a report change made the lens raise (a list
+    looked up in the batch-send table: unhashable)."""
+    prev = documents.copy(next(d for d in sim(0) if isinstance(d.get("active_cycle"), dict)))
+    prev["active_cycle"]["waiting_for"] = []
+    nxt = documents.copy(prev)
+    nxt["active_cycle"]["last_report_type"] = "gap-report"
+    assert_lens(prev, nxt)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), data=st.data())
 def test_lens_law_on_mutated_docs(seed: int, data: st.DataObject) -> None:

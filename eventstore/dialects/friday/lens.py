@@ -43,6 +43,12 @@ TASK_FIELDS: tuple[tuple[str, str], ...] = (
 _REPORT_KEYS = ("last_report_type", "question_origin", "mode", "gap_queue", "ambiguity_queue",
                 "unresolved_blocking_gaps", "cycle_count")
 _BATCH_WAITS = {"gap-batch-send": "gap", "ambiguity-batch-send": "ambiguity"}
+
+
+def _batch_wait(value: Any) -> str | None:
+    """The queue a ``waiting_for`` value sends a batch of; a value that is no string (a list, say)
+    sends none, rather than failing to hash."""
+    return _BATCH_WAITS.get(value) if isinstance(value, str) else None
 # A tuple, not a set: a status that is no string (a list, say) must compare unequal, not fail to hash.
 _APPROVED_STATUSES = ("in-progress", "awaiting-agent-cycle", "awaiting-task-approval", "complete")
 _MISSING = object()
@@ -355,7 +361,7 @@ class _Deriver:
             self._close_cycle(pc, to_null=True)
 
     def _close_cycle(self, pc: dict[str, Any], *, to_null: bool) -> None:
-        kind = _BATCH_WAITS.get(pc.get("waiting_for"))  # type: ignore[arg-type]
+        kind = _batch_wait(pc.get("waiting_for"))
         if kind is not None:
             self._batch_sent(pc, kind)
         self.emit(ev.CycleClosed(agent=documents.copy(pc.get("agent")),
@@ -386,7 +392,7 @@ class _Deriver:
                 reset[key] = documents.copy(new)  # a new round resets the collected answers
         report = {k: _val(nc, pc, k) for k in _REPORT_KEYS}
         report_changed = reset or any(v is not UNSET for v in report.values())
-        batch_kind = _BATCH_WAITS.get(pc.get("waiting_for"))  # type: ignore[arg-type]
+        batch_kind = _batch_wait(pc.get("waiting_for"))
         if batch_kind is not None and (report_changed or _changed(pc, nc, "waiting_for")):
             self._batch_sent(pc, batch_kind)
         if report_changed:
