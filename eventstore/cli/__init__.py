@@ -3,6 +3,13 @@
 Data goes to stdout (``--json`` / NDJSON for machines, tables for people); progress, warnings
 and errors go to stderr.  Expected failures print ``Error: ...`` and exit 1 (no traceback
 unless ``--traceback``); usage errors exit 2.
+
+A dialect contributes top-level commands through the entry-point group ``evstore.commands``
+(``name = "module:click_command"``, the module in the dialect's folder, e.g.
+``eventstore/dialects/<name>/commands.py``): :class:`EvstoreGroup` lists them and imports one
+when it is invoked (or ``--help`` shows it).  The dependency runs one way: a command module
+imports this package (:func:`open_store`), this package only reads entry points, so the CLI
+names no dialect.
 """
 
 from __future__ import annotations
@@ -25,8 +32,63 @@ def _database_error(exc: BaseException) -> bool:
     return isinstance(exc, tuple(k for k in kinds if isinstance(k, type)))
 
 
+#: The entry-point group through which a dialect (any distribution) contributes top-level commands.
+COMMANDS_GROUP = "evstore.commands"
+
+
+_plugins: tuple[tuple[str, ...], dict[str, Any]] | None = None
+
+
+def _plugin_commands() -> dict[str, Any]:
+    """``evstore.commands`` entry points by name (a name two distributions register: the first on
+    ``sys.path``), read once per ``sys.path``."""
+    global _plugins
+    key = tuple(sys.path)
+    if _plugins is None or _plugins[0] != key:
+        from eventstore.plugins import entry_points
+
+        found: dict[str, Any] = {}
+        for reg in entry_points(COMMANDS_GROUP):
+            found.setdefault(reg.name, reg)
+        _plugins = (key, found)
+    return _plugins[1]
+
+
+def _broken_command(name: str, why: str) -> click.Command:
+    def fail() -> None:
+        raise click.ClickException(why)
+
+    return click.Command(name, callback=fail, help=f"(broken plugin) {why}", add_help_option=False,
+                         context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+
+
 class EvstoreGroup(click.Group):
-    """Translates library errors into ``Error: ...`` + exit 1."""
+    """Adds the commands dialects register (:data:`COMMANDS_GROUP`), each imported when first
+    asked for, and translates library errors into ``Error: ...`` + exit 1."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(_plugin_commands()))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            self.load_plugin(cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def load_plugin(self, cmd_name: str) -> None:
+        """Add the command an ``evstore.commands`` entry point names ``cmd_name`` (if one does and
+        no command of that name is on the group yet)."""
+        reg = _plugin_commands().get(cmd_name)
+        if reg is None or cmd_name in self.commands:
+            return
+        try:
+            command = reg.load()
+            problem = "" if isinstance(command, click.Command) else "it names no click command"
+        except Exception as exc:  # a broken plugin names itself and breaks no other command
+            problem = f"{type(exc).__name__}: {exc}"
+        if problem:  # listed by --help as broken; running it says why
+            command = _broken_command(cmd_name, f"command {cmd_name!r} could not be loaded from its "
+                                                f"{reg.where()}: {problem}")
+        self.add_command(command, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -115,11 +177,13 @@ def main() -> None:
 
 def register() -> click.Group:
     """The fully populated group (tests: ``CliRunner().invoke(register(), [...])``)."""
-    from eventstore.cli import claude, core, documents  # noqa: F401
+    from eventstore.cli import core, documents  # noqa: F401
 
     try:  # commands that live in the projections layer (the CLI is the top layer)
         import projections.cli  # noqa: F401
     except ImportError as exc:  # pragma: no cover
         if "projections.cli" not in str(exc):
             raise
+    for name in _plugin_commands():  # the dialects' commands (entry points)
+        cli.load_plugin(name)
     return cli

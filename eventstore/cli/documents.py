@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,8 @@ def _dialect(name: str) -> Any:
               "(invalid JSON, not UTF-8, not the dialect's document) or the dialect's lens fails on it, instead of "
               "recording it (as document.unreadable, or exactly with a lens-failed finding).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON line per snapshot.")
-@click.option("--no-scrub", is_flag=True, help="claude: store transcripts without replacing secrets (not advised).")
+@click.option("--no-scrub", is_flag=True, help="Dialects that scrub secrets from transcripts: store them as they are "
+              "(not advised).")
 @click.pass_context
 def ingest(ctx: click.Context, dialect: str, paths: tuple[Path, ...], stream: str | None, git_spec: str | None,
            first_parent: bool, order: str, strict: bool, as_json: bool, no_scrub: bool) -> None:
@@ -43,12 +45,13 @@ def ingest(ctx: click.Context, dialect: str, paths: tuple[Path, ...], stream: st
     bytes (--strict refuses it); a git commit deleting the file, as document.removed."""
     from eventstore import ingest as ing
 
-    if dialect == "claude":  # transcripts are recorded line by line, not as snapshots
-        from eventstore.cli.claude import ingest_claude
-
-        return ingest_claude(ctx, paths, stream=stream, as_json=as_json, scrub=not no_scrub)
-
     d = _dialect(dialect)
+    if d.ingest_command:  # a source that is no state-file snapshots (e.g. transcripts, line by line)
+        from eventstore.plugins import load
+
+        ingest_with: Callable[..., None] = load(d.ingest_command)  # type: ignore[assignment]
+        ingest_with(ctx, paths, stream=stream, as_json=as_json, scrub=not no_scrub)
+        return
     if not paths and not git_spec:
         raise click.UsageError("give at least one PATH or --git REPO_DIR:FILE")
     if first_parent and not git_spec:
@@ -121,11 +124,13 @@ def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, inte
     """
     from eventstore.ingest import Ingestor, stamp_times
 
-    if dialect == "claude":
-        from eventstore.cli.claude import watch_claude
-
-        return watch_claude(ctx, path, interval=interval, as_json=as_json)
     d = _dialect(dialect)
+    if d.watch_command:  # a source that is no state-file snapshots (see Dialect.watch_command)
+        from eventstore.plugins import load
+
+        watch_with: Callable[..., None] = load(d.watch_command)  # type: ignore[assignment]
+        watch_with(ctx, path, interval=interval, as_json=as_json)
+        return
     store = open_store(ctx, create=True)
     ing = Ingestor(store, d, stream=stream, strict=strict)
     last: Any = object()
@@ -215,10 +220,9 @@ def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_j
         return
     if raw:
         sys.stdout.buffer.write(rp.replay_raw(store, sid, result.version, doc=result.doc))
-        scrubbed = result.doc.get("secrets_scrubbed") if result.dialect == "claude" and isinstance(result.doc, dict) else 0
-        if scrubbed:
-            click.echo(f"note: {scrubbed} secret(s) in this transcript were replaced by [evstore-secret:...] markers "
-                       "before it was stored; these are the stored (scrubbed) bytes.", err=True)
+        note = _dialect(result.dialect).raw_note(result.doc)
+        if note:
+            click.echo(f"note: {note}", err=True)
         sys.stdout.buffer.flush()
         return
     problems: list[str] = []

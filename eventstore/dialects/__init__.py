@@ -16,14 +16,11 @@ entry point, its distribution and the error) when it is asked for, and never bre
 
 from __future__ import annotations
 
-import importlib
-import os
-import re
 import sys
-from dataclasses import dataclass
 
 from eventstore.dialects.base import Dialect, DocumentObserved, DocumentPatched, Finding, RunInfo, Snapshot
 from eventstore.errors import EvstoreError
+from eventstore.plugins import Registration, entry_points
 
 #: The entry-point group dialects register in.
 GROUP = "evstore.dialects"
@@ -32,75 +29,15 @@ GROUP = "evstore.dialects"
 FALLBACK = "generic"
 
 
-@dataclass(frozen=True)
-class Registration:
-    """One dialect entry point: its name, ``module:Class``, the distribution and file declaring it."""
-
-    name: str
-    value: str
-    distribution: str
-    file: str
-
-    def where(self) -> str:
-        return f'entry point "{self.name} = {self.value}" of distribution "{self.distribution}" ({self.file}, group {GROUP})'
-
-    def load(self) -> object:
-        module, _, attr = self.value.split("[", 1)[0].partition(":")
-        obj: object = importlib.import_module(module.strip())
-        for part in filter(None, attr.strip().split(".")):
-            obj = getattr(obj, part)
-        return obj
-
-
 _registrations: tuple[tuple[str, ...], dict[str, Registration], dict[str, list[Registration]]] | None = None
 _instances: dict[str, Dialect] = {}
 _broken: dict[str, str] = {}
 
 
 def _entry_points() -> list[Registration]:
-    """The ``evstore.dialects`` entry points of the distributions on ``sys.path``.
-
-    Read here from each ``*.dist-info``/``*.egg-info`` folder's ``entry_points.txt`` (the
-    packaging spec's format: INI sections, ``name = module:attr``), the first distribution of a
-    name on ``sys.path`` winning, as :func:`importlib.metadata.entry_points` does.  The stdlib call
-    is not used because importing :mod:`importlib.metadata` (email, zipfile, csv) and its scan cost
-    about 100 ms of every command's start-up on this machine against under 2 ms for this loop;
-    distributions inside zip files on ``sys.path`` are not seen."""
-    out: list[Registration] = []
-    seen: set[str] = set()
-    header = f"[{GROUP}]"
-    for entry in sys.path:
-        try:
-            folders = sorted(os.scandir(entry or "."), key=lambda e: e.name)
-        except OSError:  # missing, not a folder, a zip file
-            continue
-        for folder in folders:
-            stem, dot, ext = folder.name.rpartition(".")
-            if not dot or ext not in ("dist-info", "egg-info"):
-                continue
-            dist = re.sub(r"[-_.]+", "_", stem.partition("-")[0]).lower()
-            if dist in seen:
-                continue
-            seen.add(dist)
-            path = os.path.join(folder.path, "entry_points.txt")
-            try:
-                with open(path, encoding="utf-8") as f:
-                    text = f.read()
-            except (OSError, UnicodeDecodeError):
-                continue
-            if header not in text:
-                continue
-            section = None
-            for line in text.splitlines():
-                line = line.strip()
-                if not line or line[0] in "#;":
-                    continue
-                if line.startswith("["):
-                    section = line
-                elif section == header and "=" in line:
-                    name, _, value = line.partition("=")
-                    out.append(Registration(name.strip(), value.strip(), stem.partition("-")[0], path))
-    return out
+    """The ``evstore.dialects`` entry points of the distributions on ``sys.path``
+    (:func:`eventstore.plugins.entry_points`)."""
+    return entry_points(GROUP)
 
 
 def _scan() -> tuple[dict[str, Registration], dict[str, list[Registration]]]:

@@ -214,6 +214,18 @@ class Dialect:
     time_keys: ClassVar[tuple[str, ...]] = ()
     #: Relative weight of this dialect's runs in ``evstore demo`` (0: not in the demo).
     demo_weight: ClassVar[int] = 0
+    #: For a dialect whose sources are no state-file snapshots (e.g. transcripts read line by line):
+    #: ``"module:function"`` that ``evstore ingest DIALECT`` calls instead of ingesting snapshots,
+    #: as ``f(ctx, paths, stream=, as_json=, scrub=)``, and the one ``evstore watch DIALECT`` calls,
+    #: as ``f(ctx, path, interval=, as_json=)``.  Named, not imported: they live in the dialect's
+    #: command module (``<dialect>/commands.py``), the only part of a dialect that may import click.
+    ingest_command: ClassVar[str] = ""
+    watch_command: ClassVar[str] = ""
+
+    def raw_note(self, doc: JSON) -> str | None:
+        """What ``replay --raw`` says (on stderr) about how the stored bytes of a run whose state
+        is ``doc`` differ from what the source wrote (None: they do not)."""
+        return None
 
     def identity_problem(self, doc: JSON, where: str) -> str | None:
         """Why ``doc`` cannot be this dialect's document (None: it can)."""

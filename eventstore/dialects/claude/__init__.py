@@ -53,11 +53,20 @@ class ClaudeDialect(Dialect):
     line_based = True
     file_write_types = ("claude.tool_use", "claude.tool_result")
     lens_version = 2  # 2: the document counts linked subagents
+    ingest_command = "eventstore.dialects.claude.commands:ingest_claude"
+    watch_command = "eventstore.dialects.claude.commands:watch_claude"
 
     def analytics(self) -> Analytics:
         from eventstore.dialects.claude.analytics import ANALYTICS
 
         return ANALYTICS
+
+    def raw_note(self, doc: Any) -> str | None:
+        scrubbed = doc.get("secrets_scrubbed") if isinstance(doc, dict) else 0
+        if not scrubbed:
+            return None
+        return (f"{scrubbed} secret(s) in this transcript were replaced by [evstore-secret:...] markers "
+                "before it was stored; these are the stored (scrubbed) bytes.")
 
     def file_bytes(self, events: Iterator[Event]) -> bytes:
         return raw_from_events(events)

@@ -1,4 +1,11 @@
-"""Claude Code capture commands: ``ingest claude``, ``watch claude``, ``hook ...``, ``doctor``."""
+"""Claude Code capture commands: ``ingest claude``, ``watch claude``, ``hook ...``, ``doctor``.
+
+The dialect's command module: the one part of a dialect that may import click (never
+``projections``; import-linter contracts in ``pyproject.toml``).  ``hook`` and ``doctor`` are
+top-level commands registered in the ``evstore.commands`` entry-point group; ``evstore ingest
+claude`` and ``watch claude`` call :func:`ingest_claude` and :func:`watch_claude`, which the
+dialect names (:attr:`~eventstore.dialects.base.Dialect.ingest_command`, ``watch_command``).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +19,7 @@ from typing import Any
 
 import click
 
-from eventstore.cli import cli, open_store
+from eventstore.cli import open_store
 from eventstore.errors import EvstoreError
 
 #: Hook events the installed configuration subscribes to.
@@ -125,7 +132,7 @@ def watch_claude(ctx: click.Context, path: Path, *, interval: float, as_json: bo
         click.echo("stopped", err=True)
 
 
-@cli.group()
+@click.group()
 def hook() -> None:
     """Claude Code hooks: spool, drain, install."""
 
@@ -250,7 +257,7 @@ def hook_install(ctx: click.Context, scope: str, dry_run: bool, uninstall: bool,
     click.echo(f"{path}: evstore's hooks {'removed' if uninstall else 'installed'} ({', '.join(HOOK_EVENTS)})")
 
 
-@cli.command()
+@click.command()
 @click.pass_context
 def doctor(ctx: click.Context) -> None:
     """Check the hook spool: waiting records, claims a crashed drain left, recent hook and drain errors."""
