@@ -172,11 +172,11 @@ def open_store(ctx: click.Context, *, check_schema: bool = True, create: bool = 
 
 
 def main() -> None:
-    register()(prog_name="evstore")
+    _built_in()
+    cli(prog_name="evstore")  # a dialect's command loads when it is run or --help lists it
 
 
-def register() -> click.Group:
-    """The fully populated group (tests: ``CliRunner().invoke(register(), [...])``)."""
+def _built_in() -> None:
     from eventstore.cli import core, documents  # noqa: F401
 
     try:  # commands that live in the projections layer (the CLI is the top layer)
@@ -184,6 +184,12 @@ def register() -> click.Group:
     except ImportError as exc:  # pragma: no cover
         if "projections.cli" not in str(exc):
             raise
+
+
+def register() -> click.Group:
+    """The fully populated group, the dialects' commands loaded too (tests:
+    ``CliRunner().invoke(register(), [...])``)."""
+    _built_in()
     for name in _plugin_commands():  # the dialects' commands (entry points)
         cli.load_plugin(name)
     return cli
