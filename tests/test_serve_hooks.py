@@ -41,7 +41,7 @@ def projects(tmp_path: Path) -> Path:
 @pytest.fixture
 def base(store_url: str, projects: Path) -> Iterator[str]:
     """A real server of the store that takes writes and reads transcripts under ``projects``."""
-    with serving(create_app(ServeConfig(url=store_url, token=TOKEN, claude_projects=(projects,)))) as url:
+    with serving(create_app(ServeConfig(url=store_url, token=TOKEN, hook_files=(projects,)))) as url:
         yield url
 
 

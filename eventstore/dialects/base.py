@@ -149,6 +149,16 @@ class FileWrite:
 
 
 @dataclass
+class HookAnswer:
+    """A dialect's answer to an http hook call: the status, the response headers (no body), and
+    warnings for the server's log."""
+
+    status: int = 204
+    headers: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Snapshot:
     """One observed state document, as read from a file or produced by a simulator."""
 
@@ -221,6 +231,24 @@ class Dialect:
     #: command module (``<dialect>/commands.py``), the only part of a dialect that may import click.
     ingest_command: ClassVar[str] = ""
     watch_command: ClassVar[str] = ""
+
+    #: The path segment of the http hook calls this dialect's source system sends
+    #: (``evstore serve`` answers ``POST /hooks/<http_hook>`` with :meth:`record_http_hook`; "" none).
+    http_hook: ClassVar[str] = ""
+    #: That endpoint's OpenAPI operation (summary, requestBody, the 2xx/400 responses) for
+    #: ``/openapi.json``; the server adds the security and its own error responses.
+    http_hook_openapi: ClassVar[dict[str, Any]] = {}
+
+    def http_hook_key(self, body: bytes) -> str:
+        """The key of the calls ``body``'s must be recorded one at a time with (e.g. its session);
+        :class:`~eventstore.errors.InvalidEvent` naming the problem when the body is no such call
+        (the server answers 400 and writes nothing)."""
+        raise NotImplementedError(f"{self.name} receives no http hook")
+
+    def record_http_hook(self, store: Any, body: bytes, *, files: tuple[Path, ...] | None = None) -> HookAnswer:
+        """Record one http hook call in ``store``; ``files``: the folders the call may read files
+        it names from (None: the source system's own)."""
+        raise NotImplementedError(f"{self.name} receives no http hook")
 
     def raw_note(self, doc: JSON) -> str | None:
         """What ``replay --raw`` says (on stderr) about how the stored bytes of a run whose state

@@ -40,9 +40,9 @@ def _token(token_file: Path | None) -> str | None:
               help="Where the Parquet tables live (default: the store's own folder; see README).")
 @click.option("--live-poll", type=click.FloatRange(0.05, 60), default=0.5, show_default=True,
               help="Seconds between polls for a run page in live mode.")
-@click.option("--claude-projects", "claude_projects", multiple=True, type=click.Path(file_okay=False, path_type=Path),
-              help="A folder POST /hooks/claude-code may read session transcripts from (repeatable; default: "
-                   "$CLAUDE_CONFIG_DIR/projects or ~/.claude/projects).")
+@click.option("--hook-files", "hook_files", multiple=True, type=click.Path(file_okay=False, path_type=Path),
+              help="A folder the http hooks (POST /hooks/...) may read the files a call names from, e.g. session "
+                   "transcripts (repeatable; default: the source system's own folder).")
 @click.option("--no-drain", "no_drain", is_flag=True,
               help="Do not drain the hook spool (what `evstore hook claude-code` writes) into the store.")
 @click.option("--drain-interval", type=click.FloatRange(0.05, 3600), default=1.0, show_default=True,
@@ -50,7 +50,7 @@ def _token(token_file: Path | None) -> str | None:
 @click.pass_context
 def serve_cmd(ctx: click.Context, host: str, port: int, token_file: Path | None, seal: Path | None,
               old_seal: Path | None, public_key: Path | None, analytics_dir: str | None, live_poll: float,
-              claude_projects: tuple[Path, ...], no_drain: bool, drain_interval: float) -> None:
+              hook_files: tuple[Path, ...], no_drain: bool, drain_interval: float) -> None:
     """Serve runs, states, diffs, metrics and integrity in a browser, and a JSON API (writes need a token)."""
     import uvicorn
 
@@ -72,7 +72,7 @@ def serve_cmd(ctx: click.Context, host: str, port: int, token_file: Path | None,
     drain_dir = None if no_drain else spool.spool_dir(obj.get("url"))
     app = create_app(ServeConfig(url=obj.get("url"), token=token, analytics_dir=analytics_dir, seal=seal,
                                  public_key=public_key, live_poll=live_poll, synchronous=obj.get("synchronous"),
-                                 claude_projects=claude_projects or None, drain_dir=drain_dir,
+                                 hook_files=hook_files or None, drain_dir=drain_dir,
                                  drain_interval=drain_interval))
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"evstore serving on http://{shown}:{port}/ ({'writes on' if token else 'read-only'}); Ctrl-C stops",

@@ -37,7 +37,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from eventstore import capture, codec, config, documents
+from eventstore import codec, config, documents
 from eventstore.errors import (
     ConcurrencyError,
     DuplicateEventId,
@@ -77,8 +77,9 @@ class ServeConfig:
     synchronous: str | None = None
     workers: int = 6  # threads doing database work (each keeps one pooled connection)
     max_body: int = field(default_factory=lambda: config.MAX_SNAPSHOT_BYTES)
-    # Where POST /hooks/claude-code may read transcripts (None: Claude Code's own projects folder).
-    claude_projects: tuple[Path, ...] | None = None
+    # Folders a dialect's http hook (POST /hooks/<name>) may read the files a call names from
+    # (None: the source system's own folder; see Dialect.record_http_hook).
+    hook_files: tuple[Path, ...] | None = None
     # The hook spool to drain into the store while serving (None: no draining; see drainer.py).
     drain_dir: Path | None = None
     drain_interval: float = 1.0  # seconds between drains
@@ -216,7 +217,6 @@ class Server:
         self.env.filters["source"] = views.describe_source
         self.env.filters["when"] = lambda s: (s or "")[:19].replace("T", " ")
         self.env.globals["writable"] = cfg.token is not None
-        self.scrubber: Any = None  # made on the first hook call (it may create the scrub key file)
         self._session_locks: weakref.WeakValueDictionary[str, threading.Lock] = weakref.WeakValueDictionary()
         self._locks_lock = threading.Lock()
         self.drainer = SpoolDrainer(self.store, cfg.drain_dir, interval=cfg.drain_interval) \
@@ -396,40 +396,23 @@ class Server:
         return JSONResponse({"stream": r.stream_id, "version": r.version, "positions": r.positions,
                              "duplicate": r.duplicate}, status_code=200 if r.duplicate else 201)
 
-    def record_hook(self, body: bytes) -> Response:
-        """``POST /hooks/claude-code``: one http hook call, recorded as ``evstore hook claude-code`` +
-        drain would (:func:`eventstore.capture.record_hook`).
-
-        Success is ``204`` with no body: Claude Code reads an http hook's 2xx body as the hook's
-        output (a JSON decision, or text added to the model's context), so evstore says nothing
-        there; what was recorded is in ``evstore-*`` headers.  A body that is no hook call is a
-        ``400`` JSON error, which Claude Code treats as a non-blocking hook error.
-        """
-        payload = capture.parse_hook_body(body)  # InvalidEvent (400) naming the problem; nothing written
-        if self.scrubber is None:
-            from eventstore.dialects.claude.secrets import Scrubber
-
-            self.scrubber = Scrubber()
-        roots = self.cfg.claude_projects if self.cfg.claude_projects is not None else capture.claude_projects_dirs()
+    def record_hook(self, dialect: Any, body: bytes) -> Response:
+        """``POST /hooks/<dialect.http_hook>``: one http hook call, recorded by its dialect
+        (:meth:`~eventstore.dialects.base.Dialect.record_http_hook`).  A body that is no hook call is
+        a ``400`` JSON error (nothing written); the answer has no body, only the dialect's headers."""
+        key = dialect.http_hook_key(body)  # InvalidEvent (400) naming the problem; nothing written
         # One call of a session at a time: a transcript update appends at the session stream's
         # version, which every hook event of that session moves on; without this, a burst of one
         # session's calls keeps a Stop retrying.  (Other processes' writes are met by its retries.)
         with self._locks_lock:
-            lock = self._session_locks.get(payload["session_id"])
+            lock = self._session_locks.get(f"{dialect.http_hook}/{key}")
             if lock is None:
-                lock = self._session_locks[payload["session_id"]] = threading.Lock()
+                lock = self._session_locks[f"{dialect.http_hook}/{key}"] = threading.Lock()
         with lock:
-            result = capture.record_hook(self.store, body, scrubber=self.scrubber, transcript_roots=roots,
-                                         via="http")
-        for problem in result.errors:
-            log.warning("POST /hooks/claude-code: %s", problem)
-        transcript = result.transcript
-        return Response(status_code=204, headers={
-            "evstore-hook": "duplicate" if result.duplicate else "recorded",
-            "evstore-version": str(result.version),
-            "evstore-states": str(sum(1 for s in result.states if s.events)),
-            "evstore-transcript-lines": str(transcript.lines if transcript is not None else 0),
-            "evstore-warnings": str(len(result.errors))})
+            answer = dialect.record_http_hook(self.store, body, files=self.cfg.hook_files)
+        for problem in answer.warnings:
+            log.warning("POST /hooks/%s: %s", dialect.http_hook, problem)
+        return Response(status_code=answer.status, headers=answer.headers)
 
     def verify(self, request: Request, *, html: bool) -> Response:
         report = self.checks.run_verify(self.store)
@@ -472,6 +455,13 @@ class Server:
 
 def _wants_json(request: Request) -> bool:
     return request.url.path.startswith("/api/") or request.url.path.startswith("/hooks/")
+
+
+def hook_dialects() -> list[Any]:
+    """The dialects that receive http hooks (``Dialect.http_hook``), in name order."""
+    from eventstore.dialects import available, get_dialect
+
+    return [d for d in (get_dialect(name) for name in available()) if d.http_hook]
 
 
 def create_app(cfg: ServeConfig) -> Starlette:
@@ -519,17 +509,19 @@ def create_app(cfg: ServeConfig) -> Starlette:
         except (HTTPError, EvstoreError) as exc:
             return error_response(request, exc)
 
-    async def hook_endpoint(request: Request) -> Response:
-        try:
-            server.check_token(request)
-            body = await server.read_body(request)
-            return await server.call(server.record_hook, body)
-        except (HTTPError, EvstoreError) as exc:
-            return error_response(request, exc)
-        except Exception:  # an agent's hook gets a JSON answer, never a traceback; the log gets it
-            log.exception("POST /hooks/claude-code failed")
-            return JSONResponse({"error": "the hook call could not be recorded (see the server's log); retry it",
-                                 "status": 503}, status_code=503, headers={"retry-after": "1"})
+    def hook_endpoint(dialect: Any) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            try:
+                server.check_token(request)
+                body = await server.read_body(request)
+                return await server.call(server.record_hook, dialect, body)
+            except (HTTPError, EvstoreError) as exc:
+                return error_response(request, exc)
+            except Exception:  # an agent's hook gets a JSON answer, never a traceback; the log gets it
+                log.exception("POST %s failed", request.url.path)
+                return JSONResponse({"error": "the hook call could not be recorded (see the server's log); retry it",
+                                     "status": 503}, status_code=503, headers={"retry-after": "1"})
+        return endpoint
 
     async def live_endpoint(request: Request) -> Response:
         try:
@@ -577,7 +569,7 @@ def create_app(cfg: ServeConfig) -> Starlette:
         Route("/api/integrity", guarded(server.integrity)),
         Route("/api/verify", verify_endpoint, methods=["POST"]),
         Route("/api/streams/{stream_id:path}/events", append_endpoint, methods=["POST"]),
-        Route("/hooks/claude-code", hook_endpoint, methods=["POST"]),
+        *(Route(f"/hooks/{d.http_hook}", hook_endpoint(d), methods=["POST"]) for d in hook_dialects()),
         Route("/openapi.json", openapi),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]

@@ -29,7 +29,20 @@ _RUN_FILTERS = [_q("dialect", "string", "Only runs of this dialect."), _q("proje
                 _q("page", "integer", "Page number (1-based)."), _q("size", "integer", "Runs per page (1..500).")]
 
 
+def _hook(operation: dict[str, Any]) -> dict[str, Any]:
+    """A dialect's http hook operation (``Dialect.http_hook_openapi``) with the server's security
+    and error responses."""
+    responses = {**operation.get("responses", {})}
+    if "400" in responses:
+        responses["400"] = {**_ERROR, **responses["400"]}
+    responses.update({"401": _ERROR, "403": _ERROR, "413": {**_ERROR, "description": "Body over the size limit"},
+                      "503": {**_ERROR, "description": "The store could not record it; retry"}})
+    return {**operation, "security": [{"bearer": []}], "responses": responses}
+
+
 def spec() -> dict[str, Any]:
+    from projections.serve.app import hook_dialects
+
     ref = "#/components/schemas/"
     return {
         "openapi": "3.1.0",
@@ -87,26 +100,7 @@ def spec() -> dict[str, Any]:
                               "400": _ERROR, "401": _ERROR, "403": _ERROR,
                               "409": {**_ERROR, "description": "Version conflict or reused event id"},
                               "413": {**_ERROR, "description": "Body or one event over the size limits"}}}},
-            "/hooks/claude-code": {"post": {
-                "summary": "Record one Claude Code http hook call (`evstore hook claude-code` + drain); "
-                           "token holders only. The body is the hook's JSON input, as Claude Code sends it.",
-                "security": [{"bearer": []}],
-                "requestBody": {"required": True, "content": {"application/json": {"schema": {
-                    "type": "object", "required": ["session_id", "hook_event_name"],
-                    "properties": {"session_id": {"type": "string"}, "hook_event_name": {"type": "string"},
-                                   "transcript_path": {"type": "string"}, "cwd": {"type": "string"},
-                                   "tool_name": {"type": "string"}, "tool_use_id": {"type": "string"},
-                                   "tool_input": {"type": "object"}, "tool_response": {}}}}}},
-                "responses": {
-                    "204": {"description": "Recorded, or recorded before (the same body again). No body, so "
-                                           "Claude Code adds nothing to the model's context; headers evstore-hook "
-                                           "(recorded|duplicate), evstore-version, evstore-states, "
-                                           "evstore-transcript-lines, evstore-warnings say what happened."},
-                    "400": {**_ERROR, "description": "Not a hook call (not JSON, not an object, no session_id "
-                                                     "or hook_event_name); nothing was written"},
-                    "401": _ERROR, "403": _ERROR,
-                    "413": {**_ERROR, "description": "Body over the size limit"},
-                    "503": {**_ERROR, "description": "The store could not record it; retry"}}}},
+            **{f"/hooks/{d.http_hook}": {"post": _hook(d.http_hook_openapi)} for d in hook_dialects()},
         },
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},

@@ -25,15 +25,16 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 
 from eventstore.dialects.analytics import Analytics
-from eventstore.dialects.base import Dialect, FileWrite, Finding, RunInfo
+from eventstore.dialects.base import Dialect, FileWrite, Finding, HookAnswer, RunInfo
 from eventstore.dialects.claude import events as ev
 from eventstore.dialects.claude.links import Linker
 from eventstore.dialects.claude.secrets import Scrubber
@@ -60,6 +61,58 @@ class ClaudeDialect(Dialect):
         from eventstore.dialects.claude.analytics import ANALYTICS
 
         return ANALYTICS
+
+    # Claude Code's http hooks (``hook install --http``): ``POST /hooks/claude-code`` in ``evstore serve``.
+    http_hook = "claude-code"
+    http_hook_openapi: ClassVar[dict[str, Any]] = {
+        "summary": "Record one Claude Code http hook call (`evstore hook claude-code` + drain); "
+                   "token holders only. The body is the hook's JSON input, as Claude Code sends it.",
+        "requestBody": {"required": True, "content": {"application/json": {"schema": {
+            "type": "object", "required": ["session_id", "hook_event_name"],
+            "properties": {"session_id": {"type": "string"}, "hook_event_name": {"type": "string"},
+                           "transcript_path": {"type": "string"}, "cwd": {"type": "string"},
+                           "tool_name": {"type": "string"}, "tool_use_id": {"type": "string"},
+                           "tool_input": {"type": "object"}, "tool_response": {}}}}}},
+        "responses": {
+            "204": {"description": "Recorded, or recorded before (the same body again). No body, so "
+                                   "Claude Code adds nothing to the model's context; headers evstore-hook "
+                                   "(recorded|duplicate), evstore-version, evstore-states, "
+                                   "evstore-transcript-lines, evstore-warnings say what happened."},
+            "400": {"description": "Not a hook call (not JSON, not an object, no session_id "
+                                   "or hook_event_name); nothing was written"}}}
+
+    def __init__(self) -> None:
+        self._scrubber: Scrubber | None = None  # made on the first http hook call (it may create the key file)
+        self._scrubber_lock = threading.Lock()
+
+    def http_hook_key(self, body: bytes) -> str:
+        from eventstore import capture
+
+        session: str = capture.parse_hook_body(body)["session_id"]  # InvalidEvent naming the problem
+        return session
+
+    def record_http_hook(self, store: Any, body: bytes, *, files: tuple[Path, ...] | None = None) -> HookAnswer:
+        """One http hook call, recorded as ``evstore hook claude-code`` + drain would
+        (:func:`eventstore.capture.record_hook`); transcripts are read only under ``files``
+        (default: Claude Code's own projects folder).
+
+        Success is ``204`` with no body: Claude Code reads an http hook's 2xx body as the hook's
+        output (a JSON decision, or text added to the model's context), so evstore says nothing
+        there; what was recorded is in ``evstore-*`` headers."""
+        from eventstore import capture
+
+        with self._scrubber_lock:
+            if self._scrubber is None:
+                self._scrubber = Scrubber()
+        roots = files if files is not None else capture.claude_projects_dirs()
+        result = capture.record_hook(store, body, scrubber=self._scrubber, transcript_roots=roots, via="http")
+        transcript = result.transcript
+        return HookAnswer(204, {
+            "evstore-hook": "duplicate" if result.duplicate else "recorded",
+            "evstore-version": str(result.version),
+            "evstore-states": str(sum(1 for s in result.states if s.events)),
+            "evstore-transcript-lines": str(transcript.lines if transcript is not None else 0),
+            "evstore-warnings": str(len(result.errors))}, list(result.errors))
 
     def raw_note(self, doc: Any) -> str | None:
         scrubbed = doc.get("secrets_scrubbed") if isinstance(doc, dict) else 0
