@@ -1,19 +1,18 @@
-"""Engines for a database URL (the backend modules hold the per-database settings)."""
+"""SQLAlchemy engines for a database URL (the backend modules hold the per-database settings).
+
+Only what needs SQLAlchemy calls this (Alembic, Core queries, PostgreSQL's pool): a store makes
+its engine on first use (:attr:`eventstore.backends.base.Backend.engine`)."""
 
 from __future__ import annotations
 
-from sqlalchemy.engine import Engine
+from typing import TYPE_CHECKING
 
-from eventstore.errors import EvstoreError
+from eventstore.backends import backend_for
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
 
 
 def make_engine(url: str, *, synchronous: str | None = None) -> Engine:
-    if url.startswith("sqlite"):
-        from eventstore.backends.sqlite import make_engine as sqlite_engine
-
-        return sqlite_engine(url, synchronous=synchronous)
-    if url.startswith(("postgresql", "postgres")):
-        from eventstore.backends.postgres import make_engine as pg_engine
-
-        return pg_engine(url)
-    raise EvstoreError(f'Unsupported database URL "{url}"; use sqlite:///PATH or postgresql+psycopg://...')
+    """A new engine for ``url`` (EvstoreError for a database evstore does not support)."""
+    return backend_for(url, synchronous=synchronous).make_engine()

@@ -2,9 +2,9 @@
 checkout (``<repo>/migrations``) and from an installed wheel (``eventstore/_migrations``).
 
 Every command that opens a store checks the schema revision first (:func:`ensure_current`).
-That check does not import Alembic (about 0.2 s of a CLI call's start-up): it reads
-``alembic_version`` with one query and finds the head by reading the ``revision`` /
-``down_revision`` lines of the version scripts.  ``tests/test_store_contract.py`` holds that
+That check imports neither Alembic nor SQLAlchemy (together about 0.3 s of a CLI call's
+start-up): it reads ``alembic_version`` with one query on the store's own DB-API connection
+and finds the head by reading the ``revision`` / ``down_revision`` lines of the version scripts.  ``tests/test_store_contract.py`` holds that
 head to Alembic's own.
 """
 
@@ -20,6 +20,8 @@ from eventstore.errors import EvstoreError, SchemaOutOfDate
 if TYPE_CHECKING:
     from alembic.config import Config
     from sqlalchemy.engine import Engine
+
+    from eventstore.store import EventStore
 
 
 def script_location() -> Path:
@@ -115,9 +117,35 @@ def stored_revision(engine: Engine) -> str | None:
     return None if row is None else str(row[0])
 
 
-def ensure_current(engine: Engine) -> None:
-    """Raise :class:`SchemaOutOfDate` unless the database is at the migration head."""
-    current = stored_revision(engine)
+def revision_of(store: EventStore) -> str | None:
+    """:func:`stored_revision` through a DB-API connection of the store's (no SQLAlchemy).  The
+    connection is given back at once: the thread that opens a store may never use it again
+    (a server's workers each hold their own)."""
+    handle = store.connect()
+    try:
+        raw = handle.driver_connection
+        be = store.backend
+        cur = raw.cursor()
+        try:
+            be.begin_read(raw)
+            try:
+                cur.execute("SELECT version_num FROM alembic_version")
+            except Exception as exc:
+                if be.is_driver_error(exc):  # no such table: not an evstore database (yet)
+                    return None
+                raise
+            row = cur.fetchone()
+        finally:
+            cur.close()
+            be.end_read(raw)
+    finally:
+        handle.close()
+    return None if row is None else str(row[0])
+
+
+def ensure_current(store: EventStore) -> None:
+    """Raise :class:`SchemaOutOfDate` unless the store's database is at the migration head."""
+    current = revision_of(store)
     head = script_head()
     if current != head:
         where = "has no evstore schema" if current is None else f"is at revision {current}"

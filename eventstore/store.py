@@ -14,8 +14,11 @@ Guarantees (each proven by ``tests/test_store_contract.py`` on SQLite and Postgr
   different content: :class:`DuplicateEventId`);
 * every event extends its stream's SHA-256 hash chain (:mod:`eventstore.chain`).
 
-The hot paths use the DBAPI connection under SQLAlchemy's pool directly: SQLAlchemy owns the
-engine, pooling and the schema; the per-row work stays at driver speed (see benchmarks/).
+All SQL runs on DB-API connections (:meth:`EventStore.connect`): on a SQLite file, stdlib
+``sqlite3`` connections opened by the backend, so appending and reading never import SQLAlchemy;
+on PostgreSQL, psycopg connections from SQLAlchemy's pool.  SQLAlchemy owns the schema
+(Alembic) and the PostgreSQL pool, and its engine is made only when something needs it
+(:attr:`EventStore.engine`); the per-row work stays at driver speed (see benchmarks/).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import msgspec
 
@@ -45,6 +48,9 @@ from eventstore.errors import (
 from eventstore.events import Event, encode_event
 from eventstore.records import EventPayload, StreamHead, StreamState, StreamSummary
 from eventstore.records import RecordedEvent as RecordedEvent  # re-exported: part of the store's API
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
 
 ExpectedVersion = int | Literal["any", "no stream"]
 _Row = TypeVar("_Row")
@@ -233,11 +239,8 @@ class EventStore:
     """The append-only, hash-chained log over SQLite or PostgreSQL (thread-safe)."""
 
     def __init__(self, url: str | None = None, *, synchronous: str | None = None, check_schema: bool = True) -> None:
-        from eventstore.db import make_engine
-
         self.url = config.database_url(url)
-        self.engine = make_engine(self.url, synchronous=synchronous)
-        self.backend: Backend = backend_for(self.engine)
+        self.backend: Backend = backend_for(self.url, synchronous=synchronous)
         self._local = threading.local()
         self._conns: list[Any] = []
         self._lock = threading.Lock()
@@ -247,10 +250,17 @@ class EventStore:
             from eventstore.migrate import ensure_current
 
             try:
-                ensure_current(self.engine)
+                ensure_current(self)
             except BaseException:
-                self.engine.dispose()  # no pooled connection left behind for the GC to warn about
+                self.close()  # no connection left behind for the GC to warn about
                 raise
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine (made on first use: Alembic, SQLAlchemy Core queries).  The
+        store's own SQL runs on DB-API connections (:meth:`connect`), which on a SQLite file
+        are stdlib :mod:`sqlite3` connections that never import SQLAlchemy."""
+        return self.backend.engine
 
     def add_inline(self, handler: InlineHandler) -> None:
         """Run ``handler(cursor, backend, events)`` inside every append transaction, before commit.
@@ -263,26 +273,32 @@ class EventStore:
 
     # -- connections --------------------------------------------------------------
 
+    def connect(self) -> Any:
+        """A new connection handle of the caller's own (``.driver_connection`` is the DB-API
+        connection; ``.close()`` it when done): a stdlib ``sqlite3`` connection for a SQLite
+        file, a checkout of SQLAlchemy's pool otherwise."""
+        return self.backend.connect()
+
     def _raw(self) -> Any:
         """This thread's DBAPI connection (held: 1.5x faster than a checkout per call)."""
-        proxy = getattr(self._local, "proxy", None)
-        if proxy is None:
-            proxy = self.engine.raw_connection()
-            self._local.proxy = proxy
+        handle = getattr(self._local, "handle", None)
+        if handle is None:
+            handle = self.backend.connect()
+            self._local.handle = handle
             with self._lock:
-                self._conns.append(proxy)
-        return proxy.driver_connection
+                self._conns.append(handle)
+        return handle.driver_connection
 
     def close(self) -> None:
         with self._lock:
-            for proxy in self._conns:
+            for handle in self._conns:
                 try:
-                    proxy.close()
+                    handle.close()
                 except Exception:  # closing from another thread; the pool discards it
                     pass
             self._conns.clear()
         self._local = threading.local()
-        self.engine.dispose()
+        self.backend.dispose()
 
     def __enter__(self) -> EventStore:
         return self
@@ -538,7 +554,7 @@ class _Transaction:
         if is_disk_full(exc):
             path = config.sqlite_file(self.store.url)
             where = f"the disk holding {path}" if path is not None else \
-                f"the database server ({self.store.engine.url.render_as_string(hide_password=True)})"
+                f"the database server ({self.store.backend.display_url()})"
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StorageFull(f"No space left on {where} ({reason}); nothing of this append was written. "
                               "Free space and retry.") from exc

@@ -250,7 +250,7 @@ class ProjectionRunner:
 
     def _conn(self) -> Any:
         if self._proxy is None:
-            self._proxy = self.store.engine.raw_connection()
+            self._proxy = self.store.connect()
         return self._proxy.driver_connection
 
     def close(self) -> None:

@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-from sqlalchemy.engine import Engine
-
 from eventstore.backends.base import Backend
+from eventstore.errors import EvstoreError
 
 
-def backend_for(engine: Engine) -> Backend:
-    name = engine.dialect.name
-    if name == "sqlite":
+def backend_for(url: str, *, synchronous: str | None = None) -> Backend:
+    """The backend for a database URL (nothing is connected yet; no SQLAlchemy imported)."""
+    if url.startswith("sqlite"):
         from eventstore.backends.sqlite import SQLiteBackend
 
-        return SQLiteBackend(engine)
-    if name == "postgresql":
+        return SQLiteBackend(url, synchronous=synchronous)
+    if url.startswith(("postgresql", "postgres")):
         from eventstore.backends.postgres import PostgresBackend
 
-        return PostgresBackend(engine)
-    from eventstore.errors import EvstoreError
-
-    raise EvstoreError(f'Database "{name}" is not supported; use sqlite:/// or postgresql+psycopg://.')
+        return PostgresBackend(url)
+    raise EvstoreError(f'Unsupported database URL "{url}"; use sqlite:///PATH or postgresql+psycopg://...')
 
 
 __all__ = ["Backend", "backend_for"]

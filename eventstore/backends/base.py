@@ -14,16 +14,22 @@ Nothing outside ``eventstore/backends`` (and the migrations) writes SQL against 
 ``tests/test_sql_boundary.py`` fails if a module does.
 
 Each backend adds how to begin a write transaction that serialises position allocation and
-how to recognise a constraint clash."""
+how to recognise a constraint clash.
+
+A backend is built from the URL alone; its SQLAlchemy engine is made on first use
+(:attr:`Backend.engine`: Alembic, SQLAlchemy Core reads, PostgreSQL's pool), and
+:meth:`Backend.connect` hands out DB-API connections (a SQLite file's from the stdlib ``sqlite3``
+module), so a SQLite command that only appends or reads never imports SQLAlchemy."""
 
 from __future__ import annotations
 
 import abc
 import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy.engine import Engine
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
 
 from eventstore.errors import DatabaseError, EvstoreError, StorageFull, is_disk_full
 from eventstore.records import (
@@ -72,8 +78,10 @@ class Backend(abc.ABC):
     name = ""
     p = "?"  # DBAPI paramstyle placeholder
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, url: str, *, synchronous: str | None = None, engine: Engine | None = None) -> None:
+        self.url = url
+        self.synchronous = synchronous
+        self._engine = engine
         p = self.p
         self.sql_insert_event = f"INSERT INTO events ({EVENT_COLUMNS}) VALUES ({', '.join([p] * 14)})"
         self.sql_stream = f"SELECT stream_pk, version, head_hash FROM streams WHERE stream_id = {p}"
@@ -143,6 +151,31 @@ class Backend(abc.ABC):
             "SELECT e.event_id, s.stream_id, e.version, e.position, e.type, e.data_sha256, e.meta_sha256, "
             "e.occurred_at, e.schema_version FROM events e JOIN streams s ON s.stream_pk = e.stream_pk WHERE e.event_id IN ({ids})"
         )
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine for this URL, made (and SQLAlchemy imported) on first use."""
+        if self._engine is None:
+            self._engine = self.make_engine()
+        return self._engine
+
+    @abc.abstractmethod
+    def make_engine(self) -> Engine:
+        """A new SQLAlchemy engine for this backend's URL, with its settings."""
+
+    def connect(self) -> Any:
+        """A new connection handle: ``.driver_connection`` is the DB-API connection the SQL here
+        runs on, ``.close()`` gives it back (by default a checkout of the engine's pool)."""
+        return self.engine.raw_connection()
+
+    def dispose(self) -> None:
+        """Close the engine's pooled connections, if an engine was made."""
+        if self._engine is not None:
+            self._engine.dispose()
+
+    def display_url(self) -> str:
+        """The URL without its password (for messages)."""
+        return self.engine.url.render_as_string(hide_password=True)
 
     def read_all_query(self, after: int, limit: int, types: Sequence[str] | None) -> tuple[str, tuple[Any, ...]]:
         """(sql, params) of up to ``limit`` events after position ``after`` (of ``types`` only, if given)."""

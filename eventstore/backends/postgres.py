@@ -4,13 +4,13 @@ that commits late; server-side cursors for the streamed reads; the roles of ``ev
 
 from __future__ import annotations
 
-from typing import Any
-
-from sqlalchemy import create_engine
-from sqlalchemy.engine import Engine
+from typing import TYPE_CHECKING, Any
 
 from eventstore.backends.base import EVENT_COLUMNS, Backend
 from eventstore.errors import EvstoreError
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
 
 _COPY_TYPES = ["int8", "int8", "int4", "varchar", "varchar", "int2", "bytea", "bytea", "varchar", "varchar",
                "bytea", "bytea", "bytea", "bytea"]
@@ -20,6 +20,8 @@ APPEND_LOCK_KEY = 0x65767374  # "evst"
 
 
 def make_engine(url: str) -> Engine:
+    from sqlalchemy import create_engine
+
     if url.startswith("postgresql://") or url.startswith("postgres://"):
         url = "postgresql+psycopg://" + url.split("://", 1)[1]
     # READ COMMITTED whatever the server's default_transaction_isolation: an append reads the
@@ -33,11 +35,14 @@ class PostgresBackend(Backend):
     p = "%s"
     has_roles = True
 
-    def __init__(self, engine: Engine) -> None:
-        super().__init__(engine)
+    def __init__(self, url: str, *, synchronous: str | None = None, engine: Engine | None = None) -> None:
+        super().__init__(url, synchronous=synchronous, engine=engine)
         import psycopg
 
         self.driver_errors = (psycopg.Error,)
+
+    def make_engine(self) -> Engine:
+        return make_engine(self.url)
 
     def begin_write(self, raw: Any) -> None:
         raw.execute(f"SELECT pg_advisory_xact_lock({APPEND_LOCK_KEY})")

@@ -28,7 +28,7 @@ def init(ctx: click.Context) -> None:
 
     store = open_store(ctx, check_schema=False, create=True)
     rev = migrate.upgrade(store.engine)
-    click.echo(f"evstore ready at {store.engine.url.render_as_string(hide_password=True)} (schema {rev})")
+    click.echo(f"evstore ready at {store.backend.display_url()} (schema {rev})")
 
 
 @cli.group()
@@ -66,7 +66,7 @@ def db_check(ctx: click.Context) -> None:
     from eventstore import migrate
 
     store = open_store(ctx, check_schema=False)
-    migrate.ensure_current(store.engine)
+    migrate.ensure_current(store)
     migrate.check(store.engine)
     click.echo("schema matches the models")
 
