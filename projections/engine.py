@@ -38,22 +38,22 @@ Example (an async projection counting events per type, :class:`EventCounts`)::
 from __future__ import annotations
 
 import abc
+import functools
 import gc
 import importlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
-
-from sqlalchemy import BigInteger, Column, Integer, MetaData, String, Table
-from sqlalchemy.schema import CreateIndex, CreateTable
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from eventstore.backends import Backend
 from eventstore.errors import EvstoreError
 from eventstore.records import ProjectionCheckpoint
-from eventstore.schema import NAMING
 from eventstore.store import EventStore, RecordedEvent, utcnow
+
+if TYPE_CHECKING:
+    from sqlalchemy import MetaData, Table
 
 Progress = Callable[[int, int], None]  # (events applied so far, total events to apply)
 
@@ -92,7 +92,9 @@ class Projection(abc.ABC):
     version: ClassVar[int] = 1
     event_types: ClassVar[tuple[str, ...] | None] = None
     inline: ClassVar[bool] = False
-    metadata: ClassVar[MetaData] = MetaData()
+    #: The projection's tables (None: none).  SQLAlchemy is needed only to create them, so a
+    #: projection on the append path builds its MetaData on first use by overriding :meth:`tables`.
+    metadata: ClassVar[MetaData | None] = None
 
     @abc.abstractmethod
     def apply(self, cur: Any, backend: Backend, events: Sequence[RecordedEvent]) -> None:
@@ -102,7 +104,7 @@ class Projection(abc.ABC):
         """Forget in-memory caches (called before a rebuild and after a rolled-back batch)."""
 
     def tables(self) -> list[Table]:
-        return list(self.metadata.sorted_tables)
+        return [] if self.metadata is None else list(self.metadata.sorted_tables)
 
 
 class ExternalProjection(Projection):
@@ -161,6 +163,8 @@ def read_events(cur: Any, be: Backend, after: int, limit: int, types: Sequence[s
 
 
 def _recreate_tables(cur: Any, be: Backend, projection: Projection) -> None:
+    from sqlalchemy.schema import CreateIndex, CreateTable
+
     dialect = be.engine.dialect
     for table in reversed(projection.tables()):
         cur.execute(f"DROP TABLE IF EXISTS {table.name}")
@@ -431,15 +435,28 @@ class ProjectionRunner:
 
 # ---------------------------------------------------------------- a model async projection
 
-_counts_md = MetaData(naming_convention=NAMING)
-event_counts_table = Table(
-    "proj_event_counts",
-    _counts_md,
-    Column("type", String(200), primary_key=True),
-    Column("events", BigInteger, nullable=False),
-    Column("streams_started", Integer, nullable=False),  # streams whose first event has this type
-    Column("last_position", BigInteger, nullable=False),
-)
+@functools.cache
+def _counts_metadata() -> MetaData:
+    from sqlalchemy import BigInteger, Column, Integer, MetaData, String, Table
+
+    from eventstore.schema import NAMING
+
+    md = MetaData(naming_convention=NAMING)
+    Table(
+        "proj_event_counts",
+        md,
+        Column("type", String(200), primary_key=True),
+        Column("events", BigInteger, nullable=False),
+        Column("streams_started", Integer, nullable=False),  # streams whose first event has this type
+        Column("last_position", BigInteger, nullable=False),
+    )
+    return md
+
+
+def __getattr__(name: str) -> Any:  # event_counts_table, built (and SQLAlchemy imported) on first use
+    if name == "event_counts_table":
+        return _counts_metadata().tables["proj_event_counts"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class EventCounts(Projection):
@@ -453,7 +470,9 @@ class EventCounts(Projection):
     name = "event_counts"
     version = 1
     event_types = None
-    metadata = _counts_md
+
+    def tables(self) -> list[Table]:
+        return list(_counts_metadata().sorted_tables)
 
     def apply(self, cur: Any, backend: Backend, events: Sequence[RecordedEvent]) -> None:
         agg: dict[str, list[int]] = {}
@@ -478,7 +497,7 @@ def read_event_counts(store: EventStore) -> dict[str, tuple[int, int]]:
     """type -> (events, streams started by that type), from ``proj_event_counts``."""
     from sqlalchemy import select
 
-    t = event_counts_table
+    t = _counts_metadata().tables["proj_event_counts"]
     with store.engine.connect() as conn:
         rows = conn.execute(select(t.c.type, t.c.events, t.c.streams_started).order_by(t.c.type)).all()
     return {r[0]: (int(r[1]), int(r[2])) for r in rows}

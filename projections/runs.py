@@ -29,45 +29,66 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
-
-from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, SmallInteger, String, Table, func, or_, select
+from typing import TYPE_CHECKING, Any
 
 from eventstore import codec, documents, replay_cache
 from eventstore.backends import Backend
 from eventstore.dialects import Dialect, get_dialect
 from eventstore.errors import EvstoreError
 from eventstore.events import decode_event
-from eventstore.schema import NAMING
 from eventstore.store import EventStore, InlineBatch, RecordedEvent, iso
 from projections import engine, writers
 
-_md = MetaData(naming_convention=NAMING)
-runs_table = Table(
-    "proj_runs",
-    _md,
-    Column("stream_id", String(255), primary_key=True),
-    Column("dialect", String(64), nullable=True),
-    Column("project", String(500), nullable=True),
-    Column("task_id", String(255), nullable=True),
-    Column("title", String(2000), nullable=True),
-    Column("status", String(200), nullable=True),
-    Column("phase", String(200), nullable=True),
-    Column("started_at", String(32), nullable=True),
-    Column("last_event_at", String(32), nullable=True),
-    Column("events", BigInteger, nullable=False),
-    Column("findings", Integer, nullable=True),
-    Column("version", Integer, nullable=False),  # the stream version the row reflects
-    Column("described", SmallInteger, nullable=False),  # 1: describe() of the current document
-)
-Index("ix_proj_runs_last_event_at", runs_table.c.last_event_at)
-Index("ix_proj_runs_task_id", runs_table.c.task_id)
+if TYPE_CHECKING:
+    from sqlalchemy import MetaData, Table
 
 _FIELDS = ("project", "task_id", "title", "status", "phase")
-_LENGTHS: dict[str, int] = {f: runs_table.c[f].type.length for f in _FIELDS}  # type: ignore[attr-defined]
+#: The ``describe`` fields' column lengths (the table below and :func:`_text` share them).
+_LENGTHS: dict[str, int] = {"project": 500, "task_id": 255, "title": 2000, "status": 200, "phase": 200}
+_COLUMNS = ("stream_id", "dialect", *_FIELDS, "started_at", "last_event_at", "events", "findings", "version",
+            "described")
+
+
+@functools.cache
+def _runs_metadata() -> MetaData:
+    """``proj_runs`` as SQLAlchemy Core describes it: built on first use (creating the table,
+    the readers below), so an append that keeps the index current never imports SQLAlchemy."""
+    from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, SmallInteger, String, Table
+
+    from eventstore.schema import NAMING
+
+    md = MetaData(naming_convention=NAMING)
+    t = Table(
+        "proj_runs",
+        md,
+        Column("stream_id", String(255), primary_key=True),
+        Column("dialect", String(64), nullable=True),
+        *(Column(f, String(_LENGTHS[f]), nullable=True) for f in _FIELDS),
+        Column("started_at", String(32), nullable=True),
+        Column("last_event_at", String(32), nullable=True),
+        Column("events", BigInteger, nullable=False),
+        Column("findings", Integer, nullable=True),
+        Column("version", Integer, nullable=False),  # the stream version the row reflects
+        Column("described", SmallInteger, nullable=False),  # 1: describe() of the current document
+    )
+    assert tuple(t.c.keys()) == _COLUMNS
+    Index("ix_proj_runs_last_event_at", t.c.last_event_at)
+    Index("ix_proj_runs_task_id", t.c.task_id)
+    return md
+
+
+def _runs_table() -> Table:
+    return _runs_metadata().tables["proj_runs"]
+
+
+def __getattr__(name: str) -> Any:  # runs_table, built (and SQLAlchemy imported) on first use
+    if name == "runs_table":
+        return _runs_table()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 _UPSERT = (
-    "INSERT INTO proj_runs (stream_id, dialect, project, task_id, title, status, phase, started_at, "
-    "last_event_at, events, findings, version, described) VALUES ({marks}) "
+    "INSERT INTO proj_runs (" + ", ".join(_COLUMNS) + ") VALUES ({marks}) "
     "ON CONFLICT (stream_id) DO UPDATE SET "
     "dialect = COALESCE(excluded.dialect, proj_runs.dialect), "
     + ", ".join(f"{f} = CASE WHEN excluded.described = 1 THEN excluded.{f} ELSE proj_runs.{f} END" for f in _FIELDS)
@@ -80,7 +101,7 @@ _UPSERT = (
 
 @functools.cache
 def _upsert_sql(p: str) -> str:
-    return _UPSERT.format(marks=", ".join([p] * len(runs_table.c)))
+    return _UPSERT.format(marks=", ".join([p] * len(_COLUMNS)))
 
 
 class _Doc:
@@ -125,12 +146,14 @@ class RunsIndex(engine.Projection):
     version = 1
     event_types = None
     inline = True
-    metadata = _md
 
     def __init__(self, *, cache_size: int = 4096) -> None:
         self.cache: OrderedDict[str, _Doc] = OrderedDict()
         self.cache_size = cache_size
         self._dialects: dict[str, Dialect | None] = {}
+
+    def tables(self) -> list[Table]:
+        return list(_runs_metadata().sorted_tables)
 
     def reset(self) -> None:
         self.cache.clear()
@@ -321,7 +344,9 @@ def normalize_since(value: str) -> str:
 
 def _conditions(dialect: str | None, project: str | None, status: str | None, since: str | None,
                 q: str | None) -> list[Any]:
-    t = runs_table
+    from sqlalchemy import or_
+
+    t = _runs_table()
     conds: list[Any] = [col == value for col, value in ((t.c.dialect, dialect), (t.c.project, project),
                                                         (t.c.status, status)) if value]
     if since:
@@ -338,9 +363,11 @@ def list_runs(store: EventStore, *, dialect: str | None = None, project: str | N
     """Rows of the runs index, newest activity first; ``since`` keeps runs active since then,
     ``q`` those whose stream id, task id, title or project contains it (any case);
     ``sessions``: with the sessions that wrote each run's state versions."""
+    from sqlalchemy import select
+
     if fresh:
         refresh(store)
-    t = runs_table
+    t = _runs_table()
     query = (select(t.c.stream_id, t.c.dialect, t.c.project, t.c.task_id, t.c.title, t.c.status, t.c.phase,
                     t.c.started_at, t.c.last_event_at, t.c.events, t.c.findings)
              .where(*_conditions(dialect, project, status, since, q))
@@ -361,14 +388,18 @@ def list_runs(store: EventStore, *, dialect: str | None = None, project: str | N
 def count_runs(store: EventStore, *, dialect: str | None = None, project: str | None = None,
                status: str | None = None, since: str | None = None, q: str | None = None) -> int:
     """How many rows :func:`list_runs` gives for these filters (without a limit)."""
-    query = select(func.count()).select_from(runs_table).where(*_conditions(dialect, project, status, since, q))
+    from sqlalchemy import func, select
+
+    query = select(func.count()).select_from(_runs_table()).where(*_conditions(dialect, project, status, since, q))
     with store.engine.connect() as conn:
         return int(conn.execute(query).scalar_one())
 
 
 def run_choices(store: EventStore) -> dict[str, list[str]]:
     """The distinct dialects and statuses in the index, sorted."""
-    t = runs_table
+    from sqlalchemy import select
+
+    t = _runs_table()
     with store.engine.connect() as conn:
         return {name: [v for (v,) in conn.execute(select(col).where(col.is_not(None)).distinct().order_by(col))]
                 for name, col in (("dialect", t.c.dialect), ("status", t.c.status))}
@@ -376,7 +407,9 @@ def run_choices(store: EventStore) -> dict[str, list[str]]:
 
 def find_streams_by_task(store: EventStore, task_id: str) -> list[str]:
     """Streams whose task id (or stream id) is ``task_id``, newest activity first."""
-    t = runs_table
+    from sqlalchemy import or_, select
+
+    t = _runs_table()
     q = (select(t.c.stream_id).where(or_(t.c.task_id == task_id, t.c.stream_id == task_id))
          .order_by(t.c.last_event_at.desc(), t.c.stream_id))
     refresh(store)
@@ -385,4 +418,4 @@ def find_streams_by_task(store: EventStore, task_id: str) -> list[str]:
 
 
 __all__ = ["RUNS", "IndexedEventStore", "RunRow", "RunsIndex", "attach", "count_runs", "find_streams_by_task",
-           "list_runs", "rebuild", "refresh", "run_choices", "runs_table"]
+           "list_runs", "rebuild", "refresh", "run_choices"]  # and runs_table, made on first use (__getattr__)
