@@ -10,10 +10,16 @@ A dialect contributes top-level commands through the entry-point group ``evstore
 when it is invoked (or ``--help`` shows it).  The dependency runs one way: a command module
 imports this package (:func:`open_store`), this package only reads entry points, so the CLI
 names no dialect.
+
+Commands are loaded lazily (click's documented ``LazyGroup`` pattern): :data:`COMMANDS` names
+the module that defines each command and its one-line help, so ``evstore --help`` lists them
+all without importing any, and ``evstore append`` imports only the module defining ``append``.
+The modules register their commands on :data:`cli` with the usual decorators.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 from typing import Any
 
@@ -62,16 +68,52 @@ def _broken_command(name: str, why: str) -> click.Command:
                          context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 
 
+#: Every top-level command: name -> (the module defining it, its one-line help as its docstring's
+#: first paragraph).  ``tests/test_cli_startup.py`` holds this table to the commands themselves.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "append": ("eventstore.cli.core", "Append one event to STREAM (or a JSONL --batch file)."),
+    "checkpoint": ("eventstore.cli.core", "Write a signed digest of the log (Ed25519 with --key-file, else HMAC "
+                                          "with EVSTORE_SIGNING_KEY)."),
+    "db": ("eventstore.cli.core", "Schema migrations (Alembic)."),
+    "init": ("eventstore.cli.core", "Create the store (or bring it to the latest schema)."),
+    "keygen": ("eventstore.cli.core", "Create an Ed25519 key pair for signing checkpoints (PREFIX.key, "
+                                      "PREFIX.pub)."),
+    "verify": ("eventstore.cli.core", "Recompute every hash chain (or STREAM's) and check the replay cache; exit "
+                                      "1 naming what fails."),
+    "ingest": ("eventstore.cli.documents", "Ingest state-file snapshots with DIALECT (a directory: its files in "
+                                           "name order)."),
+    "log": ("eventstore.cli.documents", "Show TASK's events as a timeline (version, time, type, summary)."),
+    "replay": ("eventstore.cli.documents", "Rebuild TASK's state document (a stream id or a task id)."),
+    "watch": ("eventstore.cli.documents", "Follow a state file (or folder) and ingest each new write; Ctrl-C "
+                                          "stops."),
+    "demo": ("projections.cli.runs", "Create the store if needed and fill it with a realistic simulated portfolio."),
+    "projections": ("projections.cli.runs", "Projection status, rebuilds and the async runner."),
+    "runs": ("projections.cli.runs", "List runs (one per stream), newest activity first."),
+    "export": ("projections.cli.analytics", "Export the events and the analytics tables for other tools."),
+    "metrics": ("projections.cli.analytics", "Cross-run metrics (reviewer acceptance, review deltas, gates, "
+                                             "breaker trips, phases, ...), or with TASK the same for one run (its "
+                                             "timeline, iterations and deltas)."),
+    "query": ("projections.cli.analytics", "Run DuckDB SQL over the analytics views (runs, phases, "
+                                           "review_findings, review_deltas, gates, ...)."),
+    "serve": ("projections.cli.serve", "Serve runs, states, diffs, metrics and integrity in a browser, and a JSON "
+                                       "API (writes need a token)."),
+}
+
+
 class EvstoreGroup(click.Group):
-    """Adds the commands dialects register (:data:`COMMANDS_GROUP`), each imported when first
-    asked for, and translates library errors into ``Error: ...`` + exit 1."""
+    """Loads each built-in command's module on first use (:data:`COMMANDS`), adds the commands
+    dialects register (:data:`COMMANDS_GROUP`), each imported when first asked for, and translates
+    library errors into ``Error: ...`` + exit 1."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(set(super().list_commands(ctx)) | set(_plugin_commands()))
+        return sorted(set(COMMANDS) | set(self.commands) | set(_plugin_commands()))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands:
-            self.load_plugin(cmd_name)
+            if cmd_name in COMMANDS:
+                importlib.import_module(COMMANDS[cmd_name][0])  # its decorators register it on cli
+            else:
+                self.load_plugin(cmd_name)
         return super().get_command(ctx, cmd_name)
 
     def load_plugin(self, cmd_name: str) -> None:
@@ -89,6 +131,26 @@ class EvstoreGroup(click.Group):
             command = _broken_command(cmd_name, f"command {cmd_name!r} could not be loaded from its "
                                                 f"{reg.where()}: {problem}")
         self.add_command(command, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """As click's, with the help of a command not imported yet taken from :data:`COMMANDS`."""
+        entries: list[tuple[str, click.Command | None]] = []
+        for name in self.list_commands(ctx):
+            cmd = self.commands.get(name)
+            if cmd is None and name not in COMMANDS:  # a dialect's command: --help loads it
+                cmd = self.get_command(ctx, name)
+            if cmd is None or not cmd.hidden:
+                entries.append((name, cmd))
+        if not entries:
+            return
+        limit = formatter.width - 6 - max(len(name) for name, _ in entries)
+        rows = []
+        for name, cmd in entries:
+            if cmd is None:  # click's own shortening, on the help the table holds
+                cmd = click.Command(name, help=COMMANDS[name][1])
+            rows.append((name, cmd.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -172,24 +234,14 @@ def open_store(ctx: click.Context, *, check_schema: bool = True, create: bool = 
 
 
 def main() -> None:
-    _built_in()
-    cli(prog_name="evstore")  # a dialect's command loads when it is run or --help lists it
-
-
-def _built_in() -> None:
-    from eventstore.cli import core, documents  # noqa: F401
-
-    try:  # commands that live in the projections layer (the CLI is the top layer)
-        import projections.cli  # noqa: F401
-    except ImportError as exc:  # pragma: no cover
-        if "projections.cli" not in str(exc):
-            raise
+    cli(prog_name="evstore")  # a command's module is imported when it is invoked
 
 
 def register() -> click.Group:
-    """The fully populated group, the dialects' commands loaded too (tests:
-    ``CliRunner().invoke(register(), [...])``)."""
-    _built_in()
+    """The fully populated group: every built-in command's module imported and the dialects'
+    commands loaded (tests: ``CliRunner().invoke(register(), [...])``)."""
+    for module in dict.fromkeys(m for m, _ in COMMANDS.values()):
+        importlib.import_module(module)
     for name in _plugin_commands():  # the dialects' commands (entry points)
         cli.load_plugin(name)
     return cli

@@ -1,0 +1,119 @@
+"""The CLI starts fast (issue 13 item 8): each command imports only what it needs.
+
+Whole processes, as a user runs them: ``evstore --help`` imports no command module, and
+``append``, ``log`` and ``replay`` on a SQLite store import neither SQLAlchemy nor Alembic (the
+store opens its connection with the stdlib ``sqlite3`` module), nor DuckDB, Arrow or the
+terminal libraries.  The timings themselves are ``benchmarks/bench_cli.py``'s, not a test's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from eventstore.cli import COMMANDS, register
+
+#: Runs the console script's main() and writes the imported module names to the file in $MODULES_OUT.
+PROBE = """
+import os, sys
+sys.argv = ["evstore", *sys.argv[1:]]
+from eventstore.entry import main
+try:
+    main()
+finally:
+    with open(os.environ["MODULES_OUT"], "w") as out:
+        out.write("\\n".join(sorted(sys.modules)))
+"""
+
+#: Top-level packages a command on the append/read path must not import.
+HEAVY = ("sqlalchemy", "alembic", "duckdb", "pyarrow", "jsonschema", "fastjsonschema", "rich", "pygments")
+
+
+def run(tmp_path: Path, url: str | None, *args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """Run ``evstore ARGS`` in a fresh interpreter; (the result, the modules it imported)."""
+    out = tmp_path / "modules.txt"
+    env = {**os.environ, "MODULES_OUT": str(out)}
+    env.pop("EVSTORE_URL", None)
+    if url is not None:
+        env["EVSTORE_URL"] = url
+    r = subprocess.run([sys.executable, "-c", PROBE, *args], env=env, capture_output=True, text=True, timeout=120)
+    return r, set(out.read_text().split("\n"))
+
+
+def heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m.split(".")[0] in HEAVY)
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path}/store/events.db"
+    runner = CliRunner()
+    cli = register()
+    for args in (["init"], ["append", "ONE", "demo.note", "--data", '{"n": 0}']):
+        r = runner.invoke(cli, ["--url", url, *args])
+        assert r.exit_code == 0, r.output
+    versions = tmp_path / "versions"
+    versions.mkdir()
+    for i in range(5):
+        (versions / f"{i:03d}.json").write_text(json.dumps({"task": "RUN-5", "step": i}) + "\n")
+    r = runner.invoke(cli, ["--url", url, "ingest", "generic", "--stream", "RUN-5", str(versions)])
+    assert r.exit_code == 0, r.output
+    return url
+
+
+@pytest.mark.parametrize("args, printed", [
+    (["append", "ONE", "demo.note", "--data", '{"n": 1}', "--json"], '"version": 2'),
+    (["replay", "RUN-5", "--json"], '{"task": "RUN-5", "step": 4}'),
+    (["replay", "RUN-5", "--upto", "2"], '"step": 1'),
+    (["log", "RUN-5"], "    5  "),
+], ids=["append", "replay", "replay-upto", "log"])
+def test_append_and_reads_on_sqlite_import_no_sqlalchemy(tmp_path: Path, sqlite_store: str, args: list[str],
+                                                         printed: str) -> None:
+    r, modules = run(tmp_path, sqlite_store, *args)
+    assert r.returncode == 0, r.stderr
+    assert printed in r.stdout  # the command did its work (on the stdlib sqlite3 connection)
+    assert heavy(modules) == [], f"evstore {args[0]} imported {heavy(modules)}"
+    assert not [m for m in modules if m.endswith((".simulate", ".validate"))]
+
+
+def test_the_probe_sees_sqlalchemy_when_it_is_imported(tmp_path: Path, sqlite_store: str) -> None:
+    """The check above can fail: ``db current`` needs Alembic, and the probe reports it."""
+    r, modules = run(tmp_path, sqlite_store, "db", "current")
+    assert r.returncode == 0, r.stderr
+    assert {"sqlalchemy", "alembic"} <= {m.split(".")[0] for m in modules}
+
+
+def test_help_imports_no_command_module_and_lists_every_command(tmp_path: Path) -> None:
+    r, modules = run(tmp_path, None, "--help")
+    assert r.returncode == 0, r.stderr
+    loaded = sorted(m for m in modules if m.startswith(("eventstore.cli.", "projections", "eventstore.store")))
+    assert loaded == []
+    assert heavy(modules) == [] and "msgspec" not in modules
+    full = CliRunner().invoke(register(), ["--help"], prog_name="evstore")  # every command module imported
+    assert full.exit_code == 0
+    assert r.stdout == full.output
+
+
+def test_the_command_table_is_the_commands() -> None:
+    """``COMMANDS`` (what --help lists and where each command lives) matches the commands."""
+    cli = register()
+    assert sorted(cli.commands) == sorted(COMMANDS), "add the command to eventstore.cli.COMMANDS"
+    for name, cmd in cli.commands.items():
+        module, text = COMMANDS[name]
+        assert cmd.callback is not None and cmd.callback.__module__ == module, name
+        assert " ".join((cmd.help or "").split("\n\n")[0].split()) == text, name
+
+
+def test_a_command_runs_with_only_its_module_loaded(tmp_path: Path) -> None:
+    """``keygen`` loads eventstore.cli.core and nothing of the other command modules."""
+    r, modules = run(tmp_path, None, "keygen", "--out", str(tmp_path / "k"))
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "k.pub").exists()
+    assert "eventstore.cli.core" in modules
+    assert not {"eventstore.cli.documents", "eventstore.cli.claude", "projections.cli.runs"} & modules
