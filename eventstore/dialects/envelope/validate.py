@@ -31,12 +31,13 @@ import re
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import Any
-
-from jsonschema import Draft7Validator
+from typing import TYPE_CHECKING, Any
 
 from eventstore import documents
 from eventstore.dialects.base import Finding
+
+if TYPE_CHECKING:
+    from jsonschema import Draft7Validator
 
 JSON = Any
 
@@ -540,6 +541,8 @@ def semantic_findings(env: JSON) -> list[Finding]:
 @cache
 def schema_validator() -> Draft7Validator:
     """A Draft-7 validator for the newest ``envelope.schema.json`` (package data beside this module)."""
+    from jsonschema import Draft7Validator  # imported when a document is first validated
+
     text = resources.files("eventstore.dialects.envelope").joinpath("schemas", SCHEMA_FILE).read_text(encoding="utf-8")
     return Draft7Validator(json.loads(text))
 

@@ -26,7 +26,6 @@ from eventstore.dialects.analytics import Analytics
 from eventstore.dialects.base import Dialect, Finding, RunInfo, Snapshot
 from eventstore.dialects.friday import events as ev
 from eventstore.dialects.friday.lens import apply_event, derive_events
-from eventstore.dialects.friday.simulate import simulate_session
 from eventstore.dialects.friday.validate import (
     computed_risk_score,
     risk_score_from_metrics,
@@ -102,6 +101,8 @@ class FridayDialect(Dialect):
         return _summary(event)
 
     def simulate(self, rng: random.Random, *, run_id: str, start: datetime) -> Iterator[Snapshot]:
+        from eventstore.dialects.friday.simulate import simulate_session  # the simulator loads only for demo and tests
+
         return simulate_session(rng, run_id=run_id, start=start)
 
 

@@ -28,7 +28,6 @@ from eventstore.dialects.analytics import Analytics
 from eventstore.dialects.base import Dialect, Finding, RunInfo, Snapshot
 from eventstore.dialects.mapipe import events as ev
 from eventstore.dialects.mapipe.lens import apply_event, derive_events
-from eventstore.dialects.mapipe.simulate import simulate_run
 from eventstore.dialects.mapipe.validate import validate_document
 from eventstore.events import Event
 
@@ -73,6 +72,8 @@ class MapipeDialect(Dialect):
         return validate_document(doc)
 
     def simulate(self, rng: random.Random, *, run_id: str, start: datetime) -> Iterator[Snapshot]:
+        from eventstore.dialects.mapipe.simulate import simulate_run  # the simulator loads only for demo and tests
+
         return simulate_run(rng, run_id=run_id, start=start)
 
     def summary(self, event: Event) -> str | None:

@@ -17,14 +17,14 @@ import json
 import re
 from functools import cache
 from importlib import resources
-from typing import Any
-
-import fastjsonschema
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from eventstore.dialects.base import Finding
 from eventstore.documents import pointer
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
 
 SCHEMA_FILE = "agent-state.schema.json"
 
@@ -39,6 +39,8 @@ def schema() -> dict[str, Any]:
 
 @cache
 def validator() -> Draft202012Validator:
+    from jsonschema import Draft202012Validator  # imported when a document is first validated
+
     return Draft202012Validator(schema(), format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
@@ -48,6 +50,8 @@ def _fast() -> Any:
     # 20-50 KB document.  The schema only uses keywords whose draft-07 and 2020-12 meanings
     # agree, and fastjsonschema's format checks are at least as strict, so "valid" here implies
     # "valid" for jsonschema; anything else goes to jsonschema for the full list of findings.
+    import fastjsonschema
+
     compiled = copy.deepcopy(schema())
     compiled.pop("$schema", None)
     try:
@@ -57,6 +61,8 @@ def _fast() -> Any:
 
 
 def _fast_valid(doc: Any) -> bool:
+    import fastjsonschema
+
     fast = _fast()
     if fast is None:
         return False

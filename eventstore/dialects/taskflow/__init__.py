@@ -52,8 +52,6 @@ from eventstore.dialects.taskflow.lifecycle import (
     read_tree,
     task_folders,
 )
-from eventstore.dialects.taskflow.simulate import simulate as _simulate
-from eventstore.dialects.taskflow.simulate import write_simulated_task
 from eventstore.dialects.taskflow.validate import validate as _validate
 from eventstore.errors import IngestError
 from eventstore.events import Event
@@ -158,7 +156,9 @@ class TaskflowDialect(Dialect):
     # -- simulating -------------------------------------------------------------
 
     def simulate(self, rng: random.Random, *, run_id: str, start: datetime) -> Iterator[Snapshot]:
-        return _simulate(rng, run_id=run_id, start=start)
+        from eventstore.dialects.taskflow.simulate import simulate  # the simulator loads only for demo and tests
+
+        return simulate(rng, run_id=run_id, start=start)
 
 
 def _check_task_folder(folder: Path, files: dict[str, bytes]) -> None:
@@ -222,4 +222,4 @@ def _summary(e: Event) -> str:
     return type(e).__name__
 
 
-__all__ = ["STREAM_PREFIX", "TaskflowDialect", "write_simulated_task"]
+__all__ = ["STREAM_PREFIX", "TaskflowDialect"]  # write_simulated_task: eventstore.dialects.taskflow.simulate

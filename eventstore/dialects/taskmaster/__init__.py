@@ -26,7 +26,6 @@ from eventstore.dialects.analytics import Analytics
 from eventstore.dialects.base import Dialect, Finding, RunInfo, Snapshot
 from eventstore.dialects.taskmaster import events as ev
 from eventstore.dialects.taskmaster.lens import apply_event, derive_events, is_legacy, task_lists
-from eventstore.dialects.taskmaster.simulate import simulate_project
 from eventstore.events import Event
 
 STATUSES = ("pending", "in-progress", "review", "done", "deferred", "cancelled", "blocked")
@@ -138,6 +137,8 @@ class TaskmasterDialect(Dialect):
         return None
 
     def simulate(self, rng: random.Random, *, run_id: str, start: datetime) -> Iterator[Snapshot]:
+        from eventstore.dialects.taskmaster.simulate import simulate_project  # only demo and tests need it
+
         return simulate_project(rng, run_id=run_id, start=start)
 
 
