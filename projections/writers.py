@@ -43,9 +43,7 @@ import posixpath
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
-
-from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, SmallInteger, String, Table, select
+from typing import TYPE_CHECKING, Any
 
 from eventstore import codec
 from eventstore.backends import Backend
@@ -53,43 +51,61 @@ from eventstore.dialects import available, get_dialect, registered
 from eventstore.dialects.base import Dialect, FileWrite, parse_time
 from eventstore.errors import EvstoreError
 from eventstore.events import decode_event
-from eventstore.schema import NAMING
 from eventstore.store import EventStore, RecordedEvent
 from projections import engine
 
-_md = MetaData(naming_convention=NAMING)
-file_writes_table = Table(
-    "proj_file_writes",
-    _md,
-    Column("stream_id", String(255), primary_key=True),  # the session's stream
-    Column("call_id", String(255), primary_key=True),
-    Column("name", String(255), nullable=True),  # the path's last component
-    Column("path", String(4000), nullable=True),
-    Column("sha256", String(64), nullable=True),
-    Column("how", String(16), nullable=True),
-    Column("tool", String(64), nullable=True),
-    Column("message", String(255), nullable=True),
-    Column("at", String(64), nullable=True),
-    Column("failed", SmallInteger, nullable=True),
-    Column("position", BigInteger, nullable=False),
-)
-Index("ix_proj_file_writes_name", file_writes_table.c.name)
-state_versions_table = Table(
-    "proj_state_versions",
-    _md,
-    Column("stream_id", String(255), primary_key=True),
-    Column("version", Integer, primary_key=True),
-    Column("name", String(255), nullable=True),
-    Column("path", String(4000), nullable=True),
-    Column("sha256", String(64), nullable=True),
-    Column("at", String(32), nullable=False),
-    Column("hook_session", String(255), nullable=True),
-    Column("hook_call", String(255), nullable=True),
-    Column("hook_tool", String(64), nullable=True),
-    Column("position", BigInteger, nullable=False),
-)
-Index("ix_proj_state_versions_name", state_versions_table.c.name)
-Index("ix_proj_state_versions_hook_session", state_versions_table.c.hook_session)
+if TYPE_CHECKING:
+    from sqlalchemy import MetaData, Table
+
+
+@functools.cache
+def _metadata() -> MetaData:
+    """The two tables as SQLAlchemy Core describes them: built on first use (creating the tables,
+    the readers below), so an append that keeps the index current never imports SQLAlchemy."""
+    from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, SmallInteger, String, Table
+
+    from eventstore.schema import NAMING
+
+    md = MetaData(naming_convention=NAMING)
+    file_writes = Table(
+        "proj_file_writes",
+        md,
+        Column("stream_id", String(255), primary_key=True),  # the session's stream
+        Column("call_id", String(255), primary_key=True),
+        Column("name", String(255), nullable=True),  # the path's last component
+        Column("path", String(4000), nullable=True),
+        Column("sha256", String(64), nullable=True),
+        Column("how", String(16), nullable=True),
+        Column("tool", String(64), nullable=True),
+        Column("message", String(255), nullable=True),
+        Column("at", String(64), nullable=True),
+        Column("failed", SmallInteger, nullable=True),
+        Column("position", BigInteger, nullable=False),
+    )
+    Index("ix_proj_file_writes_name", file_writes.c.name)
+    state_versions = Table(
+        "proj_state_versions",
+        md,
+        Column("stream_id", String(255), primary_key=True),
+        Column("version", Integer, primary_key=True),
+        Column("name", String(255), nullable=True),
+        Column("path", String(4000), nullable=True),
+        Column("sha256", String(64), nullable=True),
+        Column("at", String(32), nullable=False),
+        Column("hook_session", String(255), nullable=True),
+        Column("hook_call", String(255), nullable=True),
+        Column("hook_tool", String(64), nullable=True),
+        Column("position", BigInteger, nullable=False),
+    )
+    Index("ix_proj_state_versions_name", state_versions.c.name)
+    Index("ix_proj_state_versions_hook_session", state_versions.c.hook_session)
+    return md
+
+
+def __getattr__(name: str) -> Any:  # file_writes_table, state_versions_table: made on first use
+    if name in ("file_writes_table", "state_versions_table"):
+        return _metadata().tables["proj_" + name.removesuffix("_table")]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 _WRITE_COLUMNS = ("stream_id", "call_id", "name", "path", "sha256", "how", "tool", "message", "at", "failed",
                   "position")
@@ -143,11 +159,13 @@ class WritersIndex(engine.Projection):
     version = 1
     event_types = None  # state versions close snapshots of every dialect
     inline = True
-    metadata = _md
 
     def __init__(self) -> None:
         self._types: dict[str, Dialect | None] = {}
         self._names: frozenset[str] | None = None
+
+    def tables(self) -> list[Table]:
+        return list(_metadata().sorted_tables)
 
     def _dialect_for(self, event_type: str) -> Dialect | None:
         """The dialect describing the file writes of ``event_type`` events, if any.  Only the
@@ -396,24 +414,45 @@ def _chunks(items: list[str], size: int = 500) -> Iterable[list[str]]:
         yield items[i:i + size]
 
 
+def _rows(store: EventStore, sql: str, params: Sequence[Any]) -> list[Any]:
+    """Rows of one read of this projection's tables, on a DB-API connection of the store's own
+    (plain SQL: ``log`` shows writers, and a SQLite read never imports SQLAlchemy)."""
+    handle = store.connect()
+    try:
+        raw = handle.driver_connection
+        cur = raw.cursor()
+        try:
+            store.backend.begin_read(raw)
+            cur.execute(sql, tuple(params))
+            return list(cur.fetchall())
+        finally:
+            cur.close()
+            store.backend.end_read(raw)
+    finally:
+        handle.close()
+
+
+def _marks(p: str, n: int) -> str:
+    return ", ".join([p] * n)
+
+
 def _load(store: EventStore, stream_ids: Sequence[str] | None) -> tuple[list[_Version], list[_Call]]:
     """The versions of ``stream_ids`` (None: every stream) that a call could have written, and those calls."""
-    w, v = file_writes_table, state_versions_table
-    with store.engine.connect() as conn:
-        calls = [_Call(r.stream_id, r.call_id, r.path, r.sha256, r.tool, r.message, parse_time(r.at), bool(r.failed))
-                 for r in conn.execute(select(w)).all()]
-        names = sorted({_name(c.path) for c in calls if c.path})
-        q = select(v).where(v.c.hook_session.is_not(None) | v.c.name.in_(names) if names else
-                            v.c.hook_session.is_not(None))
-        rows: list[Any] = []
-        if stream_ids is None:
-            rows = list(conn.execute(q).all())
-        else:
-            for chunk in _chunks(sorted(set(stream_ids))):
-                rows.extend(conn.execute(q.where(v.c.stream_id.in_(chunk))).all())
-    rows.sort(key=lambda r: (r.stream_id, r.version))
-    versions = [_Version(r.stream_id, r.version, r.path, r.sha256, parse_time(r.at), r.hook_session, r.hook_call,
-                         r.hook_tool) for r in rows]
+    p = store.backend.p
+    calls = [_Call(r[0], r[1], r[2], r[3], r[4], r[5], parse_time(r[6]), bool(r[7])) for r in _rows(
+        store, "SELECT stream_id, call_id, path, sha256, tool, message, at, failed FROM proj_file_writes", ())]
+    names = sorted({_name(c.path) for c in calls if c.path})
+    where = "hook_session IS NOT NULL" + (f" OR name IN ({_marks(p, len(names))})" if names else "")
+    sql = ("SELECT stream_id, version, path, sha256, at, hook_session, hook_call, hook_tool "
+           f"FROM proj_state_versions WHERE ({where})")
+    rows: list[Any] = []
+    if stream_ids is None:
+        rows = _rows(store, sql, names)
+    else:
+        for chunk in _chunks(sorted(set(stream_ids))):
+            rows.extend(_rows(store, f"{sql} AND stream_id IN ({_marks(p, len(chunk))})", [*names, *chunk]))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    versions = [_Version(r[0], r[1], r[2], r[3], parse_time(r[4]), r[5], r[6], r[7]) for r in rows]
     return versions, calls
 
 
@@ -437,13 +476,12 @@ def wrote(store: EventStore, session_stream: str, *, fresh: bool = True) -> dict
     state version, ``[(stream, version, established_by), ...]``, keyed by call id."""
     if fresh:
         refresh(store)
-    w, v = file_writes_table, state_versions_table
-    with store.engine.connect() as conn:
-        names = [r[0] for r in conn.execute(select(w.c.name).where(w.c.stream_id == session_stream).distinct())
-                 if r[0]]
-        mine = v.c.hook_session == session_of(session_stream)
-        q = select(v.c.stream_id).where(mine | v.c.name.in_(names) if names else mine).distinct()
-        streams = [r[0] for r in conn.execute(q).all()]
+    p = store.backend.p
+    names = [r[0] for r in _rows(store, f"SELECT DISTINCT name FROM proj_file_writes WHERE stream_id = {p}",
+                                 (session_stream,)) if r[0]]
+    where = f"hook_session = {p}" + (f" OR name IN ({_marks(p, len(names))})" if names else "")
+    streams = [r[0] for r in _rows(store, f"SELECT DISTINCT stream_id FROM proj_state_versions WHERE {where}",
+                                   (session_of(session_stream), *names))]
     out: dict[str, list[tuple[str, int, str]]] = {}
     if not streams:
         return out
@@ -458,14 +496,15 @@ def state_versions(store: EventStore, stream_id: str, *, upto_version: int | Non
     """Each ingested state version of ``stream_id`` (up to ``upto_version``): its version, time,
     file, SHA-256 and ``written_by`` (:class:`Writer`, None when unknown)."""
     found = writers(store, stream_id, fresh=fresh)
-    v = state_versions_table
-    q = select(v.c.version, v.c.at, v.c.path, v.c.sha256).where(v.c.stream_id == stream_id)
+    p = store.backend.p
+    sql = f"SELECT version, at, path, sha256 FROM proj_state_versions WHERE stream_id = {p}"
+    params: list[Any] = [stream_id]
     if upto_version is not None:
-        q = q.where(v.c.version <= upto_version)
-    with store.engine.connect() as conn:
-        rows = conn.execute(q.order_by(v.c.version)).all()
-    return [{"version": r.version, "at": r.at, "file": r.path, "sha256": r.sha256,
-             "written_by": found[r.version].to_dict() if r.version in found else None} for r in rows]
+        sql += f" AND version <= {p}"
+        params.append(upto_version)
+    rows = _rows(store, sql + " ORDER BY version", params)
+    return [{"version": r[0], "at": r[1], "file": r[2], "sha256": r[3],
+             "written_by": found[r[0]].to_dict() if r[0] in found else None} for r in rows]
 
 
 def run_sessions(store: EventStore, stream_ids: Sequence[str] | None = None, *,
@@ -478,6 +517,6 @@ def run_sessions(store: EventStore, stream_ids: Sequence[str] | None = None, *,
     return out
 
 
-__all__ = ["HOW", "WRITERS", "Writer", "WritersIndex", "attach", "attribute", "file_writes_table", "match", "refresh",
-           "run_sessions", "same_file", "session_of", "state_file_names", "state_versions", "state_versions_table",
-           "writers", "wrote"]
+__all__ = ["HOW", "WRITERS", "Writer", "WritersIndex", "attach", "attribute", "match", "refresh", "run_sessions",
+           "same_file", "session_of", "state_file_names", "state_versions", "writers", "wrote"]
+# and file_writes_table, state_versions_table: made on first use (__getattr__)
