@@ -306,6 +306,7 @@ def test_catalog_tags_are_the_dialects_own(name: str) -> None:
     d = get_dialect(name)
     tags = [c.event_type() for c in d.catalog]
     assert all(t.startswith(f"{name}.") for t in tags), tags
+    assert set(d.file_write_types) <= set(tags)  # projections.writers finds a type's dialect by its prefix
     assert len(set(tags)) == len(tags)
     others = {c.event_type() for n in ALL if n != name for c in get_dialect(n).catalog}
     assert not set(tags) & others
