@@ -69,15 +69,15 @@ def _broken_command(name: str, why: str) -> click.Command:
 
 
 #: Every top-level command: name -> (the module defining it, its one-line help as its docstring's
-#: first paragraph).  ``tests/test_cli_startup.py`` holds this table to the commands themselves.
-COMMANDS: dict[str, tuple[str, str]] = {
+#: first paragraph; None: a hidden command).  ``tests/test_cli_startup.py`` holds this table to the commands.
+COMMANDS: dict[str, tuple[str, str | None]] = {
     "append": ("eventstore.cli.core", "Append one event to STREAM (or a JSONL --batch file)."),
-    "checkpoint": ("eventstore.cli.core", "Write a signed digest of the log (Ed25519 with --key-file, else HMAC "
-                                          "with EVSTORE_SIGNING_KEY)."),
+    "checkpoint": ("eventstore.cli.core", None),
     "db": ("eventstore.cli.core", "Schema migrations (Alembic)."),
     "init": ("eventstore.cli.core", "Create the store (or bring it to the latest schema)."),
-    "keygen": ("eventstore.cli.core", "Create an Ed25519 key pair for signing checkpoints (PREFIX.key, "
-                                      "PREFIX.pub)."),
+    "keygen": ("eventstore.cli.core", "Create an Ed25519 key pair for signing seals (PREFIX.key, PREFIX.pub)."),
+    "seal": ("eventstore.cli.core", "Seal the log: write a signed digest of it (Ed25519 with --key-file, else HMAC "
+                                    "with EVSTORE_SIGNING_KEY) that `verify --seal` checks later."),
     "verify": ("eventstore.cli.core", "Recompute every hash chain (or STREAM's) and check the replay cache; exit "
                                       "1 naming what fails."),
     "ingest": ("eventstore.cli.documents", "Ingest state-file snapshots with DIALECT (a directory: its files in "
@@ -139,8 +139,9 @@ class EvstoreGroup(click.Group):
             cmd = self.commands.get(name)
             if cmd is None and name not in COMMANDS:  # a dialect's command: --help loads it
                 cmd = self.get_command(ctx, name)
-            if cmd is None or not cmd.hidden:
-                entries.append((name, cmd))
+            if (cmd.hidden if cmd is not None else COMMANDS[name][1] is None):
+                continue
+            entries.append((name, cmd))
         if not entries:
             return
         limit = formatter.width - 6 - max(len(name) for name, _ in entries)
