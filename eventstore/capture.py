@@ -61,11 +61,13 @@ class TranscriptResult:
     events: int = 0
     findings: list[Finding] = field(default_factory=list)
     rewritten: bool = False
+    blobs: int = 0  # distinct blobs the new lines refer to (stored unless already there)
+    blob_bytes: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"file": self.file, "stream": self.stream, "version": self.version, "events": self.events,
                 "lines": self.lines, "bytes": self.bytes, "findings": len(self.findings),
-                "rewritten": self.rewritten}
+                "rewritten": self.rewritten, "blobs": self.blobs, "blob_bytes": self.blob_bytes}
 
 
 def transcript_state(store: EventStore, stream_id: str) -> tuple[int, dict[str, Any] | None]:
@@ -91,8 +93,12 @@ def transcript_state(store: EventStore, stream_id: str) -> tuple[int, dict[str, 
 
 def ingest_transcript(store: EventStore, path: Path, *, scrubber: Scrubber | None,
                       stream: str | None = None, final: bool = False,
-                      extra_meta: dict[str, Any] | None = None) -> TranscriptResult:
-    """Record the lines of ``path`` not recorded yet (one atomic append)."""
+                      extra_meta: dict[str, Any] | None = None,
+                      blob_threshold: int | None = None) -> TranscriptResult:
+    """Record the lines of ``path`` not recorded yet (one atomic append).  Strings of
+    ``blob_threshold`` bytes or more (default :data:`eventstore.config.BLOB_THRESHOLD`; 0: none)
+    are stored once as content-addressed blobs."""
+    threshold = config.BLOB_THRESHOLD if blob_threshold is None else blob_threshold
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -128,13 +134,17 @@ def ingest_transcript(store: EventStore, path: Path, *, scrubber: Scrubber | Non
     linker = Linker(sid, subagent=parent is not None,
                     earlier=(lambda: split_lines(prefix, final=True)[0]) if start else None)
     link_meta: dict[str, Any] = {"dialect": "claude"}
+    blobs: dict[str, bytes] = {}
     for line in lines:
         lineno += 1
-        got = events_for_line(line, lineno, offset, scrubber, linker)
+        got = events_for_line(line, lineno, offset, scrubber, linker, threshold)
         meta: dict[str, Any] = {"dialect": "claude"}
         if got.findings:
             meta["findings"] = [f.to_dict() for f in got.findings]
             result.findings.extend(got.findings)
+        if got.blobs:
+            meta["blobs"] = list(got.blobs)
+            blobs.update(got.blobs)
         when = parse_time(getattr(got.events[-1], "timestamp", None))
         planned.extend((e, meta, when) for e in got.events)
         planned.extend((e, link_meta, when) for e in got.links)
@@ -146,14 +156,16 @@ def ingest_transcript(store: EventStore, path: Path, *, scrubber: Scrubber | Non
     last_event, last_meta, last_when = planned[-1]
     planned[-1] = (last_event, {**last_meta, **(extra_meta or {}), "transcript": transcript}, last_when)
     new = [NewEvent(None, e, meta=meta, occurred_at=when) for e, meta, when in planned]
-    r = store.append(sid, new, expected_version=version if version else "no stream", dialect="claude")
+    r = store.append(sid, new, expected_version=version if version else "no stream", dialect="claude",
+                     blobs=blobs or None)
     result.version, result.events, result.lines, result.bytes = r.version, len(new), len(lines), covered
+    result.blobs, result.blob_bytes = len(blobs), sum(map(len, blobs.values()))
     return result
 
 
 def ingest_transcripts(store: EventStore, paths: Iterable[Path], *, scrub: bool = True,
                        progress: Callable[[int, int], None] | None = None,
-                       stream: str | None = None) -> list[TranscriptResult]:
+                       stream: str | None = None, blob_threshold: int | None = None) -> list[TranscriptResult]:
     """Every transcript under ``paths``; each file is its own atomic append."""
     files: list[Path] = []
     for p in paths:
@@ -163,7 +175,7 @@ def ingest_transcripts(store: EventStore, paths: Iterable[Path], *, scrub: bool 
     scrubber = Scrubber() if scrub else None
     out = []
     for i, f in enumerate(files, 1):
-        out.append(ingest_transcript(store, f, scrubber=scrubber, stream=stream))
+        out.append(ingest_transcript(store, f, scrubber=scrubber, stream=stream, blob_threshold=blob_threshold))
         if progress is not None:
             progress(i, len(files))
     return out

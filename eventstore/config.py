@@ -14,6 +14,12 @@ DEFAULT_URL = "sqlite:///./.evstore/events.db"
 MAX_EVENT_BYTES = int(os.environ.get("EVSTORE_MAX_EVENT_BYTES", str(4 * 1024 * 1024)))
 #: Deepest accepted nesting of arrays/objects in ``data`` or a snapshot document.
 MAX_DEPTH = int(os.environ.get("EVSTORE_MAX_DEPTH", "64"))
+#: Claude transcripts: a JSON string (tool output, base64 image) of this many bytes or more is
+#: stored once as a content-addressed blob, the line keeping a reference (0: never).  16 KiB:
+#: below it a blob's row, key and lookup cost more than the bytes they save; above it are the
+#: outputs that repeat across sessions (file reads, images) and that, kept inline, make every
+#: event read and analytics pass decode them.  ``evstore ingest claude --blob-threshold``.
+BLOB_THRESHOLD = int(os.environ.get("EVSTORE_BLOB_THRESHOLD", str(16 * 1024)))
 #: Largest accepted snapshot file for ingest.
 MAX_SNAPSHOT_BYTES = int(os.environ.get("EVSTORE_MAX_SNAPSHOT_BYTES", str(64 * 1024 * 1024)))
 

@@ -179,3 +179,12 @@ class OrderEntry(msgspec.Struct, frozen=True):
     stream_id: str
     version: int
     hash: bytes
+
+
+class StoredBlob(msgspec.Struct, frozen=True):
+    """A content-addressed blob as stored: its key (the raw SHA-256 its bytes should have), the
+    size its row records and its bytes; readers check the digest themselves."""
+
+    sha256: bytes
+    size: int
+    data: bytes

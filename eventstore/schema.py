@@ -94,4 +94,13 @@ store_identity = Table(
     Column("created_at", String(32), nullable=False),
 )
 
+blobs = Table(  # content-addressed bytes, append-only (migration 0005)
+    "blobs",
+    metadata,
+    Column("sha256", LargeBinary(32), primary_key=True),  # SHA-256 of data
+    Column("size", BigInteger, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    Column("created_at", String(32), nullable=False),
+)
+
 OWNED_TABLES = frozenset(metadata.tables)

@@ -27,7 +27,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -40,6 +40,7 @@ from eventstore.errors import (
     ConcurrencyError,
     DuplicateEventId,
     EvstoreError,
+    IntegrityViolation,
     InvalidEvent,
     StorageFull,
     StreamNotFound,
@@ -315,19 +316,46 @@ class EventStore:
         *,
         expected_version: ExpectedVersion = ANY,
         dialect: str | None = None,
+        blobs: Mapping[str, bytes] | None = None,
     ) -> AppendResult:
-        """Append ``events`` to ``stream_id`` atomically; returns the new version and positions."""
+        """Append ``events`` to ``stream_id`` atomically; returns the new version and positions.
+
+        ``blobs``: content-addressed bytes the events refer to (SHA-256 hex digest -> bytes),
+        written in the same transaction, each stored once however many events or streams name it
+        (an event lists the digests it refers to in ``meta.blobs``; ``verify`` checks both)."""
         check_stream_id(stream_id)  # before the transaction looks the stream up
         batch = [e if isinstance(e, NewEvent) else NewEvent(None, e) for e in events]
         if not batch:
             raise InvalidEvent(f'Nothing to append to stream "{stream_id}".')
+        digests = _checked_blobs(blobs) if blobs else None
         with _Transaction(self, dialect, stream_id) as txn:
             if any(e._client_id for e in batch):
                 dup = txn.find_duplicates(stream_id, batch)
                 if dup is not None:
                     txn.abandon()
                     return dup
+            if digests:
+                self.backend.insert_blobs(txn.cur, digests, txn.now)
             return txn.add(stream_id, batch, expected_version)
+
+    def read_blob(self, sha256: str) -> bytes:
+        """The bytes stored under ``sha256`` (hex), checked against it."""
+        try:
+            key = bytes.fromhex(sha256)
+        except ValueError:
+            key = b""
+        if len(key) != 32:
+            raise InvalidEvent(f"{sha256!r} is not a SHA-256 hex digest.")
+        with self.reading() as cur:
+            stored = self.backend.read_blob(cur, key)
+        if stored is None:
+            raise IntegrityViolation(f"Blob {sha256} is not in the store (an event refers to it); "
+                                     "run `evstore verify`.")
+        data = stored.data
+        if chain.digest(data) != key:
+            raise IntegrityViolation(f"Blob {sha256}: the stored bytes do not match their SHA-256; "
+                                     "run `evstore verify`.")
+        return data
 
     def append_many(
         self, items: Iterable[tuple[str, NewEvent, ExpectedVersion | None]], *, chunk: int = 1000,
@@ -511,6 +539,17 @@ class EventStore:
         """Every stream (its id, dialect and version), by stream id."""
         with self.reading() as cur:
             return self.backend.list_streams(cur)
+
+
+def _checked_blobs(blobs: Mapping[str, bytes]) -> dict[bytes, bytes]:
+    """``blobs`` keyed by raw digest, each key checked against its bytes (a wrong key is refused)."""
+    out: dict[bytes, bytes] = {}
+    for hexdigest, data in blobs.items():
+        digest = chain.digest(data)
+        if digest.hex() != hexdigest:
+            raise InvalidEvent(f"Blob key {hexdigest!r} is not the SHA-256 of its {len(data)} bytes.")
+        out[digest] = data
+    return out
 
 
 def _merge(a: AppendResult | None, b: AppendResult) -> AppendResult:

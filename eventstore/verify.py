@@ -2,7 +2,9 @@
 and check signed seals.
 
 Failure classes: ``data`` / ``meta`` (the stored bytes no longer match their recorded SHA-256),
-``header`` (type, ids, times or digests changed: the event hash does not recompute), ``link``
+``blob`` (a content-addressed blob's bytes no longer match their SHA-256, or an event's
+``meta.blobs`` names a blob that is not stored), ``header`` (type, ids, times or digests changed:
+the event hash does not recompute), ``link``
 (prev_hash is not the previous event's hash), ``sequence`` (a version is missing), ``head`` (the
 stream's recorded head is not its last event: truncated tail), ``position`` (positions do not
 increase with versions within a stream: events reordered), ``cache`` (a replay-cache row does not
@@ -37,6 +39,8 @@ class Failure:
         return {"stream": self.stream_id, "version": self.version, "field": self.field_class, "detail": self.detail}
 
     def __str__(self) -> str:
+        if not self.stream_id:  # a blob no event of the checked streams refers to
+            return f"{self.field_class} — {self.detail}"
         return f'stream "{self.stream_id}" version {self.version}: {self.field_class} — {self.detail}'
 
 
@@ -45,6 +49,7 @@ class VerifyReport:
     streams: int = 0
     events: int = 0
     cached: int = 0  # replay-cache rows checked
+    blobs: int = 0  # content-addressed blobs re-hashed
     failures: list[Failure] = field(default_factory=list)
     seal: dict[str, Any] | None = None
 
@@ -54,6 +59,7 @@ class VerifyReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "streams": self.streams, "events": self.events, "cached": self.cached,
+                "blobs": self.blobs,
                 "failures": [f.to_dict() for f in self.failures], "seal": self.seal}
 
 
@@ -71,6 +77,7 @@ def verify(store: EventStore, stream_id: str | None = None,
         last_position = 0
         failed = False
         head: tuple[int, bytes] = (0, chain.GENESIS)
+        referenced: dict[bytes, tuple[str, int]] = {}  # blob digest -> first (stream, version) naming it
 
         def close_stream() -> None:
             if current is not None and not failed and (expect_version, prev) != head:
@@ -122,9 +129,50 @@ def verify(store: EventStore, stream_id: str | None = None,
                 failed = True
                 continue
             prev, expect_version = h, version
+            if b'"blobs"' in meta:
+                _note_blobs(meta, sid, version, referenced)
         close_stream()
     _verify_cache(store, stream_id, report)
+    _verify_blobs(store, referenced, report, every=stream_id is None)
     return report
+
+
+# ------------------------------------------------------------------ content-addressed blobs
+
+def _note_blobs(meta: bytes, sid: str, version: int, referenced: dict[bytes, tuple[str, int]]) -> None:
+    """Remember the blobs an event's ``meta.blobs`` names (the first event naming each)."""
+    try:
+        names = codec.decode(meta).get("blobs")
+    except Exception:  # noqa: BLE001 - meta is checked against its digest above; no blobs list, nothing to note
+        return
+    for name in names if isinstance(names, list) else []:
+        try:
+            key = bytes.fromhex(name) if isinstance(name, str) else b""
+        except ValueError:
+            key = b""
+        referenced.setdefault(key, (sid, version))
+
+
+def _verify_blobs(store: EventStore, referenced: dict[bytes, tuple[str, int]], report: VerifyReport,
+                  *, every: bool) -> None:
+    """Every blob's bytes must hash to its key (all of them, or those ``referenced`` when one
+    stream is verified), and every referenced blob must be stored."""
+    found: set[bytes] = set()
+    with store.reading() as cur:
+        for b in store.backend.stored_blobs(cur, None if every else list(referenced)):
+            found.add(b.sha256)
+            report.blobs += 1
+            problem = None
+            if chain.digest(b.data) != b.sha256:
+                problem = "stored bytes do not match their SHA-256"
+            elif len(b.data) != b.size:
+                problem = f"holds {len(b.data)} bytes, its row says {b.size}"
+            if problem:
+                sid, version = referenced.get(b.sha256, ("", 0))
+                report.failures.append(Failure(sid, version, "blob", f"blob {b.sha256.hex()}: {problem}"))
+    for key, (sid, version) in referenced.items():
+        if key not in found:
+            report.failures.append(Failure(sid, version, "blob", f"blob {key.hex()} is referenced but not stored"))
 
 
 # ------------------------------------------------------------------ the replay cache

@@ -113,7 +113,8 @@ def replay_raw(store: EventStore, stream_id: str, version: int | None = None, *,
     target = head.version if version is None else version
     dialect = get_dialect(head.dialect or FALLBACK)
     if dialect.line_based:  # a file recorded line by line (transcripts): its events hold the bytes
-        return dialect.file_bytes(rec.to_event() for rec in store.read_stream(stream_id, upto_version=target))
+        return dialect.file_bytes((rec.to_event() for rec in store.read_stream(stream_id, upto_version=target)),
+                                  blob=store.read_blob)
     # The snapshot producing version V is the first event at or after V that ends a snapshot group.
     for rec in store.read_stream(stream_id, after_version=max(target - 1, 0)):
         if rec.type == "document.unreadable" and rec.version == target:

@@ -28,8 +28,8 @@ def test_report_json_and_text() -> None:
     assert str(f) == 'stream "A" version 3: link — prev_hash is not the previous event\'s hash'
     report = VerifyReport(streams=2, events=5, cached=1, failures=[f])
     assert not report.ok and VerifyReport().ok
-    assert report.to_dict() == {"ok": False, "streams": 2, "events": 5, "cached": 1, "failures": [f.to_dict()],
-                                "seal": None}
+    assert report.to_dict() == {"ok": False, "streams": 2, "events": 5, "cached": 1, "blobs": 0,
+                                "failures": [f.to_dict()], "seal": None}
 
 
 @pytest.mark.parametrize(("sql", "failures"), [

@@ -1,5 +1,5 @@
 """The recorder: every statement evstore runs against the log's tables (``events``, ``streams``,
-``projection_checkpoints``, ``replay_cache``, ``store_identity``), as typed methods on a backend.
+``projection_checkpoints``, ``replay_cache``, ``store_identity``, ``blobs``), as typed methods on a backend.
 
 A method takes the DB-API cursor of the caller's transaction (the streamed reads open a
 streaming cursor on its connection), so a projection's rows and its checkpoint still commit together, and it
@@ -42,6 +42,7 @@ from eventstore.records import (
     ProjectionCheckpoint,
     RecordedEvent,
     RecordedIdentity,
+    StoredBlob,
     StreamHead,
     StreamState,
     StreamSummary,
@@ -147,6 +148,12 @@ class Backend(abc.ABC):
         self.sql_order = ("SELECT e.position, s.stream_id, e.version, e.hash FROM events e "
                           f"JOIN streams s ON s.stream_pk = e.stream_pk WHERE e.position <= {p} ORDER BY e.position")
         self.sql_stream_ids = "SELECT stream_id FROM streams ORDER BY stream_id"
+        # Content-addressed blobs (migration 0005): written once, whoever writes them first.
+        self.sql_insert_blob = (f"INSERT INTO blobs (sha256, size, data, created_at) VALUES ({p}, {p}, {p}, {p}) "
+                                "ON CONFLICT (sha256) DO NOTHING")
+        self.sql_blobs_present = "SELECT sha256 FROM blobs WHERE sha256 IN ({ids})"
+        self.sql_read_blob = f"SELECT size, data FROM blobs WHERE sha256 = {p}"
+        self.sql_blobs = "SELECT sha256, size, data FROM blobs {where} ORDER BY sha256"
         self.sql_find_ids = (
             "SELECT e.event_id, s.stream_id, e.version, e.position, e.type, e.data_sha256, e.meta_sha256, "
             "e.occurred_at, e.schema_version FROM events e JOIN streams s ON s.stream_pk = e.stream_pk WHERE e.event_id IN ({ids})"
@@ -374,6 +381,33 @@ class Backend(abc.ABC):
         cur.execute(self.sql_stream_ids)
         return [r[0] for r in cur.fetchall()]
 
+    # -- content-addressed blobs (migration 0005; written by the append path: insert_blobs) --------
+
+    @recorder("reading a blob")
+    def read_blob(self, cur: Any, sha256: bytes) -> StoredBlob | None:
+        """The blob stored under the raw digest ``sha256`` (None: not stored), not checked."""
+        cur.execute(self.sql_read_blob, (self.blob(sha256),))
+        row = cur.fetchone()
+        return None if row is None else StoredBlob(sha256, int(row[0]), bytes(row[1]))
+
+    def stored_blobs(self, cur: Any, digests: Sequence[bytes] | None = None) -> Iterator[StoredBlob]:
+        """Every stored blob (or those of ``digests`` that are stored) by digest, streamed
+        (what ``evstore verify`` re-hashes)."""
+        if digests is None:
+            chunks: Iterable[Sequence[bytes] | None] = [None]
+        else:
+            chunks = [digests[i:i + 500] for i in range(0, len(digests), 500)]
+        for chunk in chunks:
+            if chunk is None:
+                sql, params = self.sql_blobs.format(where=""), []
+            elif not chunk:
+                continue
+            else:
+                sql = self.sql_blobs.format(where=f"WHERE sha256 IN ({', '.join([self.p] * len(chunk))})")
+                params = [self.blob(d) for d in chunk]
+            for r in self._streamed(cur, sql, params, "reading the blobs"):
+                yield StoredBlob(bytes(r[0]), int(r[1]), bytes(r[2]))
+
     @abc.abstractmethod
     def begin_write(self, raw: Any) -> None:
         """Start a transaction holding the store-wide append lock."""
@@ -408,6 +442,23 @@ class Backend(abc.ABC):
             cur.execute(self.sql_insert_event, rows[0])
         else:
             cur.executemany(self.sql_insert_event, rows)
+
+    def insert_blobs(self, cur: Any, blobs: dict[bytes, bytes], now: str) -> int:
+        """Insert the blobs (SHA-256 digest -> bytes) not stored yet; returns how many were new.
+        Present ones are looked up first so their bytes are not sent again."""
+        digests = list(blobs)
+        present: set[bytes] = set()
+        for i in range(0, len(digests), 500):
+            chunk = digests[i:i + 500]
+            cur.execute(self.sql_blobs_present.format(ids=", ".join([self.p] * len(chunk))),
+                        [self.blob(d) for d in chunk])
+            present.update(bytes(r[0]) for r in cur.fetchall())
+        rows = [(self.blob(d), len(data), self.blob(data), now) for d, data in blobs.items() if d not in present]
+        if len(rows) == 1:
+            cur.execute(self.sql_insert_blob, rows[0])
+        elif rows:
+            cur.executemany(self.sql_insert_blob, rows)
+        return len(rows)
 
     #: Whether the database has roles to grant rights to (``evstore db roles``).
     has_roles = False

@@ -279,8 +279,9 @@ def verify(ctx: click.Context, stream: str | None, as_json: bool, seal: Path | N
         _echo_json(report.to_dict())
     elif report.ok:
         extra = f"; seal {seal} holds" if seal else ""
-        click.echo(f"verified {report.streams} streams, {report.events} events, {report.cached} cached documents: "
-                   f"all hash chains intact{extra}")
+        blobs = f", {report.blobs} blobs" if report.blobs else ""
+        click.echo(f"verified {report.streams} streams, {report.events} events, {report.cached} cached documents"
+                   f"{blobs}: all hash chains intact{extra}")
     else:
         for f in report.failures:
             click.echo(f"FAIL {f}", err=True)

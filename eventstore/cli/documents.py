@@ -36,9 +36,13 @@ def _dialect(name: str) -> Any:
 @click.option("--json", "as_json", is_flag=True, help="One JSON line per snapshot.")
 @click.option("--no-scrub", is_flag=True, help="Dialects that scrub secrets from transcripts: store them as they are "
               "(not advised).")
+@click.option("--blob-threshold", type=click.IntRange(min=0), default=None, metavar="BYTES",
+              help="Dialects that store transcripts: store JSON strings of at least BYTES once, "
+                   "content-addressed (default 16384, or $EVSTORE_BLOB_THRESHOLD; 0: never).")
 @click.pass_context
 def ingest(ctx: click.Context, dialect: str, paths: tuple[Path, ...], stream: str | None, git_spec: str | None,
-           first_parent: bool, order: str, strict: bool, as_json: bool, no_scrub: bool) -> None:
+           first_parent: bool, order: str, strict: bool, as_json: bool, no_scrub: bool,
+           blob_threshold: int | None) -> None:
     """Ingest state-file snapshots with DIALECT (a directory: its files in name order).
 
     A version that is no readable document is recorded as document.unreadable with its exact
@@ -50,8 +54,11 @@ def ingest(ctx: click.Context, dialect: str, paths: tuple[Path, ...], stream: st
         from eventstore.plugins import load
 
         ingest_with: Callable[..., None] = load(d.ingest_command)  # type: ignore[assignment]
-        ingest_with(ctx, paths, stream=stream, as_json=as_json, scrub=not no_scrub)
+        extra = {} if blob_threshold is None else {"blob_threshold": blob_threshold}
+        ingest_with(ctx, paths, stream=stream, as_json=as_json, scrub=not no_scrub, **extra)
         return
+    if blob_threshold is not None:
+        raise click.UsageError(f"--blob-threshold is for transcripts; {dialect} ingests state-file snapshots")
     if not paths and not git_spec:
         raise click.UsageError("give at least one PATH or --git REPO_DIR:FILE")
     if first_parent and not git_spec:

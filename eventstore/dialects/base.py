@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -382,8 +382,9 @@ class Dialect:
             return
         yield read_snapshot(path.read_bytes(), str(path), {"file": str(path)})
 
-    def file_bytes(self, events: Iterator[Event]) -> bytes:
-        """The recorded file of a line-based dialect, from its stream's events in order."""
+    def file_bytes(self, events: Iterator[Event], *, blob: Callable[[str], bytes] | None = None) -> bytes:
+        """The recorded file of a line-based dialect, from its stream's events in order (``blob``:
+        the store's content-addressed bytes by SHA-256 hex, for events that refer to them)."""
         raise EvstoreError(f'The {self.name} dialect records snapshots, not lines.')
 
     def stream_id(self, doc: JSON) -> str | None:

@@ -26,7 +26,7 @@ import base64
 import hashlib
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -38,7 +38,7 @@ from eventstore.dialects.base import Dialect, FileWrite, Finding, HookAnswer, Ru
 from eventstore.dialects.claude import events as ev
 from eventstore.dialects.claude.links import Linker
 from eventstore.dialects.claude.secrets import Scrubber
-from eventstore.errors import EvstoreError, IngestError
+from eventstore.errors import EvstoreError, IngestError, IntegrityViolation
 from eventstore.events import Event
 
 _decode = msgspec.json.Decoder()
@@ -121,8 +121,8 @@ class ClaudeDialect(Dialect):
         return (f"{scrubbed} secret(s) in this transcript were replaced by [evstore-secret:...] markers "
                 "before it was stored; these are the stored (scrubbed) bytes.")
 
-    def file_bytes(self, events: Iterator[Event]) -> bytes:
-        return raw_from_events(events)
+    def file_bytes(self, events: Iterator[Event], *, blob: Callable[[str], bytes] | None = None) -> bytes:
+        return raw_from_events(events, blob)
 
     def apply(self, doc: Any, event: Event) -> Any:
         doc = doc if isinstance(doc, dict) else {"lines": 0, "records": {}, "models": [], "tool_calls": 0,
@@ -344,13 +344,80 @@ class LineEvents:
     events: list[Event]
     findings: list[Finding] = field(default_factory=list)
     links: list[Event] = field(default_factory=list)  # subagents this line links (recorded after it)
+    blobs: dict[str, bytes] = field(default_factory=dict)  # SHA-256 hex -> bytes cut out of the line
+
+
+def long_strings(raw: bytes, threshold: int) -> list[tuple[int, int]]:
+    """(start, end) of the contents of each JSON string literal in ``raw`` of ``threshold`` bytes
+    or more (``raw``: one valid JSON line; a quote preceded by an odd run of backslashes is escaped)."""
+    spans: list[tuple[int, int]] = []
+    find = raw.find
+    pos = 0
+    while True:
+        opening = find(b'"', pos)
+        if opening < 0:
+            return spans
+        k = opening + 1
+        while True:
+            closing = find(b'"', k)
+            if closing < 0:
+                return spans
+            b = closing - 1
+            while b > opening and raw[b] == 0x5C:  # backslash
+                b -= 1
+            if (closing - 1 - b) % 2 == 0:
+                break
+            k = closing + 1
+        if closing - opening - 1 >= threshold:
+            spans.append((opening + 1, closing))
+        pos = closing + 1
+
+
+def cut_blobs(raw: bytes, threshold: int) -> tuple[bytes, list[ev.BlobRef], dict[str, bytes]]:
+    """``raw`` without the contents of its strings of ``threshold`` bytes or more, the references
+    that put them back, and the blobs by SHA-256 (the exact bytes between the quotes)."""
+    spans = long_strings(raw, threshold)
+    if not spans:
+        return raw, [], {}
+    pieces: list[bytes] = []
+    refs: list[ev.BlobRef] = []
+    blobs: dict[str, bytes] = {}
+    pos = 0
+    for start, end in spans:
+        pieces.append(raw[pos:start])
+        data = raw[start:end]
+        sha = hashlib.sha256(data).hexdigest()
+        blobs[sha] = data
+        refs.append(ev.BlobRef(start, end - start, sha))
+        pos = end
+    pieces.append(raw[pos:])
+    return b"".join(pieces), refs, blobs
+
+
+def splice_blobs(stored: bytes, refs: list[ev.BlobRef], blob: Callable[[str], bytes]) -> bytes:
+    """The line ``cut_blobs`` cut, from its stored bytes and its blobs."""
+    out = bytearray()
+    kept = done = 0  # bytes of ``stored`` used; bytes of the original line rebuilt
+    for ref in refs:
+        take = ref.offset - done
+        out += stored[kept:kept + take]
+        kept += take
+        data = blob(ref.sha256)
+        if len(data) != ref.size:
+            raise IntegrityViolation(f"Blob {ref.sha256} holds {len(data)} bytes, the line refers to {ref.size}; "
+                                     "run `evstore verify`.")
+        out += data
+        done = ref.offset + ref.size
+    out += stored[kept:]
+    return bytes(out)
 
 
 def events_for_line(raw: bytes, lineno: int, offset: int, scrubber: Scrubber | None,
-                    linker: Linker | None = None) -> LineEvents:
+                    linker: Linker | None = None, blob_threshold: int = 0) -> LineEvents:
     """One line's events: parts (if oversized), then its typed event; secrets scrubbed first.
     ``linker`` (the file's :class:`~eventstore.dialects.claude.links.Linker`) adds the line's
-    sidechain and the subagent links it establishes."""
+    sidechain and the subagent links it establishes; a JSON line's strings of ``blob_threshold``
+    bytes or more (0: none) become blobs."""
     try:
         text: str | None = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -365,35 +432,43 @@ def events_for_line(raw: bytes, lineno: int, offset: int, scrubber: Scrubber | N
             raw = latin.encode("latin-1", "replace") if found else raw
     findings = [Finding(path=f"/line/{lineno}", code="secret-scrubbed",
                         message=f"a {s.kind} was replaced by {s.marker}") for s in found]
+    body = raw.rstrip(b"\r\n")
+    rec: Any = None
+    error: str | None = None
+    if text is None:
+        error = "not valid UTF-8"
+    elif not body.strip():
+        error = "empty line"
+    else:
+        try:
+            rec = _decode.decode(body)
+        except (msgspec.DecodeError, RecursionError):
+            error = _parse_error(body.decode("utf-8"))
+    stored, refs, blobs = raw, [], {}  # type: tuple[bytes, list[ev.BlobRef], dict[str, bytes]]
+    if error is None and blob_threshold and len(raw) >= blob_threshold:
+        stored, refs, blobs = cut_blobs(raw, blob_threshold)
     out: list[Event] = []
     common: dict[str, Any] = {"lineno": lineno, "offset": offset, "secrets": len(found)}
-    if len(raw) > ev.PART_BYTES:
-        for i in range(0, len(raw), ev.PART_BYTES):
+    if refs:
+        common["blobs"] = refs
+    if len(stored) > ev.PART_BYTES:
+        for i in range(0, len(stored), ev.PART_BYTES):
             out.append(ev.LinePart(lineno=lineno, part=i // ev.PART_BYTES,
-                                   b64=base64.b64encode(raw[i:i + ev.PART_BYTES]).decode("ascii")))
+                                   b64=base64.b64encode(stored[i:i + ev.PART_BYTES]).decode("ascii")))
         common["parts"] = len(out)
     elif text is not None:
-        common["line"] = text
+        common["line"] = stored.decode("utf-8") if refs else text
     else:
-        common["line_b64"] = base64.b64encode(raw).decode("ascii")
-    body = raw.rstrip(b"\r\n")
-    if text is None:
-        out.append(ev.UnreadableLine(error="not valid UTF-8", **common))
-        return LineEvents(out, findings)
-    try:
-        rec = _decode.decode(body) if body.strip() else None
-    except (msgspec.DecodeError, RecursionError):
-        out.append(ev.UnreadableLine(error=_parse_error(body.decode("utf-8")), **common))
-        return LineEvents(out, findings)
-    if rec is None and not body.strip():
-        out.append(ev.UnreadableLine(error="empty line", **common))
+        common["line_b64"] = base64.b64encode(stored).decode("ascii")
+    if error is not None:
+        out.append(ev.UnreadableLine(error=error, **common))
         return LineEvents(out, findings)
     links: list[Event] = []
     if linker is not None:
         common["sidechain"], found_links = linker.observe(rec, lineno)
         links.extend(found_links)
     out.append(line_event(rec, common))
-    return LineEvents(out, findings, links)
+    return LineEvents(out, findings, links, blobs)
 
 
 def split_lines(data: bytes, final: bool = False) -> tuple[list[bytes], int]:
@@ -445,17 +520,28 @@ def transcript_files(path: Path) -> list[Path]:
     return [f for f in files if f.is_file()]
 
 
-def raw_from_events(events: Iterator[Event]) -> bytes:
-    """The transcript bytes the line events of a stream hold, in order."""
+def raw_from_events(events: Iterator[Event], blob: Callable[[str], bytes] | None = None) -> bytes:
+    """The transcript bytes the line events of a stream hold, in order (``blob``: the bytes
+    stored under a SHA-256, for lines that refer to blobs)."""
     out = bytearray()
+    parts = bytearray()
     for e in events:
         if isinstance(e, ev.LinePart):
-            out += base64.b64decode(e.b64)
+            parts += base64.b64decode(e.b64)
         elif isinstance(e, ev._Line):
-            if e.line is not None:
-                out += e.line.encode("utf-8")
+            if e.parts:
+                line, parts = bytes(parts), bytearray()
+            elif e.line is not None:
+                line = e.line.encode("utf-8")
             elif e.line_b64 is not None:
-                out += base64.b64decode(e.line_b64)
+                line = base64.b64decode(e.line_b64)
+            else:
+                line = b""
+            if e.blobs:
+                if blob is None:
+                    raise EvstoreError(f"line {e.lineno} refers to blobs: replay it from the store.")
+                line = splice_blobs(line, e.blobs, blob)
+            out += line
     return bytes(out)
 
 
@@ -463,5 +549,6 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-__all__ = ["FILE_TOOLS", "ClaudeDialect", "apply_edits", "EvstoreError", "LineEvents", "events_for_line", "line_event", "raw_from_events",
-           "split_lines", "stream_for", "transcript_files", "written_file"]
+__all__ = ["FILE_TOOLS", "ClaudeDialect", "EvstoreError", "LineEvents", "apply_edits", "cut_blobs", "events_for_line",
+           "line_event", "long_strings", "raw_from_events", "splice_blobs", "split_lines", "stream_for",
+           "transcript_files", "written_file"]

@@ -53,7 +53,7 @@ def _drain(ctx: click.Context, store: Any, *, scrub: bool = True) -> Any:
 
 
 def ingest_claude(ctx: click.Context, paths: tuple[Path, ...], *, stream: str | None, as_json: bool,
-                  scrub: bool) -> None:
+                  scrub: bool, blob_threshold: int | None = None) -> None:
     """``evstore ingest claude FILE.jsonl|DIR``: archive transcripts (and drain the hook spool)."""
     from eventstore import capture
 
@@ -74,7 +74,8 @@ def ingest_claude(ctx: click.Context, paths: tuple[Path, ...], *, stream: str | 
     else:
         bar = None
     try:
-        results = capture.ingest_transcripts(store, list(paths), scrub=scrub, progress=progress, stream=stream)
+        results = capture.ingest_transcripts(store, list(paths), scrub=scrub, progress=progress, stream=stream,
+                                             blob_threshold=blob_threshold)
     finally:
         if bar is not None:
             bar.stop()

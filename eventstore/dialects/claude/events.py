@@ -2,7 +2,9 @@
 
 Every line event keeps the line itself, after secret scrubbing, exactly as it was in the file
 (``line``: UTF-8 text including its newline; ``line_b64`` when the bytes are not UTF-8), so
-``evstore replay SESSION --raw`` gives the transcript back byte for byte.  The other fields are
+``evstore replay SESSION --raw`` gives the transcript back byte for byte; the contents of very
+large JSON strings (tool outputs, base64 images) are cut out into content-addressed blobs and
+named in ``blobs``, their digests also in ``meta.blobs``.  The other fields are
 what analytics and ``evstore log`` read, taken from the record when present.  A line longer than
 :data:`PART_BYTES` is stored as :class:`LinePart` events (base64 chunks) followed by its typed
 event with ``parts`` set and ``line`` empty.
@@ -12,10 +14,21 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from eventstore.events import Event
 
 #: Lines longer than this are stored in parts (each event stays far below the 4 MiB limit).
 PART_BYTES = 1024 * 1024
+
+
+class BlobRef(msgspec.Struct, frozen=True):
+    """A span of a line stored as a content-addressed blob: ``size`` bytes at ``offset`` of the
+    line (after scrubbing), whose SHA-256 is ``sha256``; the line's stored text lacks them."""
+
+    offset: int
+    size: int
+    sha256: str
 
 
 class _Line(Event, frozen=True):
@@ -33,6 +46,7 @@ class _Line(Event, frozen=True):
     agent_id: str | None = None
     secrets: int = 0
     sidechain: str | None = None  # 1.0.x inline subagent: the uuid of its sidechain's first line
+    blobs: list[BlobRef] | None = None  # spans of the line kept as blobs (spliced back on replay)
 
 
 class UserMessage(_Line, frozen=True, tag="claude.user_message"):

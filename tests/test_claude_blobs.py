@@ -1,0 +1,163 @@
+"""Content-addressed blobs for very large tool outputs and base64 images, on SQLite and PostgreSQL:
+stored once however many sessions hold them, spliced back so `replay --raw` is byte for byte, and
+checked by `evstore verify` (a tampered, resized or missing blob is named)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+from pathlib import Path
+
+import pytest
+from conftest import exec_sql
+
+from eventstore.dialects.claude import cut_blobs, long_strings, splice_blobs
+from eventstore.store import EventStore
+from tests.claude_fixtures import SESSION, records, write_project
+
+OTHER = "9d8c7b6a-0000-4000-8000-000000000002"
+
+
+@pytest.fixture(autouse=True)
+def _scrub_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVSTORE_SCRUB_KEY", "test-key")
+
+
+def _line(rec: dict) -> bytes:
+    return (json.dumps(rec, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def image_line(session: str, uuid: str, data: str) -> bytes:
+    return _line({"type": "user", "sessionId": session, "uuid": uuid, "parentUuid": None,
+                  "timestamp": "2026-03-02T10:00:00.000Z", "message": {"role": "user", "content": [
+                      {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}]}})
+
+
+def output_line(session: str, uuid: str, output: str) -> bytes:
+    """A Bash result as Claude Code writes it: the output in the message and again in toolUseResult."""
+    return _line({"type": "user", "sessionId": session, "uuid": uuid, "parentUuid": None,
+                  "timestamp": "2026-03-02T10:01:00.000Z",
+                  "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_9",
+                                                           "content": output}]},
+                  "toolUseResult": {"stdout": output, "stderr": "", "interrupted": False}})
+
+
+def _rows(store: EventStore, sql: str) -> list[tuple]:
+    with store.reading() as cur:
+        cur.execute(sql)
+        return cur.fetchall()
+
+
+def blob_rows(store: EventStore) -> list[tuple[str, int]]:
+    return sorted((bytes(r[0]).hex(), r[1]) for r in _rows(store, "SELECT sha256, size FROM blobs"))
+
+
+def test_long_strings_finds_only_long_literals_and_respects_escapes() -> None:
+    raw = b'{"a":"' + b"x" * 10 + b'","b":"q\\"uote\\\\' + b"y" * 20 + b'","c":"\\\\"}\n'
+    spans = long_strings(raw, 15)
+    assert [raw[s:e] for s, e in spans] == [b'q\\"uote\\\\' + b"y" * 20]
+    stored, refs, blobs = cut_blobs(raw, 15)
+    assert stored == b'{"a":"' + b"x" * 10 + b'","b":"","c":"\\\\"}\n' and json.loads(stored)["b"] == ""
+    assert splice_blobs(stored, refs, blobs.__getitem__) == raw
+
+
+def test_same_blob_in_two_sessions_is_stored_once_and_replays_exactly(run, store_url: str, tmp_path: Path) -> None:
+    rng = random.Random(7)
+    image = base64.b64encode(rng.randbytes(300_000)).decode("ascii")
+    output = "".join(rng.choice('abc "quoted" \\ back\tslash\n ünï ✓') for _ in range(40_000))
+    first, second = tmp_path / f"{SESSION}.jsonl", tmp_path / "p2" / f"{OTHER}.jsonl"
+    second.parent.mkdir()
+    first.write_bytes(image_line(SESSION, "u1", image) + output_line(SESSION, "u2", output))
+    second.write_bytes(output_line(OTHER, "v1", output) + image_line(OTHER, "v2", image) + b'{"type":"x"}\n')
+    r = run("ingest", "claude", str(first), str(second), "--json")
+    assert r.exit_code == 0, r.output
+    results = [json.loads(x) for x in r.stdout.splitlines()]
+    assert [x["blobs"] for x in results] == [2, 2]  # the output appears twice per line: one blob
+    with EventStore(store_url) as store:
+        rows = blob_rows(store)
+        assert len(rows) == 2  # two distinct blobs for four lines in two sessions
+        sizes = sorted(n for _, n in rows)
+        assert sizes[1] == len(image) and sizes[0] == len(json.dumps(output, ensure_ascii=False).encode()) - 2
+        events = [e for e in store.read_stream(SESSION)]
+        assert all(len(e.data) < 2_000 for e in events)  # the events hold references, not the bytes
+        assert {h for e in events for h in e.metadata.get("blobs", [])} == {h for h, _ in rows}
+    assert run("replay", SESSION, "--raw").stdout_bytes == first.read_bytes()
+    assert run("replay", OTHER, "--raw").stdout_bytes == second.read_bytes()
+    again = run("ingest", "claude", str(first), str(second), "--json")  # unchanged: nothing new
+    assert [json.loads(x)["events"] for x in again.stdout.splitlines()] == [0, 0]
+    verified = run("verify")
+    assert verified.exit_code == 0 and "2 blobs" in verified.output
+
+
+def test_fixture_transcripts_replay_exactly_with_blobs_off_and_on(run, store_url: str, tmp_path: Path) -> None:
+    main, _ = write_project(tmp_path / "projects")
+    assert run("ingest", "claude", str(main), "--stream", "off", "--blob-threshold", "0").exit_code == 0
+    assert run("ingest", "claude", str(main), "--stream", "tiny", "--blob-threshold", "64").exit_code == 0
+    assert run("ingest", "claude", str(main)).exit_code == 0
+    with EventStore(store_url) as store:
+        off = [e.type for e in store.read_stream("off")]
+        assert off.count("claude.line_part") >= 2 and not _rows(store, "SELECT 1 FROM blobs WHERE size < 1000")
+        assert "claude.line_part" not in [e.type for e in store.read_stream(SESSION)]
+    for stream in ("off", "tiny", SESSION):
+        assert run("replay", stream, "--raw").stdout_bytes == main.read_bytes() == b"".join(records())
+
+
+def test_a_line_still_over_a_mebibyte_after_its_blobs_keeps_its_parts(run, store_url: str, tmp_path: Path) -> None:
+    many = {f"k{i}": "z" * 20_000 + str(i) for i in range(80)}  # 1.6 MB of strings under a 64 KiB threshold
+    f = tmp_path / f"{SESSION}.jsonl"
+    f.write_bytes(_line({"type": "user", "big": "B" * 200_000, **many}))
+    assert run("ingest", "claude", str(f), "--blob-threshold", "65536").exit_code == 0
+    with EventStore(store_url) as store:
+        assert [e.type for e in store.read_stream(SESSION)].count("claude.line_part") == 2
+        assert [n for _, n in blob_rows(store)] == [200_000]
+    assert run("replay", SESSION, "--raw").stdout_bytes == f.read_bytes()
+
+
+def _tamper(store: EventStore, sql: str, **params: object) -> None:
+    if store.engine.dialect.name == "sqlite":
+        exec_sql(store, "DROP TRIGGER blobs_no_update")
+        exec_sql(store, "DROP TRIGGER blobs_no_delete")
+    else:
+        exec_sql(store, "DROP TRIGGER blobs_no_update_delete ON blobs")
+    exec_sql(store, sql, **params)
+
+
+@pytest.mark.parametrize("how", ["bytes", "size", "deleted"])
+def test_verify_names_a_tampered_blob(run, store_url: str, tmp_path: Path, how: str) -> None:
+    rng = random.Random(3)
+    image = base64.b64encode(rng.randbytes(60_000)).decode("ascii")
+    f = tmp_path / f"{SESSION}.jsonl"
+    f.write_bytes(b'{"type":"summary"}\n' + image_line(SESSION, "u1", image))
+    assert run("ingest", "claude", str(f)).exit_code == 0
+    with EventStore(store_url) as store:
+        with pytest.raises(Exception, match="append-only"):  # the triggers hold first
+            exec_sql(store, "DELETE FROM blobs")
+        (digest, _), = blob_rows(store)
+        forged = image[:-4].encode() + b"AAAA"
+        if how == "bytes":
+            _tamper(store, "UPDATE blobs SET data = :d", d=forged)
+        elif how == "size":
+            _tamper(store, "UPDATE blobs SET size = size + 1")
+        else:
+            _tamper(store, "DELETE FROM blobs")
+    r = run("verify", "--json")
+    assert r.exit_code == 1
+    failures = json.loads(r.stdout)["failures"]
+    detail = {"bytes": f"blob {digest}: stored bytes do not match their SHA-256",
+              "size": f"blob {digest}: holds {len(image)} bytes, its row says {len(image) + 1}",
+              "deleted": f"blob {digest} is referenced but not stored"}[how]
+    assert failures == [{"stream": SESSION, "version": 2, "field": "blob", "detail": detail}]
+    assert run("verify", SESSION, "--json").exit_code == 1  # one stream: its blobs are checked too
+    if how != "size":  # replay refuses rather than give back other bytes
+        r = run("replay", SESSION, "--raw")
+        assert r.exit_code == 1 and f"Blob {digest}" in r.output
+
+
+def test_a_wrong_blob_key_is_refused_and_nothing_is_written(store: EventStore) -> None:
+    from eventstore.errors import InvalidEvent
+    from eventstore.store import NewEvent
+
+    with pytest.raises(InvalidEvent, match="is not the SHA-256"):
+        store.append("s", [NewEvent("x.y", {})], blobs={"00" * 32: b"not this"})
+    assert store.stream_info("s") is None and blob_rows(store) == []
