@@ -22,12 +22,19 @@ CPU time (medians of ``--repeat`` passes; CPU time moves less on a shared machin
 issue 13 item 6 budgets: at most one apply and one encode per event, no decode)::
 
     python benchmarks/bench_ingest.py --simulated 20
+
+``--claude`` measures Claude Code transcripts instead (issue 14's targets): a generated, seeded
+``~/.claude/projects`` folder of 50 MB (``--claude-mb``) is ingested into a fresh SQLite store
+(``evstore ingest claude FOLDER``, whole process), then ingested again unchanged; it prints MB/s
+against the 20 MB/s target and seconds per 1,000 files against the 1 s target.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
+import os
 import random
 import resource
 import statistics
@@ -35,15 +42,17 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import log  # noqa: E402
 
-# The CLI's main through this interpreter (not the console script), so PYTHONPATH picks the code.
+# The CLI's main through this interpreter (not the console script), so PYTHONPATH picks the code
+# (run in the temporary folder: ``-c`` puts the working directory first on sys.path).
 EVSTORE = [sys.executable, "-c", "import sys; from eventstore.cli import main; sys.argv[0] = 'evstore'; main()"]
 REAL = Path(__file__).resolve().parent.parent / "tests" / "data" / "real"
 START = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
@@ -72,16 +81,185 @@ def write_task_list_history(folder: Path, versions: int = 124, seed: int = 12) -
     return total
 
 
+# -- Claude Code transcripts ------------------------------------------------------------------
+
+_CLAUDE_WORDS = ("the", "test", "parser", "fails", "because", "config", "value", "is", "missing", "we", "should",
+                 "read", "module", "first", "then", "fix", "import", "and", "run", "pytest", "again", "ok")
+
+
+def write_claude_projects(root: Path, *, target: int = 50_000_000, seed: int = 14) -> tuple[int, int]:
+    """A ``~/.claude/projects`` folder as Claude Code 2.x writes it: sessions in a few project
+    folders, each with 0-6 subagent files, lines as the format has them (user prompts, assistant
+    messages split per content block with usage, Read / Bash / Grep / Edit tool uses and results
+    with the output in both the message and ``toolUseResult``, Task results carrying the agent
+    id, base64 screenshots, file-history snapshots, system lines).  Outputs are drawn from a pool,
+    so the same file read or screenshot recurs across sessions as it does in real use.  Seeded:
+    every run writes the same bytes.  Returns (bytes, files)."""
+    rng = random.Random(seed)
+
+    def words(n: int) -> str:
+        return " ".join(rng.choice(_CLAUDE_WORDS) for _ in range(n))
+
+    def source(n_lines: int) -> str:
+        return "\n".join(f"{i:>6}\u2192    {words(rng.randint(2, 12))}" for i in range(1, n_lines + 1))
+
+    files_pool = [(f"/work/app/src/mod_{i}.py", source(rng.choice((20, 40, 80, 200, 600)))) for i in range(60)]
+    shots = [base64.b64encode(rng.randbytes(rng.randint(30_000, 200_000))).decode() for _ in range(12)]
+    dump = lambda rec: (json.dumps(rec, separators=(",", ":"), ensure_ascii=False) + "\n").encode()  # noqa: E731
+    total = count = 0
+    n_session = 0
+    while total < target:
+        n_session += 1
+        session = str(uuid.UUID(int=rng.getrandbits(128)))
+        project = root / f"-work-proj-{n_session % 7}"
+        project.mkdir(parents=True, exist_ok=True)
+        clock = datetime(2026, 3, 1, 9, 0, tzinfo=UTC) + timedelta(hours=n_session)
+
+        def tick(sec: int = 7) -> str:
+            nonlocal clock
+            clock += timedelta(seconds=rng.randint(1, sec))
+            return clock.strftime("%Y-%m-%dT%H:%M:%S.") + f"{rng.randint(0, 999):03d}Z"
+
+        def conversation(base: dict[str, object], turns: int, agents: list[str]) -> list[bytes]:
+            out: list[bytes] = []
+            parent = None
+            for _ in range(turns):
+                u = str(uuid.UUID(int=rng.getrandbits(128)))
+                out.append(dump({**base, "type": "user", "uuid": u, "parentUuid": parent, "timestamp": tick(60),
+                                 "message": {"role": "user", "content": words(rng.randint(5, 60))}}))
+                parent = u
+                for _ in range(rng.choice((1, 1, 2, 3, 6))):
+                    msg = f"msg_{rng.getrandbits(64):016x}"
+                    req = f"req_{rng.getrandbits(64):016x}"
+                    usage = {"input_tokens": rng.randint(10, 4000), "output_tokens": rng.randint(10, 2000),
+                             "cache_read_input_tokens": rng.randint(0, 90000),
+                             "cache_creation_input_tokens": rng.randint(0, 9000)}
+                    blocks: list[dict[str, object]] = [{"type": "thinking", "thinking": words(rng.randint(10, 200)),
+                                                        "signature": "s" * 200}] if rng.random() < 0.5 else []
+                    if rng.random() < 0.6:
+                        blocks.append({"type": "text", "text": words(rng.randint(5, 150))})
+                    kind = rng.choices(("Read", "Bash", "Grep", "Edit", "Task", "image"), (5, 4, 2, 2, 1, 0.4))[0]
+                    tid = f"toolu_{rng.getrandbits(64):016x}"
+                    if kind == "Task" and agents:
+                        agent = agents.pop()
+                        tool = {"name": "Task", "input": {"description": "look", "prompt": words(30),
+                                                          "subagent_type": "general-purpose"}}
+                    else:
+                        agent = None
+                        path, text = rng.choice(files_pool)
+                        tool = {"Read": {"name": "Read", "input": {"file_path": path}},
+                                "Bash": {"name": "Bash", "input": {"command": "pytest -x -q"}},
+                                "Grep": {"name": "Grep", "input": {"pattern": "config"}},
+                                "Edit": {"name": "Edit", "input": {"file_path": path, "old_string": words(20),
+                                                                   "new_string": words(25)}},
+                                "image": {"name": "Bash", "input": {"command": "screenshot"}}}.get(kind, {
+                                    "name": "Read", "input": {"file_path": path}})
+                    blocks.append({"type": "tool_use", "id": tid, **tool})
+                    for block in blocks:
+                        a = str(uuid.UUID(int=rng.getrandbits(128)))
+                        out.append(dump({**base, "type": "assistant", "uuid": a, "parentUuid": parent,
+                                         "timestamp": tick(), "requestId": req,
+                                         "message": {"id": msg, "model": "claude-sonnet-4-5", "role": "assistant",
+                                                     "type": "message", "content": [block], "usage": usage}}))
+                        parent = a
+                    r = str(uuid.UUID(int=rng.getrandbits(128)))
+                    if agent is not None:
+                        content: object = [{"type": "text", "text": words(80)}]
+                        result: object = {"status": "completed", "agentId": agent, "totalDurationMs": 90000,
+                                          "content": content}
+                    elif kind == "image":
+                        content = [{"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                                "data": rng.choice(shots)}}]
+                        result = {"type": "image"}
+                    elif kind == "Read":
+                        content = text
+                        result = {"type": "text", "file": {"filePath": path, "content": text,
+                                                           "numLines": text.count("\n") + 1}}
+                    else:
+                        content = words(rng.choice((20, 200, 2000))) if kind != "Bash" else rng.choice(files_pool)[1]
+                        result = {"stdout": content, "stderr": "", "interrupted": False}
+                    out.append(dump({**base, "type": "user", "uuid": r, "parentUuid": parent, "timestamp": tick(30),
+                                     "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tid,
+                                                                              "content": content}]},
+                                     "toolUseResult": result}))
+                    parent = r
+                if rng.random() < 0.3:
+                    out.append(dump({"type": "file-history-snapshot", "messageId": u, "isSnapshotUpdate": False,
+                                     "snapshot": {"messageId": u, "trackedFileBackups": {}, "timestamp": tick()}}))
+            return out
+
+        agents = [f"{rng.getrandbits(28):07x}" for _ in range(rng.choice((0, 0, 1, 1, 2, 4)))]
+        base = {"sessionId": session, "cwd": "/work/app", "version": "2.1.9", "gitBranch": "main",
+                "userType": "external", "isSidechain": False}
+        pending = list(agents)
+        main = conversation(base, rng.choice((1, 1, 1, 1, 2, 4)), pending)
+        (project / f"{session}.jsonl").write_bytes(b"".join(main))
+        total += sum(map(len, main))
+        count += 1
+        for agent in agents:
+            sub = project / session / "subagents" / f"agent-{agent}.jsonl"
+            sub.parent.mkdir(parents=True, exist_ok=True)
+            lines = conversation({**base, "agentId": agent, "isSidechain": True}, 1, [])
+            sub.write_bytes(b"".join(lines))
+            total += sum(map(len, lines))
+            count += 1
+    return total, count
+
+
+def claude_once(folder: Path, work: Path, *, fresh: bool, extra: tuple[str, ...] = ()) -> tuple[float, float, str]:
+    """(wall, cpu, stderr summary) of one ``evstore ingest claude FOLDER`` (a fresh store if ``fresh``)."""
+    url = f"sqlite:///{work}/claude.db"
+    if fresh:
+        for leftover in work.glob("claude.db*"):
+            if leftover.is_file():
+                leftover.unlink()
+        subprocess.run([*EVSTORE, "--url", url, "init"], check=True, capture_output=True, cwd=work)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    done = subprocess.run([*EVSTORE, "--url", url, "ingest", "claude", str(folder), *extra], capture_output=True,
+                          text=True, env={**os.environ, "EVSTORE_SCRUB_KEY": "bench"}, cwd=work)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"ingest claude failed: {done.stderr[-2000:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done.stderr.strip()
+
+
+def claude_main(args: argparse.Namespace) -> None:
+    """The transcript targets: ingest of a 50 MB folder >= 20 MB/s; re-ingest of an unchanged folder
+    <= 1 s per 1,000 files."""
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        folder = work / "projects"
+        size, files = write_claude_projects(folder, target=int(args.claude_mb * 1e6))
+        log(f"generated {size / 1e6:.1f} MB in {files} transcript files")
+        extra = ("--blob-threshold", str(args.blob_threshold)) if args.blob_threshold is not None else ()
+        first, again = [], []
+        for _ in range(args.repeat):
+            first.append(claude_once(folder, work, fresh=True, extra=extra))
+            again.append(claude_once(folder, work, fresh=False, extra=extra))
+        db = sum(p.stat().st_size for p in work.glob("claude.db*"))
+        log(first[-1][2].splitlines()[-1] if first[-1][2] else "")
+        wall = statistics.median(r[0] for r in first)
+        cpu = statistics.median(r[1] for r in first)
+        rewall = statistics.median(r[0] for r in again)
+        print(f"{'claude transcripts':<24} {'files':>6} {'MB':>6} {'ingest s':>9} {'cpu s':>6} {'MB/s':>6} "
+              f"{'target':>7} {'re-ingest s':>11} {'s/1k files':>10} {'target':>7} {'store MB':>8}")
+        print(f"{'generated (seeded)':<24} {files:>6} {size / 1e6:>6.1f} {wall:>9.2f} {cpu:>6.2f} "
+              f"{size / 1e6 / wall:>6.1f} {'>= 20':>7} {rewall:>11.2f} {rewall / files * 1000:>10.2f} {'<= 1':>7} "
+              f"{db / 1e6:>8.1f}")
+
+
 def run_once(folder: Path, work: Path) -> tuple[float, float] | None:
     """(wall, cpu) seconds of one ingest, None if evstore refused the history."""
     url = f"sqlite:///{work}/bench.db"
     for leftover in work.glob("bench.db*"):
         leftover.unlink()
-    subprocess.run([*EVSTORE, "--url", url, "init"], check=True, capture_output=True)
+    subprocess.run([*EVSTORE, "--url", url, "init"], check=True, capture_output=True, cwd=work)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     done = subprocess.run([*EVSTORE, "--url", url, "ingest", "generic", "--stream", "h", str(folder)],
-                          capture_output=True)
+                          capture_output=True, cwd=work)
     if done.returncode != 0:
         return None
     wall = time.perf_counter() - t0
@@ -197,9 +375,15 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--simulated", type=int, default=0, metavar="RUNS",
                     help="Measure in-process ingest of RUNS simulated runs per dialect instead (see above).")
+    ap.add_argument("--claude", action="store_true", help="Measure Claude transcript ingest instead (issue 14 targets).")
+    ap.add_argument("--claude-mb", type=float, default=50, help="Size of the generated transcript folder (MB).")
+    ap.add_argument("--blob-threshold", type=int, default=None, help="Pass --blob-threshold to ingest claude.")
     args = ap.parse_args()
     if args.simulated:
         simulated(args.simulated, args.repeat)
+        return
+    if args.claude:
+        claude_main(args)
         return
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

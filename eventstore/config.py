@@ -15,11 +15,15 @@ MAX_EVENT_BYTES = int(os.environ.get("EVSTORE_MAX_EVENT_BYTES", str(4 * 1024 * 1
 #: Deepest accepted nesting of arrays/objects in ``data`` or a snapshot document.
 MAX_DEPTH = int(os.environ.get("EVSTORE_MAX_DEPTH", "64"))
 #: Claude transcripts: a JSON string (tool output, base64 image) of this many bytes or more is
-#: stored once as a content-addressed blob, the line keeping a reference (0: never).  16 KiB:
-#: below it a blob's row, key and lookup cost more than the bytes they save; above it are the
-#: outputs that repeat across sessions (file reads, images) and that, kept inline, make every
-#: event read and analytics pass decode them.  ``evstore ingest claude --blob-threshold``.
-BLOB_THRESHOLD = int(os.environ.get("EVSTORE_BLOB_THRESHOLD", str(16 * 1024)))
+#: stored once as a content-addressed blob, the line keeping a reference (0: never).  4 KiB,
+#: measured (``benchmarks/bench_ingest.py --claude --blob-threshold N``, 50 MB generated folder):
+#: the store held 64.0 MB with no blobs, 25.5 MB at 1 KiB, 27.6 MB at 4 KiB, 39.8 MB at 16 KiB,
+#: 58.3 MB at 64 KiB, with ingest CPU the same within noise.  Below a 4 KiB SQLite page a string
+#: stays inside its event's page anyway and a blob's key, index entry and lookup (~100 bytes) are
+#: no longer small beside it; from there on, outputs that recur (file reads, command outputs,
+#: images, an output written twice in a line) are stored once, and every read of the event and
+#: every analytics pass skip them.  ``evstore ingest claude --blob-threshold``.
+BLOB_THRESHOLD = int(os.environ.get("EVSTORE_BLOB_THRESHOLD", str(4 * 1024)))
 #: Largest accepted snapshot file for ingest.
 MAX_SNAPSHOT_BYTES = int(os.environ.get("EVSTORE_MAX_SNAPSHOT_BYTES", str(64 * 1024 * 1024)))
 

@@ -161,3 +161,23 @@ def test_a_wrong_blob_key_is_refused_and_nothing_is_written(store: EventStore) -
     with pytest.raises(InvalidEvent, match="is not the SHA-256"):
         store.append("s", [NewEvent("x.y", {})], blobs={"00" * 32: b"not this"})
     assert store.stream_info("s") is None and blob_rows(store) == []
+
+
+def test_a_secret_in_a_long_string_seen_again_is_scrubbed_every_time(run, store_url: str, tmp_path: Path) -> None:
+    """The scrubber looks at each distinct long string once (by digest); the string must still be
+    scrubbed wherever it appears, and its blob holds the marker, never the secret."""
+    key = "AKIA" + "Q" * 16
+    dotenv = "x" * 20_000 + "\nDEBUG=1\nSTRIPE_SECRET_TOKEN=hunter2hunter2\n" + f"aws_access_key_id = {key}\n"
+    f1, f2 = tmp_path / f"{SESSION}.jsonl", tmp_path / "b" / f"{OTHER}.jsonl"
+    f2.parent.mkdir()
+    f1.write_bytes(output_line(SESSION, "u1", dotenv) + output_line(SESSION, "u2", dotenv))
+    f2.write_bytes(output_line(OTHER, "v1", dotenv))
+    r = run("ingest", "claude", str(f1), str(f2), "--json")
+    assert [json.loads(x)["findings"] for x in r.stdout.splitlines()] == [8, 4]  # 2 secrets, twice per line, per line
+    with EventStore(store_url) as store:
+        stored = b"".join(bytes(row[0]) for row in _rows(store, "SELECT data FROM blobs"))
+        assert len(blob_rows(store)) == 1 and b"[evstore-secret:aws-access-key-id:" in stored
+        assert key.encode() not in stored and b"hunter2" not in stored
+    for stream in (SESSION, OTHER):
+        raw = run("replay", stream, "--raw").stdout_bytes
+        assert key.encode() not in raw and b"hunter2" not in raw and raw.count(b"[evstore-secret:") >= 2

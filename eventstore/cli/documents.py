@@ -38,7 +38,7 @@ def _dialect(name: str) -> Any:
               "(not advised).")
 @click.option("--blob-threshold", type=click.IntRange(min=0), default=None, metavar="BYTES",
               help="Dialects that store transcripts: store JSON strings of at least BYTES once, "
-                   "content-addressed (default 16384, or $EVSTORE_BLOB_THRESHOLD; 0: never).")
+                   "content-addressed (default 4096, or $EVSTORE_BLOB_THRESHOLD; 0: never).")
 @click.pass_context
 def ingest(ctx: click.Context, dialect: str, paths: tuple[Path, ...], stream: str | None, git_spec: str | None,
            first_parent: bool, order: str, strict: bool, as_json: bool, no_scrub: bool,

@@ -373,25 +373,35 @@ def long_strings(raw: bytes, threshold: int) -> list[tuple[int, int]]:
         pos = closing + 1
 
 
-def cut_blobs(raw: bytes, threshold: int) -> tuple[bytes, list[ev.BlobRef], dict[str, bytes]]:
+class LongStrings:
+    """The long strings of one line: spans, their bytes and SHA-256 digests, and the rest."""
+
+    __slots__ = ("spans", "datas", "digests", "rest")
+
+    def __init__(self, raw: bytes, threshold: int) -> None:
+        self.spans = long_strings(raw, threshold)
+        self.datas = [raw[s:e] for s, e in self.spans]
+        self.digests = [hashlib.sha256(d).digest() for d in self.datas]
+        ends = [0] + [e for _, e in self.spans]
+        starts = [s for s, _ in self.spans] + [len(raw)]
+        self.rest = [raw[a:b] for a, b in zip(ends, starts, strict=True)]
+
+
+def cut_blobs(raw: bytes, threshold: int, found: LongStrings | None = None,
+              ) -> tuple[bytes, list[ev.BlobRef], dict[str, bytes]]:
     """``raw`` without the contents of its strings of ``threshold`` bytes or more, the references
-    that put them back, and the blobs by SHA-256 (the exact bytes between the quotes)."""
-    spans = long_strings(raw, threshold)
-    if not spans:
+    that put them back, and the blobs by SHA-256 (the exact bytes between the quotes).  ``found``:
+    those strings, if already looked for in ``raw``."""
+    found = found or LongStrings(raw, threshold)
+    if not found.spans:
         return raw, [], {}
-    pieces: list[bytes] = []
     refs: list[ev.BlobRef] = []
     blobs: dict[str, bytes] = {}
-    pos = 0
-    for start, end in spans:
-        pieces.append(raw[pos:start])
-        data = raw[start:end]
-        sha = hashlib.sha256(data).hexdigest()
+    for (start, end), data, digest in zip(found.spans, found.datas, found.digests, strict=True):
+        sha = digest.hex()
         blobs[sha] = data
         refs.append(ev.BlobRef(start, end - start, sha))
-        pos = end
-    pieces.append(raw[pos:])
-    return b"".join(pieces), refs, blobs
+    return b"".join(found.rest), refs, blobs
 
 
 def splice_blobs(stored: bytes, refs: list[ev.BlobRef], blob: Callable[[str], bytes]) -> bytes:
@@ -423,13 +433,19 @@ def events_for_line(raw: bytes, lineno: int, offset: int, scrubber: Scrubber | N
     except UnicodeDecodeError:
         text = None
     found: list[Any] = []
+    strings = LongStrings(raw, blob_threshold) if blob_threshold and len(raw) >= blob_threshold else None
     if scrubber is not None:
+        kinds = None
+        if strings is not None and strings.spans:  # look at each distinct long string once
+            kinds = scrubber.kinds([*((r, None) for r in strings.rest), *zip(strings.datas, strings.digests, strict=True)])
         if text is not None:
-            text, found = scrubber.scrub(text)
+            text, found = scrubber.scrub(text, raw, kinds=kinds)
             raw = text.encode("utf-8") if found else raw
         else:  # latin-1 maps bytes 1:1, so everything but a replaced secret keeps its bytes
-            latin, found = scrubber.scrub(raw.decode("latin-1"))
+            latin, found = scrubber.scrub(raw.decode("latin-1"), raw, kinds=kinds)
             raw = latin.encode("latin-1", "replace") if found else raw
+        if found and strings is not None:
+            strings = LongStrings(raw, blob_threshold)  # the secrets' markers moved the strings
     findings = [Finding(path=f"/line/{lineno}", code="secret-scrubbed",
                         message=f"a {s.kind} was replaced by {s.marker}") for s in found]
     body = raw.rstrip(b"\r\n")
@@ -445,8 +461,8 @@ def events_for_line(raw: bytes, lineno: int, offset: int, scrubber: Scrubber | N
         except (msgspec.DecodeError, RecursionError):
             error = _parse_error(body.decode("utf-8"))
     stored, refs, blobs = raw, [], {}  # type: tuple[bytes, list[ev.BlobRef], dict[str, bytes]]
-    if error is None and blob_threshold and len(raw) >= blob_threshold:
-        stored, refs, blobs = cut_blobs(raw, blob_threshold)
+    if error is None and strings is not None:
+        stored, refs, blobs = cut_blobs(raw, blob_threshold, strings)
     out: list[Event] = []
     common: dict[str, Any] = {"lineno": lineno, "offset": offset, "secrets": len(found)}
     if refs:
