@@ -51,9 +51,9 @@ def test_browse_runs_diff_live_metrics_and_hostile_data(sqlite_url: str, tmp_pat
             page.goto(base + "/")
             assert page.locator("a.run-link").count() == 5
             page.screenshot(path=str(shots / "runs.png"), full_page=True)
-            page.locator("a.run-link", has_text=longest[0]).first.click()
-            page.wait_for_url(f"**/runs/{longest[0]}")
-            assert page.locator("#timeline tbody tr").count() == longest[2]
+            page.locator("a.run-link", has_text=longest.stream_id).first.click()
+            page.wait_for_url(f"**/runs/{longest.stream_id}")
+            assert page.locator("#timeline tbody tr").count() == longest.version
             page.select_option("#pick-from", "2")
             page.select_option("#pick-to", "6")
             page.click("#show")
@@ -71,9 +71,9 @@ def test_browse_runs_diff_live_metrics_and_hostile_data(sqlite_url: str, tmp_pat
             # Live mode: an event appended elsewhere shows up in the open page.
             page.click("#live-toggle")
             page.wait_for_function("() => document.getElementById('live-status').textContent.length > 0")
-            store.append(longest[0], [NewEvent("demo.note", {"text": "appended while watching"})])
-            page.wait_for_selector(f"#v{longest[2] + 1}", timeout=10_000)
-            assert "appended while watching" in page.locator(f"#v{longest[2] + 1}").inner_text()
+            store.append(longest.stream_id, [NewEvent("demo.note", {"text": "appended while watching"})])
+            page.wait_for_selector(f"#v{longest.version + 1}", timeout=10_000)
+            assert "appended while watching" in page.locator(f"#v{longest.version + 1}").inner_text()
             page.screenshot(path=str(shots / "run.png"), full_page=False)
             page.click("#live-toggle")
 
