@@ -574,3 +574,14 @@ def test_validate_survives_follow_ups_that_are_not_a_list() -> None:
     bad["follow_ups"] = 1.0
     found = {(f.code, f.path, f.severity) for f in D.validate(bad)}
     assert ("wrong-type", "/follow_ups", "error") in found
+
+
+def test_follow_up_appearing_in_a_document_without_task_keeps_the_lens_law() -> None:
+    """Found by Hypothesis: in a run whose ``task`` key is missing, a follow-up that appears
+    raised KeyError in derive; the follow-up has no parent to name, so it is recorded as a patch."""
+    prev = documents.copy(sim_docs(0)[-1])
+    del prev["task"]
+    assert isinstance(prev["follow_ups"], list)
+    nxt = documents.copy(prev)
+    nxt["follow_ups"] = [*nxt["follow_ups"], {}]
+    law(prev, nxt)

@@ -227,7 +227,7 @@ def _follow_up_events(prev: dict[str, Any], nxt: dict[str, Any]) -> list[Event]:
     for f in nf:
         if isinstance(f, dict) and f.get("task") not in known:
             try:
-                out.append(msgspec.convert({**f, "parent": nxt["task"]}, ev.FollowUpTaskSpawned))
+                out.append(msgspec.convert({**f, "parent": nxt.get("task")}, ev.FollowUpTaskSpawned))
             except msgspec.ValidationError:
                 continue
     return out
