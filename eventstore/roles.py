@@ -43,9 +43,8 @@ def check_name(name: str, option: str) -> str:
 def create_roles(store: EventStore, writer: str, reader: str) -> list[str]:
     """Create (if absent) ``writer`` and ``reader`` and grant them their rights on the store's
     schema; returns what was done, one line each."""
-    if not store.backend.has_roles:
-        raise EvstoreError("Database roles are a PostgreSQL feature; on SQLite the file's permissions decide "
-                           "who can write (e.g. chmod 640 and a group for readers).")
+    if not store.backend.has_roles:  # the backend says why (before any connection is opened)
+        return store.backend.create_roles(None, writer, reader, WRITER_GRANTS)
     check_name(writer, "--writer")
     check_name(reader, "--reader")
     if writer == reader:

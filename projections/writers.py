@@ -327,7 +327,7 @@ def session_of(stream_id: str) -> str:
 
 def same_file(a: str | None, b: str | None) -> bool:
     """Whether two recorded paths can name one file: equal, or (one relative) one ends with the
-    other at a ``/`` (``/work/p/agent-state.json`` and ``p/agent-state.json``)."""
+    other at a ``/`` (``/home/ana/p/agent-state.json`` and ``p/agent-state.json``)."""
     if not a or not b:
         return False
     a, b = posixpath.normpath(a.replace("\\", "/")), posixpath.normpath(b.replace("\\", "/"))

@@ -465,8 +465,9 @@ class Backend(abc.ABC):
 
     def create_roles(self, conn: Any, writer: str, reader: str, grants: dict[str, str]) -> list[str]:
         """Create a writer and a reader role and grant ``writer`` ``grants`` (table -> rights);
-        what was done, one line each (backends with ``has_roles``)."""
-        raise NotImplementedError
+        what was done, one line each (backends with ``has_roles``; the others say why not)."""
+        raise EvstoreError("Database roles are a PostgreSQL feature; on SQLite the file's permissions decide "
+                           "who can write (e.g. chmod 640 and a group for readers).")
 
     @abc.abstractmethod
     def insert_stream(self, cur: Any, stream_id: str, dialect: str | None, genesis: bytes, now: str) -> int:

@@ -243,12 +243,12 @@ class Dialect:
         """The key of the calls ``body``'s must be recorded one at a time with (e.g. its session);
         :class:`~eventstore.errors.InvalidEvent` naming the problem when the body is no such call
         (the server answers 400 and writes nothing)."""
-        raise NotImplementedError(f"{self.name} receives no http hook")
+        raise EvstoreError(f"The {self.name} dialect receives no http hook.")
 
     def record_http_hook(self, store: Any, body: bytes, *, files: tuple[Path, ...] | None = None) -> HookAnswer:
         """Record one http hook call in ``store``; ``files``: the folders the call may read files
         it names from (None: the source system's own)."""
-        raise NotImplementedError(f"{self.name} receives no http hook")
+        raise EvstoreError(f"The {self.name} dialect receives no http hook.")
 
     def raw_note(self, doc: JSON) -> str | None:
         """What ``replay --raw`` says (on stderr) about how the stored bytes of a run whose state
