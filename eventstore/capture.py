@@ -29,7 +29,8 @@ from eventstore import config, spool
 from eventstore.codec import parse_json_text
 from eventstore.dialects import available, get_dialect
 from eventstore.dialects.base import Finding, parse_time, read_snapshot
-from eventstore.dialects.claude import (
+from eventstore.dialects.claude import events as ev
+from eventstore.dialects.claude.dialect import (
     FILE_TOOLS,
     ClaudeDialect,
     apply_edits,
@@ -39,7 +40,6 @@ from eventstore.dialects.claude import (
     stream_for,
     transcript_files,
 )
-from eventstore.dialects.claude import events as ev
 from eventstore.dialects.claude.links import Linker
 from eventstore.dialects.claude.secrets import Scrubber
 from eventstore.errors import ConcurrencyError, DuplicateEventId, EvstoreError, IngestError, InvalidEvent

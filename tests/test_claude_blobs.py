@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import exec_sql
 
-from eventstore.dialects.claude import cut_blobs, long_strings, splice_blobs
+from eventstore.dialects.claude.dialect import cut_blobs, long_strings, splice_blobs
 from eventstore.store import EventStore
 from tests.claude_fixtures import SESSION, records, write_project
 

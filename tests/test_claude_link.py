@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from eventstore import capture, spool
-from eventstore.dialects.claude import events_for_line, written_file
+from eventstore.dialects.claude.dialect import events_for_line, written_file
 from eventstore.dialects.claude.secrets import Scrubber
 from eventstore.store import EventStore
 from projections import writers

@@ -108,6 +108,11 @@ def test_help_imports_no_command_module_and_lists_every_command(tmp_path: Path) 
     loaded = sorted(m for m in modules if m.startswith(("eventstore.cli.", "projections", "eventstore.store")))
     assert loaded == []
     assert heavy(modules) == []  # (a dialect's command, from an entry point, is loaded for its help)
+    # ... and only that module: not the dialect itself, the event model or msgspec (the registry and
+    # the dialect's package re-export their names lazily)
+    assert "eventstore.dialects.claude.commands" in modules
+    assert not {"msgspec", "eventstore.events", "eventstore.dialects.base", "eventstore.dialects.claude.dialect",
+                "json", "pathlib"} & modules
     full = CliRunner().invoke(register(), ["--help"], prog_name="evstore")  # every command module imported
     assert full.exit_code == 0
     assert r.stdout == full.output

@@ -18,9 +18,24 @@ from __future__ import annotations
 
 import sys
 
-from eventstore.dialects.base import Dialect, DocumentObserved, DocumentPatched, Finding, RunInfo, Snapshot
 from eventstore.errors import EvstoreError
 from eventstore.plugins import Registration, entry_points
+
+# The lens types are re-exported lazily (PEP 562): a dialect's submodule (its click commands, which
+# `evstore --help` lists) imports this package first, and `base` costs msgspec and the event model.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from eventstore.dialects.base import Dialect, DocumentObserved, DocumentPatched, Finding, RunInfo, Snapshot
+
+_BASE_NAMES = ("Dialect", "DocumentObserved", "DocumentPatched", "Finding", "RunInfo", "Snapshot")
+
+
+def __getattr__(name: str) -> object:
+    if name in _BASE_NAMES:
+        from eventstore.dialects import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: The entry-point group dialects register in.
 GROUP = "evstore.dialects"
@@ -95,6 +110,8 @@ def get_dialect(name: str) -> Dialect:
             raise EvstoreError(f'Unknown dialect "{name}": no dialect is registered (entry-point group {GROUP}); '
                                "is evstore installed? (pip install -e . in a checkout)")
         raise EvstoreError(f'Unknown dialect "{name}"; choose one of: {", ".join(names)}.')
+    from eventstore.dialects.base import Dialect
+
     try:
         cls = reg.load()
     except Exception as exc:  # a broken plugin: reported by name, never fatal to the others

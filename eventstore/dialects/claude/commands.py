@@ -9,18 +9,21 @@ dialect names (:attr:`~eventstore.dialects.base.Dialect.ingest_command`, ``watch
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import click
 
 from eventstore.cli import open_store
 from eventstore.errors import EvstoreError
+
+# json, shutil and pathlib are imported where they are used: `evstore --help` imports this module
+# to list `hook` and `doctor`, and should not pay for them.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 #: Hook events the installed configuration subscribes to.
 HOOK_EVENTS = ("SessionStart", "PreToolUse", "PostToolUse", "PostToolUseFailure", "Stop", "SubagentStop",
@@ -55,6 +58,8 @@ def _drain(ctx: click.Context, store: Any, *, scrub: bool = True) -> Any:
 def ingest_claude(ctx: click.Context, paths: tuple[Path, ...], *, stream: str | None, as_json: bool,
                   scrub: bool, blob_threshold: int | None = None) -> None:
     """``evstore ingest claude FILE.jsonl|DIR``: archive transcripts (and drain the hook spool)."""
+    import json
+
     from eventstore import capture
 
     if not paths:
@@ -101,6 +106,8 @@ def ingest_claude(ctx: click.Context, paths: tuple[Path, ...], *, stream: str | 
 
 def watch_claude(ctx: click.Context, path: Path, *, interval: float, as_json: bool) -> None:
     """``evstore watch claude DIR``: record new transcript lines (and spooled hooks) as they come."""
+    import json
+
     from eventstore import capture
     from eventstore.dialects.claude.secrets import Scrubber
 
@@ -153,6 +160,8 @@ def hook_claude_code(ctx: click.Context) -> None:
 @click.pass_context
 def hook_drain(ctx: click.Context, as_json: bool, quiet: bool) -> None:
     """Record the spooled hook calls in the store (and the transcripts they point at)."""
+    import json
+
     store = open_store(ctx)
     result = _drain(ctx, store)
     if quiet:
@@ -167,10 +176,14 @@ def hook_drain(ctx: click.Context, as_json: bool, quiet: bool) -> None:
 
 
 def _settings_path(user: bool) -> Path:
+    from pathlib import Path
+
     return (Path.home() / ".claude" / "settings.json") if user else Path(".claude") / "settings.json"
 
 
 def hook_command(url: str | None) -> str:
+    import shutil
+
     exe = shutil.which("evstore") or "evstore"
     return f"{exe} --url {url} hook claude-code" if url else f"{exe} hook claude-code"
 
@@ -188,6 +201,8 @@ def hook_entry(url: str | None, *, serve_url: str | None = None) -> dict[str, An
 def merged_settings(settings: dict[str, Any], hook: str | dict[str, Any], *, uninstall: bool) -> dict[str, Any]:
     """``settings`` with evstore's hook entries added (once) or removed; nothing else touched.
     ``hook``: the entry (:func:`hook_entry`), or a command line."""
+    import json
+
     entry_hook = hook if isinstance(hook, dict) else {"type": "command", "command": hook, "timeout": 15}
     out: dict[str, Any] = json.loads(json.dumps(settings))
     hooks = out.setdefault("hooks", {})
@@ -224,6 +239,9 @@ def merged_settings(settings: dict[str, Any], hook: str | dict[str, Any], *, uni
 @click.pass_context
 def hook_install(ctx: click.Context, scope: str, dry_run: bool, uninstall: bool, serve_url: str | None) -> None:
     """Merge evstore's hooks into Claude Code's settings (a backup first; idempotent)."""
+    import json
+    import shutil
+
     if serve_url is not None and not serve_url.startswith(("http://", "https://")):
         raise click.BadParameter(f"{serve_url!r} is not an http(s) URL; give the address `evstore serve` "
                                  "listens on, e.g. http://127.0.0.1:8765.", param_hint="--http")
