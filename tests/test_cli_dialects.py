@@ -77,8 +77,8 @@ def test_envelope_corpus_files(run, corpus: Path) -> None:  # type: ignore[no-un
         ("friday", "{ not json", "not valid JSON at line 1, column 3"),
         ("mapipe", '{"status": "complete", "last_updated": "2026-01-01"}',
          'not a mapipe document: required field(s) "schemaVersion", "taskId" missing (wrong dialect?)'),
-        ("friday", '{"taskId": "X", "schemaVersion": "2.2.0"}',
-         'not a friday document: required field(s) "status" missing'),
+        ("friday", '{"taskId": "X", "schemaVersion": "2.2.0", "status": "running"}',
+         'not a friday document: required field(s) "next_action" missing (wrong dialect?)'),
         ("envelope", '{"taskId": "X"}', 'not an envelope document: required field(s) "state" missing'),
         ("friday", "[]", "friday state documents are JSON objects, got array"),
     ],
@@ -88,7 +88,7 @@ def test_bad_input_is_refused_and_nothing_written(run, tmp_path: Path, dialect: 
     """--strict refuses a history with a bad version whole; without it the bad version is recorded
     as document.unreadable (its bytes and the same message) and the document stays the good one;
     an input with nothing readable is refused either way (wrong dialect, not a history)."""
-    good_doc = {"taskId": "T", "schemaVersion": "2.2.0", "status": "fresh", "state": "OK"}
+    good_doc = {"taskId": "T", "schemaVersion": "2.2.0", "status": "fresh", "next_action": "wait", "state": "OK"}
     good = tmp_path / "a-good.json"
     good.write_text(json.dumps(good_doc))
     bad = tmp_path / "b-bad.json"

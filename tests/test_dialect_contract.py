@@ -226,21 +226,10 @@ def test_simulated_runs_use_domain_events(name: str) -> None:
     assert seen & set(d.catalog), name
 
 
-#: Known gaps, kept visible (strict: the marker must go when the gap is closed).  FRIDAY tells its
-#: documents by "status" alone, which mapipe's and taskflow's have too; taskflow declares no
-#: identity keys (its documents are built from task folders, and its ``load`` refuses a folder
-#: without task artifacts), so any JSON object passes its ``check_identity``.
-IDENTITY_GAPS = {("friday", "mapipe"), ("friday", "taskflow")}
-TAKES_ANY_OBJECT = {"taskflow"}
+IDENTITY_PAIRS = [(a, b) for a in SIMULATED for b in SIMULATED if a != b]
 
 
-def _identity_pairs() -> list[Any]:
-    return [pytest.param(a, b, marks=pytest.mark.xfail(strict=True, reason=f"{a} takes {b}'s documents"))
-            if (a, b) in IDENTITY_GAPS or a in TAKES_ANY_OBJECT else (a, b)
-            for a in SIMULATED for b in SIMULATED if a != b]
-
-
-@pytest.mark.parametrize(("owner", "other"), _identity_pairs())
+@pytest.mark.parametrize(("owner", "other"), IDENTITY_PAIRS)
 def test_another_dialects_documents_are_refused(owner: str, other: str) -> None:
     """``owner`` refuses every document ``other`` simulates, naming itself and where."""
     d = get_dialect(owner)

@@ -146,7 +146,7 @@ def test_folder_ingest_order_and_times(run, tmp_path: Path) -> None:  # type: ig
     d = tmp_path / "history"
     d.mkdir()
     for i in (1, 2, 10):
-        (d / f"{i}-state.json").write_text(json.dumps({"status": "running", "n": i,
+        (d / f"{i}-state.json").write_text(json.dumps({"status": "running", "next_action": "wait", "n": i,
                                                         "last_updated": f"2026-02-{i:02d}T00:00:00Z"}))
         os.utime(d / f"{i}-state.json", (1_700_000_000 + i, 1_700_000_000 + i))
     r = run("ingest", "friday", str(d), "--stream", "F", "--json")

@@ -69,7 +69,7 @@ def test_strict_refuses_sprint_state_whole(run, tmp_path: Path) -> None:  # type
 def test_not_utf8_and_wrong_dialect_versions(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     d = tmp_path / "hist"
     d.mkdir()
-    good = {"status": "running", "last_updated": "2026-01-01T00:00:00Z", "n": 1}
+    good = {"status": "running", "last_updated": "2026-01-01T00:00:00Z", "next_action": "wait", "n": 1}
     (d / "1.json").write_text(json.dumps(good))
     (d / "2.json").write_bytes(b'{"status": "running",\n "who": "caf\xe9"}')
     (d / "3.json").write_text(json.dumps({"unrelated": True}))  # JSON, but no friday document
@@ -78,7 +78,7 @@ def test_not_utf8_and_wrong_dialect_versions(run, tmp_path: Path) -> None:  # ty
     assert r.exit_code == 0, r.output
     res = [json.loads(line) for line in r.stdout.splitlines()]
     assert "not valid UTF-8 at byte 34 (line 2, column 13)" in res[1]["unreadable"]
-    assert 'not a friday document: required field(s) "status" missing' in res[2]["unreadable"]
+    assert 'not a friday document: required field(s) "status", "next_action" missing' in res[2]["unreadable"]
     for v, f in ((2, "2.json"), (3, "3.json"), (4, "4.json")):
         assert run("replay", "F", "--upto", str(v), "--raw").stdout_bytes == (d / f).read_bytes()
     assert json.loads(run("replay", "F", "--upto", "3", "--json").stdout) == good

@@ -179,6 +179,22 @@ def test_validate_cycle_and_metrics_rules() -> None:
     assert D.validate([1])[0].code == "not-an-object"
 
 
+def test_a_mapipe_state_file_is_refused_naming_the_file_and_the_missing_field(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """FRIDAY's identity is "status" and "next_action": a mapipe state has the first, not the second
+    (a FRIDAY write missing another required field is still FRIDAY's: a finding, below)."""
+    mapipe = next(iter(get_dialect("mapipe").simulate(random.Random(1), run_id="PROJ-1", start=START))).doc
+    assert "status" in mapipe and "next_action" not in mapipe
+    path = tmp_path / "agent-state.json"
+    path.write_text(json.dumps(mapipe))
+    r = run("ingest", "friday", str(path), "--stream", "F")
+    assert r.exit_code == 1
+    assert r.stderr == (f'Error: {path}: not a friday document: required field(s) "next_action" missing '
+                        "(wrong dialect?). No readable version to start a stream from; nothing was written.\n")
+    assert run("log", "F").exit_code == 1
+    assert D.identity_problem({"status": "blocked", "next_action": "ask"}, "f.json") is None
+    assert "missing-required" in {f.code for f in D.validate({"status": "blocked", "next_action": "ask"})}
+
+
 # ================================================================== simulator
 
 

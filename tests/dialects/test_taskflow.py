@@ -16,7 +16,7 @@ from oracles import exact
 
 from eventstore import documents
 from eventstore.dialects import get_dialect
-from eventstore.dialects.base import DocumentObserved, DocumentPatched
+from eventstore.dialects.base import DocumentObserved, DocumentPatched, Snapshot
 from eventstore.dialects.taskflow import TaskflowDialect
 from eventstore.dialects.taskflow import events as ev
 from eventstore.dialects.taskflow.lifecycle import KEYS, PHASES, lifecycle, write_tree
@@ -24,6 +24,7 @@ from eventstore.dialects.taskflow.simulate import simulate_trees, write_simulate
 from eventstore.dialects.taskflow.verdict import issue_slug, parse_verdict
 from eventstore.errors import IngestError
 from eventstore.events import decode_event, encode_event
+from eventstore.ingest import Ingestor
 
 START = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 D = TaskflowDialect()
@@ -257,6 +258,20 @@ def test_simulated_runs_are_valid_apart_from_planned_findings() -> None:
 def test_observe_of_a_foreign_first_document_is_a_snapshot() -> None:
     events = law(None, [1, 2, 3])
     assert len(events) == 1 and isinstance(events[0], DocumentObserved)
+
+
+def test_a_friday_document_is_refused_naming_where_and_the_missing_fields(store: Any) -> None:
+    """A lifecycle is told by "task", "phase", "status" and "artifacts"; FRIDAY's state has only a
+    status.  ``load`` builds lifecycles only, so this is what an API caller handing ingest a
+    snapshot of another dialect sees."""
+    friday = next(iter(get_dialect("friday").simulate(random.Random(1), run_id="run-1", start=START))).doc
+    assert "status" in friday
+    snap = Snapshot(doc=friday, raw=None, source={"dir": "project/tasks/add-auth"}, stream_hint="taskflow/add-auth")
+    with pytest.raises(IngestError) as err:
+        Ingestor(store, D).ingest(snap)
+    assert str(err.value) == ('project/tasks/add-auth: not a taskflow document: required field(s) "task", "phase", '
+                              '"artifacts" missing (wrong dialect?). Nothing was written.')
+    assert store.stream_version("taskflow/add-auth") == 0
 
 
 # ------------------------------------------------------------------ folders on disk

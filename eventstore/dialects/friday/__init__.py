@@ -45,7 +45,11 @@ def _short(value: Any, limit: int = 70) -> str:
 class FridayDialect(Dialect):
     name = "friday"
     demo_weight = 2
-    identity_keys = ("status",)
+    # The state skill requires last_updated, status, request_summary and next_action of any persisted
+    # state; a FRIDAY write lacking one is still FRIDAY's (validate's missing-required finding), so
+    # identity asks only for the pair no other dialect's document has: status alone is mapipe's and
+    # taskflow's too, next_action is FRIDAY's handoff to the next session.
+    identity_keys = ("status", "next_action")
     state_file_names = ("friday-state.json",)
     time_keys = ("last_updated",)
     description = "TemperAI FRIDAY orchestrator state (.temper/friday-state.json)"

@@ -64,6 +64,10 @@ class TaskflowDialect(Dialect):
     name = "taskflow"
     demo_weight = 2
     versions_in_folders = False  # a folder is one task, not versions of a file
+    # Every lifecycle has all of lifecycle.KEYS; these four tell it from other dialects' documents
+    # (mapipe's and FRIDAY's have a status, envelope's a phase): the folder's name, its files and
+    # the phase and status they imply.  A missing other key is validate's missing-key finding.
+    identity_keys = ("task", "phase", "status", "artifacts")
     catalog = ev.CATALOG
     description = "agent-framework task folders: artifacts decide the phase, VERDICT.md spawns follow-ups"
 
