@@ -112,10 +112,11 @@ def test_simulated_projects_use_every_typed_event_and_both_formats() -> None:
 
     seen: set[type] = set()
     formats = set()
-    for seed in range(6):
+    for seed in range(12):
         prev = None
         for snap in D.simulate(random.Random(seed), run_id=f"r{seed}", start=datetime(2026, 1, 1, tzinfo=UTC)):
             seen |= {type(e) for e in D.observe(prev, snap.doc)}
             formats.add("tasks" in snap.doc)
             prev = snap.doc
-    assert set(ev.CATALOG) <= seen and formats == {True, False}
+    # TagSwitched is state.json's, a file the simulator does not write (tested below on its own)
+    assert set(ev.CATALOG) - {ev.TagSwitched} <= seen and formats == {True, False}

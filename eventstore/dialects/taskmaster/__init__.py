@@ -7,9 +7,18 @@ task has ``id``, ``title``, ``description``, ``status`` (pending, in-progress, r
 deferred, cancelled, blocked), ``priority``, ``dependencies`` (task ids), ``details``,
 ``testStrategy`` and ``subtasks`` (each with its own ``id`` and ``status``).
 
-Typed events record tags created and removed, tasks added and removed, status changes, subtasks
-added and removed and subtask status changes (:mod:`eventstore.dialects.taskmaster.events`);
-everything else is an exact patch.  Analytics (tasks by status over time, cycle time, reopenings,
+The dialect also reads the project's ``.taskmaster/state.json`` (``{"currentTag", "lastSwitched",
+"branchTagMapping", "migrationNoticeShown"}``: the tag task-master works in).  Each file is a stream
+of its own, named by its path (``streams_by_source``), so a repository's history is recorded with
+one ingest per file::
+
+    evstore ingest taskmaster --git .:.taskmaster/tasks/tasks.json
+    evstore ingest taskmaster --git .:.taskmaster/state.json
+
+Typed events record tags created and removed, tasks added and removed, status and priority
+changes, dependencies added and removed, other task fields updated, subtasks added and removed,
+subtask status changes and subtask fields updated, and (state.json) a switch of the current tag
+(:mod:`eventstore.dialects.taskmaster.events`); everything else is an exact patch.  Analytics (tasks by status over time, cycle time, reopenings,
 blocked time, subtask completion, throughput per day, per project and tag) are declared in
 :mod:`eventstore.dialects.taskmaster.analytics`.  The dialect is
 a plugin like every other: this folder and its line in the ``evstore.dialects`` entry points.
@@ -25,7 +34,7 @@ from typing import Any
 from eventstore.dialects.analytics import Analytics
 from eventstore.dialects.base import Dialect, Finding, RunInfo, Snapshot
 from eventstore.dialects.taskmaster import events as ev
-from eventstore.dialects.taskmaster.lens import apply_event, derive_events, is_legacy, task_lists
+from eventstore.dialects.taskmaster.lens import STATE_KEYS, apply_event, derive_events, is_legacy, is_state, task_lists
 from eventstore.events import Event
 
 STATUSES = ("pending", "in-progress", "review", "done", "deferred", "cancelled", "blocked")
@@ -35,14 +44,22 @@ def _where(tag: str | None) -> str:
     return "/tasks" if tag is None else "/" + tag.replace("~", "~0").replace("/", "~1") + "/tasks"
 
 
+_JSON_NAMES = {str: "string", dict: "object", bool: "boolean"}
+
+
 def _at(tag: str | None) -> str:
     return "" if tag is None else f" [{tag}]"
+
+
+def _changed(fields: dict[str, Any], removed: list[str]) -> str:
+    return ", ".join([*fields, *(f"-{k}" for k in removed)]) or "nothing"
 
 
 class TaskmasterDialect(Dialect):
     name = "taskmaster"
     catalog = ev.CATALOG
-    description = "claude-task-master tasks.json (tagged .taskmaster/tasks/tasks.json or legacy tasks/tasks.json)"
+    description = ("claude-task-master tasks.json (tagged .taskmaster/tasks/tasks.json or legacy tasks/tasks.json) "
+                   "and .taskmaster/state.json")
     # No state_file_names: "tasks.json" is too common a name (Claude Code's own task lists use it) for
     # the capture hook to take every Write of one as task-master's.
     streams_by_source = True  # the document names no project: the file's name or repository path
@@ -57,10 +74,10 @@ class TaskmasterDialect(Dialect):
         problem = super().identity_problem(doc, where)
         if problem or doc is None:
             return problem
-        if is_legacy(doc) or (doc and len(task_lists(doc)) == len(doc)):
+        if is_legacy(doc) or (doc and len(task_lists(doc)) == len(doc)) or is_state(doc):
             return None
-        return (f'{where}: not a taskmaster document: neither {{"tasks": [...]}} (legacy tasks.json) nor tags '
-                'each holding {"tasks": [...]} (wrong dialect?).')
+        return (f'{where}: not a taskmaster document: neither {{"tasks": [...]}} (legacy tasks.json), tags '
+                'each holding {"tasks": [...]}, nor a state.json with "currentTag" (wrong dialect?).')
 
     def apply(self, doc: Any, event: Event) -> Any:
         return apply_event(doc, event)
@@ -74,6 +91,9 @@ class TaskmasterDialect(Dialect):
         return f"taskmaster/{name}" if isinstance(name, str) and name else None
 
     def describe(self, doc: Any) -> RunInfo:
+        if is_state(doc):
+            tag = doc.get("currentTag")
+            return RunInfo(title="state.json", status=f"current tag {tag}" if isinstance(tag, str) else None)
         lists = task_lists(doc)
         tasks = [t for ts in lists.values() for t in ts if isinstance(t, dict)]
         done = sum(t.get("status") == "done" for t in tasks)
@@ -85,6 +105,11 @@ class TaskmasterDialect(Dialect):
 
     def validate(self, doc: Any) -> list[Finding]:
         out: list[Finding] = []
+        if is_state(doc):
+            for key, kind in STATE_KEYS.items():
+                if key in doc and type(doc[key]) is not kind:
+                    out.append(Finding(f"/{key}", "wrong-type", f"{key} is a JSON {_JSON_NAMES[kind]}", "error"))
+            return out
         for tag, tasks in task_lists(doc).items():
             base = _where(tag)
             ids = [t.get("id") for t in tasks if isinstance(t, dict)]
@@ -134,6 +159,21 @@ class TaskmasterDialect(Dialect):
         if isinstance(event, ev.SubtaskStatusChanged):
             return (f"subtask {event.task_id!r}.{event.subtask_id!r}{_at(event.tag)}: "
                     f"{event.from_status} -> {event.to_status}")
+        if isinstance(event, ev.PriorityChanged):
+            return f"task {event.id!r}{_at(event.tag)}: priority {event.from_priority} -> {event.to_priority}"
+        if isinstance(event, ev.DependenciesAdded):
+            return f"task {event.id!r}{_at(event.tag)}: now depends on {', '.join(map(repr, event.dependencies))}"
+        if isinstance(event, ev.DependenciesRemoved):
+            return (f"task {event.id!r}{_at(event.tag)}: no longer depends on "
+                    f"{', '.join(map(repr, event.dependencies))}")
+        if isinstance(event, ev.TaskUpdated):
+            return f"task {event.id!r}{_at(event.tag)} updated: {_changed(event.fields, event.removed)}"
+        if isinstance(event, ev.SubtaskUpdated):
+            return (f"subtask {event.task_id!r}.{event.subtask_id!r}{_at(event.tag)} updated: "
+                    f"{_changed(event.fields, event.removed)}")
+        if isinstance(event, ev.TagSwitched):
+            when = f" at {event.switched_at}" if isinstance(event.switched_at, str) else ""
+            return f"current tag {event.from_tag!r} -> {event.to_tag!r}{when}"
         return None
 
     def simulate(self, rng: random.Random, *, run_id: str, start: datetime) -> Iterator[Snapshot]:

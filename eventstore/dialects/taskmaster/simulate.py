@@ -4,9 +4,13 @@ A run starts from a parsed PRD (4-7 pending tasks with priorities and dependenci
 format (``{"master": {"tasks", "metadata"}}``) or, one run in three, the legacy one.  Then, in
 dependency order, a task is expanded into subtasks, set in-progress, its subtasks worked through,
 sometimes sent to review, blocked, deferred or reopened after done; a subtask, a task is added or
-removed now and then, and a tagged project may open a feature tag and drop it again.  Titles carry
+removed now and then, and a tagged project may open a feature tag and drop it again.  Along the way
+a pending task's priority changes, a dependency is added (pushed, then the list sorted, as
+``add-dependency`` does) or removed, a task is rewritten (``update-task``) and a subtask gets notes
+appended to its details (``update-subtask``).  Titles carry
 non-ASCII text and ``/``.
-Deterministic per seed; about 20-40 versions.
+Deterministic per seed; about 35-70 versions.  Only ``tasks.json``: ``state.json`` (a tag switch) is
+another file, another stream, which a simulated run does not write.
 """
 
 from __future__ import annotations
@@ -30,6 +34,35 @@ def _task(rng: random.Random, task_id: int, earlier: list[int]) -> dict[str, Any
     return {"id": task_id, "title": title, "description": f"Implement {title.lower()}.",
             "details": f"Steps for {title}:\n1. design\n2. build\n3. test", "testStrategy": "Unit and integration tests.",
             "priority": rng.choice(PRIORITIES), "dependencies": deps, "status": "pending", "subtasks": []}
+
+
+def _replan(rng: random.Random, tasks: list[dict[str, Any]], current: dict[str, Any], when: datetime) -> bool:
+    """One planning edit to a pending task other than ``current`` (a priority, a dependency, a
+    rewrite), or none; True if the document changed."""
+    pending = [t for t in tasks if t is not current and t["status"] == "pending"]
+    if not pending:
+        return False
+    task = rng.choice(pending)
+    roll = rng.random()
+    if roll < 0.15:
+        task["priority"] = rng.choice([p for p in PRIORITIES if p != task["priority"]])
+        return True
+    if roll < 0.3:
+        deps = task["dependencies"]
+        if deps and rng.random() < 0.4:
+            deps.remove(rng.choice(deps))
+            return True
+        earlier = [t["id"] for t in tasks if t["id"] < task["id"] and t["id"] not in deps]  # stays acyclic
+        if not earlier:
+            return False
+        deps.append(rng.choice(earlier))
+        deps.sort()
+        return True
+    if roll < 0.42:
+        task["description"] = f"Implement {task['title'].lower()}, revised {when:%Y-%m-%d %H:%M}."
+        task["details"] += "\n4. update the docs"
+        return True
+    return False
 
 
 def simulate_project(rng: random.Random, *, run_id: str, start: datetime) -> Iterator[Snapshot]:
@@ -72,10 +105,15 @@ def simulate_project(rng: random.Random, *, run_id: str, start: datetime) -> Ite
             yield snap()
         task["status"] = "in-progress"
         yield snap()
+        if _replan(rng, tasks, task, now):
+            yield snap()
         for sub in task["subtasks"]:
             now += timedelta(minutes=rng.randint(5, 50))
             sub["status"] = "in-progress"
             yield snap()
+            if rng.random() < 0.2:  # update-subtask: notes appended, stamped
+                sub["details"] += f"\n<info added on {now.isoformat()}>\nFound an edge case.\n</info added on {now.isoformat()}>"
+                yield snap()
             if rng.random() < 0.15:
                 task["status"] = "blocked"
                 yield snap()
