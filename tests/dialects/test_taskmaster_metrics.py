@@ -15,12 +15,19 @@ Project "alpha" (legacy tasks.json, projectName alpha), tag master (the legacy l
           12:00  T3 blocked                           -> blocked until the last event: 20 h (72000 s)
     03-04 08:00  T2 removed
 
+Planning edits in alpha, at the same times (so no figure above moves): 09:30 T2 gets a priority
+(high: a field update, it had none), 10:00 T2 priority high -> low and T1.1 gets details (a subtask
+update), 11:00 T3 depends on 1, 13:00 T3 no longer does, 14:00 T2 retitled (a field update).
+
 Project "taskmaster/beta" (tagged, no project name: the stream id is the project):
 
     03-02 10:00  master: T1 pending
           12:00  master: T1 in-progress; tag feature created with T1 in-progress
           18:00  master: T1 review; feature: T1 done   -> feature T1 cycle 6 h (21600 s)
     03-03 09:00  master: T1 done; tag feature removed -> master T1 cycle 21 h (75600 s)
+
+Its state.json, a stream of its own ("beta/.taskmaster/state.json", the project it counts under):
+03-02 10:00 on master, 12:00 switched to feature, 03-03 09:00 back to master: 2 tag switches.
 """
 
 from __future__ import annotations
@@ -63,15 +70,21 @@ def alpha() -> list[tuple[datetime, dict[str, Any]]]:
         out.append((when, copy.deepcopy(doc)))
 
     t[0]["status"] = "in-progress"
+    t[1]["priority"] = "high"
     step(at(2, 9, 30))
     t[0]["subtasks"][0]["status"] = "done"
+    t[0]["subtasks"][0]["details"] = "note"
+    t[1]["priority"] = "low"
     step(at(2, 10))
     t[0]["status"] = "blocked"
+    t[2]["dependencies"] = [1]
     step(at(2, 11))
     t[0]["status"] = "in-progress"
+    t[2]["dependencies"] = []
     step(at(2, 13))
     t[0]["subtasks"][1]["status"] = "done"
     t[0]["status"] = "done"
+    t[1]["title"] = "Task 2, revised"
     step(at(2, 14))
     t[0]["status"] = "in-progress"
     t[1]["status"] = "in-progress"
@@ -112,7 +125,10 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EventStore
     url = f"sqlite:///{d}/events.db"
     migrated(url)
     s = EventStore(url)
-    for history, hint in ((alpha(), None), (beta(), "taskmaster/beta")):
+    state = [(at(2, 10), {"currentTag": "master", "lastSwitched": "2026-03-02T10:00:00Z", "branchTagMapping": {}}),
+             (at(2, 12), {"currentTag": "feature", "lastSwitched": "2026-03-02T12:00:00Z", "branchTagMapping": {}}),
+             (at(3, 9), {"currentTag": "master", "lastSwitched": "2026-03-03T09:00:00Z", "branchTagMapping": {}})]
+    for history, hint in ((alpha(), None), (beta(), "taskmaster/beta"), (state, "beta/.taskmaster/state.json")):
         ing = Ingestor(s, D)
         for when, doc in history:
             ing.ingest(Snapshot(doc=doc, occurred_at=when, stream_hint=hint))
@@ -130,7 +146,9 @@ def test_the_history_is_recorded_with_typed_events(store: tuple[EventStore, Path
     types = {e.type for e in store[0].iter_all()}
     assert {"taskmaster.status_changed", "taskmaster.subtask_status_changed", "taskmaster.subtask_added",
             "taskmaster.task_added", "taskmaster.task_removed", "taskmaster.tag_created",
-            "taskmaster.tag_removed"} <= types
+            "taskmaster.tag_removed", "taskmaster.priority_changed", "taskmaster.dependencies_added",
+            "taskmaster.dependencies_removed", "taskmaster.task_updated", "taskmaster.subtask_updated",
+            "taskmaster.tag_switched"} <= types
 
 
 def test_tasks_per_project_and_tag(report: Report) -> None:
@@ -182,3 +200,11 @@ def test_one_runs_report_lists_its_tasks(store: tuple[EventStore, Path]) -> None
     assert rows == [("1", "done", 16200.0, 1, 7200.0, 2, 2), ("2", None, 3600.0, 0, 0.0, 0, 0),
                     ("3", "blocked", None, 0, 72000.0, 1, 0), ("4", "pending", None, 0, 0.0, 0, 0)]
     assert [r["tag"] for r in rep.section("taskmaster_tasks").rows] == ["master"]  # this run only
+
+
+def test_planning_changes_per_project(report: Report) -> None:
+    rows = [(r["project"], r["priority_changes"], r["dependencies_added"], r["dependencies_removed"],
+             r["task_updates"], r["subtask_updates"], r["tag_switches"]) for r in report.section("taskmaster_changes").rows]
+    assert rows == [("alpha", 1, 1, 1, 2, 1, 0), ("beta/.taskmaster/state.json", 0, 0, 0, 0, 0, 2)]
+    assert report.section("taskmaster_changes").summary == {"priority_changes": 1, "dependency_edits": 2,
+                                                            "task_updates": 2, "tag_switches": 2}

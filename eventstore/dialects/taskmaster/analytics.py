@@ -2,8 +2,10 @@
 
 Facts (stateless: one event, its rows): ``taskmaster_tasks`` (a task listed by a whole snapshot or a
 tag created, added, removed, or its status changed), ``taskmaster_subtasks`` (the same for
-subtasks) and ``taskmaster_documents`` (a whole document or tag restated or removed: the tasks it
-does not list are gone).  Tasks and subtasks are named by their tag (the legacy format counts as
+subtasks), ``taskmaster_documents`` (a whole document or tag restated or removed: the tasks it
+does not list are gone) and ``taskmaster_changes`` (planning edits: a priority changed, a
+dependency added or removed, a task's or subtask's field updated or removed, one row each; and
+state.json's current tag switched).  Tasks and subtasks are named by their tag (the legacy format counts as
 tag ``master``, where task-master's own migration puts it) and their id as text.
 
 Views: ``taskmaster_task_history`` (each task's status after every event that touched it, with
@@ -18,7 +20,9 @@ Definitions (README, "task-master"):
 * blocked time: time spent in ``blocked``, up to the run's last event if it is blocked still;
 * subtask completion: subtasks ``done`` / subtasks, of the tasks present now;
 * throughput: status changes to ``done`` per UTC day (a task done, reopened and done again counts twice);
-* tasks by status over time: each task's status at the end of each UTC day of the run's activity.
+* tasks by status over time: each task's status at the end of each UTC day of the run's activity;
+* planning changes: priority changes, dependencies added and removed, task updates (events, not
+  fields) and tag switches, per project (a state.json stream is a project of its own: its path).
 
 Changes no typed event states (a tag whose task ids are not unique, a switch between the formats)
 are exact patches and give no task facts.
@@ -126,6 +130,46 @@ def _subtask_status(rows: Rows, e: RecordedEvent, p: dict[str, Any], at: datetim
                                         an.s(p.get("to_status")), at))
 
 
+def _change(rows: Rows, e: RecordedEvent, p: dict[str, Any], at: datetime | None, kind: str, *,
+            field: str | None = None, from_value: Any = None, to_value: Any = None) -> None:
+    task_id = _id(p.get("id", p.get("task_id")))
+    rows["taskmaster_changes"].append((e.position, e.stream_id, kind, _tag(p.get("tag")), task_id,
+                                       _id(p.get("subtask_id")), field, _id(from_value), _id(to_value), at))
+
+
+@_on("taskmaster.priority_changed")
+def _priority(rows: Rows, e: RecordedEvent, p: dict[str, Any], at: datetime | None) -> None:
+    _change(rows, e, p, at, "priority", field="priority", from_value=p.get("from_priority"),
+            to_value=p.get("to_priority"))
+
+
+@_on("taskmaster.dependencies_added")
+def _dependencies_added(rows: Rows, e: RecordedEvent, p: dict[str, Any], at: datetime | None) -> None:
+    for dep in an.items(p.get("dependencies")):
+        _change(rows, e, p, at, "dependency_added", field="dependencies", to_value=dep)
+
+
+@_on("taskmaster.dependencies_removed")
+def _dependencies_removed(rows: Rows, e: RecordedEvent, p: dict[str, Any], at: datetime | None) -> None:
+    for dep in an.items(p.get("dependencies")):
+        _change(rows, e, p, at, "dependency_removed", field="dependencies", from_value=dep)
+
+
+@_on("taskmaster.task_updated", "taskmaster.subtask_updated")
+def _updated(rows: Rows, e: RecordedEvent, p: dict[str, Any], at: datetime | None) -> None:
+    kind = "subtask_" if "subtask_id" in p else ""
+    for name in an.d(p.get("fields")):
+        _change(rows, e, p, at, f"{kind}field_updated", field=name)
+    for name in an.items(p.get("removed")):
+        _change(rows, e, p, at, f"{kind}field_removed", field=_id(name))
+
+
+@_on("taskmaster.tag_switched")
+def _tag_switched(rows: Rows, e: RecordedEvent, p: dict[str, Any], at: datetime | None) -> None:
+    rows["taskmaster_changes"].append((e.position, e.stream_id, "tag_switched", _tag(p.get("to_tag")), None, None,
+                                       "currentTag", _id(p.get("from_tag")), _id(p.get("to_tag")), at))
+
+
 _T = "TIMESTAMPTZ"
 TABLES = (
     Table("taskmaster_tasks", (("tag", "VARCHAR"), ("task_id", "VARCHAR"), ("kind", "VARCHAR"),
@@ -134,6 +178,9 @@ TABLES = (
                                   ("kind", "VARCHAR"), ("from_status", "VARCHAR"), ("status", "VARCHAR"),
                                   ("occurred_at", _T))),
     Table("taskmaster_documents", (("kind", "VARCHAR"), ("tag", "VARCHAR"), ("occurred_at", _T))),
+    Table("taskmaster_changes", (("kind", "VARCHAR"), ("tag", "VARCHAR"), ("task_id", "VARCHAR"),
+                                 ("subtask_id", "VARCHAR"), ("field", "VARCHAR"), ("from_value", "VARCHAR"),
+                                 ("to_value", "VARCHAR"), ("occurred_at", _T))),
 )
 
 VIEWS = {
@@ -255,6 +302,28 @@ STATUS_OVER_TIME = MetricSection(
     None,
     "each task's last status at or before the end of the day, for every day from the run's first to its last.")
 
+CHANGES = MetricSection(
+    "taskmaster_changes", "task-master: planning changes (per project)",
+    ("project", "priority_changes", "dependencies_added", "dependencies_removed", "task_updates",
+     "subtask_updates", "tag_switches"),
+    f"""SELECT coalesce(r.project, c.stream_id) AS project,
+               count(*) FILTER (WHERE c.kind = 'priority') AS priority_changes,
+               count(*) FILTER (WHERE c.kind = 'dependency_added') AS dependencies_added,
+               count(*) FILTER (WHERE c.kind = 'dependency_removed') AS dependencies_removed,
+               count(DISTINCT c.position) FILTER (WHERE c.kind IN ('field_updated', 'field_removed')) AS task_updates,
+               count(DISTINCT c.position) FILTER (WHERE c.kind LIKE 'subtask_field_%') AS subtask_updates,
+               count(*) FILTER (WHERE c.kind = 'tag_switched') AS tag_switches
+        FROM taskmaster_changes c LEFT JOIN runs r USING (stream_id)
+        WHERE c.{_IN} GROUP BY ALL ORDER BY project""",
+    f"""SELECT count(*) FILTER (WHERE kind = 'priority') AS priority_changes,
+               count(*) FILTER (WHERE kind IN ('dependency_added', 'dependency_removed')) AS dependency_edits,
+               count(DISTINCT position) FILTER (WHERE kind IN ('field_updated', 'field_removed')) AS task_updates,
+               count(*) FILTER (WHERE kind = 'tag_switched') AS tag_switches
+        FROM taskmaster_changes WHERE {_IN}""",
+    "one priority change, dependency added or removed, or tag switch is one event's row; task and subtask "
+    "updates count events (one may change several fields); a state.json stream is a project of its own "
+    "(its path).")
+
 PER_TASK = MetricSection(
     "taskmaster_task_stats", "task-master: tasks",
     ("tag", "task_id", "status", "cycle_s", "reopenings", "blocked_s", "subtasks", "subtasks_done"),
@@ -262,6 +331,6 @@ PER_TASK = MetricSection(
         FROM taskmaster_task_stats WHERE {_IN}
         ORDER BY tag, TRY_CAST(task_id AS BIGINT) NULLS LAST, task_id""")
 
-ANALYTICS = Analytics(version=1, tables=TABLES, rows=_ROWS, views=VIEWS,
-                      sections=(TASKS, THROUGHPUT, STATUS_OVER_TIME),
-                      run_sections=(PER_TASK, TASKS, THROUGHPUT, STATUS_OVER_TIME))
+ANALYTICS = Analytics(version=2, tables=TABLES, rows=_ROWS, views=VIEWS,
+                      sections=(TASKS, THROUGHPUT, STATUS_OVER_TIME, CHANGES),
+                      run_sections=(PER_TASK, TASKS, THROUGHPUT, STATUS_OVER_TIME, CHANGES))
