@@ -141,7 +141,7 @@ def _task_changes(tag: str | None, was: dict[str, Any], now: dict[str, Any]) -> 
             out.append(ev.SubtaskAdded(tag=tag, task_id=was["id"], index=j, subtask=documents.copy(s_now)))
     for skey, s_was in sub_old.items():
         s_now = sub_new.get(skey)
-        if s_now is None:
+        if s_now is None or not _differ(s_was, s_now):
             continue
         styped = {"id"}
         if "status" in s_was and "status" in s_now:
@@ -196,7 +196,7 @@ def derive_events(prev: JSON, next_doc: JSON) -> list[Event]:
                 out.append(ev.TaskAdded(tag=tag, index=i, task=documents.copy(task)))
         for key, was in old_ids.items():
             now = new_ids.get(key)
-            if now is not None:
+            if now is not None and _differ(was, now):  # most tasks are unchanged: one comparison each
                 out += _task_changes(tag, was, now)
     return out
 
