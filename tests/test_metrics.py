@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
@@ -16,8 +17,10 @@ from conftest import migrated
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from eventstore.dialects import get_dialect
 from eventstore.dialects.base import Snapshot
 from eventstore.dialects.friday.validate import computed_risk_score, risk_score_mismatch
+from eventstore.ingest import Ingestor
 from eventstore.store import EventStore
 from projections import analytics
 from projections.metrics import Report, Scope, cross_run_report, run_report, wilson
@@ -88,8 +91,6 @@ def _quantile(values: list[float], q: float) -> float:
 
 
 def _secs(a: str, b: str) -> float:
-    from datetime import datetime
-
     return (datetime.fromisoformat(b.replace("Z", "+00:00")) - datetime.fromisoformat(a.replace("Z", "+00:00"))
             ).total_seconds()
 
@@ -270,6 +271,78 @@ def test_review_deltas_match_the_documents(portfolio: Any, report: Report) -> No
     assert sec.summary["approved"] == len(approvals)
     assert sec.summary["not_approved"] == not_approved
     assert {r["iterations"]: r["runs"] for r in sec.rows} == dict(Counter(approvals))
+
+
+def _finding(fp: str, severity: str, file: str) -> dict[str, str]:
+    return {"fingerprint": fp, "severity": severity, "file": file}
+
+
+NULL_DEREF = _finding("fp-null-deref", "blocking", "src/auth.py")
+SQL_INJECT = _finding("fp-sql-inject", "blocking", "src/db.py")
+RACE = _finding("fp-race", "important", "src/cache.py")
+LOG_LEVEL = _finding("fp-log-level", "suggestion", "src/log.py")
+DELTA_AT = datetime(2026, 2, 3, 10, 0, tzinfo=UTC)
+
+
+def _iteration_entry(n: int, decision: str, findings: list[dict[str, str]], **extra: Any) -> dict[str, Any]:
+    return {"iteration": n, "decision": decision, "reviewers": [{"model": "model-a", "findings": findings}],
+            "accepted": [f["fingerprint"] for f in findings], **extra}
+
+
+def test_review_deltas_of_iterations_written_with_their_delta(tmp_path: Path) -> None:
+    """An orchestrator that writes a review iteration with its ``delta`` (and ``reviewDecision``)
+    already inside, in one write, rather than review-delta.mjs adding it to the entry later: the
+    lens records it as one ``review_iteration_recorded`` and the delta's rows come from the
+    iteration entry.  Expected rows are written out by hand from the documents below."""
+    url = f"sqlite:///{tmp_path}/events.db"
+    migrated(url)
+    store = EventStore(url)
+    head = {"schemaVersion": "2.2.0", "taskId": "DELTA-1", "status": "in_progress"}
+    it1 = _iteration_entry(1, "fix", [NULL_DEREF, SQL_INJECT])  # the first review: no delta yet
+    it2 = _iteration_entry(2, "fix", [NULL_DEREF, RACE], delta={
+        "previousIteration": 1, "new": [RACE], "stillPresent": [NULL_DEREF], "resolved": [SQL_INJECT],
+        "downgraded": [LOG_LEVEL], "stillPresentBlocking": [NULL_DEREF], "recurrence": {"fp-null-deref": 1},
+        "plateau": False, "tripped": False}, reviewDecision={"verdict": "rebuttal-round", "approved": False})
+    it3 = _iteration_entry(3, "escalate", [NULL_DEREF], delta={
+        "previousIteration": 2, "new": [], "stillPresent": [NULL_DEREF], "resolved": [RACE], "downgraded": [],
+        "stillPresentBlocking": [NULL_DEREF], "recurrence": {"fp-null-deref": 2}, "plateau": True,
+        "tripped": True}, reviewDecision={"verdict": "pass", "approved": True})
+    docs = [head, {**head, "reviewIterations": [it1]}, {**head, "reviewIterations": [it1, it2]},
+            {**head, "reviewIterations": [it1, it2, it3]}]
+    ing = Ingestor(store, get_dialect("mapipe"))
+    for i, doc in enumerate(docs):
+        ing.ingest(Snapshot(doc=doc, occurred_at=DELTA_AT + timedelta(hours=i)))
+    types = [r.type for r in store.read_stream("DELTA-1")]
+    # the deltas arrived inside new entries: no review_delta_computed explains them
+    assert types.count("mapipe.review_iteration_recorded") == 3 and "mapipe.review_delta_computed" not in types
+    analytics.refresh(store)
+    con = analytics.connect(analytics.analytics_dir(store))
+    store.close()
+    assert con.execute(
+        "SELECT stream_id, iteration, idx, new, still_present, resolved, downgraded, still_present_blocking, "
+        "resolution_rate, plateau, plateau_recorded, tripped, max_recurrence FROM review_deltas ORDER BY idx"
+    ).fetchall() == [
+        ("DELTA-1", 2, 1, 1, 1, 1, 1, 1, 1 / 3, False, False, False, 1),
+        ("DELTA-1", 3, 2, 0, 1, 1, 0, 1, 1 / 2, True, True, True, 2),
+    ]
+    assert con.execute("SELECT idx, previous_iteration, occurred_at FROM review_delta_events ORDER BY idx"
+                       ).fetchall() == [(1, 1, DELTA_AT + timedelta(hours=2)), (2, 2, DELTA_AT + timedelta(hours=3))]
+    assert con.execute("SELECT idx, kind, fingerprint, severity, file, recurrence FROM review_delta_items "
+                       "ORDER BY idx, kind, fingerprint").fetchall() == [
+        (1, "downgraded", "fp-log-level", "suggestion", "src/log.py", None),
+        (1, "new", "fp-race", "important", "src/cache.py", None),
+        (1, "recurrence", "fp-null-deref", None, None, 1),
+        (1, "resolved", "fp-sql-inject", "blocking", "src/db.py", None),
+        (1, "stillPresent", "fp-null-deref", "blocking", "src/auth.py", None),
+        (1, "stillPresentBlocking", "fp-null-deref", "blocking", "src/auth.py", None),
+        (2, "recurrence", "fp-null-deref", None, None, 2),
+        (2, "resolved", "fp-race", "important", "src/cache.py", None),
+        (2, "stillPresent", "fp-null-deref", "blocking", "src/auth.py", None),
+        (2, "stillPresentBlocking", "fp-null-deref", "blocking", "src/auth.py", None),
+    ]
+    assert con.execute("SELECT idx, iteration, decision, decision_verdict, approved FROM review_iterations "
+                       "ORDER BY idx").fetchall() == [
+        (0, 1, "fix", None, None), (1, 2, "fix", "rebuttal-round", False), (2, 3, "escalate", "pass", True)]
 
 
 # ---------------------------------------------------------------- gates and breaker
@@ -551,7 +624,6 @@ def _store_events(store: EventStore, sid: str) -> Iterator[Any]:
 def test_plain_values() -> None:
     """What a report row holds: floats to 4 places (NaN as null), times as ISO text, DuckDB decimals as
     rounded floats; ints, bools, text and null unchanged."""
-    from datetime import UTC, datetime
     from decimal import Decimal
 
     from projections.metrics import _plain
