@@ -164,7 +164,8 @@ class NewEvent:
     (ingest does: it folded the events to check the lens law); inline projections take it
     instead of decoding and folding the event again.  Not stored; ``UNKNOWN`` by default."""
 
-    __slots__ = ("type", "data", "meta", "event_id", "occurred_at", "schema_version", "_client_id", "document")
+    __slots__ = ("type", "data", "meta", "event_id", "occurred_at", "schema_version", "_client_id", "document",
+                 "blob_refs")
 
     def __init__(
         self,
@@ -212,8 +213,13 @@ class NewEvent:
         self.occurred_at = None if occurred_at is None else iso(occurred_at)
 
     def set_meta(self, meta: dict[str, Any] | None) -> None:
-        """Replace the meta (validated as the constructor does), keeping the encoded data."""
+        """Replace the meta (validated as the constructor does), keeping the encoded data.
+
+        ``meta.blobs`` is the store's own key: the SHA-256 hex digests of the blobs the event
+        refers to, which must be stored (given with the append, or stored before) — ``verify``
+        fails an event naming a blob the store does not hold, so the store never writes one."""
         self.meta = codec.encode_checked(meta, self.type, part="meta") if meta else _EMPTY_META
+        self.blob_refs = _blob_refs(meta["blobs"], self.type) if meta and "blobs" in meta else ()
 
 
 class InlineBatch(list[RecordedEvent]):
@@ -541,6 +547,19 @@ class EventStore:
             return self.backend.list_streams(cur)
 
 
+def _blob_refs(names: object, type: str) -> tuple[bytes, ...]:
+    """``meta.blobs`` as raw digests: a list of SHA-256 hex digests (lowercase, 64 characters)."""
+    if not isinstance(names, list):
+        raise InvalidEvent(f'meta.blobs of "{type}" must be a list of SHA-256 hex digests, got {names!r:.60}.')
+    refs = []
+    for i, name in enumerate(names):
+        if not (isinstance(name, str) and len(name) == 64 and all(c in "0123456789abcdef" for c in name)):
+            raise InvalidEvent(f'meta.blobs[{i}] of "{type}" is not a SHA-256 hex digest (64 lowercase hex '
+                               f"digits): {name!r:.80}.")
+        refs.append(bytes.fromhex(name))
+    return tuple(refs)
+
+
 def _checked_blobs(blobs: Mapping[str, bytes]) -> dict[bytes, bytes]:
     """``blobs`` keyed by raw digest, each key checked against its bytes (a wrong key is refused)."""
     out: dict[bytes, bytes] = {}
@@ -654,6 +673,9 @@ class _Transaction:
                     type(expected_version) is int and expected_version != actual):
                 raise ConcurrencyError(stream_id, expected_version, actual)
         batch = self._dedupe(stream_id, batch)
+        refs = [r for e in batch for r in e.blob_refs]
+        if refs:
+            self._check_blob_refs(stream_id, head[1], batch, refs)
         stream_pk, version, prev = head[0], head[1], head[2]
         position, now = self.position, self.now
         rows = []
@@ -691,6 +713,17 @@ class _Transaction:
         self.position = position
         head[1], head[2] = version, prev
         return AppendResult(stream_id, version, list(range(first, position + 1)))
+
+    def _check_blob_refs(self, stream_id: str, version: int, batch: list[NewEvent], refs: list[bytes]) -> None:
+        """Every blob the batch's ``meta.blobs`` name is stored (this append's blobs are written
+        before its events, in the same transaction)."""
+        present = self.be.blobs_present(self.cur, list(dict.fromkeys(refs)))
+        for offset, e in enumerate(batch):
+            for ref in e.blob_refs:
+                if ref not in present:
+                    raise InvalidEvent(f'Event {offset + 1} of the append to stream "{stream_id}" (version '
+                                       f"{version + offset + 1}, {e.type}) names blob {ref.hex()} in meta.blobs, "
+                                       "which is neither given with the append nor stored.")
 
     def _dedupe(self, stream_id: str, batch: list[NewEvent]) -> list[NewEvent]:
         """Drop repeats of a client event id within this transaction; a changed repeat is an error."""

@@ -130,7 +130,7 @@ def verify(store: EventStore, stream_id: str | None = None,
                 continue
             prev, expect_version = h, version
             if b'"blobs"' in meta:
-                _note_blobs(meta, sid, version, referenced)
+                _note_blobs(meta, sid, version, referenced, report)
         close_stream()
     _verify_cache(store, stream_id, report)
     _verify_blobs(store, referenced, report, every=stream_id is None)
@@ -139,18 +139,26 @@ def verify(store: EventStore, stream_id: str | None = None,
 
 # ------------------------------------------------------------------ content-addressed blobs
 
-def _note_blobs(meta: bytes, sid: str, version: int, referenced: dict[bytes, tuple[str, int]]) -> None:
-    """Remember the blobs an event's ``meta.blobs`` names (the first event naming each)."""
+def _note_blobs(meta: bytes, sid: str, version: int, referenced: dict[bytes, tuple[str, int]],
+                report: VerifyReport) -> None:
+    """Remember the blobs an event's ``meta.blobs`` names (the first event naming each); a name
+    that is no SHA-256 digest (the store refuses one, so only an edit writes it) is a failure."""
     try:
         names = codec.decode(meta).get("blobs")
     except Exception:  # noqa: BLE001 - meta is checked against its digest above; no blobs list, nothing to note
         return
-    for name in names if isinstance(names, list) else []:
+    if names is None:
+        return
+    for name in names if isinstance(names, list) else [names]:
         try:
-            key = bytes.fromhex(name) if isinstance(name, str) else b""
+            key = bytes.fromhex(name) if isinstance(name, str) and len(name) == 64 else None
         except ValueError:
-            key = b""
-        referenced.setdefault(key, (sid, version))
+            key = None
+        if key is None:
+            report.failures.append(Failure(sid, version, "blob", f"meta.blobs names {name!r:.80}, which is no "
+                                                                 "SHA-256 hex digest"))
+        else:
+            referenced.setdefault(key, (sid, version))
 
 
 def _verify_blobs(store: EventStore, referenced: dict[bytes, tuple[str, int]], report: VerifyReport,

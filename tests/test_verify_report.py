@@ -125,6 +125,21 @@ def test_validly_signed_malformed_seals(store: EventStore, monkeypatch: pytest.M
                                f"got {value}.")
 
 
+def test_seal_bounds_are_inclusive(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """0 and MAX_POSITION are shapes a seal may have (mutation testing: ``0 < value`` and
+    ``value < hi`` survived): an empty store's seal holds, and one signed at the top position is
+    checked against the log (and fails on what it finds there), not refused as malformed."""
+    monkeypatch.setenv("EVSTORE_SIGNING_KEY", "k")
+    empty = make_seal(store)
+    assert (empty["max_position"], empty["event_count"]) == (0, 0)
+    assert check_seal(store, empty) == []
+    _two_streams(store)
+    details = [f.detail for f in check_seal(store, _signed(make_seal(store), max_position=MAX_POSITION,
+                                                           event_count=MAX_POSITION))]
+    assert details[0] == f"{MAX_POSITION} events up to position {MAX_POSITION} were signed, 5 are stored " \
+                         "(history truncated or inserted)"
+
+
 def test_seal_failure_details(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EVSTORE_SIGNING_KEY", "k")
     _two_streams(store)

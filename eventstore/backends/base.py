@@ -443,16 +443,20 @@ class Backend(abc.ABC):
         else:
             cur.executemany(self.sql_insert_event, rows)
 
-    def insert_blobs(self, cur: Any, blobs: dict[bytes, bytes], now: str) -> int:
-        """Insert the blobs (SHA-256 digest -> bytes) not stored yet; returns how many were new.
-        Present ones are looked up first so their bytes are not sent again."""
-        digests = list(blobs)
+    def blobs_present(self, cur: Any, digests: Sequence[bytes]) -> set[bytes]:
+        """Which of ``digests`` (raw SHA-256) are stored, without reading their bytes."""
         present: set[bytes] = set()
         for i in range(0, len(digests), 500):
             chunk = digests[i:i + 500]
             cur.execute(self.sql_blobs_present.format(ids=", ".join([self.p] * len(chunk))),
                         [self.blob(d) for d in chunk])
             present.update(bytes(r[0]) for r in cur.fetchall())
+        return present
+
+    def insert_blobs(self, cur: Any, blobs: dict[bytes, bytes], now: str) -> int:
+        """Insert the blobs (SHA-256 digest -> bytes) not stored yet; returns how many were new.
+        Present ones are looked up first so their bytes are not sent again."""
+        present = self.blobs_present(cur, list(blobs))
         rows = [(self.blob(d), len(data), self.blob(data), now) for d, data in blobs.items() if d not in present]
         if len(rows) == 1:
             cur.execute(self.sql_insert_blob, rows[0])

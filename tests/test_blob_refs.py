@@ -1,0 +1,87 @@
+"""``meta.blobs`` is the store's own key (found missing by mutation testing of verify's blob notes).
+
+An event's ``meta.blobs`` lists the SHA-256 digests of the content-addressed blobs it refers to, and
+``evstore verify`` fails an event naming a blob the store does not hold.  So the store must never
+write one: the append path refuses a ``meta.blobs`` that is not a list of digests or that names a
+blob neither given with the append nor stored, on SQLite and PostgreSQL, writing nothing.  Only an
+edit behind the store's back can then put a bad name there, and verify says which.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import pytest
+from conftest import drop_append_only_triggers, exec_sql
+
+from eventstore import chain
+from eventstore.errors import InvalidEvent
+from eventstore.store import EventStore, NewEvent
+from eventstore.verify import verify
+
+DATA = b"a large tool output " * 300
+DIGEST = hashlib.sha256(DATA).hexdigest()
+OTHER = hashlib.sha256(b"never stored").hexdigest()
+
+
+@pytest.mark.parametrize("blobs, message", [
+    ("abc", "meta.blobs of \"x.y\" must be a list of SHA-256 hex digests, got 'abc'."),
+    ([42], "meta.blobs[0] of \"x.y\" is not a SHA-256 hex digest (64 lowercase hex digits): 42."),
+    ([DIGEST, "zz"], "meta.blobs[1] of \"x.y\" is not a SHA-256 hex digest (64 lowercase hex digits): 'zz'."),
+    ([DIGEST.upper()], f"meta.blobs[0] of \"x.y\" is not a SHA-256 hex digest (64 lowercase hex digits): "
+                       f"'{DIGEST.upper()}'."),
+    ([DIGEST[:-2]], f"meta.blobs[0] of \"x.y\" is not a SHA-256 hex digest (64 lowercase hex digits): "
+                    f"'{DIGEST[:-2]}'."),
+])
+def test_meta_blobs_that_are_not_digests_are_refused(blobs: Any, message: str) -> None:
+    with pytest.raises(InvalidEvent) as exc:
+        NewEvent("x.y", {}, meta={"blobs": blobs})
+    assert str(exc.value) == message
+
+
+def test_meta_blobs_must_name_blobs_the_store_holds(store: EventStore) -> None:
+    first = NewEvent("x.y", {"n": 1})
+    dangling = NewEvent("x.y", {"n": 2}, meta={"blobs": [OTHER]})
+    with pytest.raises(InvalidEvent) as exc:
+        store.append("S", [first, dangling])
+    assert str(exc.value) == (f'Event 2 of the append to stream "S" (version 2, x.y) names blob {OTHER} in '
+                              "meta.blobs, which is neither given with the append nor stored.")
+    assert store.stream_info("S") is None  # nothing of the append was written
+
+    # given with the append: written; named again later without its bytes: the store holds it
+    store.append("S", [NewEvent("x.y", {"n": 1}, meta={"blobs": [DIGEST]})], blobs={DIGEST: DATA})
+    store.append("T", [NewEvent("x.y", {"n": 1}, meta={"blobs": [DIGEST, DIGEST]})])
+    assert (store.stream_version("S"), store.stream_version("T")) == (1, 1)
+    with pytest.raises(InvalidEvent, match=f"names blob {OTHER}"):
+        store.append("T", [NewEvent("x.y", {"n": 2}, meta={"blobs": [DIGEST, OTHER]})])
+    assert store.stream_version("T") == 1
+    report = verify(store)
+    assert report.ok and report.blobs == 1, report.failures
+
+
+def _rewrite_meta(store: EventStore, stream: str, meta: bytes) -> None:
+    """An attacker with owner rights: replace the meta of ``stream``'s only event and re-chain it."""
+    drop_append_only_triggers(store)
+    [e] = store.read_stream(stream)
+    msha = chain.digest(meta)
+    h = chain.event_hash(chain.GENESIS, stream, 1, e.event_id, e.type, e.schema_version, e.occurred_at,
+                         e.recorded_at, chain.digest(e.data), msha)
+    exec_sql(store, "UPDATE events SET meta = :m, meta_sha256 = :ms, hash = :h WHERE event_id = :id",
+             m=meta, ms=msha, h=h, id=e.event_id)
+    exec_sql(store, "UPDATE streams SET head_hash = :h WHERE stream_id = :s", h=h, s=stream)
+
+
+@pytest.mark.parametrize("names, detail", [
+    (["zz"], "meta.blobs names 'zz', which is no SHA-256 hex digest"),
+    ([7], "meta.blobs names 7, which is no SHA-256 hex digest"),
+    ("oops", "meta.blobs names 'oops', which is no SHA-256 hex digest"),
+    ([OTHER], f"blob {OTHER} is referenced but not stored"),
+])
+def test_verify_names_a_meta_blobs_entry_written_behind_the_store(store: EventStore, names: Any,
+                                                                   detail: str) -> None:
+    store.append("S", [NewEvent("x.y", {"n": 1})])
+    _rewrite_meta(store, "S", json.dumps({"blobs": names}).encode())
+    failures = [(f.stream_id, f.version, f.field_class, f.detail) for f in verify(store).failures]
+    assert failures == [("S", 1, "blob", detail)]
