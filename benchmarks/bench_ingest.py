@@ -26,7 +26,10 @@ issue 13 item 6 budgets: at most one apply and one encode per event, no decode):
 ``--claude`` measures Claude Code transcripts instead (issue 14's targets): a generated, seeded
 ``~/.claude/projects`` folder of 50 MB (``--claude-mb``) is ingested into a fresh SQLite store
 (``evstore ingest claude FOLDER``, whole process), then ingested again unchanged; it prints MB/s
-against the 20 MB/s target and seconds per 1,000 files against the 1 s target.
+against the 20 MB/s target and seconds per 1,000 files against the 1 s target.  With
+``--claude-hooks`` every tool call is also spooled as the ``PostToolUse`` hook call Claude Code
+would send (``tool_input`` the call's input, ``tool_response`` its ``toolUseResult``), so the
+ingest drains them first: the store size then shows what hook calls cost beside their transcript.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import json
 import os
 import random
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -206,18 +210,48 @@ def write_claude_projects(root: Path, *, target: int = 50_000_000, seed: int = 1
     return total, count
 
 
-def claude_once(folder: Path, work: Path, *, fresh: bool, extra: tuple[str, ...] = ()) -> tuple[float, float, str]:
-    """(wall, cpu, stderr summary) of one ``evstore ingest claude FOLDER`` (a fresh store if ``fresh``)."""
+def spool_hook_calls(folder: Path, spool_dir: Path) -> int:
+    """Spool the ``PostToolUse`` call of every tool call in the transcripts under ``folder`` (what
+    ``evstore hook claude-code`` would have written); returns how many."""
+    from eventstore import spool
+
+    count = 0
+    for f in sorted(folder.rglob("*.jsonl")):
+        uses: dict[str, dict[str, Any]] = {}
+        for line in f.read_bytes().splitlines():
+            rec = json.loads(line)
+            content = rec.get("message", {}).get("content") if isinstance(rec.get("message"), dict) else None
+            for block in content if isinstance(content, list) else []:
+                if block.get("type") == "tool_use":
+                    uses[block["id"]] = block
+                elif block.get("type") == "tool_result" and block.get("tool_use_id") in uses:
+                    use = uses.pop(block["tool_use_id"])
+                    body = {"session_id": rec["sessionId"], "transcript_path": str(f), "cwd": rec.get("cwd"),
+                            "hook_event_name": "PostToolUse", "tool_name": use["name"], "tool_use_id": use["id"],
+                            "tool_input": use["input"], "tool_response": rec.get("toolUseResult")}
+                    spool.write(spool_dir, json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
+                    count += 1
+    return count
+
+
+def claude_once(folder: Path, work: Path, *, fresh: bool, extra: tuple[str, ...] = (),
+                spooled: Path | None = None) -> tuple[float, float, str]:
+    """(wall, cpu, stderr summary) of one ``evstore ingest claude FOLDER`` (a fresh store if ``fresh``;
+    ``spooled``: a spool folder whose calls a fresh run drains first)."""
     url = f"sqlite:///{work}/claude.db"
     if fresh:
         for leftover in work.glob("claude.db*"):
             if leftover.is_file():
                 leftover.unlink()
         subprocess.run([*EVSTORE, "--url", url, "init"], check=True, capture_output=True, cwd=work)
+        if spooled is not None:
+            shutil.rmtree(work / "spool", ignore_errors=True)
+            shutil.copytree(spooled, work / "spool")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     done = subprocess.run([*EVSTORE, "--url", url, "ingest", "claude", str(folder), *extra], capture_output=True,
-                          text=True, env={**os.environ, "EVSTORE_SCRUB_KEY": "bench"}, cwd=work)
+                          text=True, env={**os.environ, "EVSTORE_SCRUB_KEY": "bench",
+                                          "EVSTORE_SPOOL_DIR": str(work / "spool")}, cwd=work)
     wall = time.perf_counter() - t0
     if done.returncode != 0:
         raise SystemExit(f"ingest claude failed: {done.stderr[-2000:]}")
@@ -233,10 +267,16 @@ def claude_main(args: argparse.Namespace) -> None:
         folder = work / "projects"
         size, files = write_claude_projects(folder, target=int(args.claude_mb * 1e6))
         log(f"generated {size / 1e6:.1f} MB in {files} transcript files")
+        spooled = None
+        if args.claude_hooks:
+            spooled = work / "spooled"
+            hooks = spool_hook_calls(folder, spooled)
+            spool_mb = sum(p.stat().st_size for p in spooled.iterdir()) / 1e6
+            log(f"spooled {hooks} PostToolUse hook calls ({spool_mb:.1f} MB)")
         extra = ("--blob-threshold", str(args.blob_threshold)) if args.blob_threshold is not None else ()
         first, again = [], []
         for _ in range(args.repeat):
-            first.append(claude_once(folder, work, fresh=True, extra=extra))
+            first.append(claude_once(folder, work, fresh=True, extra=extra, spooled=spooled))
             again.append(claude_once(folder, work, fresh=False, extra=extra))
         db = sum(p.stat().st_size for p in work.glob("claude.db*"))
         log(first[-1][2].splitlines()[-1] if first[-1][2] else "")
@@ -378,6 +418,8 @@ def main() -> None:
     ap.add_argument("--claude", action="store_true", help="Measure Claude transcript ingest instead (issue 14 targets).")
     ap.add_argument("--claude-mb", type=float, default=50, help="Size of the generated transcript folder (MB).")
     ap.add_argument("--blob-threshold", type=int, default=None, help="Pass --blob-threshold to ingest claude.")
+    ap.add_argument("--claude-hooks", action="store_true",
+                    help="With --claude: also spool each tool call's PostToolUse hook call (drained by the ingest).")
     args = ap.parse_args()
     if args.simulated:
         simulated(args.simulated, args.repeat)

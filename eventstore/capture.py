@@ -33,7 +33,9 @@ from eventstore.dialects.claude import events as ev
 from eventstore.dialects.claude.dialect import (
     FILE_TOOLS,
     ClaudeDialect,
+    LongStrings,
     apply_edits,
+    cut_blobs,
     digest,
     events_for_line,
     split_lines,
@@ -270,27 +272,52 @@ def _s(payload: dict[str, Any], key: str) -> str | None:
 
 
 def _hook_event(body: bytes, payload: dict[str, Any], received_at: float | None, scrubber: Scrubber | None,
-                event_id: str, at: datetime | None, meta: dict[str, Any]) -> tuple[NewEvent, ev.HookReceived]:
-    """The ``claude.hook`` event of one call: its body (scrubbed) and the fields read from it.
+                event_id: str, at: datetime | None, meta: dict[str, Any],
+                blob_threshold: int) -> tuple[NewEvent, ev.HookReceived, dict[str, bytes]]:
+    """The ``claude.hook`` event of one call: its body (scrubbed) and the fields read from it, and
+    the blobs it refers to.
 
-    A body too large for one event (a ``Write`` of a big file carries the file twice) keeps its
-    first part, its size and its SHA-256; the file itself is recorded whole as the state version.
+    The contents of the body's JSON strings of ``blob_threshold`` bytes or more (0: none) are cut
+    out into content-addressed blobs as a transcript line's are (the same bytes, escapes included:
+    a ``Write``'s content in the hook and in the transcript is one blob).  A body still too large
+    for one event keeps its first part, its size and its SHA-256, and no blobs; the file itself is
+    recorded whole as the state version.
     """
     text: str | None
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         text = None
+    # Only a JSON object's strings are cut (a quote of anything else delimits nothing).
+    strings = LongStrings(body, blob_threshold) if text is not None and payload and blob_threshold \
+        and len(body) >= blob_threshold else None
     secrets = 0
     if text is not None and scrubber is not None:
-        text, found = scrubber.scrub(text)
+        kinds = None
+        if strings is not None and strings.spans:  # look at each distinct long string once
+            kinds = scrubber.kinds([*((r, None) for r in strings.rest),
+                                    *zip(strings.datas, strings.digests, strict=True)])
+        text, found = scrubber.scrub(text, body, kinds=kinds)
         secrets = len(found)
+        if found and strings is not None:
+            strings = LongStrings(text.encode("utf-8"), blob_threshold)  # the markers moved the strings
     findings = []
     if secrets:
         findings.append({"path": "/input", "code": "secret-scrubbed", "severity": "warning",
                          "message": f"{secrets} secret(s) replaced by markers"})
     fields: dict[str, Any] = {k: _s(payload, k) for k in ("hook_event_name", "tool_name", "tool_use_id",
                                                            "agent_id", "agent_type")}
+    if strings is not None and strings.spans:
+        assert text is not None
+        stored, refs, blobs = cut_blobs(text.encode("utf-8"), blob_threshold, strings)
+        event = ev.HookReceived(**fields, input=stored.decode("utf-8"), received_at=received_at, secrets=secrets,
+                                blobs=refs)
+        try:
+            new = NewEvent(None, event, event_id=event_id, occurred_at=at,
+                           meta={**meta, "blobs": list(blobs), **({"findings": findings} if findings else {})})
+            return new, event, blobs
+        except InvalidEvent:  # still over the limit without its long strings: kept in part, below
+            pass
     keep: int | None = None
     while True:
         kept_text = text if keep is None or text is None else text[:keep]
@@ -303,7 +330,7 @@ def _hook_event(body: bytes, payload: dict[str, Any], received_at: float | None,
         try:
             new = NewEvent(None, event, event_id=event_id, meta={**meta, "findings": findings} if findings else meta,
                            occurred_at=at)
-            return new, event
+            return new, event, {}
         except InvalidEvent:
             if keep is not None and keep < 1024:
                 raise
@@ -316,14 +343,17 @@ def _hook_event(body: bytes, payload: dict[str, Any], received_at: float | None,
 
 def record_hook(store: EventStore, body: bytes, *, key: str | None = None, received_at: float | None = None,
                 written: WrittenFile | None = None, scrubber: Scrubber | None = None,
-                transcript_roots: Sequence[Path] | None = None, via: str = "spool") -> HookResult:
+                transcript_roots: Sequence[Path] | None = None, via: str = "spool",
+                blob_threshold: int | None = None) -> HookResult:
     """Record one Claude Code hook call: what ``evstore hook drain`` does for each spooled call and
     ``POST /hooks/claude-code`` for each request.
 
     ``body`` is the JSON Claude Code hands a hook (a command hook's stdin, an http hook's request
     body).  It becomes a ``claude.hook`` event in the session's stream (``claude-hooks`` when the
     body names none), whose id derives from ``key`` (default: the body's SHA-256, kept in
-    ``meta[via].sha256``), so the same call recorded twice is recorded once.  Then:
+    ``meta[via].sha256``), so the same call recorded twice is recorded once.  The body's strings of
+    ``blob_threshold`` bytes or more (default :data:`eventstore.config.BLOB_THRESHOLD`; 0: none)
+    are stored once as content-addressed blobs, as a transcript's are.  Then:
 
     * a ``PostToolUse`` of ``Write``/``Edit``/``MultiEdit`` of a file some dialect recognises
       (``Dialect.state_file_names``) records that file's new version, with the session and tool
@@ -339,6 +369,7 @@ def record_hook(store: EventStore, body: bytes, *, key: str | None = None, recei
     kept); errors recording the hook event raise.
     """
     payload = _loose_payload(body)
+    threshold = config.BLOB_THRESHOLD if blob_threshold is None else blob_threshold
     key = key or hashlib.sha256(body).hexdigest()
     session = _s(payload, "session_id")
     try:
@@ -346,15 +377,15 @@ def record_hook(store: EventStore, body: bytes, *, key: str | None = None, recei
     except InvalidEvent:
         sid = "claude-hooks"
     at = datetime.fromtimestamp(received_at, UTC) if received_at is not None else None
-    new, event = _hook_event(body, payload, received_at, scrubber, str(uuid.uuid5(_NAMESPACE, f"hook\0{key}")), at,
-                             {"dialect": "claude", via: {"sha256": key}})
-    r = store.append(sid, [new], dialect="claude")
+    new, event, blobs = _hook_event(body, payload, received_at, scrubber, str(uuid.uuid5(_NAMESPACE, f"hook\0{key}")),
+                                    at, {"dialect": "claude", via: {"sha256": key}}, threshold)
+    r = store.append(sid, [new], dialect="claude", blobs=blobs or None)
     result = HookResult(sid, r.version, duplicate=r.duplicate)
     name = event.hook_event_name
     if name == "PostToolUse" and event.tool_name in FILE_TOOLS:
         _record_state(store, payload, written, key, session, event, at, result)
     if name in DRAIN_TRANSCRIPT_ON:
-        _record_transcript(store, payload, transcript_roots, scrubber, result)
+        _record_transcript(store, payload, transcript_roots, scrubber, result, threshold)
     return result
 
 
@@ -417,7 +448,7 @@ def written_by_tool(payload: dict[str, Any]) -> bytes | None:
 
 
 def _record_transcript(store: EventStore, payload: dict[str, Any], roots: Sequence[Path] | None,
-                       scrubber: Scrubber | None, result: HookResult) -> None:
+                       scrubber: Scrubber | None, result: HookResult, blob_threshold: int) -> None:
     given = _s(payload, "agent_transcript_path") if payload.get("hook_event_name") == "SubagentStop" else None
     given = given or _s(payload, "transcript_path")
     if not given:
@@ -433,7 +464,7 @@ def _record_transcript(store: EventStore, payload: dict[str, Any], roots: Sequen
         return
     for attempt in range(_RETRIES):
         try:
-            result.transcript = ingest_transcript(store, path, scrubber=scrubber)
+            result.transcript = ingest_transcript(store, path, scrubber=scrubber, blob_threshold=blob_threshold)
             return
         except ConcurrencyError:  # another hook of this session moved its stream: take what is new after it
             _pause(attempt)
@@ -483,7 +514,7 @@ def claude_projects_dirs() -> list[Path]:
 
 
 def drain(store: EventStore, directory: Path, *, scrub: bool = True,
-          stop: Callable[[], bool] | None = None) -> DrainResult:
+          stop: Callable[[], bool] | None = None, blob_threshold: int | None = None) -> DrainResult:
     """Record every spooled hook call; a claimed spool file is deleted only once recorded.
 
     One drain at a time per folder: when another holds it (``evstore serve``, ``watch``, a hook's
@@ -492,6 +523,7 @@ def drain(store: EventStore, directory: Path, *, scrub: bool = True,
     claimed file to the next one, which records it without doubling what is in (ids derive
     from the spooled bytes).  Problems with single calls are in ``result.errors`` and appended
     to the folder's ``drain-errors.log`` (``evstore doctor``); what stops the drain raises.
+    ``blob_threshold``: as :func:`record_hook`'s.
 
         >>> drain(store, spool.spool_dir(url)).hooks  # doctest: +SKIP
         3
@@ -511,7 +543,7 @@ def drain(store: EventStore, directory: Path, *, scrub: bool = True,
                     result.stopped = True
                     return result
                 errors = len(result.errors)
-                _drain_one(store, record, scrubber, result)
+                _drain_one(store, record, scrubber, result, blob_threshold)
                 for problem in result.errors[errors:]:
                     spool.log_drain_error(directory, problem)
             claimed.unlink()
@@ -520,14 +552,15 @@ def drain(store: EventStore, directory: Path, *, scrub: bool = True,
     return result
 
 
-def _drain_one(store: EventStore, record: spool.Record, scrubber: Scrubber | None, result: DrainResult) -> None:
+def _drain_one(store: EventStore, record: spool.Record, scrubber: Scrubber | None, result: DrainResult,
+               blob_threshold: int | None = None) -> None:
     """One spooled call: its id derives from the spooled line, the file bytes are the ones it copied."""
     received = record.header.get("received_at")
     path, data = record.header.get("file"), record.file_bytes
     written = WrittenFile(path, data) if isinstance(path, str) and data is not None else None
     result.add(record_hook(store, record.stdin, key=record.digest,
                            received_at=received if isinstance(received, float) else None,
-                           written=written, scrubber=scrubber))
+                           written=written, scrubber=scrubber, blob_threshold=blob_threshold))
 
 
 __all__ = ["ClaudeDialect", "DrainResult", "HookResult", "WrittenFile", "claude_projects_dirs", "drain",

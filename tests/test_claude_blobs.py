@@ -181,3 +181,135 @@ def test_a_secret_in_a_long_string_seen_again_is_scrubbed_every_time(run, store_
     for stream in (SESSION, OTHER):
         raw = run("replay", stream, "--raw").stdout_bytes
         assert key.encode() not in raw and b"hunter2" not in raw and raw.count(b"[evstore-secret:") >= 2
+
+
+# ---------------------------------------------------------------- hook calls
+
+
+def _hook_write(session: str, path: str, content: str) -> bytes:
+    """A PostToolUse of Write as Claude Code hands it to a hook (compact JSON, like its transcript)."""
+    return json.dumps({"session_id": session, "transcript_path": f"/nowhere/{session}.jsonl", "cwd": "/nowhere",
+                       "hook_event_name": "PostToolUse", "tool_name": "Write", "tool_use_id": "toolu_big",
+                       "tool_input": {"file_path": path, "content": content},
+                       "tool_response": {"type": "create", "filePath": path, "content": content,
+                                         "structuredPatch": []}},
+                      separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _write_lines(session: str, path: str, content: str) -> bytes:
+    """The same Write in the transcript: the tool use, and its result carrying the content again."""
+    use = _line({"type": "assistant", "sessionId": session, "uuid": "a1", "parentUuid": None,
+                 "timestamp": "2026-03-02T10:00:00.000Z",
+                 "message": {"role": "assistant", "model": "claude-sonnet-4-5", "id": "msg_w", "content": [
+                     {"type": "tool_use", "id": "toolu_big", "name": "Write",
+                      "input": {"file_path": path, "content": content}}]}})
+    result = _line({"type": "user", "sessionId": session, "uuid": "u1", "parentUuid": "a1",
+                    "timestamp": "2026-03-02T10:00:01.000Z",
+                    "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_big",
+                                                             "content": f"File created successfully at: {path}"}]},
+                    "toolUseResult": {"type": "create", "filePath": path, "content": content,
+                                      "structuredPatch": []}})
+    return use + result
+
+
+def _big_state(rng: random.Random) -> str:
+    """A 1 MB agent-state.json: quotes, backslashes, newlines, tabs and non-ASCII in its notes."""
+    notes = "".join(rng.choice('abc "quoted" \\ back\tslash\n ünï ✓ ') for _ in range(1_000_000))
+    return json.dumps({"schemaVersion": 1, "taskId": "PROJ-BIG", "status": "running", "notes": notes},
+                      indent=2, ensure_ascii=False) + "\n"
+
+
+def test_a_hook_write_is_stored_once_with_its_transcript_and_read_back_whole(run, store_url: str,
+                                                                            tmp_path: Path) -> None:
+    from starlette.testclient import TestClient
+
+    from eventstore import capture, spool
+    from projections.serve import ServeConfig, create_app
+
+    path = "/nowhere/agent-state.json"
+    content = _big_state(random.Random(11))
+    body = _hook_write(SESSION, path, content)
+    assert len(body) > 2_000_000  # the content twice
+    spool.write(tmp_path / "spool", body)
+    with EventStore(store_url) as store:
+        drained = capture.drain(store, tmp_path / "spool")
+        assert drained.hooks == 1 and not drained.errors and len(drained.states) == 1
+        (hook,) = store.read_stream(SESSION)
+        assert hook.type == "claude.hook" and len(hook.data) < 2_000  # the event holds references
+        assert hook.payload["input_bytes"] is None and not hook.metadata.get("findings")  # nothing truncated
+        (digest, size), = blob_rows(store)  # input and response hold one content: one blob
+        assert hook.metadata["blobs"] == [digest]
+        assert size == len(json.dumps(content, ensure_ascii=False).encode("utf-8")) - 2
+    f = tmp_path / f"{SESSION}.jsonl"
+    f.write_bytes(_write_lines(SESSION, path, content))
+    r = run("ingest", "claude", str(f), "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["blobs"] == 1
+    with EventStore(store_url) as store:
+        assert blob_rows(store) == [(digest, size)]  # the transcript's two copies are the hook's blob
+        assert [e.type for e in store.read_stream(SESSION)] == ["claude.hook", "claude.tool_use", "claude.tool_result"]
+    assert run("replay", SESSION, "--raw").stdout_bytes == f.read_bytes()
+    # What the product shows of the hook is what was spooled, byte for byte.
+    logged = [json.loads(x) for x in run("log", SESSION, "--json").stdout.splitlines()]
+    shown = logged[0]["data"]
+    assert shown["input"].encode("utf-8") == body and json.loads(shown["input"]) == json.loads(body)
+    assert shown["blobs"] is None and shown["tool_name"] == "Write" and shown["tool_use_id"] == "toolu_big"
+    with TestClient(create_app(ServeConfig(url=store_url))) as client:
+        assert client.get(f"/api/runs/{SESSION}/events").json() == logged
+    # The state version the hook recorded is the file written, linked to the call by the hook.
+    assert run("replay", "PROJ-BIG", "--raw").stdout_bytes == content.encode("utf-8")
+    versions = json.loads(run("replay", "PROJ-BIG", "--meta", "--json").stdout)["versions"]
+    assert [(v["written_by"]["tool_use_id"], v["written_by"]["established_by"]) for v in versions] == [
+        ("toolu_big", "hook")]
+    verified = run("verify")
+    assert verified.exit_code == 0 and "1 blobs" in verified.output
+    with EventStore(store_url) as store:
+        _tamper(store, "UPDATE blobs SET data = :d", d=content[:-5].encode() + b"XXXXX")
+    r = run("verify", "--json")
+    assert r.exit_code == 1
+    assert json.loads(r.stdout)["failures"] == [
+        {"stream": SESSION, "version": 1, "field": "blob", "detail": f"blob {digest}: stored bytes do not match "
+                                                                    "their SHA-256"}]
+    r = run("log", SESSION, "--json")  # never other bytes than were spooled
+    assert r.exit_code == 1 and f"Blob {digest}" in r.output
+
+
+def test_a_hook_with_blobs_shows_as_the_same_hook_without(store_url: str, tmp_path: Path) -> None:
+    """Blobs are how the input is stored, not what it is: shown, it is the event blobs-off keeps."""
+    from eventstore import capture
+    from eventstore.dialects import get_dialect
+
+    rng = random.Random(5)
+    output = "".join(rng.choice('x"\\\n✓') for _ in range(50_000))
+    body = json.dumps({"session_id": "S", "hook_event_name": "PostToolUse", "tool_name": "Bash",
+                       "tool_use_id": "toolu_b", "tool_input": {"command": "make"},
+                       "tool_response": {"stdout": output, "stderr": "", "interrupted": False}}).encode()
+    claude = get_dialect("claude")
+    with EventStore(store_url) as store:
+        capture.record_hook(store, body, key="on")
+        capture.record_hook(store, body, key="off", blob_threshold=0)
+        on, off = store.read_stream("S")
+        assert len(on.data) < 1_000 < len(body) < len(off.data) and len(blob_rows(store)) == 1
+        assert "blobs" not in off.metadata and off.payload.get("blobs") is None
+        assert claude.shown_data(on.type, on.payload, blob=store.read_blob) == \
+            claude.shown_data(off.type, off.payload, blob=store.read_blob) == {**off.payload, "input": body.decode()}
+
+
+def test_a_secret_in_a_hook_blob_is_scrubbed_and_the_blob_is_the_transcripts(run, store_url: str,
+                                                                            tmp_path: Path) -> None:
+    from eventstore import capture
+    from eventstore.dialects.claude.secrets import Scrubber
+
+    key = "AKIA" + "Q" * 16
+    dotenv = "x" * 20_000 + f"\naws_access_key_id = {key}\n"
+    f = tmp_path / f"{SESSION}.jsonl"
+    f.write_bytes(_write_lines(SESSION, "/p/.env", dotenv))
+    assert run("ingest", "claude", str(f)).exit_code == 0
+    with EventStore(store_url) as store:
+        before = blob_rows(store)
+        result = capture.record_hook(store, _hook_write(SESSION, "/p/.env", dotenv), scrubber=Scrubber())
+        assert not result.errors and blob_rows(store) == before and len(before) == 1  # the same scrubbed bytes
+        stored = b"".join(bytes(row[0]) for row in _rows(store, "SELECT data FROM blobs"))
+        assert key.encode() not in stored and b"[evstore-secret:aws-access-key-id:" in stored
+        hook = list(store.read_stream(SESSION))[-1]
+        assert hook.payload["secrets"] == 2 and key not in hook.data.decode()

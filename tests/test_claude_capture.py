@@ -201,12 +201,14 @@ def test_a_drain_killed_half_way_records_everything_once(store_url: str, tmp_pat
 
 def test_a_hook_input_over_the_event_limit_is_kept_in_part_and_the_drain_goes_on(
         store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A call bigger than one event (a Bash output of megabytes) once stopped every drain at it."""
+    """A call bigger than one event (a Bash output of megabytes) once stopped every drain at it.
+    Its long strings are blobs (below); one still too big without them is kept in part."""
     from eventstore import config
 
     monkeypatch.setattr(config, "MAX_EVENT_BYTES", 5000)
+    lines = ["é" * 500] * 40  # 40 strings of 3,000 bytes each (escaped), each under the blob threshold
     big = json.dumps({"session_id": "S", "hook_event_name": "PostToolUse", "tool_name": "Bash",
-                      "tool_response": {"stdout": "é" * 20_000}}).encode()
+                      "tool_response": {"stdout_lines": lines, "stderr": "w" * 10_000}}).encode()
     spool.write(tmp_path / "spool", big)
     spool.write(tmp_path / "spool", b'{"session_id":"S","hook_event_name":"Stop"}')
     with EventStore(store_url) as store:
@@ -216,6 +218,7 @@ def test_a_hook_input_over_the_event_limit_is_kept_in_part_and_the_drain_goes_on
     assert kept["input_bytes"] == len(big) and kept["input_sha256"] == hashlib.sha256(big).hexdigest()
     assert big.decode().startswith(kept["input"]) and 0 < len(kept["input"]) < 5000
     assert [f["code"] for f in first.metadata["findings"]] == ["hook-input-truncated"]
+    assert kept["blobs"] is None and "blobs" not in first.metadata  # kept in part, its long strings too
     assert second.payload["input_bytes"] is None and second.payload["hook_event_name"] == "Stop"
     assert list((tmp_path / "spool").glob("claimed-*")) == []
 

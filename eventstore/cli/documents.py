@@ -38,7 +38,8 @@ def _dialect(name: str) -> Any:
               "(not advised).")
 @click.option("--blob-threshold", type=click.IntRange(min=0), default=None, metavar="BYTES",
               help="Dialects that store transcripts: store JSON strings of at least BYTES once, "
-                   "content-addressed (default 4096, or $EVSTORE_BLOB_THRESHOLD; 0: never).")
+                   "content-addressed, in transcripts and the hook calls drained with them "
+                   "(default 4096, or $EVSTORE_BLOB_THRESHOLD; 0: never).")
 @click.pass_context
 def ingest(ctx: click.Context, dialect: str, paths: tuple[Path, ...], stream: str | None, git_spec: str | None,
            first_parent: bool, order: str, strict: bool, as_json: bool, no_scrub: bool,
@@ -287,6 +288,7 @@ def log(ctx: click.Context, task: str, as_json: bool, after: int | None, finding
         writer = written.get(rec.version)
         if as_json:
             out = rec.to_dict()
+            out["data"] = d.shown_data(rec.type, out["data"], blob=store.read_blob)  # blobs put back
             if writer is not None:
                 out["written_by"] = writer.to_dict()
             click.echo(json.dumps(out, ensure_ascii=False))

@@ -387,6 +387,15 @@ class Dialect:
         the store's content-addressed bytes by SHA-256 hex, for events that refer to them)."""
         raise EvstoreError(f'The {self.name} dialect records snapshots, not lines.')
 
+    def shown_data(self, event_type: str, data: Any, *, blob: Callable[[str], bytes]) -> Any:
+        """A stored event's ``data`` as ``evstore log --json`` and ``evstore serve``'s API show it:
+        with whatever the dialect stored out of line put back (``blob``: the store's
+        content-addressed bytes by SHA-256 hex).  Default: ``data`` as stored.
+
+            >>> dialect.shown_data(rec.type, rec.payload, blob=store.read_blob)  # doctest: +SKIP
+        """
+        return data
+
     def stream_id(self, doc: JSON) -> str | None:
         """The stream id a document names (its task id), if any."""
         return None

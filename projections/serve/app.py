@@ -360,14 +360,18 @@ class Server:
     # -- JSON API ---------------------------------------------------------------
 
     def api_events(self, request: Request) -> Response:
+        from projections.replay import dialect_of
+
         sid = self.resolve(request.path_params["stream_id"])
         after = _int_param(request.query_params, "after", 0)
         limit = _int_param(request.query_params, "limit", None, minimum=1)
         upto = None if limit is None else (after or 0) + limit
         found = writers(self.store, sid)
+        dialect = dialect_of(self.store, sid)
         out = []
         for rec in self.store.read_stream(sid, after_version=after, upto_version=upto):
-            row = rec.to_dict()
+            row = rec.to_dict()  # as `evstore log --json`: what the dialect stored out of line put back
+            row["data"] = dialect.shown_data(rec.type, row["data"], blob=self.store.read_blob)
             if rec.version in found:  # as `evstore log --json`: who wrote this state version
                 row["written_by"] = found[rec.version].to_dict()
             out.append(row)

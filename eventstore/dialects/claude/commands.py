@@ -49,10 +49,10 @@ def _url(ctx: click.Context) -> str | None:
     return url
 
 
-def _drain(ctx: click.Context, store: Any, *, scrub: bool = True) -> Any:
+def _drain(ctx: click.Context, store: Any, *, scrub: bool = True, blob_threshold: int | None = None) -> Any:
     from eventstore import capture, spool
 
-    return capture.drain(store, spool.spool_dir(_url(ctx)), scrub=scrub)
+    return capture.drain(store, spool.spool_dir(_url(ctx)), scrub=scrub, blob_threshold=blob_threshold)
 
 
 def ingest_claude(ctx: click.Context, paths: tuple[Path, ...], *, stream: str | None, as_json: bool,
@@ -65,7 +65,7 @@ def ingest_claude(ctx: click.Context, paths: tuple[Path, ...], *, stream: str | 
     if not paths:
         raise click.UsageError("give at least one transcript FILE.jsonl or folder (e.g. ~/.claude/projects)")
     store = open_store(ctx, create=True)
-    _drain(ctx, store, scrub=scrub)
+    _drain(ctx, store, scrub=scrub, blob_threshold=blob_threshold)
     progress = None
     if not as_json and sys.stderr.isatty():
         from rich.progress import Progress

@@ -104,6 +104,16 @@ class ClaudeDialect(Dialect):
     def file_bytes(self, events: Iterator[Event], *, blob: Callable[[str], bytes] | None = None) -> bytes:
         return raw_from_events(events, blob)
 
+    def shown_data(self, event_type: str, data: Any, *, blob: Callable[[str], bytes]) -> Any:
+        """A ``claude.hook`` event whose input's long strings are blobs: the input whole again,
+        as if none had been (a transcript line's whole bytes are ``replay --raw``'s)."""
+        if event_type != "claude.hook" or not isinstance(data, dict) or not data.get("blobs") \
+                or not isinstance(data.get("input"), str):
+            return data
+        refs = msgspec.convert(data["blobs"], list[ev.BlobRef])
+        whole = splice_blobs(data["input"].encode("utf-8"), refs, blob).decode("utf-8")
+        return {**data, "input": whole, "blobs": None}
+
     def apply(self, doc: Any, event: Event) -> Any:
         doc = doc if isinstance(doc, dict) else {"lines": 0, "records": {}, "models": [], "tool_calls": 0,
                                                  "tool_errors": 0, "unreadable": 0, "secrets_scrubbed": 0,

@@ -4,7 +4,8 @@ Every line event keeps the line itself, after secret scrubbing, exactly as it wa
 (``line``: UTF-8 text including its newline; ``line_b64`` when the bytes are not UTF-8), so
 ``evstore replay SESSION --raw`` gives the transcript back byte for byte; the contents of very
 large JSON strings (tool outputs, base64 images) are cut out into content-addressed blobs and
-named in ``blobs``, their digests also in ``meta.blobs``.  The other fields are
+named in ``blobs``, their digests also in ``meta.blobs`` (a hook call's ``input`` likewise, so a
+``Write``'s content in both the transcript and the hook is stored once).  The other fields are
 what analytics and ``evstore log`` read, taken from the record when present.  A line longer than
 :data:`PART_BYTES` is stored as :class:`LinePart` events (base64 chunks) followed by its typed
 event with ``parts`` set and ``line`` empty.
@@ -155,7 +156,11 @@ class SubagentLinked(Event, frozen=True, tag="claude.subagent_linked"):
 
 
 class HookReceived(Event, frozen=True, tag="claude.hook"):
-    """One Claude Code hook call, spooled or posted (``input``: the hook's JSON input, scrubbed)."""
+    """One Claude Code hook call, spooled or posted (``input``: the hook's JSON input, scrubbed).
+
+    Its very large strings (a ``Write``'s content, a Bash output) are cut out into blobs as a
+    line's are: ``blobs`` are spans of ``input``'s UTF-8 bytes, which the stored ``input`` lacks
+    (:meth:`~eventstore.dialects.claude.dialect.ClaudeDialect.shown_data` puts them back)."""
 
     hook_event_name: str | None = None
     tool_name: str | None = None
@@ -169,6 +174,7 @@ class HookReceived(Event, frozen=True, tag="claude.hook"):
     # Set when the input was over the event limit and ``input``/``input_b64`` keep only its start.
     input_bytes: int | None = None
     input_sha256: str | None = None
+    blobs: list[BlobRef] | None = None
 
 
 LINE_EVENTS: tuple[type[_Line], ...] = (
