@@ -17,7 +17,7 @@ import pytest
 from conftest import drop_append_only_triggers, exec_sql
 
 from eventstore import chain
-from eventstore.errors import InvalidEvent
+from eventstore.errors import IntegrityViolation, InvalidEvent
 from eventstore.store import EventStore, NewEvent
 from eventstore.verify import verify
 
@@ -85,3 +85,12 @@ def test_verify_names_a_meta_blobs_entry_written_behind_the_store(store: EventSt
     _rewrite_meta(store, "S", json.dumps({"blobs": names}).encode())
     failures = [(f.stream_id, f.version, f.field_class, f.detail) for f in verify(store).failures]
     assert failures == [("S", 1, "blob", detail)]
+
+
+def test_reading_a_blob_the_store_does_not_hold_says_so(store: EventStore) -> None:
+    with pytest.raises(IntegrityViolation) as exc:
+        store.read_blob(OTHER)
+    assert str(exc.value) == f"Blob {OTHER} is not in the store (an event refers to it); run `evstore verify`."
+    with pytest.raises(InvalidEvent) as bad:
+        store.read_blob("zz")
+    assert str(bad.value) == "'zz' is not a SHA-256 hex digest."

@@ -190,6 +190,7 @@ def test_a_full_disk_is_an_error_not_a_traceback(small_disk: Path, tmp_path: Pat
     r = run("append", "--batch", str(batch))
     clean_error(r, "No space left on the disk holding", "events.db", "nothing of this append was written")
     assert "--url" not in r.stderr
+    assert "events.db (database or disk is full); nothing" in r.stderr  # the driver's own words, not its class
     assert log_state(url) == before
     big = tmp_path / "big.json"
     big.write_text(json.dumps({"taskId": "FULL-1", "rows": [os.urandom(40).hex() for _ in range(4000)]}))

@@ -115,8 +115,17 @@ def test_git_first_parent_keeps_the_main_line(run, branchy_repo) -> None:  # typ
 def test_git_strict_refuses_the_conflict_markers(run, branchy_repo) -> None:  # type: ignore[no-untyped-def]
     repo, _ = branchy_repo
     r = run("ingest", "generic", "--git", f"{repo}:state.json", "--strict")
+    sha = _git(repo, "log", "-1", "--format=%H", "--grep=markers committed")
     assert r.exit_code == 1 and "not valid JSON at line 1, column 1" in r.stderr
-    assert run("log", "state.json").exit_code == 1
+    assert f"{repo}:state.json@{sha[:12]}" in r.stderr  # which commit's version, not only what is wrong
+
+
+def test_git_missing_is_an_error_not_a_traceback(run, branchy_repo, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    repo, _ = branchy_repo
+    monkeypatch.setenv("PATH", str(tmp_path / "no-git-here"))
+    r = run("ingest", "generic", "--git", f"{repo}:state.json")
+    assert r.exit_code == 1 and r.stderr == "Error: git is not installed.\n"
 
 
 def test_natural_order_and_ambiguity(tmp_path: Path) -> None:
@@ -140,6 +149,12 @@ def test_natural_order_and_ambiguity(tmp_path: Path) -> None:
     assert "the order is ambiguous" in notes[1] and "carry no number" in notes[1]
     _, notes = order_files(list(e.iterdir()), "mtime")
     assert "the order is ambiguous" in notes[1] and "share a modification time" in notes[1]
+    os.utime(e / "backup.json", (1_600_000_000, 1_600_000_000))  # names without numbers, times that differ
+    _, notes = order_files(list(e.iterdir()), "name")
+    assert notes == [f"{e}: 2 files in natural name order (2-x before 10-x)",
+                     f"warning: {e}: 2 file name(s) carry no number; pass --order mtime if modification time is "
+                     "the history order"]
+    assert order_files(list(e.iterdir()), "mtime")[1] == [f"{e}: 2 files in modification-time order"]
 
 
 def test_folder_ingest_order_and_times(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -213,3 +228,15 @@ def test_git_a_folder_where_the_file_was_is_a_removal(run, tmp_path: Path) -> No
     assert [e["type"] for e in _log(run, "state.json")] == ["document.observed", "document.removed",
                                                             "document.observed"]
     assert run("replay", "state.json", "--raw").stdout_bytes == b'{"n": 2}'
+
+
+def test_a_broken_write_of_a_file_joins_the_stream_its_name_gave(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """generic names a stream by the file; a later unreadable version of that file has no document
+    to name one, so it joins that stream (mutation testing: dropping the fallback survived)."""
+    f = tmp_path / "state.json"
+    f.write_text('{"a": 1}\n')
+    assert run("ingest", "generic", str(f)).exit_code == 0
+    f.write_text('{"a":\n')
+    r = run("ingest", "generic", str(f))
+    assert r.exit_code == 0, r.output
+    assert [e["type"] for e in _log(run, "state.json")] == ["document.observed", "document.unreadable"]

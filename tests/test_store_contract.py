@@ -420,3 +420,21 @@ def test_the_recorder_translates_driver_errors(store: EventStore) -> None:
         verify(store)  # the chain pass streamed fine; the cache pass failed and said so
     _exec(store, "ALTER TABLE moved_cache RENAME TO replay_cache")
     assert verify(store).ok and [e.version for e in store.read_stream("S")] == [1]
+
+
+def test_iter_all_and_subscribe_read_every_event_in_batches_and_by_type(store: EventStore) -> None:
+    """Batches that end exactly at a batch boundary, a type filter and an upper bound (mutation
+    testing: stopping after the first full batch, or dropping the filter, survived)."""
+    store.append("A", [NewEvent("t.a", {"i": i}) for i in range(5)])
+    store.append("B", [NewEvent("t.b", {"i": i}) for i in range(3)])
+    assert [e.position for e in store.iter_all(batch_size=2)] == list(range(1, 9))
+    assert [e.position for e in store.iter_all(batch_size=4)] == list(range(1, 9))
+    assert [e.position for e in store.iter_all(batch_size=2, types=["t.b"])] == [6, 7, 8]
+    assert [e.position for e in store.iter_all(after_position=3, upto_position=6, batch_size=2)] == [4, 5, 6]
+    stop = threading.Event()
+    seen = []
+    for e in store.subscribe(batch_size=3, stop=stop):  # from the first event by default
+        seen.append(e.position)
+        if len(seen) == 8:
+            stop.set()
+    assert seen == list(range(1, 9))

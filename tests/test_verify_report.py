@@ -140,6 +140,45 @@ def test_seal_bounds_are_inclusive(store: EventStore, monkeypatch: pytest.Monkey
                          "(history truncated or inserted)"
 
 
+def test_log_state_digests_follow_their_definition(store: EventStore) -> None:
+    """The order digest and the Merkle root a seal signs, recomputed here from the events with
+    hashlib alone: SHA-256 over the domain and each event's ``[position, stream, version, hash]``
+    in position order; leaves ``[stream, version, head hash]`` by stream id."""
+    import hashlib
+    import json
+
+    from eventstore.verify import log_state
+
+    _two_streams(store)
+    store.append("A", [NewEvent("t.x", {"i": 5})])  # positions interleave the streams
+    events = sorted((e for s in ("A", "B") for e in store.read_stream(s)), key=lambda e: e.position)
+    order = hashlib.sha256(b"evstore.order.v1\x00")
+    for e in events:
+        order.update(json.dumps([e.position, e.stream_id, e.version, e.hash.hex()], separators=(",", ":")).encode())
+    state = log_state(store, store.max_position())
+    assert state.order_digest == order.hexdigest()
+    assert (state.event_count, state.stream_count) == (6, 2)
+    assert state.heads == {"A": (5, events[-1].hash), "B": (1, events[4].hash)}
+
+    def leaf(sid: str) -> bytes:
+        version, h = state.heads[sid]
+        return hashlib.sha256(b"\x00" + json.dumps([sid, version, h.hex()], separators=(",", ":")).encode()).digest()
+
+    assert state.merkle_root == hashlib.sha256(b"\x01" + leaf("A") + leaf("B")).hexdigest()
+    half = log_state(store, 3)  # up to a position: only what was there
+    assert (half.event_count, half.heads["A"][0]) == (3, 3) and "B" not in half.heads
+
+
+def test_a_seal_for_another_store_names_it_cut_to_an_id(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVSTORE_SIGNING_KEY", "k")
+    _two_streams(store)
+    forged_id = "0123456789abcdef0123456789abcdef0123456789"  # 42 characters: shown as the 36 of a UUID
+    [f] = check_seal(store, _signed(make_seal(store), store_id=forged_id))
+    assert (f.stream_id, f.version, f.field_class, f.detail) == (
+        "*", 0, "seal", f"signed for store {forged_id[:36]}, this is store {store.store_id()} (another or a "
+                        "recreated store)")
+
+
 def test_seal_failure_details(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EVSTORE_SIGNING_KEY", "k")
     _two_streams(store)

@@ -238,6 +238,21 @@ def test_rejected_turn_then_repair_is_linked(tmp_path: Path) -> None:
     assert snaps[2].doc == base_envelope()
 
 
+def test_a_rejected_turn_keeps_the_document_for_the_next_turn(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Ingest folds a doc-less turn's events onto the stream's document, not onto nothing: the
+    repaired turn after a rejected one is a transition from the last accepted state (mutation
+    testing: folding onto None survived every test)."""
+    _write(tmp_path, "turn-001.md", f"## Assistant\nPlanned.\n{fenced(base_envelope(state='OK'))}\n")
+    _write(tmp_path, "turn-002.md", "## Assistant\nImplemented, PR opened.\n→ Next: /review-change\n")
+    _write(tmp_path, "turn-002.repair.md", f"## User\n{REPAIR_PROMPT}\n## Assistant\n{fenced(base_envelope())}\n")
+    assert run("ingest", "envelope", str(tmp_path)).exit_code == 0
+    log = [json.loads(line) for line in run("log", "43-null-crash", "--json").stdout.splitlines()]
+    assert [e["type"].split(".")[1] for e in log] == [
+        "envelope_emitted", "state_transitioned", "findings_reported", "gates_reported", "turn_rejected",
+        "repair_attempted", "envelope_emitted", "state_transitioned", "findings_reported"]
+    assert log[7]["data"]["from_state"] == "OK" and log[7]["data"]["to_state"] == "READY_FOR_REVIEW"
+
+
 def test_second_failure_is_failed_and_a_third_attempt_is_flagged(tmp_path: Path) -> None:
     _write(tmp_path, "a.md", "---\nturn: 7\nrun: run-9\n---\n## Assistant\nDone.\n")
     _write(tmp_path, "b.md", f"---\nrepair_of: 7\n---\n## User\n{REPAIR_PROMPT}\n## Assistant\n```json\n{{\"skill\": \n```\n")
