@@ -95,10 +95,14 @@ def detect_format(doc: Any, raw: bytes) -> dict[str, Any] | None:
 
 
 def raw_record(doc: Any, raw: bytes | None) -> dict[str, Any] | None:
-    """What meta keeps so ``replay --raw`` reproduces ``raw`` byte for byte."""
+    """What meta keeps so ``replay --raw`` reproduces ``raw`` byte for byte (and, when ``raw``
+    has CRLF line endings, ``lf_sha256``: its SHA-256 with them turned into LF, which the writers
+    index matches against what a tool call wrote)."""
     if raw is None:
         return None
     rec: dict[str, Any] = {"sha256": chain.digest(raw).hex(), "bytes": len(raw)}
+    if b"\r\n" in raw:  # who wrote it may have written LF line endings (projections.writers)
+        rec["lf_sha256"] = chain.digest(raw.replace(b"\r\n", b"\n")).hex()
     fmt = detect_format(doc, raw)
     if fmt is not None:
         rec["format"] = fmt

@@ -23,7 +23,11 @@ versions ingested after their transcript, give the same answer.  For each versio
    in the transcript, once ingested, by the call id);
 2. **content**: a call on the same path (equal, or one a suffix of the other at a ``/``) whose
    resulting file has this version's SHA-256 (the latest such call made at or before the
-   version's time, else the earliest after it); a call serves one version only;
+   version's time, else the earliest after it); a call serves one version only.  Then, for the
+   versions still unlinked, the same with CRLF turned into LF on both sides: Claude Code hands
+   its tools a file's text with LF line endings and writes it back in the file's own style, so a
+   ``Write`` of LF content can leave a CRLF file (and the reverse).  Such a link says so
+   (``line_endings_normalised``): the bytes are the call's but for their line endings;
 3. **path+time**: otherwise, the latest call on the same path made after the previous version
    and at or before this one, among calls whose result the transcript does not give (a call
    whose result is known and differs wrote something else, and is never used this way).
@@ -75,6 +79,7 @@ def _metadata() -> MetaData:
         Column("name", String(255), nullable=True),  # the path's last component
         Column("path", String(4000), nullable=True),
         Column("sha256", String(64), nullable=True),
+        Column("lf_sha256", String(64), nullable=True),  # sha256 with CRLF as LF, when that differs
         Column("how", String(16), nullable=True),
         Column("tool", String(64), nullable=True),
         Column("message", String(255), nullable=True),
@@ -91,6 +96,7 @@ def _metadata() -> MetaData:
         Column("name", String(255), nullable=True),
         Column("path", String(4000), nullable=True),
         Column("sha256", String(64), nullable=True),
+        Column("lf_sha256", String(64), nullable=True),  # sha256 with CRLF as LF, when that differs
         Column("at", String(32), nullable=False),
         Column("hook_session", String(255), nullable=True),
         Column("hook_call", String(255), nullable=True),
@@ -107,20 +113,21 @@ def __getattr__(name: str) -> Any:  # file_writes_table, state_versions_table: m
         return _metadata().tables["proj_" + name.removesuffix("_table")]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-_WRITE_COLUMNS = ("stream_id", "call_id", "name", "path", "sha256", "how", "tool", "message", "at", "failed",
-                  "position")
+_WRITE_COLUMNS = ("stream_id", "call_id", "name", "path", "sha256", "lf_sha256", "how", "tool", "message", "at",
+                  "failed", "position")
 _UPSERT_WRITE = (
     "INSERT INTO proj_file_writes ({cols}) VALUES ({marks}) ON CONFLICT (stream_id, call_id) DO UPDATE SET "
     "name = COALESCE(excluded.name, proj_file_writes.name), path = COALESCE(excluded.path, proj_file_writes.path), "
     "how = CASE WHEN excluded.sha256 IS NULL THEN proj_file_writes.how ELSE excluded.how END, "
     "sha256 = COALESCE(excluded.sha256, proj_file_writes.sha256), "
+    "lf_sha256 = CASE WHEN excluded.sha256 IS NULL THEN proj_file_writes.lf_sha256 ELSE excluded.lf_sha256 END, "
     "tool = COALESCE(excluded.tool, proj_file_writes.tool), "
     "message = COALESCE(excluded.message, proj_file_writes.message), "
     "at = COALESCE(proj_file_writes.at, excluded.at), failed = COALESCE(excluded.failed, proj_file_writes.failed)"
 )
 _FAIL_WRITE = "UPDATE proj_file_writes SET failed = 1 WHERE stream_id = {p} AND call_id = {p}"
-_VERSION_COLUMNS = ("stream_id", "version", "name", "path", "sha256", "at", "hook_session", "hook_call", "hook_tool",
-                    "position")
+_VERSION_COLUMNS = ("stream_id", "version", "name", "path", "sha256", "lf_sha256", "at", "hook_session", "hook_call",
+                    "hook_tool", "position")
 _INSERT_VERSION = ("INSERT INTO proj_state_versions ({cols}) VALUES ({marks}) "
                    "ON CONFLICT (stream_id, version) DO NOTHING")
 
@@ -156,7 +163,7 @@ class WritersIndex(engine.Projection):
     """Inline projection maintaining ``proj_file_writes`` and ``proj_state_versions``."""
 
     name = "writers"
-    version = 1
+    version = 2  # 2: lf_sha256 in both tables
     event_types = None  # state versions close snapshots of every dialect
     inline = True
 
@@ -227,7 +234,7 @@ class WritersIndex(engine.Projection):
             return
         at = parse_time(w.at)
         rows.append((e.stream_id, call, _short(name, 255), _short(w.path, 4000), _short(w.sha256, 64),
-                     _short(w.how, 16), _short(w.tool, 64), _short(w.message, 255),
+                     _short(w.lf_sha256, 64) if w.sha256 else None, _short(w.how, 16), _short(w.tool, 64), _short(w.message, 255),
                      None if at is None else at.isoformat(), None if w.failed is None else int(w.failed),
                      e.position))
 
@@ -244,8 +251,9 @@ class WritersIndex(engine.Projection):
         if not isinstance(path, str) and not hook:
             return None
         sha = snapshot.get("sha256") if isinstance(snapshot, dict) else hook.get("sha256")
+        lf = snapshot.get("lf_sha256") if isinstance(snapshot, dict) else None
         name = _name(path) if isinstance(path, str) else None
-        return (e.stream_id, e.version, _short(name, 255), _short(path, 4000), _short(sha, 64),
+        return (e.stream_id, e.version, _short(name, 255), _short(path, 4000), _short(sha, 64), _short(lf, 64),
                 e.occurred_at or e.recorded_at, _short(hook.get("session_id"), 255),
                 _short(hook.get("tool_use_id"), 255), _short(hook.get("tool_name"), 64), e.position)
 
@@ -275,7 +283,9 @@ HOW = {"hook": "from the hook", "content": "content match", "path+time": "path a
 
 @dataclass(frozen=True)
 class Writer:
-    """Who wrote one state version, and how that was established ("hook", "content", "path+time")."""
+    """Who wrote one state version, and how that was established ("hook", "content", "path+time";
+    ``line_endings_normalised``: a content match of the bytes with CRLF turned into LF, not of the
+    bytes themselves)."""
 
     session_id: str | None
     stream: str | None  # the transcript stream holding the call (a subagent's is ``<session>/agent-<id>``)
@@ -283,17 +293,22 @@ class Writer:
     tool_use_id: str | None
     tool_name: str | None
     established_by: str
+    line_endings_normalised: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"session_id": self.session_id, "stream": self.stream, "message": self.message,
                 "tool_use_id": self.tool_use_id, "tool_name": self.tool_name,
-                "established_by": self.established_by}
+                "established_by": self.established_by, "line_endings_normalised": self.line_endings_normalised}
+
+    def how(self) -> str:
+        """How it was established, in ``evstore log``'s words."""
+        how = HOW.get(self.established_by, self.established_by)
+        return f"{how}, line endings normalised" if self.line_endings_normalised else how
 
     def line(self) -> str:
         """How ``evstore log`` says it."""
-        how = HOW.get(self.established_by, self.established_by)
         return (f"written by session {self.session_id}, message {self.message or '?'}, tool call "
-                f"{self.tool_use_id or '?'} ({self.tool_name or '?'}; {how})")
+                f"{self.tool_use_id or '?'} ({self.tool_name or '?'}; {self.how()})")
 
 
 @dataclass(frozen=True)
@@ -306,6 +321,7 @@ class _Version:
     hook_session: str | None
     hook_call: str | None
     hook_tool: str | None
+    lf_sha256: str | None = None  # sha256 of the bytes with CRLF as LF (None: the same as sha256)
 
 
 @dataclass(frozen=True)
@@ -318,6 +334,7 @@ class _Call:
     message: str | None
     at: datetime | None
     failed: bool
+    lf_sha256: str | None = None  # as _Version's
 
 
 def session_of(stream_id: str) -> str:
@@ -348,6 +365,7 @@ def match(versions: Sequence[_Version], calls: Sequence[_Call]) -> dict[tuple[st
     ``calls`` (see the module docstring for the rules, applied in that order)."""
     by_call: dict[str, list[_Call]] = {}
     by_sha: dict[str, list[_Call]] = {}
+    by_lf: dict[str, list[_Call]] = {}  # by the SHA-256 of the bytes with CRLF as LF
     unknown: dict[str, list[_Call]] = {}  # calls whose result the transcript does not give, by file name
     for c in calls:
         if c.failed:
@@ -355,6 +373,7 @@ def match(versions: Sequence[_Version], calls: Sequence[_Call]) -> dict[tuple[st
         by_call.setdefault(c.call_id, []).append(c)
         if c.sha256 is not None:
             by_sha.setdefault(c.sha256, []).append(c)
+            by_lf.setdefault(c.lf_sha256 or c.sha256, []).append(c)
         elif c.at is not None and c.path:
             unknown.setdefault(_name(c.path), []).append(c)
     for group in unknown.values():
@@ -363,9 +382,9 @@ def match(versions: Sequence[_Version], calls: Sequence[_Call]) -> dict[tuple[st
     out: dict[tuple[str, int], Writer] = {}
     taken: set[tuple[str, str]] = set()
 
-    def writer(c: _Call, how: str) -> Writer:
+    def writer(c: _Call, how: str, normalised: bool = False) -> Writer:
         taken.add((c.stream_id, c.call_id))
-        return Writer(session_of(c.stream_id), c.stream_id, c.message, c.call_id, c.tool, how)
+        return Writer(session_of(c.stream_id), c.stream_id, c.message, c.call_id, c.tool, how, normalised)
 
     for v in versions:  # 1. the hook said so
         if v.hook_session is None and v.hook_call is None:
@@ -379,18 +398,20 @@ def match(versions: Sequence[_Version], calls: Sequence[_Call]) -> dict[tuple[st
         else:
             out[(v.stream_id, v.version)] = Writer(v.hook_session, v.hook_session, None, v.hook_call, v.hook_tool,
                                                    "hook")
-    for v in versions:  # 2. the bytes the call left are the version's
-        if (v.stream_id, v.version) in out or v.sha256 is None:
-            continue
-        same = [c for c in by_sha.get(v.sha256, ()) if (c.stream_id, c.call_id) not in taken
-                and same_file(c.path, v.path)]
-        if not same:
-            continue
-        at = _when(v.at)
-        before = [c for c in same if _when(c.at) <= at]
-        best = (max(before, key=lambda c: (_when(c.at), c.path == v.path)) if before
-                else min(same, key=lambda c: (_when(c.at), c.path != v.path)))
-        out[(v.stream_id, v.version)] = writer(best, "content")
+    for normalised in (False, True):  # 2. the bytes the call left are the version's (then but for CRLF/LF)
+        for v in versions:
+            if (v.stream_id, v.version) in out or v.sha256 is None:
+                continue
+            found = by_lf.get(v.lf_sha256 or v.sha256, []) if normalised else by_sha.get(v.sha256, [])
+            same = [c for c in found if (c.stream_id, c.call_id) not in taken and same_file(c.path, v.path)
+                    and (c.sha256 != v.sha256) == normalised]
+            if not same:
+                continue
+            at = _when(v.at)
+            before = [c for c in same if _when(c.at) <= at]
+            best = (max(before, key=lambda c: (_when(c.at), c.path == v.path)) if before
+                    else min(same, key=lambda c: (_when(c.at), c.path != v.path)))
+            out[(v.stream_id, v.version)] = writer(best, "content", normalised)
     previous: dict[str, datetime | None] = {}
     for v in versions:  # 3. the same path, between the previous version and this one
         prev_at = previous.get(v.stream_id)
@@ -439,11 +460,12 @@ def _marks(p: str, n: int) -> str:
 def _load(store: EventStore, stream_ids: Sequence[str] | None) -> tuple[list[_Version], list[_Call]]:
     """The versions of ``stream_ids`` (None: every stream) that a call could have written, and those calls."""
     p = store.backend.p
-    calls = [_Call(r[0], r[1], r[2], r[3], r[4], r[5], parse_time(r[6]), bool(r[7])) for r in _rows(
-        store, "SELECT stream_id, call_id, path, sha256, tool, message, at, failed FROM proj_file_writes", ())]
+    calls = [_Call(r[0], r[1], r[2], r[3], r[4], r[5], parse_time(r[6]), bool(r[7]), r[8]) for r in _rows(
+        store, "SELECT stream_id, call_id, path, sha256, tool, message, at, failed, lf_sha256 FROM proj_file_writes",
+        ())]
     names = sorted({_name(c.path) for c in calls if c.path})
     where = "hook_session IS NOT NULL" + (f" OR name IN ({_marks(p, len(names))})" if names else "")
-    sql = ("SELECT stream_id, version, path, sha256, at, hook_session, hook_call, hook_tool "
+    sql = ("SELECT stream_id, version, path, sha256, at, hook_session, hook_call, hook_tool, lf_sha256 "
            f"FROM proj_state_versions WHERE ({where})")
     rows: list[Any] = []
     if stream_ids is None:
@@ -452,7 +474,7 @@ def _load(store: EventStore, stream_ids: Sequence[str] | None) -> tuple[list[_Ve
         for chunk in _chunks(sorted(set(stream_ids))):
             rows.extend(_rows(store, f"{sql} AND stream_id IN ({_marks(p, len(chunk))})", [*names, *chunk]))
     rows.sort(key=lambda r: (r[0], r[1]))
-    versions = [_Version(r[0], r[1], r[2], r[3], parse_time(r[4]), r[5], r[6], r[7]) for r in rows]
+    versions = [_Version(r[0], r[1], r[2], r[3], parse_time(r[4]), r[5], r[6], r[7], r[8]) for r in rows]
     return versions, calls
 
 
@@ -471,9 +493,9 @@ def writers(store: EventStore, stream_id: str, *, fresh: bool = True) -> dict[in
     return {version: w for (_, version), w in attribute(store, [stream_id], fresh=fresh).items()}
 
 
-def wrote(store: EventStore, session_stream: str, *, fresh: bool = True) -> dict[str, list[tuple[str, int, str]]]:
+def wrote(store: EventStore, session_stream: str, *, fresh: bool = True) -> dict[str, list[tuple[str, int, Writer]]]:
     """The other way round: for each tool call of ``session_stream`` (a transcript) that wrote a
-    state version, ``[(stream, version, established_by), ...]``, keyed by call id."""
+    state version, ``[(stream, version, writer), ...]``, keyed by call id."""
     if fresh:
         refresh(store)
     p = store.backend.p
@@ -482,12 +504,12 @@ def wrote(store: EventStore, session_stream: str, *, fresh: bool = True) -> dict
     where = f"hook_session = {p}" + (f" OR name IN ({_marks(p, len(names))})" if names else "")
     streams = [r[0] for r in _rows(store, f"SELECT DISTINCT stream_id FROM proj_state_versions WHERE {where}",
                                    (session_of(session_stream), *names))]
-    out: dict[str, list[tuple[str, int, str]]] = {}
+    out: dict[str, list[tuple[str, int, Writer]]] = {}
     if not streams:
         return out
     for (sid, version), found in sorted(attribute(store, streams, fresh=False).items()):
         if found.stream == session_stream and found.tool_use_id:
-            out.setdefault(found.tool_use_id, []).append((sid, version, found.established_by))
+            out.setdefault(found.tool_use_id, []).append((sid, version, found))
     return out
 
 

@@ -54,7 +54,7 @@ def _expected(versions: list[int]) -> dict[int, dict[str, Any] | None]:
         exp = F.EXPECTED[i]
         out[version] = None if exp is None else {
             "session_id": F.SESSION, "stream": F.SESSION, "message": exp[1], "tool_use_id": exp[0],
-            "tool_name": exp[2], "established_by": exp[3]}
+            "tool_name": exp[2], "established_by": exp[3], "line_endings_normalised": False}
     return out
 
 
@@ -112,7 +112,8 @@ def test_a_hook_version_gets_its_message_once_the_transcript_is_in(run, store_ur
         assert len(capture.drain(store, tmp_path / "spool").states) == 1
     before = json.loads(run("replay", F.TASK, "--json", "--meta").stdout)["versions"]
     assert before[0]["written_by"] == {"session_id": F.SESSION, "stream": F.SESSION, "message": None,
-                                       "tool_use_id": "toolu_w1", "tool_name": "Write", "established_by": "hook"}
+                                       "tool_use_id": "toolu_w1", "tool_name": "Write", "established_by": "hook",
+                                       "line_endings_normalised": False}
     _ingest_session(run, tmp_path, project)
     after = json.loads(run("replay", F.TASK, "--json", "--meta").stdout)["versions"]
     assert after[0]["written_by"] == {**before[0]["written_by"], "message": "a1"}
@@ -272,3 +273,107 @@ def test_the_run_page_and_its_events_api_say_who_wrote_each_version(run, store_u
         assert {e["version"]: e.get("written_by") for e in events} == {**_expected(versions), 4: None}
         metrics = client.get(f"/runs/{F.TASK}/metrics")
         assert metrics.status_code == 200 and "Claude Code sessions per orchestrator run" in metrics.text
+
+
+# ---------------------------------------------------------------- line endings
+
+
+def _crlf(text: str) -> str:
+    return text.replace("\n", "\r\n")
+
+
+#: (bytes on disk, when written) of a CRLF project's state versions, and what each must be linked to.
+CRLF_VERSIONS = [
+    (_crlf(F.V1), "2026-03-02T09:00:05Z"),  # Write of LF content, kept CRLF by the tool
+    (_crlf(F.V2), "2026-03-02T09:02:05Z"),  # Edit of the file read as LF (originalFile), written back CRLF
+    (F.V3, "2026-03-02T09:04:05Z"),  # the reverse: Write of CRLF content, the file LF
+    (F.V4.replace("\n", "\r"), "2026-03-02T09:06:05Z"),  # CR only: more than CRLF/LF, never linked
+    (_crlf(F.text(F.state("complete", 4))), "2026-03-02T09:08:05Z"),  # CRLF, but other bytes too
+]
+CRLF_EXPECTED = {1: ("toolu_w1", "Write"), 2: ("toolu_e1", "Edit"), 3: ("toolu_w2", "Write"), 4: None, 5: None}
+
+
+def _crlf_session(tmp_path: Path, project: Path) -> Path:
+    path = str(project / "agent-state.json")
+    base = {"sessionId": F.SESSION, "cwd": str(project), "version": "2.1.3", "isSidechain": False}
+    usage = {"input_tokens": 10, "output_tokens": 1}
+    calls: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
+        ("toolu_w1", "Write", {"file_path": path, "content": F.V1},
+         {"type": "create", "filePath": path, "content": F.V1, "structuredPatch": []}),
+        ("toolu_e1", "Edit", {"file_path": path, "old_string": '"currentPhase": 1', "new_string": '"currentPhase": 2'},
+         {"filePath": path, "oldString": '"currentPhase": 1', "newString": '"currentPhase": 2', "originalFile": F.V1,
+          "structuredPatch": [], "userModified": False, "replaceAll": False}),
+        ("toolu_w2", "Write", {"file_path": path, "content": _crlf(F.V3)},
+         {"type": "update", "filePath": path, "content": _crlf(F.V3), "structuredPatch": []}),
+        ("toolu_w3", "Write", {"file_path": path, "content": F.V4},
+         {"type": "update", "filePath": path, "content": F.V4, "structuredPatch": []}),
+    ]
+    lines = []
+    for i, (call, tool, tool_input, result) in enumerate(calls):
+        at = f"2026-03-02T09:0{2 * i}:0"
+        lines.append(F._assistant(f"a{i}", f"r{i - 1}", f"{at}1.000Z", f"msg_{i}", usage,
+                                  {"type": "tool_use", "id": call, "name": tool, "input": tool_input}, base))
+        lines.append(F._result(f"r{i}", f"a{i}", f"{at}2.000Z", call, result, base))
+    f = tmp_path / "projects" / "-orch" / f"{F.SESSION}.jsonl"
+    f.parent.mkdir(parents=True)
+    f.write_bytes(b"".join(lines))
+    return f
+
+
+@pytest.mark.parametrize("order", ["transcript first", "state first"])
+def test_a_crlf_state_written_by_an_lf_write_is_linked_by_content_after_normalising(run, tmp_path: Path,
+                                                                                  order: str) -> None:
+    project = tmp_path / "orch"
+    project.mkdir()
+    state = project / "agent-state.json"
+
+    def ingest_states() -> list[int]:
+        versions = []
+        for data, at in CRLF_VERSIONS:
+            state.write_bytes(data.encode())
+            t = datetime.fromisoformat(at).timestamp()
+            os.utime(state, (t, t))
+            r = run("ingest", "mapipe", str(state), "--json")
+            assert r.exit_code == 0, r.output
+            versions.append(json.loads(r.stdout)["version"])
+        return versions
+
+    def ingest_session() -> None:
+        assert run("ingest", "claude", str(_crlf_session(tmp_path, project))).exit_code == 0
+
+    if order == "transcript first":
+        ingest_session()
+        versions = ingest_states()
+    else:
+        versions = ingest_states()
+        ingest_session()
+    assert run("replay", F.TASK, "--raw", "--upto", str(versions[0])).stdout_bytes == _crlf(F.V1).encode()
+    meta = json.loads(run("replay", F.TASK, "--json", "--meta").stdout)
+    got = {v["version"]: v["written_by"] for v in meta["versions"]}
+    expected = {}
+    for i, version in enumerate(versions, 1):
+        exp = CRLF_EXPECTED[i]
+        expected[version] = None if exp is None else {
+            "session_id": F.SESSION, "stream": F.SESSION, "message": f"a{i - 1}", "tool_use_id": exp[0],
+            "tool_name": exp[1], "established_by": "content", "line_endings_normalised": True}
+    assert got == expected
+    log = run("log", F.TASK).stdout
+    assert "tool call toolu_w1 (Write; content match, line endings normalised)" in log
+    assert "tool call toolu_e1 (Edit; content match, line endings normalised)" in log
+    assert "toolu_w3" not in log  # its content is known and is no version's, even but for line endings
+    made = [x.strip() for x in run("log", F.SESSION).stdout.splitlines() if x.strip().startswith("wrote ")]
+    assert made == [f"wrote {F.TASK} version {v} (content match, line endings normalised)" for v in versions[:3]]
+
+
+def test_a_byte_exact_match_comes_before_a_normalised_one() -> None:
+    """A call whose bytes are one version's exactly serves that one, even when an earlier version
+    has them but for line endings."""
+    crlf = writers._Version("RUN", 1, "/w/p/agent-state.json", "crlf-h", datetime.fromisoformat(
+        "2026-01-01T10:00:10+00:00"), None, None, None, lf_sha256="h")
+    exact = _version(2, "h", "2026-01-01T10:01:10+00:00")
+    got = writers.match([crlf, exact], [_call("only", "h", "2026-01-01T10:00:00+00:00")])
+    assert ("RUN", 1) not in got
+    assert (got[("RUN", 2)].tool_use_id, got[("RUN", 2)].line_endings_normalised) == ("only", False)
+    lf_call = writers._Call("S", "lf", "/w/p/agent-state.json", "crlf-c", "Write", "m", datetime.fromisoformat(
+        "2026-01-01T10:00:00+00:00"), False, lf_sha256="h")
+    assert writers.match([exact], [lf_call])[("RUN", 2)].line_endings_normalised is True

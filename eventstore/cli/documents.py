@@ -306,8 +306,8 @@ def log(ctx: click.Context, task: str, as_json: bool, after: int | None, finding
             click.echo(f"{'':>5}  {'':19}  {writer.line()}")
         if made and event is not None and rec.type in d.file_write_types:
             for call in {w.call_id for w in d.file_writes(event) if w.path}:
-                for stream, version, how in made.pop(call, ()):  # once: under the call, not its result too
-                    click.echo(f"{'':>5}  {'':19}  wrote {stream} version {version} ({writers.HOW.get(how, how)})")
+                for stream, version, by in made.pop(call, ()):  # once: under the call, not its result too
+                    click.echo(f"{'':>5}  {'':19}  wrote {stream} version {version} ({by.how()})")
         found = meta.get("findings") if isinstance(meta, dict) else None
         if findings and isinstance(found, list):
             shown = [f for f in found if isinstance(f, dict)]

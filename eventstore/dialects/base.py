@@ -135,8 +135,11 @@ class FileWrite:
 
     ``sha256`` is the SHA-256 of the file's bytes right after the call, when the record gives
     them (``how``: "content", the bytes written; "edit", the file before the call with the
-    edit applied); None when it does not.  ``failed``: the call reported an error, so it wrote
-    nothing.  ``path`` None: the event only completes a call recorded before (its result)."""
+    edit applied); None when it does not.  ``lf_sha256``: the SHA-256 of those bytes with every
+    CRLF turned into LF, when that differs (None: the same as ``sha256``), so a file whose line
+    endings the tool converted (or whose style it kept) still matches.  ``failed``: the call
+    reported an error, so it wrote nothing.  ``path`` None: the event only completes a call
+    recorded before (its result)."""
 
     call_id: str
     path: str | None
@@ -146,6 +149,7 @@ class FileWrite:
     message: str | None = None  # the id of the message (line) holding the call
     at: str | None = None  # ISO 8601, when the call was made
     failed: bool | None = None
+    lf_sha256: str | None = None
 
 
 @dataclass

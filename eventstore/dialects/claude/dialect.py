@@ -151,10 +151,10 @@ class ClaudeDialect(Dialect):
             if event.tool_use_id and event.file_path and event.tool_name in FILE_TOOLS:
                 return [FileWrite(call_id=event.tool_use_id, path=event.file_path, sha256=event.content_sha256,
                                   how="content" if event.content_sha256 else None, tool=event.tool_name,
-                                  message=event.uuid, at=event.timestamp)]
+                                  message=event.uuid, at=event.timestamp, lf_sha256=event.content_lf_sha256)]
         elif isinstance(event, ev.ToolResult) and event.tool_use_id and (event.file_path or event.is_error):
             return [FileWrite(call_id=event.tool_use_id, path=event.file_path, sha256=event.file_sha256,
-                              how=event.file_how, failed=event.is_error)]
+                              how=event.file_how, failed=event.is_error, lf_sha256=event.file_lf_sha256)]
         return []
 
     def load(self, path: Path) -> Iterator[Any]:
@@ -227,9 +227,11 @@ def line_event(rec: Any, common: dict[str, Any]) -> ev._Line:
         results = _blocks(message, "tool_result")
         if results:
             r = results[0]
-            path, sha, how = written_file(rec.get("toolUseResult"), hashed=not common.get("secrets"))
+            path, text, how = written_text(rec.get("toolUseResult"))
+            sha = _sha(text) if text is not None and not common.get("secrets") else None
             return ev.ToolResult(tool_use_id=_s(r.get("tool_use_id")), is_error=r.get("is_error") is True,
-                                 file_path=path, file_sha256=sha, file_how=how, **common)
+                                 file_path=path, file_sha256=sha, file_how=how if sha else None,
+                                 file_lf_sha256=_lf_sha(text) if text is not None and sha else None, **common)
         content = message.get("content") if isinstance(message, dict) else None
         chars = len(content) if isinstance(content, str) else sum(
             len(b.get("text", "")) for b in _blocks(message, "text") if isinstance(b.get("text"), str))
@@ -244,10 +246,11 @@ def line_event(rec: Any, common: dict[str, Any]) -> ev._Line:
             u = uses[0]
             tool_input: dict[str, Any] = u["input"] if isinstance(u.get("input"), dict) else {}
             content = tool_input.get("content") if u.get("name") == "Write" else None
+            content = content if isinstance(content, str) and not common.get("secrets") else None
             return ev.ToolUse(tool_use_id=_s(u.get("id")), tool_name=_s(u.get("name")),
                               file_path=_s(tool_input.get("file_path") or tool_input.get("notebook_path")),
-                              content_sha256=_sha(content) if isinstance(content, str) and not common.get("secrets")
-                              else None, **api, **common)
+                              content_sha256=_sha(content) if content is not None else None,
+                              content_lf_sha256=_lf_sha(content) if content is not None else None, **api, **common)
         block = _first_block(message)
         return ev.AssistantMessage(block=_s(block.get("type")) if block else None, **api, **common)
     if kind == "summary":
@@ -271,6 +274,13 @@ def _sha(text: str) -> str | None:
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
     except UnicodeEncodeError:  # a lone surrogate: no file holds these bytes
         return None
+
+
+def _lf_sha(text: str) -> str | None:
+    """The SHA-256 of ``text`` with every CRLF turned into LF, if it has any (else None: the same
+    as its own).  Claude Code reads a file with its line endings normalised and writes it back in
+    the file's own style, so a tool's text and the file's bytes may differ in nothing else."""
+    return _sha(text.replace("\r\n", "\n")) if "\r\n" in text else None
 
 
 def apply_edits(text: str, edits: list[Any]) -> str | None:
@@ -301,6 +311,14 @@ def written_file(result: Any, *, hashed: bool = True) -> tuple[str | None, str |
     originalFileContents}`` ("edit": the original with the edits applied, as the tool does).
     The hash is None when the record lacks what it needs (or ``hashed`` is False: a line whose
     secrets were replaced no longer holds the bytes written)."""
+    path, text, how = written_text(result)
+    sha = _sha(text) if text is not None and hashed else None
+    return path, sha, how if sha else None
+
+
+def written_text(result: Any) -> tuple[str | None, str | None, str | None]:
+    """(path, text, how) of the file a Write/Edit/MultiEdit's ``toolUseResult`` says it left
+    (:func:`written_file`, before hashing)."""
     if not isinstance(result, dict) or not isinstance(result.get("filePath"), str):
         return None, None, None
     path: str = result["filePath"]
@@ -313,8 +331,7 @@ def written_file(result: Any, *, hashed: bool = True) -> tuple[str | None, str |
         text, how = (apply_edits(original, [result]) if isinstance(original, str) else None), "edit"
     elif result.get("type") in ("create", "update") and isinstance(result.get("content"), str):
         text, how = result["content"], "content"
-    sha = _sha(text) if text is not None and hashed else None
-    return path, sha, how if sha else None
+    return path, text, how
 
 
 def _parse_error(text: str) -> str:
@@ -557,4 +574,4 @@ def digest(data: bytes) -> str:
 
 __all__ = ["FILE_TOOLS", "ClaudeDialect", "EvstoreError", "LineEvents", "apply_edits", "cut_blobs", "events_for_line",
            "line_event", "long_strings", "raw_from_events", "splice_blobs", "split_lines", "stream_for",
-           "transcript_files", "written_file"]
+           "transcript_files", "written_file", "written_text"]

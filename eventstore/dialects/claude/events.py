@@ -71,17 +71,20 @@ class ToolUse(_Line, frozen=True, tag="claude.tool_use"):
     usage: dict[str, Any] | None = None
     file_path: str | None = None
     content_sha256: str | None = None  # Write: SHA-256 of the content it writes (UTF-8)
+    content_lf_sha256: str | None = None  # ... with CRLF turned into LF, when the content has any
 
 
 class ToolResult(_Line, frozen=True, tag="claude.tool_result"):
     """``file_*``: the file a Write/Edit/MultiEdit left, from ``toolUseResult`` (``file_how``:
-    "content", the bytes written; "edit", the file before the call with the edits applied)."""
+    "content", the bytes written; "edit", the file before the call with the edits applied;
+    ``file_lf_sha256``: its SHA-256 with CRLF turned into LF, when it has any)."""
 
     tool_use_id: str | None = None
     is_error: bool = False
     file_path: str | None = None
     file_sha256: str | None = None
     file_how: str | None = None
+    file_lf_sha256: str | None = None
 
 
 class Summary(_Line, frozen=True, tag="claude.summary"):
