@@ -240,3 +240,23 @@ def test_a_broken_write_of_a_file_joins_the_stream_its_name_gave(run, tmp_path: 
     r = run("ingest", "generic", str(f))
     assert r.exit_code == 0, r.output
     assert [e["type"] for e in _log(run, "state.json")] == ["document.observed", "document.unreadable"]
+
+
+def test_mtime_is_read_in_utc_whatever_the_local_zone(run, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file's mtime is an instant: the machine's time zone must not move it (mutation testing:
+    a naive local time survived on a machine set to UTC)."""
+    import time
+
+    f = tmp_path / "state.json"
+    f.write_text('{"a": 1}\n')
+    os.utime(f, (1_700_000_000, 1_700_000_000))
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        assert run("ingest", "generic", str(f)).exit_code == 0
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    [e] = _log(run, "state.json")
+    assert e["occurred_at"].startswith("2023-11-14T22:13:20") and e["meta"]["source"]["time"] == "mtime"

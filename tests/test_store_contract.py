@@ -438,3 +438,19 @@ def test_iter_all_and_subscribe_read_every_event_in_batches_and_by_type(store: E
         if len(seen) == 8:
             stop.set()
     assert seen == list(range(1, 9))
+
+
+def test_append_many_retried_with_its_event_ids_is_a_no_op(store: EventStore) -> None:
+    """A batch (``append --batch``) retried after a lost answer writes nothing twice (mutation
+    testing: looking the ids up without their stream survived)."""
+    ids = [str(uuid.uuid4()) for _ in range(3)]
+
+    def items() -> list[tuple[str, NewEvent, None]]:
+        return [("A", NewEvent("t.x", {"i": 0}, event_id=ids[0]), None),
+                ("B", NewEvent("t.x", {"i": 1}, event_id=ids[1]), None),
+                ("A", NewEvent("t.x", {"i": 2}, event_id=ids[2]), None)]
+
+    first = store.append_many(items())
+    again = store.append_many(items())
+    assert [(r.stream_id, r.version) for r in first] == [("A", 2), ("B", 1)]
+    assert again == [] and store.max_position() == 3

@@ -375,3 +375,21 @@ def test_version_1_seals_still_verify(store: EventStore, monkeypatch: pytest.Mon
     _drop_triggers(store)
     _exec(store, f"DELETE FROM events WHERE {_where('A', 2)}")
     assert [f.field_class for f in check_seal(store, v1)] == ["seal", "seal"]
+
+
+def test_what_verify_says_of_cache_rows(log: tuple[EventStore, dict[str, Any]]) -> None:
+    """The cache failure's words, and rows of an older lens (another cache name) never checked:
+    they are never read either (mutation testing: checking them, or other words, survived)."""
+    store, _ = log
+    info = store.stream_info("A")
+    assert info is not None
+    stale = "replay.generic.v0"  # what an older lens of the dialect cached under
+    assert stale != replay_cache.cache_name(get_dialect("generic"))
+    replay_cache.save(store, info.stream_pk, stale, 3, {"n": "not what the events fold to"})
+    report = verify(store)
+    assert report.ok and report.cached == 3, report.failures
+    _exec(store, f"UPDATE replay_cache SET event_hash = (SELECT hash FROM events WHERE {_where('A', 1)}) "
+                 f"WHERE {_where('A', 2)}")
+    assert [str(f) for f in verify(store).failures] == [
+        'stream "A" version 2: cache — replay cache "replay.generic.v1": bound to another event than the one '
+        "stored at this version"]
