@@ -27,13 +27,13 @@ def _scrub_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EVSTORE_SCRUB_KEY", "test-key")
 
 
-def _ingest_states(run: Any, project: Path) -> list[int]:
-    """Each fixture state version written to the file (mtime = when it was written) and ingested
-    on its own; returns the stream version each became."""
+def _ingest_states(run: Any, project: Path, written: Any = F.VERSIONS) -> list[int]:
+    """Each state version (text, when) written to the file as it is (mtime = when it was written)
+    and ingested on its own; returns the stream version each became."""
     state = project / "agent-state.json"
     versions = []
-    for data, at in F.VERSIONS:
-        state.write_text(data)
+    for data, at in written:
+        state.write_bytes(data.encode())
         t = datetime.fromisoformat(at).timestamp()
         os.utime(state, (t, t))
         r = run("ingest", "mapipe", str(state), "--json")
@@ -325,18 +325,9 @@ def test_a_crlf_state_written_by_an_lf_write_is_linked_by_content_after_normalis
                                                                                   order: str) -> None:
     project = tmp_path / "orch"
     project.mkdir()
-    state = project / "agent-state.json"
 
     def ingest_states() -> list[int]:
-        versions = []
-        for data, at in CRLF_VERSIONS:
-            state.write_bytes(data.encode())
-            t = datetime.fromisoformat(at).timestamp()
-            os.utime(state, (t, t))
-            r = run("ingest", "mapipe", str(state), "--json")
-            assert r.exit_code == 0, r.output
-            versions.append(json.loads(r.stdout)["version"])
-        return versions
+        return _ingest_states(run, project, CRLF_VERSIONS)
 
     def ingest_session() -> None:
         assert run("ingest", "claude", str(_crlf_session(tmp_path, project))).exit_code == 0
