@@ -310,6 +310,8 @@ def test_a_failing_lens_is_recorded_counted_and_strict_refuses_it(run, store_url
     before = log_state(store_url)
     r = run("ingest", "mapipe", "--strict", *map(str, files))
     clean_error(r, str(files[1]), "the mapipe lens failed", "RuntimeError: apply is broken", "Nothing was written")
+    assert "(without --strict the snapshot is recorded as an exact document event with a lens-failed finding)" \
+        in r.stderr
     assert log_state(store_url) == before
 
     r = run("ingest", "mapipe", *map(str, files), "--json")
@@ -354,3 +356,63 @@ def test_a_lens_that_breaks_its_law_is_a_failure_too(store: EventStore, monkeypa
     monkeypatch.undo()
     assert ing.ingest(Snapshot(doc={"taskId": "LAW-1", "n": 3})).lens_failures == 0
     assert [rp.replay(store, "LAW-1", upto_version=v).doc["n"] for v in (1, 2, 3, 4)] == [0, 1, 2, 3]
+
+
+def test_what_an_ingested_version_records_of_itself(store: EventStore, tmp_path: Path) -> None:
+    """meta.snapshot names the bytes (SHA-256, size) and, when a known layout reproduces them, the
+    layout instead of the bytes; every event carries its dialect (mutation testing: each survived)."""
+    import hashlib
+
+    from eventstore.dialects import get_dialect
+    from eventstore.dialects.base import Snapshot
+    from eventstore.ingest import Ingestor
+
+    doc = {"taskId": "SNAP-1", "n": 1, "text": "é"}
+    pretty = (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode()
+    odd = b'{"taskId":"SNAP-1",  "n": 2,"text":"\\u00e9"}'  # no layout writes this
+    ing = Ingestor(store, get_dialect("generic"))
+    ing.ingest(Snapshot(doc=doc, raw=pretty, source={"file": "a.json"}))
+    ing.ingest(Snapshot(doc={**doc, "n": 2}, raw=odd, source={"file": "b.json"}))
+    first, second = (e.metadata["snapshot"] for e in store.read_stream("SNAP-1"))
+    assert first == {"sha256": hashlib.sha256(pretty).hexdigest(), "bytes": len(pretty),
+                     "format": {"renderer": "msgspec", "indent": 2, "newline": "\n"}}
+    assert set(second) == {"sha256", "bytes", "raw_zlib_b64"} and second["bytes"] == len(odd)
+    assert {e.metadata["dialect"] for e in store.read_stream("SNAP-1")} == {"generic"}
+
+
+def test_a_keyed_observation_retried_later_is_no_second_version(store: EventStore) -> None:
+    """``key`` (a hook call) names a snapshot's events: retried after the stream moved on, it is a
+    DuplicateEventId (recorded already), not a third version (mutation testing: unkeyed ids survived)."""
+    from eventstore.dialects import get_dialect
+    from eventstore.dialects.base import Snapshot
+    from eventstore.errors import DuplicateEventId
+    from eventstore.ingest import Ingestor, keyed_event_id
+
+    ing = Ingestor(store, get_dialect("generic"))
+    ing.ingest(Snapshot(doc={"taskId": "K-1", "n": 1}), key="call-1")
+    ing.ingest(Snapshot(doc={"taskId": "K-1", "n": 2}), key="call-2")
+    [first, second] = store.read_stream("K-1")
+    assert (first.event_id, second.event_id) == (keyed_event_id("call-1", 0), keyed_event_id("call-2", 0))
+    with pytest.raises(DuplicateEventId):
+        Ingestor(store, get_dialect("generic")).ingest(Snapshot(doc={"taskId": "K-1", "n": 1}), key="call-1")
+    assert store.stream_version("K-1") == 2
+
+
+def test_a_lens_failing_on_the_first_version_records_the_whole_document(store: EventStore,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from eventstore.dialects import get_dialect
+    from eventstore.dialects.base import Dialect, Snapshot
+    from eventstore.ingest import Ingestor
+    from projections import replay as rp
+
+    def broken(self, prev, nxt):  # type: ignore[no-untyped-def]
+        raise RuntimeError("derive is broken")
+
+    monkeypatch.setattr(Dialect, "observe_folded", broken)
+    doc = {"taskId": "LENS-0", "items": [1, 2.0, {"k": None}]}
+    r = Ingestor(store, get_dialect("generic")).ingest(Snapshot(doc=doc))
+    assert r.lens_failures == 1 and r.findings[0].code == "lens-failed"
+    [e] = store.read_stream("LENS-0")
+    assert e.type == "document.observed" and e.payload["doc"] == doc
+    monkeypatch.undo()
+    assert rp.replay(store, "LENS-0").doc == doc

@@ -123,3 +123,17 @@ def test_one_client_id_in_two_streams_of_one_append_is_refused(store: EventStore
     # within one stream the repeat is dropped: one event, as an idempotent retry would be
     [result] = store.append_many([("A", ev(1, event_id=eid), None), ("A", ev(1, event_id=eid), None)])
     assert (result.stream_id, result.version, result.positions) == ("A", 1, [1])
+
+
+def test_generated_event_ids_are_version_7_uuids_of_the_current_millisecond() -> None:
+    """RFC 9562 UUIDv7: 48-bit Unix milliseconds, version 7, variant 10, the rest random."""
+    import time
+
+    from eventstore.store import new_event_ids
+
+    before = time.time_ns() // 1_000_000
+    ids = [uuid.UUID(i) for i in new_event_ids(200)]
+    after = time.time_ns() // 1_000_000
+    assert all(u.version == 7 and u.variant == uuid.RFC_4122 for u in ids)
+    assert all(before <= u.int >> 80 <= after for u in ids)
+    assert len(set(ids)) == 200 and len({u.int & (2**62 - 1) for u in ids}) == 200
