@@ -137,3 +137,52 @@ def test_generated_event_ids_are_version_7_uuids_of_the_current_millisecond() ->
     assert all(u.version == 7 and u.variant == uuid.RFC_4122 for u in ids)
     assert all(before <= u.int >> 80 <= after for u in ids)
     assert len(set(ids)) == 200 and len({u.int & (2**62 - 1) for u in ids}) == 200
+
+
+def test_new_event_errors_name_the_event_type_on_either_path() -> None:
+    """Validation names the type whether data comes as a dict (the fast path) or as JSON bytes, and
+    a type is at most 200 characters on both (mutation testing: each survived)."""
+    with pytest.raises(InvalidEvent) as exc:
+        NewEvent("x.y", {"v": float("nan")})
+    assert str(exc.value) == 'data of "x.y": nan at $.v is not valid JSON (NaN/Infinity).'
+    with pytest.raises(InvalidEvent) as exc:
+        NewEvent("x.y", b"[1]")
+    assert str(exc.value) == 'data of "x.y": must be a JSON object, got array.'
+    e = NewEvent("x.y", b'{"a": 1}')
+    assert (e.type, e.data) == ("x.y", b'{"a":1}')
+    assert NewEvent("a" * 200, b"{}").type == "a" * 200
+    with pytest.raises(InvalidEvent) as exc:
+        NewEvent("a" * 201, b"{}")
+    assert str(exc.value) == f"event type must be a non-empty string of at most 200 characters, got {'a' * 201!r}."
+    with pytest.raises(InvalidEvent) as exc:
+        NewEvent("t\udcff", {})  # a byte that was not UTF-8 on the command line (surrogateescape)
+    assert str(exc.value) == ("event type 't\\udcff' is not valid UTF-8 text (character 2 stands for a byte that is "
+                              "not UTF-8, e.g. an argument in another encoding).")
+
+
+def test_a_failure_to_begin_an_append_is_reported_as_itself(store: EventStore,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The transaction is rolled back on its own connection when taking the append lock fails, and
+    the driver's error comes through translated (mutation testing: a rollback on nothing survived)."""
+    from eventstore.errors import StorageFull
+
+    backend = type(store.backend)
+    real = backend.begin_append
+    if store.url.startswith("sqlite"):
+        import sqlite3
+
+        full: Exception = sqlite3.OperationalError("database or disk is full")
+        full.sqlite_errorcode = 13  # type: ignore[attr-defined]  # SQLITE_FULL, as the driver sets it
+    else:
+        import psycopg.errors
+
+        full = psycopg.errors.DiskFull("could not extend file: No space left on device")
+
+    def failing(self, cur, stream_id):  # type: ignore[no-untyped-def]
+        raise full
+
+    monkeypatch.setattr(backend, "begin_append", failing)
+    with pytest.raises(StorageFull, match="nothing of this append was written"):
+        store.append("S", [NewEvent("x.y", {})])
+    monkeypatch.setattr(backend, "begin_append", real)
+    assert store.append("S", [NewEvent("x.y", {})]).version == 1  # the connection is usable again
