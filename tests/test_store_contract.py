@@ -432,11 +432,16 @@ def test_iter_all_and_subscribe_read_every_event_in_batches_and_by_type(store: E
     assert [e.position for e in store.iter_all(batch_size=2, types=["t.b"])] == [6, 7, 8]
     assert [e.position for e in store.iter_all(after_position=3, upto_position=6, batch_size=2)] == [4, 5, 6]
     stop = threading.Event()
+    timer = threading.Timer(30, stop.set)  # a subscriber that misses an event fails, never hangs
+    timer.start()
     seen = []
-    for e in store.subscribe(batch_size=3, stop=stop):  # from the first event by default
-        seen.append(e.position)
-        if len(seen) == 8:
-            stop.set()
+    try:
+        for e in store.subscribe(batch_size=3, stop=stop):  # from the first event by default
+            seen.append(e.position)
+            if len(seen) == 8:
+                stop.set()
+    finally:
+        timer.cancel()
     assert seen == list(range(1, 9))
 
 
