@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -372,9 +373,19 @@ def test_live_mode_streams_new_events(store_url: str) -> None:
             assert next(lines) == "retry: 2000"
             assert [next(lines) for _ in range(2)] == ["id: 2", "event: append"]
             assert json.loads(next(lines)[6:])["version"] == 2
-            threading.Timer(0.2, lambda: post(http, "live-1", [{"type": "demo.note",
-                                                                "data": {"text": "<b>live</b>"}}])).start()
+            posted: list[int] = []
+
+            def append_later() -> None:  # on its own client, joined before this one closes
+                time.sleep(0.2)
+                with httpx2.Client(base_url=base, timeout=10) as other:
+                    posted.append(post(other, "live-1", [{"type": "demo.note",
+                                                          "data": {"text": "<b>live</b>"}}]).status_code)
+
+            poster = threading.Thread(target=append_later)
+            poster.start()
             got = [next(lines) for _ in range(3)]
+            poster.join(30)
+        assert posted == [201]
         assert got[:2] == ["id: 3", "event: append"]
         row = json.loads(got[2][6:])
         assert row["version"] == 3 and row["type"] == "demo.note" and "<b>live</b>" in row["summary"]
