@@ -7,7 +7,7 @@ binaries the PostgreSQL tests skip, each saying why, and the summary says once h
 The server starts in ``pytest_configure``, before any test module is imported, so ``PG_URL`` and the
 variable are final by then.  Each test gets a private schema, so tests never see each other's rows.
 
-The suite runs on two pytest-xdist workers (``addopts`` in pyproject.toml; ``-n 0`` runs it in one
+The suite runs on three pytest-xdist workers (``addopts`` in pyproject.toml; ``-n 0`` runs it in one
 process).  That is safe because nothing a test writes is shared: SQLite stores and analytics folders
 are under each test's ``tmp_path``, PostgreSQL tests each get their own schema (and roles with random
 names), and the analytics cache of schema-less stores is one folder per store id.  The server (or the
