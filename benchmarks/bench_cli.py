@@ -39,7 +39,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import log, make_payloads  # noqa: E402
 
-EVSTORE = ["evstore"] if shutil.which("evstore") else [sys.executable, "-c", "from eventstore.cli import main; main()"]
+# The console script a user runs: the one beside this interpreter (a venv not activated), else on PATH.
+# Never `python -c "from eventstore.cli import main"`: that skips the entry point's fast hook path.
+_SCRIPT = Path(sys.executable).with_name("evstore")
+EVSTORE = [str(_SCRIPT)] if _SCRIPT.is_file() else [shutil.which("evstore") or "evstore"]
 
 RAW_INSERT = r"""
 import json, sqlite3, sys, uuid
