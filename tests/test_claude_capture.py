@@ -326,6 +326,8 @@ def test_sessions_tool_calls_and_token_usage_views(run, tmp_path: Path) -> None:
                   "ORDER BY message_id")
     assert [(u["message_id"], u["input_tokens"], u["output_tokens"]) for u in usage] == [
         ("msg_1", 1200, 90), ("msg_2", 1500, 20), ("msg_4", 900, 30), ("msg_s1", 300, 12)]
+    # the cache counts only msg_1's first line carries: the latest line that has each
+    assert [u["cache_read_tokens"] for u in usage] == [800, None, None, None]
     calls = query("SELECT tool_use_id, tool_name, is_error, has_result FROM tool_calls ORDER BY tool_use_id")
     assert [(c["tool_use_id"], c["tool_name"], c["is_error"], c["has_result"]) for c in calls] == [
         ("toolu_01", "Read", False, True), ("toolu_02", "Bash", True, True), ("toolu_03", "Task", None, False)]

@@ -102,8 +102,17 @@ def test_metrics_unknown_dialect_or_project_lists_what_exists(demo_url: str) -> 
     clean_error(invoke(demo_url, "metrics", "--since", "2999-01-01", "--no-refresh"),
                 "No run matches --since 2999-01-01; the latest activity is at "
                 + datetime.fromisoformat(max(r["last_event_at"] for r in runs)).isoformat() + ".")
+    other = sorted({r["project"] for r in runs if r["project"]}
+                   - {r["project"] for r in runs if r["dialect"] == "mapipe"})[0]  # a project no mapipe run has
+    clean_error(invoke(demo_url, "metrics", "--dialect", "mapipe", "--project", other),
+                f"No run matches --project {other} --dialect mapipe: each value exists, but no run has them all.")
     ok = invoke(demo_url, "metrics", "--dialect", "mapipe", "--format", "json")
-    assert ok.exit_code == 0 and json.loads(ok.stdout)["scope"]["runs"] > 0
+    report = json.loads(ok.stdout)
+    assert ok.exit_code == 0 and report["scope"]["runs"] > 0
+    assert list(report) == ["title", "scope", "sections"] and report["title"] == "evstore metrics"
+    run_id = next(r["stream_id"] for r in runs if r["dialect"] == "mapipe")
+    one = json.loads(invoke(demo_url, "metrics", run_id, "--format", "json").stdout)
+    assert list(one) == ["title", "scope", "sections"] and one["scope"]["stream"] == run_id
 
 
 # ---------------------------------------------------------------- 7. read commands never create a store

@@ -208,3 +208,17 @@ def test_planning_changes_per_project(report: Report) -> None:
     assert rows == [("alpha", 1, 1, 1, 2, 1, 0), ("beta/.taskmaster/state.json", 0, 0, 0, 0, 0, 2)]
     assert report.section("taskmaster_changes").summary == {"priority_changes": 1, "dependency_edits": 2,
                                                             "task_updates": 2, "tag_switches": 2}
+
+
+def test_planning_change_facts_name_their_task_and_field(store: tuple[EventStore, Path]) -> None:
+    """The fact rows behind the section, one per change, from the edits the module docstring lists
+    (mutation testing: a task or subtask id read from the wrong key survived the counts)."""
+    with analytics.reading(store[0], store[1]) as con:
+        rows = con.execute("SELECT kind, tag, task_id, subtask_id, field, from_value, to_value "
+                           "FROM taskmaster_changes WHERE stream_id = 'taskmaster/alpha' ORDER BY position").fetchall()
+    assert rows == [("field_updated", None, "2", None, "priority", None, None),
+                    ("subtask_field_updated", None, "1", "1", "details", None, None),  # 10:00, task 1 first
+                    ("priority", None, "2", None, "priority", "high", "low"),
+                    ("dependency_added", None, "3", None, "dependencies", None, "1"),
+                    ("dependency_removed", None, "3", None, "dependencies", "1", None),
+                    ("field_updated", None, "2", None, "title", None, None)]
