@@ -424,6 +424,22 @@ def test_phase_durations_match_the_documents(portfolio: Any, report: Report) -> 
         assert r["max_s"] == max(ds)
 
 
+def test_fact_columns_no_section_reads_match_the_documents(portfolio: Any) -> None:
+    """Columns kept for `evstore query` that no metric section reads (mutation testing: reading them
+    from the wrong key survived): each envelope turn's unit, each mapipe phase's sub-step."""
+    from eventstore.dialects.envelope.lens import unit_id
+
+    store, p, out = portfolio
+    con = analytics.connect(out)
+    units = {(sid, unit_id(s.doc)) for sid, snaps in p.of("envelope").items() for s in snaps if s.doc is not None}
+    got = set(con.execute("SELECT stream_id, unit_id FROM envelope_turns WHERE kind = 'accepted'").fetchall())
+    assert got == units and any(u is not None for _, u in units)
+    sub_steps = {(sid, phase, rec.get("subStep")) for sid, snaps in p.of("mapipe").items()
+                 for s in snaps if s.doc is not None for phase, rec in s.doc.get("phases", {}).items()}
+    seen = set(con.execute("SELECT stream_id, phase, sub_step FROM phase_events WHERE dialect = 'mapipe'").fetchall())
+    assert seen <= sub_steps and {x for x in seen if x[2] is not None}, "the portfolio must record sub-steps"
+
+
 def test_question_latency_matches_the_documents(portfolio: Any, report: Report) -> None:
     _store, p, _out = portfolio
     lat: dict[str, list[float]] = defaultdict(list)
