@@ -277,3 +277,19 @@ def test_export_jsonl_of_an_analytics_table(cli_store: str, tmp_path: Path) -> N
     assert r.exit_code == 1 and 'No analytics table "nope"' in r.stderr and "review_deltas" in r.stderr
     r = runner.invoke(register(), ["--url", cli_store, "export", "--parquet", str(tmp_path / "p"), "--table", "gates"])
     assert r.exit_code == 2 and "--table applies to --jsonl" in r.output
+
+
+def test_fact_helpers_keep_only_values_of_their_type() -> None:
+    """Out-of-spec values stay in the log, exactly; the fact tables take a value only when it has
+    the column's type (mutation testing: letting any value through survived)."""
+    from types import SimpleNamespace
+
+    from eventstore.dialects import analytics as an
+
+    assert [an.i(v) for v in (3, 0, -1, True, "3", 2.0, None)] == [3, 0, -1, None, None, None, None]
+    assert [an.s(v) for v in ("x", "", 1, None)] == ["x", "", None, None]
+    rows: dict[str, list[tuple[object, ...]]] = {"run_attrs": []}
+    e = SimpleNamespace(position=7, stream_id="S")
+    for v in ("t", 7, 1.5, True, False, None, {"a": 1}, ["x"]):
+        an.attr(rows, e, "title", v)  # type: ignore[arg-type]
+    assert rows["run_attrs"] == [(7, "S", "title", "t"), (7, "S", "title", "7"), (7, "S", "title", "1.5")]
