@@ -416,3 +416,22 @@ def test_a_lens_failing_on_the_first_version_records_the_whole_document(store: E
     assert e.type == "document.observed" and e.payload["doc"] == doc
     monkeypatch.undo()
     assert rp.replay(store, "LENS-0").doc == doc
+
+
+def test_a_snapshots_own_events_are_folded_before_its_document_is_derived(store: EventStore) -> None:
+    """A loader may read events with a document (envelope: a repair with its envelope). Ingest folds
+    them first and derives the document's events from the result, so replay folds to the document
+    (mutation testing: deriving from the document before them survived, envelope's events being
+    neutral to the document)."""
+    from eventstore.dialects import get_dialect
+    from eventstore.dialects.base import DocumentPatched, Snapshot
+    from eventstore.ingest import Ingestor
+    from projections import replay as rp
+
+    ing = Ingestor(store, get_dialect("generic"))
+    ing.ingest(Snapshot(doc={"taskId": "OWN-1", "n": 1}))
+    read_with_it = DocumentPatched(ops=[{"op": "add", "path": "/loader", "value": True}])
+    ing.ingest(Snapshot(doc={"taskId": "OWN-1", "n": 2}, events=[read_with_it]))
+    assert rp.replay(store, "OWN-1").doc == {"taskId": "OWN-1", "n": 2}
+    assert [e.type for e in store.read_stream("OWN-1")] == ["document.observed", "document.patched",
+                                                           "document.patched"]
