@@ -435,3 +435,37 @@ def test_a_snapshots_own_events_are_folded_before_its_document_is_derived(store:
     assert rp.replay(store, "OWN-1").doc == {"taskId": "OWN-1", "n": 2}
     assert [e.type for e in store.read_stream("OWN-1")] == ["document.observed", "document.patched",
                                                            "document.patched"]
+
+
+def test_an_unreadable_version_written_twice_is_recorded_once(store: EventStore) -> None:
+    from eventstore.dialects import get_dialect
+    from eventstore.dialects.base import Snapshot, Unreadable
+    from eventstore.ingest import Ingestor
+
+    ing = Ingestor(store, get_dialect("generic"), stream="TWICE")
+    ing.ingest(Snapshot(doc={"n": 1}, raw=b'{"n": 1}', source={"file": "a.json"}))
+
+    def broken(where: dict[str, str]) -> Snapshot:
+        return Snapshot(doc=None, raw=b'{"n":', source=where, unreadable=Unreadable("json", "not JSON", 1, 6))
+
+    first = ing.ingest(broken({"dir": "/tasks/t-1"}))  # a folder source names itself by its dir
+    again = ing.ingest(broken({"file": "b.json"}))
+    assert (first.file, first.stream, first.version, first.events) == ("/tasks/t-1", "TWICE", 2, 1)
+    assert (again.file, again.stream, again.version, again.events) == ("b.json", "TWICE", 2, 0)
+    assert store.stream_version("TWICE") == 2
+
+
+def test_a_snapshots_own_events_that_do_not_fold_are_refused(store: EventStore) -> None:
+    from eventstore.dialects import get_dialect
+    from eventstore.dialects.base import DocumentPatched, Snapshot
+    from eventstore.errors import IngestError
+    from eventstore.ingest import Ingestor
+
+    ing = Ingestor(store, get_dialect("generic"))
+    ing.ingest(Snapshot(doc={"taskId": "OWN-2", "n": 1}))
+    bad = DocumentPatched(ops=[{"op": "remove", "path": "/nothing"}])
+    with pytest.raises(IngestError) as exc:
+        ing.ingest(Snapshot(doc={"taskId": "OWN-2", "n": 2}, events=[bad], source={"file": "x.json"}))
+    assert str(exc.value).startswith("x.json: the generic events read with this snapshot do not fold (")
+    assert str(exc.value).endswith("). Nothing was written.")
+    assert store.stream_version("OWN-2") == 1

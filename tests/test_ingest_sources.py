@@ -76,6 +76,7 @@ def test_git_records_every_committed_version(run, branchy_repo) -> None:  # type
     # ten commits touch the file; the ours-merge gives back v2's bytes, which v2 recorded just before
     results = [json.loads(x) for x in r.stdout.splitlines()]
     assert [x["version"] for x in results] == [1, 2, 3, 3, 4, 5, 6, 7, 8, 9]
+    assert [i for i, x in enumerate(results) if "removed" in x] == [8] and results[8]["removed"] is True
     events = _log(run, "state.json")
     subjects = [_git(repo, "log", "-1", "--format=%s", e["meta"]["source"]["git"]["commit"]) for e in events]
     assert subjects == ["v1", "side", "v2", "side2", "v3",  # commit-time order, side branches included
@@ -117,7 +118,7 @@ def test_git_strict_refuses_the_conflict_markers(run, branchy_repo) -> None:  # 
     r = run("ingest", "generic", "--git", f"{repo}:state.json", "--strict")
     sha = _git(repo, "log", "-1", "--format=%H", "--grep=markers committed")
     assert r.exit_code == 1 and "not valid JSON at line 1, column 1" in r.stderr
-    assert f"{repo}:state.json@{sha[:12]}" in r.stderr  # which commit's version, not only what is wrong
+    assert f"{repo}:state.json@{sha[:12]}: not valid JSON" in r.stderr  # which commit's version, not only what
 
 
 def test_git_missing_is_an_error_not_a_traceback(run, branchy_repo, tmp_path: Path,  # type: ignore[no-untyped-def]
@@ -260,3 +261,21 @@ def test_mtime_is_read_in_utc_whatever_the_local_zone(run, tmp_path: Path,  # ty
         time.tzset()
     [e] = _log(run, "state.json")
     assert e["occurred_at"].startswith("2023-11-14T22:13:20") and e["meta"]["source"]["time"] == "mtime"
+
+
+def test_git_a_file_no_commit_touches_and_commits_that_touch_other_files(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    for i, (name, text) in enumerate([("README", "a"), ("state.json", '{"n": 1}'), ("README", "b"),
+                                      ("state.json", '{"n": 2}')], 1):
+        (repo / name).write_text(text)
+        _git(repo, "add", name)
+        _git(repo, "commit", "-qm", f"c{i}", when=i)
+    r = run("ingest", "generic", "--git", f"{repo}:missing.json")
+    assert r.exit_code == 1 and r.stderr == f"Error: {repo}: no commits touch missing.json.\n"
+    r = run("ingest", "generic", "--git", f"{repo}:state.json", "--json")
+    assert r.exit_code == 0, r.output
+    events = _log(run, "state.json")
+    subjects = [_git(repo, "log", "-1", "--format=%s", e["meta"]["source"]["git"]["commit"]) for e in events]
+    assert subjects == ["c2", "c4"] and [e["type"] for e in events] == ["document.observed", "document.patched"]
