@@ -469,3 +469,33 @@ def test_a_snapshots_own_events_that_do_not_fold_are_refused(store: EventStore) 
     assert str(exc.value).startswith("x.json: the generic events read with this snapshot do not fold (")
     assert str(exc.value).endswith("). Nothing was written.")
     assert store.stream_version("OWN-2") == 1
+
+
+def test_a_lens_failing_without_a_message_is_named_by_its_class(store: EventStore,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from eventstore.dialects import get_dialect
+    from eventstore.dialects.base import Dialect, Snapshot
+    from eventstore.ingest import Ingestor
+
+    def broken(self, prev, nxt):  # type: ignore[no-untyped-def]
+        raise KeyError  # no message at all
+
+    ing = Ingestor(store, get_dialect("generic"))
+    ing.ingest(Snapshot(doc={"taskId": "QUIET-1", "n": 1}))
+    monkeypatch.setattr(Dialect, "observe_folded", broken)
+    r = ing.ingest(Snapshot(doc={"taskId": "QUIET-1", "n": 2}))
+    assert r.findings[0].message.startswith("the generic lens failed (KeyError); recorded as an exact")
+
+
+def test_an_oversized_event_of_a_snapshot_without_a_file_is_named_by_its_stream(store: EventStore,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from eventstore.dialects import get_dialect
+    from eventstore.dialects.base import Snapshot
+    from eventstore.errors import IngestError
+    from eventstore.ingest import Ingestor
+
+    monkeypatch.setattr(config, "MAX_EVENT_BYTES", 1000)
+    with pytest.raises(IngestError) as exc:
+        Ingestor(store, get_dialect("generic")).ingest(Snapshot(doc={"taskId": "BIG-1", "text": "x" * 2000}))
+    assert str(exc.value).startswith('BIG-1: data of "document.observed": ')
+    assert str(exc.value).endswith(" Nothing was written.") and store.stream_version("BIG-1") == 0

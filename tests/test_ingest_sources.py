@@ -279,3 +279,14 @@ def test_git_a_file_no_commit_touches_and_commits_that_touch_other_files(run, tm
     events = _log(run, "state.json")
     subjects = [_git(repo, "log", "-1", "--format=%s", e["meta"]["source"]["git"]["commit"]) for e in events]
     assert subjects == ["c2", "c4"] and [e["type"] for e in events] == ["document.observed", "document.patched"]
+
+
+def test_a_folder_of_versions_skips_subfolders_and_hidden_files(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    d = tmp_path / "history"
+    (d / "sub").mkdir(parents=True)
+    for name, text in (("1-state.json", '{"n": 1}'), ("2-state.json", '{"n": 2}'), (".2-state.json.swp", "junk"),
+                       ("sub/3-state.json", '{"n": 3}')):
+        (d / name).write_text(text)
+    r = run("ingest", "generic", str(d), "--json")
+    assert r.exit_code == 0, r.output
+    assert [json.loads(x)["file"] for x in r.stdout.splitlines()] == [str(d / "1-state.json"), str(d / "2-state.json")]
