@@ -290,3 +290,33 @@ def test_a_folder_of_versions_skips_subfolders_and_hidden_files(run, tmp_path: P
     r = run("ingest", "generic", str(d), "--json")
     assert r.exit_code == 0, r.output
     assert [json.loads(x)["file"] for x in r.stdout.splitlines()] == [str(d / "1-state.json"), str(d / "2-state.json")]
+
+
+def test_git_versions_come_after_their_parents_even_with_skewed_clocks(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Commit time orders the walk, but a parent is never recorded after its child: a commit made on a
+    machine whose clock was behind (B, older than its parent A) still follows A (mutation testing:
+    git's default order, without --date-order, put A after B)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    state = repo / "state.json"
+
+    def commit(label: str, when: int) -> None:
+        state.write_text(json.dumps({"v": label}) + "\n")
+        _git(repo, "add", "state.json")
+        _git(repo, "commit", "-qm", label, when=when)
+
+    commit("A", 9)
+    _git(repo, "checkout", "-qb", "side")
+    commit("S", 5)
+    _git(repo, "checkout", "-q", "main")
+    commit("B", 1)  # a child of A, stamped earlier than A
+    _git(repo, "merge", "-q", "side", "-m", "M", when=10, check=False)
+    state.write_text(json.dumps({"v": "M"}) + "\n")
+    _git(repo, "add", "state.json")
+    _git(repo, "commit", "-qm", "M", when=10)
+    r = run("ingest", "generic", "--git", f"{repo}:state.json", "--stream", "skew")
+    assert r.exit_code == 0, r.output
+    subjects = [_git(repo, "log", "-1", "--format=%s", e["meta"]["source"]["git"]["commit"]) for e in _log(run, "skew")]
+    assert subjects.index("A") < subjects.index("B") and subjects.index("A") < subjects.index("S")
+    assert subjects[-1] == "M" and sorted(subjects) == ["A", "B", "M", "S"]
