@@ -547,12 +547,12 @@ def ingest(store: EventStore, dialect: Dialect, paths: Iterable[Path], *, stream
     return Ingestor(store, dialect, stream=stream, strict=strict).ingest_all(snaps)
 
 
-GIT_ORDER = "commit time, ties topological (git log --date-order --reverse)"
+GIT_ORDER = "commit time, a parent never after its child (git log --date-order --reverse)"
 _GIT_FIELDS = "%H%x1f%P%x1f%an%x1f%ae%x1f%aI%x1f%cn%x1f%ce%x1f%cI%x1e"  # unit and record separators
 
 
 def git_snapshots(spec: str, *, first_parent: bool = False) -> Iterator[Snapshot]:
-    """Every committed version of ``REPO_DIR:FILE``, in commit-time order (ties topological).
+    """Every committed version of ``REPO_DIR:FILE``, in commit-time order, a parent never after its child.
 
     Walks every commit that changed the file (``--full-history``: side branches a merge later
     overrode, and merges whose result differs from a parent, included; ``first_parent``: only
