@@ -377,6 +377,35 @@ def test_version_1_seals_still_verify(store: EventStore, monkeypatch: pytest.Mon
     assert [f.field_class for f in check_seal(store, v1)] == ["seal", "seal"]
 
 
+def test_version_1_seals_keep_their_database_order_of_streams(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """v1 seals ordered their Merkle leaves by the database's collation of stream ids; on a
+    PostgreSQL whose collation is linguistic ("a" < "B") that differs from code points ("B" < "a"),
+    and a v1 seal made there must still verify (mutation testing: checking it against the v2 root
+    survived on C and SQLite ordering)."""
+    import hashlib
+    import hmac
+
+    from conftest import migrated
+
+    from eventstore.verify import log_state
+
+    monkeypatch.setenv("EVSTORE_SIGNING_KEY", KEY)
+    with EventStore(migrated(pg_url)) as store:
+        with store.reading() as cur:
+            cur.execute("SELECT count(*) FROM pg_collation WHERE collname = 'en-US-x-icu'")
+            if not cur.fetchone()[0]:
+                pytest.skip("this PostgreSQL server has no ICU collations (built without ICU)")
+        _exec(store, 'ALTER TABLE streams ALTER COLUMN stream_id TYPE varchar(255) COLLATE "en-US-x-icu"')
+        store.append("a", [_patch(1)])
+        store.append("B", [_patch(2)])
+        state = log_state(store, 2)
+        assert state.legacy_root(store) != state.merkle_root  # the two orders differ here
+        v1 = {"format": "evstore.checkpoint.v1", "event_count": 2, "stream_count": 2, "max_position": 2,
+              "merkle_root": state.legacy_root(store), "created_at": "2026-01-01T00:00:00Z"}
+        v1["signature"] = hmac.new(KEY.encode(), chain.legacy_encoding(v1), hashlib.sha256).hexdigest()
+        assert check_seal(store, v1) == []
+
+
 def test_what_verify_says_of_cache_rows(log: tuple[EventStore, dict[str, Any]]) -> None:
     """The cache failure's words, and rows of an older lens (another cache name) never checked:
     they are never read either (mutation testing: checking them, or other words, survived)."""
