@@ -673,9 +673,6 @@ class _Transaction:
                     type(expected_version) is int and expected_version != actual):
                 raise ConcurrencyError(stream_id, expected_version, actual)
         batch = self._dedupe(stream_id, batch)
-        refs = [r for e in batch for r in e.blob_refs]
-        if refs:
-            self._check_blob_refs(stream_id, head[1], batch, refs)
         stream_pk, version, prev = head[0], head[1], head[2]
         position, now = self.position, self.now
         rows = []
@@ -684,8 +681,11 @@ class _Transaction:
         empty_meta, empty_meta_sha = blob(_EMPTY_META), blob(_EMPTY_META_SHA)
         prev_param = blob(prev)  # each hash is bound twice (hash, then the next row's prev_hash)
         fresh = iter(new_event_ids(sum(1 for e in batch if e.event_id is None)))
+        naming_blobs: list[tuple[int, NewEvent]] = []  # (version, event) of events whose meta.blobs name some
         for e in batch:
             event_id = e.event_id
+            if e.blob_refs:
+                naming_blobs.append((version + 1, e))
             if event_id is None:
                 event_id = next(fresh)  # not written back: the same NewEvent may be appended again
             position += 1
@@ -708,21 +708,24 @@ class _Transaction:
                                               data, meta, e.occurred_at, now, prev_hash, prev))
                 if e.document is not UNKNOWN:
                     recorded.documents[position] = e.document
+        if naming_blobs:  # before anything is written: the transaction then rolls back whole
+            self._check_blob_refs(stream_id, head[1], naming_blobs)
         self.be.insert_events(self.cur, rows)
         first = self.position + 1
         self.position = position
         head[1], head[2] = version, prev
         return AppendResult(stream_id, version, list(range(first, position + 1)))
 
-    def _check_blob_refs(self, stream_id: str, version: int, batch: list[NewEvent], refs: list[bytes]) -> None:
-        """Every blob the batch's ``meta.blobs`` name is stored (this append's blobs are written
-        before its events, in the same transaction)."""
-        present = self.be.blobs_present(self.cur, list(dict.fromkeys(refs)))
-        for offset, e in enumerate(batch):
+    def _check_blob_refs(self, stream_id: str, before: int, naming: list[tuple[int, NewEvent]]) -> None:
+        """Every blob the ``(version, event)`` pairs' ``meta.blobs`` name is stored (this append's
+        blobs are written before its events, in the same transaction); ``before``: the stream's
+        version before them."""
+        present = self.be.blobs_present(self.cur, list(dict.fromkeys(r for _, e in naming for r in e.blob_refs)))
+        for version, e in naming:
             for ref in e.blob_refs:
                 if ref not in present:
-                    raise InvalidEvent(f'Event {offset + 1} of the append to stream "{stream_id}" (version '
-                                       f"{version + offset + 1}, {e.type}) names blob {ref.hex()} in meta.blobs, "
+                    raise InvalidEvent(f'Event {version - before} of the append to stream "{stream_id}" (version '
+                                       f"{version}, {e.type}) names blob {ref.hex()} in meta.blobs, "
                                        "which is neither given with the append nor stored.")
 
     def _dedupe(self, stream_id: str, batch: list[NewEvent]) -> list[NewEvent]:
