@@ -1,29 +1,55 @@
 """One worker process of the concurrency tests (tests/test_analytics_concurrency.py).
 
-    python tests/concurrent_worker.py SECONDS URL cli ARGS...   # `evstore --url URL ARGS...` in a loop
-    python tests/concurrent_worker.py SECONDS URL ingest SEED   # ingest one simulated run per turn
+    python tests/concurrent_worker.py PEERS INDEX URL cli ARGS...   # `evstore --url URL ARGS...` in a loop
+    python tests/concurrent_worker.py PEERS INDEX URL ingest SEED   # ingest one simulated run per turn
 
 Imports first and prints ``ready``; then reads a wall-clock start time from stdin (the test sends it
-once every worker is ready) and waits for it, so that every worker starts together; loops for SECONDS
-(and at least MIN_TURNS turns), and prints one JSON line: {"turns": n, "failures": [{"exit": .., "output": ..}]}.
-A turn fails when the command exits non-zero or raises (the CLI's own ``Error:`` included).
+once every worker is ready) and waits for it, so that every worker starts together.  It loops until it
+and every other worker of the race have run MIN_TURNS turns: each worker writes its count of turns
+to the file PEERS/INDEX after every turn, and reads the others' files.  So every worker keeps running
+until the slowest one has finished its turns (each turn of each worker overlaps the others' loops); once
+its own turns are done it goes on at a walking pace (PACE between turns), leaving the machine's cores to
+the slower ones rather than spinning.  Then it prints one JSON line:
+{"turns": n, "failures": [{"exit": .., "output": ..}]}.  A turn fails when the command exits non-zero or
+raises (the CLI's own ``Error:`` included).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import sys
 import time
 import traceback
+from pathlib import Path
 from typing import Any
 
-#: Every worker runs at least this many turns, however slow a busy machine makes them.
+#: Every worker runs at least this many turns, and goes on until every other worker has run as many.
 MIN_TURNS = 3
+#: The pause between turns of a worker that has run its own turns and waits for its peers.
+PACE = 0.1
+#: A worker whose peers never finish (one crashed) stops after this long; the test then fails on the crash.
+GIVE_UP = 90.0
+
+
+def _peers_done(peers: Path, own: int) -> bool:
+    """Whether every other worker of the race has written a count of at least MIN_TURNS."""
+    for f in peers.iterdir():
+        if f.name.isdigit() and f.name != str(own) and int(f.read_text()) < MIN_TURNS:
+            return False
+    return True
+
+
+def _count(peers: Path, own: int, turns: int) -> None:
+    tmp = peers / f".{own}.tmp"
+    tmp.write_text(str(turns))
+    os.replace(tmp, peers / str(own))  # readers see the old count or the new, never an empty file
 
 
 def main(argv: list[str]) -> int:
-    seconds, url, kind, *rest = argv
+    peers_dir, index, url, kind, *rest = argv
+    peers, own = Path(peers_dir), int(index)
     import importlib
 
     from click.testing import CliRunner
@@ -43,24 +69,27 @@ def main(argv: list[str]) -> int:
     print("ready", flush=True)
     start = float(sys.stdin.readline())
     time.sleep(max(0.0, start - time.time()))
-    end = time.time() + float(seconds)
-    while time.time() < end or turns < MIN_TURNS:
+    give_up = time.monotonic() + GIVE_UP
+    while turns < MIN_TURNS or not _peers_done(peers, own) and time.monotonic() < give_up:
         turns += 1
         if store is not None:
             try:
                 _ingest_one(store, seed * 100_000 + turns)
             except Exception:
                 failures.append({"exit": None, "output": traceback.format_exc()})
-            continue
-        r = runner.invoke(cli, ["--url", url, *rest])
-        if r.exit_code != 0 or r.exception is not None and not isinstance(r.exception, SystemExit):
-            detail = r.output
-            if r.exc_info and not isinstance(r.exception, SystemExit):
-                detail += "".join(traceback.format_exception(*r.exc_info))
-            failures.append({"exit": r.exit_code, "output": detail[-4000:]})
+        else:
+            r = runner.invoke(cli, ["--url", url, *rest])
+            if r.exit_code != 0 or r.exception is not None and not isinstance(r.exception, SystemExit):
+                detail = r.output
+                if r.exc_info and not isinstance(r.exception, SystemExit):
+                    detail += "".join(traceback.format_exception(*r.exc_info))
+                failures.append({"exit": r.exit_code, "output": detail[-4000:]})
+        _count(peers, own, turns)
+        if turns >= MIN_TURNS:
+            time.sleep(PACE)
     if store is not None:
         store.close()
-    print(json.dumps({"turns": turns, "failures": failures}))
+    print(json.dumps({"turns": turns, "failures": failures, "seconds": round(time.monotonic() - give_up + GIVE_UP, 2)}))
     return 0
 
 

@@ -381,7 +381,7 @@ def test_gates_match_the_documents(portfolio: Any, report: Report) -> None:
 def test_breaker_trips_match_the_documents(portfolio: Any, report: Report) -> None:
     _store, p, _out = portfolio
     trips: Counter[int] = Counter()
-    where: dict[int, set[str]] = defaultdict(set)
+    where: dict[int, set[tuple[Any, ...]]] = defaultdict(set)
     for snaps in p.of("mapipe").values():
         was = False
         for s in snaps:
@@ -390,13 +390,13 @@ def test_breaker_trips_match_the_documents(portfolio: Any, report: Report) -> No
             if now and not was:
                 trips[cb["trigger"]] += 1
                 cp = cb["checkpoint"]
-                where[cb["trigger"]].add(f"phase {cp['phase']} / step {cp['step']} / iteration {cp['iteration']}")
+                where[cb["trigger"]].add((cp["phase"], cp["step"], cp["iteration"]))
             was = now
     assert trips, "the fixture portfolio must trip a breaker"
     rows = {r["trigger"]: r for r in report.section("breaker_trips").rows}
     assert {t: r["trips"] for t, r in rows.items()} == dict(trips)
-    for t, places in where.items():
-        assert set(rows[t]["where"].split("; ")) == places
+    for t, places in where.items():  # each place once, in (phase, step, iteration) order: never the files' order
+        assert rows[t]["where"] == "; ".join(f"phase {p} / step {s} / iteration {i}" for p, s, i in sorted(places))
 
 
 # ---------------------------------------------------------------- phases and questions

@@ -326,8 +326,11 @@ SECTIONS = (
         "breaker_trips", "Circuit-breaker trips per trigger",
         ("trigger", "trips", "runs", "where", "max_identical_cycles", "max_rework_cycles"),
         f"""SELECT trigger, count(*) AS trips, count(DISTINCT stream_id) AS runs,
-               string_agg(DISTINCT concat_ws(' / ', 'phase ' || phase, 'step ' || step,
-                                             'iteration ' || iteration::VARCHAR), '; ') AS "where",
+               -- each place once, in (phase, step, iteration) order whatever order the facts' files hold
+               array_to_string(list_transform(
+                   list_sort(list_distinct(list({{'p': phase, 's': step, 'i': iteration}}))),
+                   lambda x: concat_ws(' / ', 'phase ' || x.p, 'step ' || x.s, 'iteration ' || x.i::VARCHAR)),
+                   '; ') AS "where",
                max(TRY_CAST(json_extract(counters, '$.identicalFindingCycles') AS BIGINT)) AS max_identical_cycles,
                max(TRY_CAST(json_extract(counters, '$.reworkCycles') AS BIGINT)) AS max_rework_cycles
             FROM breaker_trips WHERE {_IN}
