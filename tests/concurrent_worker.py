@@ -4,14 +4,13 @@
     python tests/concurrent_worker.py PEERS INDEX URL ingest SEED   # ingest one simulated run per turn
 
 Imports first and prints ``ready``; then reads a wall-clock start time from stdin (the test sends it
-once every worker is ready) and waits for it, so that every worker starts together.  It loops until it
-and every other worker of the race have run MIN_TURNS turns: each worker writes its count of turns
-to the file PEERS/INDEX after every turn, and reads the others' files.  So every worker keeps running
-until the slowest one has finished its turns (each turn of each worker overlaps the others' loops); once
-its own turns are done it goes on at a walking pace (PACE between turns), leaving the machine's cores to
-the slower ones rather than spinning.  Then it prints one JSON line:
-{"turns": n, "failures": [{"exit": .., "output": ..}]}.  A turn fails when the command exits non-zero or
-raises (the CLI's own ``Error:`` included).
+once every worker is ready) and waits for it, so that every worker starts together.  A command worker
+runs MIN_TURNS turns at full speed.  An appender (``ingest``) runs as many, then goes on at a walking
+pace (PACE between turns) until every other worker has run its turns, so the log keeps moving under
+every command's turns without taking the cores from the slower ones: each worker writes its count of
+turns to the file PEERS/INDEX after every turn, and the appenders read the others' files.  Then it
+prints one JSON line: {"turns": n, "failures": [{"exit": .., "output": ..}], "seconds": s}.  A turn
+fails when the command exits non-zero or raises (the CLI's own ``Error:`` included).
 """
 
 from __future__ import annotations
@@ -25,9 +24,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-#: Every worker runs at least this many turns, and goes on until every other worker has run as many.
+#: Every worker runs this many turns at full speed (an appender goes on until every other worker has).
 MIN_TURNS = 3
-#: The pause between turns of a worker that has run its own turns and waits for its peers.
+#: The pause between turns of an appender that has run its own turns and waits for its peers.
 PACE = 0.1
 #: A worker whose peers never finish (one crashed) stops after this long; the test then fails on the crash.
 GIVE_UP = 90.0
@@ -70,7 +69,7 @@ def main(argv: list[str]) -> int:
     start = float(sys.stdin.readline())
     time.sleep(max(0.0, start - time.time()))
     give_up = time.monotonic() + GIVE_UP
-    while turns < MIN_TURNS or not _peers_done(peers, own) and time.monotonic() < give_up:
+    while turns < MIN_TURNS or store is not None and not _peers_done(peers, own) and time.monotonic() < give_up:
         turns += 1
         if store is not None:
             try:
