@@ -128,17 +128,34 @@ def pg_url() -> Iterator[str]:
     """A PostgreSQL URL whose search_path is a fresh, private schema."""
     if not PG_URL:
         pytest.skip(NO_PG)
-    import psycopg
-
     schema = "t_" + uuid.uuid4().hex[:16]
-    plain = PG_URL.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(plain, autocommit=True, options=PG_SESSION) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
+    _pg_admin(f"CREATE SCHEMA {schema}")
     try:
         yield _pg_url_with_schema(schema)
     finally:
-        with psycopg.connect(plain, autocommit=True, options=PG_SESSION) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+        _pg_admin(f"DROP SCHEMA {schema} CASCADE")
+
+
+_admin: list[Any] = []
+
+
+def _pg_admin(sql: str) -> None:
+    """Run ``sql`` on the process's one connection for making and dropping the tests' schemas (a new
+    session for each would cost the server a backend process twice a test); a new one if it was lost."""
+    import psycopg
+
+    for attempt in (1, 2):
+        if not _admin or _admin[0].closed:
+            assert PG_URL
+            _admin[:] = [psycopg.connect(PG_URL.replace("postgresql+psycopg://", "postgresql://"), autocommit=True,
+                                         options=PG_SESSION)]
+        try:
+            _admin[0].execute(sql)
+            return
+        except psycopg.OperationalError:
+            _admin[0].close()
+            if attempt == 2:
+                raise
 
 
 @pytest.fixture

@@ -90,18 +90,14 @@ def _fresh_database(like: str, tmp_path: Path, name: str) -> Iterator[str]:
     if not like.startswith("postgresql"):
         yield f"sqlite:///{tmp_path}/{name}.db"
         return
-    import psycopg
-    from conftest import PG_SESSION, PG_URL, _pg_url_with_schema
+    from conftest import _pg_admin, _pg_url_with_schema
 
-    assert PG_URL
-    schema, plain = "t_" + uuid.uuid4().hex[:16], PG_URL.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(plain, autocommit=True, options=PG_SESSION) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
+    schema = "t_" + uuid.uuid4().hex[:16]
+    _pg_admin(f"CREATE SCHEMA {schema}")
     try:
         yield _pg_url_with_schema(schema)
     finally:
-        with psycopg.connect(plain, autocommit=True, options=PG_SESSION) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+        _pg_admin(f"DROP SCHEMA {schema} CASCADE")
 
 
 def test_a_replayed_schema_is_the_one_alembic_builds(store_url: str, tmp_path: Path) -> None:
