@@ -139,6 +139,12 @@ def pg_url() -> Iterator[str]:
 _admin: list[Any] = []
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for conn in _admin:  # closed before the session ends: an unclosed one warns, and warnings are errors
+        conn.close()
+    _admin.clear()
+
+
 def _pg_admin(sql: str) -> None:
     """Run ``sql`` on the process's one connection for making and dropping the tests' schemas (a new
     session for each would cost the server a backend process twice a test); a new one if it was lost."""
