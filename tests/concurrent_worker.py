@@ -26,8 +26,9 @@ from typing import Any
 
 #: Every worker runs this many turns at full speed (an appender goes on until every other worker has).
 MIN_TURNS = 3
-#: The pause between turns of an appender that has run its own turns and waits for its peers.
-PACE = 0.1
+#: The pause between turns of an appender that has run its own turns and waits for its peers: each turn
+#: appends a whole simulated run, and the commands' refreshes read all of them.
+PACE = 0.3
 #: A worker whose peers never finish (one crashed) stops after this long; the test then fails on the crash.
 GIVE_UP = 90.0
 
