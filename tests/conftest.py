@@ -128,6 +128,13 @@ def pg_url() -> Iterator[str]:
     """A PostgreSQL URL whose search_path is a fresh, private schema."""
     if not PG_URL:
         pytest.skip(NO_PG)
+    with pg_schema() as url:
+        yield url
+
+
+@contextlib.contextmanager
+def pg_schema() -> Iterator[str]:
+    """A new, private schema on the test server (dropped on exit); the URL whose search_path it is."""
     schema = "t_" + uuid.uuid4().hex[:16]
     _pg_admin(f"CREATE SCHEMA {schema}")
     try:

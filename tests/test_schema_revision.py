@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -90,14 +89,10 @@ def _fresh_database(like: str, tmp_path: Path, name: str) -> Iterator[str]:
     if not like.startswith("postgresql"):
         yield f"sqlite:///{tmp_path}/{name}.db"
         return
-    from conftest import _pg_admin, _pg_url_with_schema
+    from conftest import pg_schema
 
-    schema = "t_" + uuid.uuid4().hex[:16]
-    _pg_admin(f"CREATE SCHEMA {schema}")
-    try:
-        yield _pg_url_with_schema(schema)
-    finally:
-        _pg_admin(f"DROP SCHEMA {schema} CASCADE")
+    with pg_schema() as url:
+        yield url
 
 
 def test_a_replayed_schema_is_the_one_alembic_builds(store_url: str, tmp_path: Path) -> None:
