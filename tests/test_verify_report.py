@@ -3,6 +3,8 @@ the refusals of malformed seals (test_tamper.py holds which class each tamper ge
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from conftest import drop_append_only_triggers, exec_sql
 
@@ -190,3 +192,27 @@ def test_seal_failure_details(store: EventStore, monkeypatch: pytest.MonkeyPatch
         ["Merkle root over stream heads differs (history rewritten)"]
     assert [f.detail for f in check_seal(store, _signed(cp, order_digest="00"))] == \
         ["the global order of events differs (positions changed, events moved, inserted or removed)"]
+
+
+def test_seal_messages_cut_what_the_seal_says_to_a_bound(store: EventStore, monkeypatch: pytest.MonkeyPatch,
+                                                         tmp_path: Path) -> None:
+    """A seal is data from a file: its format, algorithm and numbers appear in a message cut to 40, 20 and
+    40 characters, and a seal for another key type is one failure on the whole log (mutation testing:
+    the bounds and the failure's fields survived)."""
+    monkeypatch.setenv("EVSTORE_SIGNING_KEY", "k")
+    _two_streams(store)
+    cp = make_seal(store)
+    with pytest.raises(IntegrityViolation) as iv:
+        check_seal(store, {**cp, "format": "f" * 100})
+    assert str(iv.value) == f"Seal format {'f' * 40!r} is not one evstore knows (evstore.checkpoint.v2)."
+    with pytest.raises(EvstoreError) as info:
+        check_seal(store, {**cp, "algorithm": "a" * 100})
+    assert str(info.value) == f"The seal is signed with {'a' * 20}; pass its public key (--public-key)."
+    with pytest.raises(IntegrityViolation) as iv:
+        check_seal(store, _signed(cp, event_count="9" * 100))
+    assert str(iv.value) == (f'Seal is malformed: "event_count" must be an integer from 0 to {MAX_POSITION}, '
+                             f"got {'9' * 40}.")
+    _key, public = chain.generate_keypair(tmp_path / "k")
+    verifier = chain.load_public_key(public)
+    assert check_seal(store, {**cp, "algorithm": "b" * 100}, verifier) == \
+        [Failure("*", 0, "seal", f"signed with {'b' * 20}, not with the ed25519 key given")]
