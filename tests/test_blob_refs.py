@@ -94,3 +94,39 @@ def test_reading_a_blob_the_store_does_not_hold_says_so(store: EventStore) -> No
     with pytest.raises(InvalidEvent) as bad:
         store.read_blob("zz")
     assert str(bad.value) == "'zz' is not a SHA-256 hex digest."
+
+
+def test_a_64_character_name_that_is_not_hex_is_named_as_such(store: EventStore) -> None:
+    """64 characters, not hex: the name is no digest (not "a blob referenced but not stored")."""
+    store.append("S", [NewEvent("x.y", {"n": 1})])
+    _rewrite_meta(store, "S", json.dumps({"blobs": ["g" * 64]}).encode())
+    failures = [(f.stream_id, f.version, f.field_class, f.detail) for f in verify(store).failures]
+    assert failures == [("S", 1, "blob", f"meta.blobs names {'g' * 64!r}, which is no SHA-256 hex digest")]
+
+
+def test_verify_of_one_stream_checks_its_blobs_and_a_full_verify_every_blob(store: EventStore) -> None:
+    """``verify STREAM`` reads the blobs that stream names; ``verify`` reads every stored blob, also one
+    no event names (given with an append that does not name it), reported on no stream."""
+    content = {name: name.encode() * 3000 for name in ("a", "b", "orphan")}
+    key = {name: hashlib.sha256(data).hexdigest() for name, data in content.items()}
+    store.append("A", [NewEvent("x.y", {}, meta={"blobs": [key["a"]]})], blobs={key["a"]: content["a"]})
+    store.append("B", [NewEvent("x.y", {}, meta={"blobs": [key["b"]]})], blobs={key["b"]: content["b"]})
+    store.append("C", [NewEvent("x.y", {})], blobs={key["orphan"]: content["orphan"]})
+    assert verify(store).ok and verify(store).blobs == 3
+    if store.engine.dialect.name == "sqlite":
+        exec_sql(store, "DROP TRIGGER blobs_no_update")
+    else:
+        exec_sql(store, "DROP TRIGGER blobs_no_update_delete ON blobs")
+    for name in ("b", "orphan"):  # other bytes of the same size
+        exec_sql(store, "UPDATE blobs SET data = :d WHERE sha256 = :k", d=content[name][:-1] + b"!",
+                 k=bytes.fromhex(key[name]))
+
+    def found(report: Any) -> list[tuple[str, int, str, str]]:
+        return sorted((f.stream_id, f.version, f.field_class, f.detail) for f in report.failures)
+
+    mismatch = "stored bytes do not match their SHA-256"
+    one = verify(store, "A")
+    assert one.ok and one.blobs == 1  # B's and the unnamed blob are not A's
+    assert found(verify(store, "B")) == [("B", 1, "blob", f"blob {key['b']}: {mismatch}")]
+    assert found(verify(store)) == sorted([("B", 1, "blob", f"blob {key['b']}: {mismatch}"),
+                                           ("", 0, "blob", f"blob {key['orphan']}: {mismatch}")])

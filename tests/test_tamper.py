@@ -186,6 +186,16 @@ def test_tamper_matrix(log: tuple[EventStore, dict[str, Any]], case: str) -> Non
     assert {c for _, _, c in from_seal} <= {"seal"}
 
 
+def test_verify_of_one_stream_reads_that_streams_cache_rows(log: tuple[EventStore, dict[str, Any]]) -> None:
+    """A forged cache row of A fails ``verify A`` and ``verify``, never ``verify B``."""
+    store, _ = log
+    _forge_cache(store, True)
+    b = verify(store, "B")
+    assert b.ok and b.cached == 1
+    assert [(f.stream_id, f.version, f.field_class) for f in verify(store, "A").failures] == [("A", 2, "cache")]
+    assert [(f.stream_id, f.version, f.field_class) for f in verify(store).failures] == [("A", 2, "cache")]
+
+
 def test_every_hashed_field_has_a_tamper_case() -> None:
     """chain.HASHED_FIELDS names event_hash's parameters; a newly hashed field needs a case above."""
     assert tuple(inspect.signature(chain.event_hash).parameters) == tuple(chain.HASHED_FIELDS)

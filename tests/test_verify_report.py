@@ -181,17 +181,25 @@ def test_a_seal_for_another_store_names_it_cut_to_an_id(store: EventStore, monke
                         "recreated store)")
 
 
-def test_seal_failure_details(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_seal_failure_details(store: EventStore, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("EVSTORE_SIGNING_KEY", "k")
     _two_streams(store)
     cp = make_seal(store)
-    details = [f.detail for f in check_seal(store, _signed(cp, store_id="another", event_count=6))]
-    assert details == [f"signed for store another, this is store {store.store_id()} (another or a recreated store)",
-                       "6 events up to position 5 were signed, 5 are stored (history truncated or inserted)"]
-    assert [f.detail for f in check_seal(store, _signed(cp, merkle_root="00"))] == \
-        ["Merkle root over stream heads differs (history rewritten)"]
-    assert [f.detail for f in check_seal(store, _signed(cp, order_digest="00"))] == \
-        ["the global order of events differs (positions changed, events moved, inserted or removed)"]
+    def on_the_log(*details: str) -> list[Failure]:  # a seal's failures are on the whole log: stream "*", version 0
+        return [Failure("*", 0, "seal", d) for d in details]
+
+    assert check_seal(store, _signed(cp, store_id="another", event_count=6)) == on_the_log(
+        f"signed for store another, this is store {store.store_id()} (another or a recreated store)",
+        "6 events up to position 5 were signed, 5 are stored (history truncated or inserted)")
+    assert check_seal(store, _signed(cp, merkle_root="00")) == \
+        on_the_log("Merkle root over stream heads differs (history rewritten)")
+    assert check_seal(store, _signed(cp, order_digest="00")) == \
+        on_the_log("the global order of events differs (positions changed, events moved, inserted or removed)")
+    unsigned = {k: v for k, v in cp.items() if k != "signature"}  # no signature at all, for either kind of key
+    assert check_seal(store, unsigned) == on_the_log("signature does not verify (wrong key or edited seal)")
+    _key, public = chain.generate_keypair(tmp_path / "k")
+    assert check_seal(store, {**unsigned, "algorithm": "ed25519"}, chain.load_public_key(public)) == \
+        on_the_log("signature does not verify (wrong key or edited seal)")
 
 
 def test_seal_messages_cut_what_the_seal_says_to_a_bound(store: EventStore, monkeypatch: pytest.MonkeyPatch,
