@@ -224,3 +224,18 @@ def test_seal_messages_cut_what_the_seal_says_to_a_bound(store: EventStore, monk
     verifier = chain.load_public_key(public)
     assert check_seal(store, {**cp, "algorithm": "b" * 100}, verifier) == \
         [Failure("*", 0, "seal", f"signed with {'b' * 20}, not with the ed25519 key given")]
+
+
+def test_two_events_of_a_stream_swapping_positions_fail_the_order_not_the_heads(
+        store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stream's head is its highest version wherever the events sit: after A@3 and A@4 swap positions
+    the seal finds the global order changed and nothing else (the heads, so the Merkle root, are intact)."""
+    monkeypatch.setenv("EVSTORE_SIGNING_KEY", "k")
+    _two_streams(store)
+    cp = make_seal(store)
+    drop_append_only_triggers(store)
+    exec_sql(store, f"UPDATE events SET position = 100 WHERE {_where('A', 3)}")
+    exec_sql(store, f"UPDATE events SET position = 3 WHERE {_where('A', 4)}")
+    exec_sql(store, f"UPDATE events SET position = 4 WHERE {_where('A', 3)}")  # A@4 now comes before A@3
+    assert check_seal(store, cp) == [Failure("*", 0, "seal", "the global order of events differs (positions "
+                                                              "changed, events moved, inserted or removed)")]
