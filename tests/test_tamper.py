@@ -432,3 +432,27 @@ def test_what_verify_says_of_cache_rows(log: tuple[EventStore, dict[str, Any]]) 
     assert [str(f) for f in verify(store).failures] == [
         'stream "A" version 2: cache — replay cache "replay.generic.v1": bound to another event than the one '
         "stored at this version"]
+
+
+_CACHE = 'replay cache "replay.generic.v1": '
+
+
+@pytest.mark.parametrize("tamper, detail", [
+    (lambda s: _forge_cache(s, False), _CACHE + "stored state does not match its recorded SHA-256"),
+    (lambda s: _forge_cache(s, True), _CACHE + "differs from the document folded from the events"),
+    (lambda s: _exec(s, f"UPDATE replay_cache SET version = 9 WHERE {_where('A', 2)}"),
+     _CACHE + "no event is stored at this version"),
+    (lambda s: _exec(s, f"UPDATE events SET data = :d WHERE {_where('A', 2)}",
+                     d=b'{"ops":[{"op":"remove","path":"/missing"}]}'),
+     _CACHE + "cannot be checked by folding the events (InvalidEvent: JSON Patch operation 0 (remove '/missing') "
+              "does not apply: KeyError('missing'))"),
+], ids=["state edited", "state forged, digest recomputed", "no event at its version", "events do not fold"])
+def test_each_cache_problem_in_its_words(log: tuple[EventStore, dict[str, Any]], tamper: Callable[[EventStore], None],
+                                         detail: str) -> None:
+    """What verify says of each way a cache row can be wrong (mutation testing: other words survived, and
+    a fold that raises going unreported)."""
+    store, _ = log
+    tamper(store)
+    cache = [f for f in verify(store).failures if f.field_class == "cache"]
+    assert len(cache) == 1 and cache[0].stream_id == "A", cache
+    assert cache[0].detail == detail
