@@ -390,8 +390,8 @@ def test_version_1_seals_still_verify(store: EventStore, monkeypatch: pytest.Mon
 def test_version_1_seals_keep_their_database_order_of_streams(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """v1 seals ordered their Merkle leaves by the database's collation of stream ids; on a
     PostgreSQL whose collation is linguistic ("a" < "B") that differs from code points ("B" < "a"),
-    and a v1 seal made there must still verify (mutation testing: checking it against the v2 root
-    survived on C and SQLite ordering)."""
+    and a v1 seal made there must still verify, as a v2 seal made there does (mutation testing: checking
+    either against the other's root survived on C and SQLite ordering)."""
     import hashlib
     import hmac
 
@@ -414,6 +414,7 @@ def test_version_1_seals_keep_their_database_order_of_streams(pg_url: str, monke
               "merkle_root": state.legacy_root(store), "created_at": "2026-01-01T00:00:00Z"}
         v1["signature"] = hmac.new(KEY.encode(), chain.legacy_encoding(v1), hashlib.sha256).hexdigest()
         assert check_seal(store, v1) == []
+        assert check_seal(store, make_seal(store)) == []  # and a v2 seal there holds by code points
 
 
 def test_what_verify_says_of_cache_rows(log: tuple[EventStore, dict[str, Any]]) -> None:
@@ -456,3 +457,31 @@ def test_each_cache_problem_in_its_words(log: tuple[EventStore, dict[str, Any]],
     cache = [f for f in verify(store).failures if f.field_class == "cache"]
     assert len(cache) == 1 and cache[0].stream_id == "A", cache
     assert cache[0].detail == detail
+
+
+def test_cache_rows_of_a_dialect_stream_are_checked_by_its_lens(store: EventStore) -> None:
+    """A mapipe run's cache rows (two, so the second is folded on from the first) are checked with
+    mapipe's lens: they hold, and a forged one (digest recomputed) is found (mutation testing: checking
+    every row with the generic lens, which skips them, or folding the second from the start, survived)."""
+    import random
+    from datetime import UTC, datetime
+
+    from eventstore.ingest import Ingestor
+
+    mapipe = get_dialect("mapipe")
+    ing = Ingestor(store, mapipe)
+    for snap in mapipe.simulate(random.Random(3), run_id="M-1", start=datetime(2026, 1, 5, 9, tzinfo=UTC)):
+        stream = ing.ingest(snap).stream
+    info = store.stream_info(stream)
+    assert info is not None and info.version >= 6
+    name = replay_cache.cache_name(mapipe)
+    for version in (3, info.version):
+        doc, _, _ = replay_cache.fold(store, info.stream_pk, mapipe, version, use_cache=False)
+        replay_cache.save(store, info.stream_pk, name, version, doc)
+    report = verify(store)
+    assert report.ok and report.cached == 2, report.failures
+    state = replay_cache.encode_state({"forged": True})
+    _exec(store, f"UPDATE replay_cache SET state = :st, state_sha256 = :sh WHERE {_where(stream, info.version)}",
+          st=state, sh=chain.digest(state))
+    assert [(f.stream_id, f.version, f.detail) for f in verify(store).failures] == [
+        (stream, info.version, f'replay cache "{name}": differs from the document folded from the events')]
