@@ -13,6 +13,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -32,6 +33,16 @@ sha256 = _sha = hashlib.sha256
 
 def digest(data: bytes) -> bytes:
     return _sha(data).digest()
+
+
+_HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def parse_digest(name: object) -> bytes | None:
+    """The raw SHA-256 a blob name stands for, if it is one as ``hexdigest()`` writes it (64 lowercase
+    hex digits); ``None`` for anything else.  The one rule for blob names: ``meta.blobs``, the
+    ``blobs`` of an append, ``read_blob`` and ``verify``."""
+    return bytes.fromhex(name) if isinstance(name, str) and _HEX_DIGEST.fullmatch(name) else None
 
 
 def event_hash(

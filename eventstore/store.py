@@ -346,11 +346,8 @@ class EventStore:
 
     def read_blob(self, sha256: str) -> bytes:
         """The bytes stored under ``sha256`` (hex), checked against it."""
-        try:
-            key = bytes.fromhex(sha256)
-        except ValueError:
-            key = b""
-        if len(key) != 32:
+        key = chain.parse_digest(sha256)
+        if key is None:
             raise InvalidEvent(f"{sha256!r} is not a SHA-256 hex digest.")
         with self.reading() as cur:
             stored = self.backend.read_blob(cur, key)
@@ -553,10 +550,11 @@ def _blob_refs(names: object, type: str) -> tuple[bytes, ...]:
         raise InvalidEvent(f'meta.blobs of "{type}" must be a list of SHA-256 hex digests, got {names!r:.60}.')
     refs = []
     for i, name in enumerate(names):
-        if not (isinstance(name, str) and len(name) == 64 and all(c in "0123456789abcdef" for c in name)):
+        ref = chain.parse_digest(name)
+        if ref is None:
             raise InvalidEvent(f'meta.blobs[{i}] of "{type}" is not a SHA-256 hex digest (64 lowercase hex '
                                f"digits): {name!r:.80}.")
-        refs.append(bytes.fromhex(name))
+        refs.append(ref)
     return tuple(refs)
 
 

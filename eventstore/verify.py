@@ -150,10 +150,7 @@ def _note_blobs(meta: bytes, sid: str, version: int, referenced: dict[bytes, tup
     if names is None:
         return
     for name in names if isinstance(names, list) else [names]:
-        try:
-            key = bytes.fromhex(name) if isinstance(name, str) and len(name) == 64 else None
-        except ValueError:
-            key = None
+        key = chain.parse_digest(name)  # the store's rule for a blob name
         if key is None:
             report.failures.append(Failure(sid, version, "blob", f"meta.blobs names {name!r:.80}, which is no "
                                                                  "SHA-256 hex digest"))

@@ -77,6 +77,7 @@ def _rewrite_meta(store: EventStore, stream: str, meta: bytes) -> None:
     (["zz"], "meta.blobs names 'zz', which is no SHA-256 hex digest"),
     ([7], "meta.blobs names 7, which is no SHA-256 hex digest"),
     ("oops", "meta.blobs names 'oops', which is no SHA-256 hex digest"),
+    ([DIGEST.upper()], f"meta.blobs names '{DIGEST.upper()}', which is no SHA-256 hex digest"),  # the store's rule
     ([OTHER], f"blob {OTHER} is referenced but not stored"),
 ])
 def test_verify_names_a_meta_blobs_entry_written_behind_the_store(store: EventStore, names: Any,
@@ -94,6 +95,9 @@ def test_reading_a_blob_the_store_does_not_hold_says_so(store: EventStore) -> No
     with pytest.raises(InvalidEvent) as bad:
         store.read_blob("zz")
     assert str(bad.value) == "'zz' is not a SHA-256 hex digest."
+    with pytest.raises(InvalidEvent) as upper:  # one rule for a blob name, as meta.blobs has it
+        store.read_blob(DIGEST.upper())
+    assert str(upper.value) == f"'{DIGEST.upper()}' is not a SHA-256 hex digest."
 
 
 def test_a_64_character_name_that_is_not_hex_is_named_as_such(store: EventStore) -> None:
