@@ -15,10 +15,12 @@ import html
 import io
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eventstore.dialects.analytics import Chart
-from projections.metrics import Report, Section
+
+if TYPE_CHECKING:  # only for annotations: `evstore serve` imports this module, and DuckDB when a metrics page is asked for
+    from projections.metrics import Report, Section
 
 FORMATS = ("table", "json", "csv", "html")
 

@@ -89,13 +89,14 @@ def _needs_pg(item: pytest.Item) -> bool:
 
 
 #: The test files that take longest, longest first (CPU seconds on the 2-core reference machine, whole
-#: suite, a probe around each test: 25, 15, 9 (mypy without its cache), 9, 7, 6, 6, 5, 5, 4, 4).
+#: suite, a probe around each test: 25, 15, 9 (mypy without its cache), 9, 7, 6, 6, 5, 5, 4, 4), then
+#: the two that start Chromium (2-3 s each, mostly waiting on the browser).
 #: pytest-xdist hands out a file at a time in the order collected (``--no-loadscope-reorder`` in
 #: addopts: its own order, most tests first, put these last), so each worker starts with a long file
 #: and the short ones fill the end, instead of one worker running a long file alone at the end.
 LONG_FIRST = ("test_analytics_concurrency.py", "test_serve_drain.py", "test_typing.py", "test_analytics.py",
               "test_analytics_binding.py", "test_notebooks.py", "test_pg_throwaway.py", "test_claude_capture.py",
-              "test_serve.py", "test_claude_link.py", "test_wheel.py")
+              "test_serve.py", "test_claude_link.py", "test_wheel.py", "test_report_html.py", "test_serve_browser.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -153,10 +154,17 @@ def pg_schema() -> Iterator[str]:
     """A new, private schema on the test server (dropped on exit); the URL whose search_path it is."""
     schema = "t_" + uuid.uuid4().hex[:16]
     _pg_admin(f"CREATE SCHEMA {schema}")
+    url = _pg_url_with_schema(schema)
+    _SCHEMAS[url] = schema
     try:
-        yield _pg_url_with_schema(schema)
+        yield url
     finally:
+        del _SCHEMAS[url]
         _pg_admin(f"DROP SCHEMA {schema} CASCADE")
+
+
+#: The schema of each URL pg_schema() has made and not yet dropped (migrated() fills them over _admin).
+_SCHEMAS: dict[str, str] = {}
 
 
 _admin: list[Any] = []
@@ -169,8 +177,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def _pg_admin(sql: str) -> None:
-    """Run ``sql`` on the process's one connection for making and dropping the tests' schemas (a new
-    session for each would cost the server a backend process twice a test); a new one if it was lost."""
+    """Run ``sql`` on the process's one connection for making, filling and dropping the tests' schemas (a
+    new session for each would cost the server a backend process three times a test)."""
+    _pg_admin_do(lambda conn: conn.execute(sql))
+
+
+def _pg_admin_do(work: Callable[[Any], Any]) -> Any:
+    """``work(connection)`` on the process's admin connection (autocommit); a new one if it was lost."""
     import psycopg
 
     for attempt in (1, 2):
@@ -179,8 +192,7 @@ def _pg_admin(sql: str) -> None:
             _admin[:] = [psycopg.connect(PG_URL.replace("postgresql+psycopg://", "postgresql://"), autocommit=True,
                                          options=PG_SESSION)]
         try:
-            _admin[0].execute(sql)
-            return
+            return work(_admin[0])
         except psycopg.OperationalError:
             _admin[0].close()
             if attempt == 2:
@@ -211,7 +223,12 @@ def migrated(url: str) -> str:
     revisions, reflecting, a round trip per operation): a PostgreSQL test's fresh database took 108 ms
     of CPU, client and server, through Alembic and takes 70 ms replayed.  The schema is the same, which
     ``test_a_replayed_schema_is_the_one_alembic_builds`` checks on both backends, and the migrations
-    themselves are tested through ``evstore db`` (tests/test_schema_revision.py, tests/test_wheel.py)."""
+    themselves are tested through ``evstore db`` (tests/test_schema_revision.py, tests/test_wheel.py).
+    A schema of pg_schema()'s is filled over the admin connection it was made on (no session of its own)."""
+    schema = _SCHEMAS.get(url)
+    if schema is not None and "postgresql" in _MIGRATION:
+        if _pg_admin_do(lambda conn: _pg_replay(conn, schema, _MIGRATION["postgresql"])):
+            return url
     engine = make_engine(url)
     try:
         statements = _MIGRATION.get(engine.dialect.name)
@@ -248,16 +265,33 @@ def _alembic_statements(engine: Engine) -> list[tuple[str, Any]]:
 
 
 def _replay(engine: Engine, statements: list[tuple[str, Any]]) -> None:
+    with engine.begin() as conn:
+        for statement, parameters in _fresh_identity(statements):
+            conn.exec_driver_sql(statement, parameters)
+
+
+def _pg_replay(conn: Any, schema: str, statements: list[tuple[str, Any]]) -> bool:
+    """:func:`_replay` over a psycopg connection, in ``schema`` (False, and nothing done, if it is not empty)."""
+    with conn.transaction():
+        if conn.execute("SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                        "WHERE n.nspname = %s", (schema,)).fetchone()[0]:
+            return False  # not a fresh schema: Alembic takes it from its revision
+        conn.execute(f"SET LOCAL search_path TO {schema}")
+        for statement, parameters in _fresh_identity(statements):
+            conn.execute(statement, parameters)
+    return True
+
+
+def _fresh_identity(statements: list[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
+    """``statements`` with a new store identity and creation time in place of the recorded ones."""
     [(identity, created)] = [_identity(p) for s, p in statements if "INSERT INTO store_identity" in s]
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # as migrations/versions/0003 writes it
     fresh = {identity: str(uuid.uuid4()), created: now}
-    with engine.begin() as conn:
-        for statement, parameters in statements:
-            if isinstance(parameters, dict):
-                parameters = {k: fresh.get(v, v) for k, v in parameters.items()}
-            else:
-                parameters = tuple(fresh.get(v, v) for v in parameters)
-            conn.exec_driver_sql(statement, parameters)
+    for statement, parameters in statements:
+        if isinstance(parameters, dict):
+            yield statement, {k: fresh.get(v, v) for k, v in parameters.items()}
+        else:
+            yield statement, tuple(fresh.get(v, v) for v in parameters)
 
 
 def _identity(parameters: Any) -> tuple[str, str]:
