@@ -1,24 +1,24 @@
 """One worker process of the concurrency tests (tests/test_analytics_concurrency.py).
 
-    python tests/concurrent_worker.py PEERS INDEX URL cli ARGS...   # `evstore --url URL ARGS...` in a loop
-    python tests/concurrent_worker.py PEERS INDEX URL ingest SEED   # ingest one simulated run per turn
+``work(peers, index, url, kind, args, conn)`` runs in a process of its own, forked by
+multiprocessing's fork server, which has imported PRELOAD once (a new interpreter per worker spent
+about 0.25 s of CPU on imports: 22 workers a run).  ``kind`` is ``cli`` (``evstore --url URL ARGS...``
+in a loop, in-process) or ``ingest`` (``ARGS == [SEED]``: one simulated run ingested per turn).
 
-Imports first and prints ``ready``; then reads a wall-clock start time from stdin (the test sends it
-once every worker is ready) and waits for it, so that every worker starts together.  A command worker
-runs MIN_TURNS turns at full speed.  An appender (``ingest``) runs as many, then goes on at a walking
-pace (PACE between turns) until every other worker has run its turns, so the log keeps moving under
-every command's turns without taking the cores from the slower ones: each worker writes its count of
-turns to the file PEERS/INDEX after every turn, and the appenders read the others' files.  Then it
-prints one JSON line: {"turns": n, "failures": [{"exit": .., "output": ..}], "seconds": s}.  A turn
-fails when the command exits non-zero or raises (the CLI's own ``Error:`` included).
+It sends ``"ready"`` on ``conn``; then receives a wall-clock start time (the test sends it once every
+worker is ready) and waits for it, so that every worker starts together.  A command worker runs
+MIN_TURNS turns at full speed.  An appender (``ingest``) runs as many, then goes on at a walking pace
+(PACE between turns) until every other worker has run its turns, so the log keeps moving under every
+command's turns without taking the cores from the slower ones: each worker writes its count of turns to
+the file PEERS/INDEX after every turn, and the appenders read the others' files.  Then it sends a
+summary: {"turns": n, "failures": [{"exit": .., "output": ..}], "seconds": s}.  A turn fails when the
+command exits non-zero or raises (the CLI's own ``Error:`` included).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import sys
 import time
 import traceback
 from pathlib import Path
@@ -47,27 +47,31 @@ def _count(peers: Path, own: int, turns: int) -> None:
     os.replace(tmp, peers / str(own))  # readers see the old count or the new, never an empty file
 
 
-def main(argv: list[str]) -> int:
-    peers_dir, index, url, kind, *rest = argv
-    peers, own = Path(peers_dir), int(index)
+#: What the commands import (lazily, most of them): the fork server imports it once, before any race.
+PRELOAD = ("click.testing", "eventstore.cli", "eventstore.store", "eventstore.ingest", "eventstore.verify",
+           "eventstore.dialects", "duckdb", "pyarrow.parquet", "projections.analytics", "projections.metrics",
+           "projections.report", "projections.replay")
+
+
+def work(peers_dir: str, own: int, url: str, kind: str, rest: list[str], conn: Any) -> None:
+    """One worker of a race (the module's docstring); ``conn`` is its end of a multiprocessing Pipe."""
     import importlib
 
+    for module in PRELOAD:
+        importlib.import_module(module)  # done in the fork server already: not inside the race's time
     from click.testing import CliRunner
 
     from eventstore.cli import register
     from eventstore.store import EventStore
 
-    for module in ("duckdb", "pyarrow.parquet", "projections.analytics", "projections.metrics", "projections.report",
-                   "projections.replay", "eventstore.verify", "eventstore.ingest"):
-        importlib.import_module(module)  # commands import these lazily: not inside the race's time
-
+    peers = Path(peers_dir)
     cli = register()
     runner = CliRunner()
     store = EventStore(url) if kind == "ingest" else None
     seed = int(rest[0]) if kind == "ingest" else 0
     turns, failures = 0, []  # type: int, list[dict[str, Any]]
-    print("ready", flush=True)
-    start = float(sys.stdin.readline())
+    conn.send("ready")
+    start = conn.recv()
     time.sleep(max(0.0, start - time.time()))
     started = time.monotonic()
     give_up = started + GIVE_UP
@@ -90,8 +94,7 @@ def main(argv: list[str]) -> int:
             time.sleep(PACE)
     if store is not None:
         store.close()
-    print(json.dumps({"turns": turns, "failures": failures, "seconds": round(time.monotonic() - started, 2)}))
-    return 0
+    conn.send({"turns": turns, "failures": failures, "seconds": round(time.monotonic() - started, 2)})
 
 
 def _ingest_one(store: Any, n: int) -> None:
@@ -108,7 +111,3 @@ def _ingest_one(store: Any, n: int) -> None:
     ing = Ingestor(store, dialect)
     for snap in dialect.simulate(rng, run_id=f"W-{n}", start=start):
         ing.ingest(snap)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

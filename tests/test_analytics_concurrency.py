@@ -1,7 +1,7 @@
 """Several processes at once (issue 10, defect 5 and "Concurrency under the CLI").
 
-Each worker is a separate Python process (tests/concurrent_worker.py) that runs one `evstore`
-command in a loop, in-process, while the others run theirs (until every worker has run its turns):
+Each worker is a separate process (tests/concurrent_worker.py, forked by multiprocessing's fork server)
+that runs one `evstore` command in a loop, in-process, while the others run theirs (until every worker has run its turns):
 refreshes race refreshes, compaction deletes files readers had listed, and an appender keeps the log
 moving.  Every turn of every worker must succeed.
 """
@@ -9,54 +9,66 @@ moving.  Every turn of every worker must succeed.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+import multiprocessing
 import time
+from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 from analytics_fixtures import simulate_into
 from click.testing import CliRunner
-from concurrent_worker import MIN_TURNS
+from concurrent_worker import MIN_TURNS, PRELOAD, work
 
 from eventstore.cli import register
 from eventstore.store import EventStore
 from projections import analytics
 
-WORKER = str(Path(__file__).with_name("concurrent_worker.py"))
-
 
 def _race(url: str, jobs: list[list[str]], peers: Path) -> list[dict[str, object]]:
     """Start every job as its own process at one moment; wait; every job's summary."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent), str(Path(__file__).parent)])}
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(list(PRELOAD))  # the fork server starts once per test process, on first use
     peers.mkdir()
     for i in range(len(jobs)):
         (peers / str(i)).write_text("0")
-    procs = [subprocess.Popen([sys.executable, WORKER, str(peers), str(i), url, *job], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-             for i, job in enumerate(jobs)]
+    pipes = [ctx.Pipe() for _ in jobs]
+    procs = [ctx.Process(target=work, args=(str(peers), i, url, job[0], job[1:], child), daemon=True)
+             for i, (job, (_, child)) in enumerate(zip(jobs, pipes, strict=True))]
     out = []
     try:
-        for job, p in zip(jobs, procs, strict=True):  # each has imported what its command needs
-            assert p.stdout is not None and p.stderr is not None
-            assert p.stdout.readline() == "ready\n", f"{job}: exit {p.wait(60)}\n{p.stderr.read()[-3000:]}"
-        start = time.time() + 0.2  # a moment for the last "go" to reach its process
         for p in procs:
-            assert p.stdin is not None
-            p.stdin.write(f"{start}\n")
-            p.stdin.flush()
-        for job, p in zip(jobs, procs, strict=True):
-            stdout, stderr = p.communicate(timeout=120)
-            assert p.returncode == 0, f"{job}: exit {p.returncode}\n{stderr[-3000:]}"
-            summary = json.loads(stdout.strip().splitlines()[-1])
+            p.start()
+        for job, p, (conn, _) in zip(jobs, procs, pipes, strict=True):  # each has imported what its command needs
+            assert _receive(conn, 60, p) == "ready", job
+        start = time.time() + 0.2  # a moment for the last "go" to reach its process
+        for conn, _ in pipes:
+            conn.send(start)
+        for job, p, (conn, _) in zip(jobs, procs, pipes, strict=True):
+            summary = _receive(conn, 120, p)
+            p.join(30)
+            assert p.exitcode == 0, f"{job}: exit {p.exitcode}"
             summary["job"] = job
             out.append(summary)
     finally:
         for p in procs:
-            if p.poll() is None:
+            if p.is_alive():
                 p.kill()
-                p.wait()
+            p.join()
+        for ends in pipes:
+            for end in ends:
+                end.close()
     return out
+
+
+def _receive(conn: Connection, timeout: float, p: multiprocessing.process.BaseProcess) -> Any:
+    """What the worker ``p`` sends next (a failure naming its exit if it died or went quiet instead)."""
+    if not conn.poll(timeout):
+        raise AssertionError(f"worker {p.pid} sent nothing in {timeout} s (alive: {p.is_alive()})")
+    try:
+        return conn.recv()
+    except EOFError:
+        p.join(10)
+        raise AssertionError(f"worker {p.pid} exited ({p.exitcode}) without a word; its output is above") from None
 
 
 def _failures(summaries: list[dict[str, object]]) -> list[object]:
