@@ -160,10 +160,14 @@ def test_new_event_errors_name_the_event_type_on_either_path() -> None:
                               "not UTF-8, e.g. an argument in another encoding).")
 
 
-def test_a_failure_to_begin_an_append_is_reported_as_itself(store: EventStore,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("words", ["no room", ""])
+def test_a_failure_to_begin_an_append_is_reported_as_itself(store: EventStore, monkeypatch: pytest.MonkeyPatch,
+                                                           words: str) -> None:
     """The transaction is rolled back on its own connection when taking the append lock fails, and
-    the driver's error comes through translated (mutation testing: a rollback on nothing survived)."""
+    the driver's error comes through translated, in the driver's words (its class when it has none), naming
+    the database file or server (mutation testing: a rollback on nothing, the file named for a server, and
+    the error's own words lost survived)."""
+    from eventstore import config
     from eventstore.errors import StorageFull
 
     backend = type(store.backend)
@@ -171,18 +175,25 @@ def test_a_failure_to_begin_an_append_is_reported_as_itself(store: EventStore,
     if store.url.startswith("sqlite"):
         import sqlite3
 
-        full: Exception = sqlite3.OperationalError("database or disk is full")
+        full: Exception = sqlite3.OperationalError(words)
         full.sqlite_errorcode = 13  # type: ignore[attr-defined]  # SQLITE_FULL, as the driver sets it
+        where = f"the disk holding {config.sqlite_file(store.url)}"
+        reason = words or "OperationalError"
     else:
         import psycopg.errors
 
-        full = psycopg.errors.DiskFull("could not extend file: No space left on device")
+        full = psycopg.errors.DiskFull(words)
+        where = f"the database server ({store.backend.display_url()})"
+        reason = words or "DiskFull"
 
     def failing(self, cur, stream_id):  # type: ignore[no-untyped-def]
         raise full
 
     monkeypatch.setattr(backend, "begin_append", failing)
-    with pytest.raises(StorageFull, match="nothing of this append was written"):
+    with pytest.raises(StorageFull) as info:
         store.append("S", [NewEvent("x.y", {})])
+    assert str(info.value) == (f"No space left on {where} ({reason}); nothing of this append was written. "
+                               "Free space and retry.")
+    assert info.value.__cause__ is full
     monkeypatch.setattr(backend, "begin_append", real)
     assert store.append("S", [NewEvent("x.y", {})]).version == 1  # the connection is usable again

@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from eventstore import chain
 from eventstore.errors import ConcurrencyError, DuplicateEventId, InvalidEvent, StreamNotFound
-from eventstore.store import EventStore, NewEvent
+from eventstore.store import EventStore, NewEvent, RecordedEvent
 from eventstore.verify import check_seal, make_seal, verify
 
 
@@ -443,6 +443,58 @@ def test_iter_all_and_subscribe_read_every_event_in_batches_and_by_type(store: E
     finally:
         timer.cancel()
     assert seen == list(range(1, 9))
+
+
+class _Waits(threading.Event):
+    """A stop event that records each wait (its timeout, and how many events had been seen by then)."""
+
+    def __init__(self, seen: list[int]) -> None:
+        super().__init__()
+        self.seen, self.waits = seen, []  # type: list[int], list[tuple[float | None, int]]
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append((timeout, len(self.seen)))
+        if len(self.waits) >= 2:
+            self.set()
+        return self.is_set()
+
+
+def test_subscribe_catches_up_in_bounded_batches_then_polls(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Catching up reads ``batch_size`` events at a time and never waits between full batches; at the
+    end of the log it waits ``poll_interval`` (0.05 s unless given) on ``stop``, or sleeps without one
+    (mutation testing: reading the whole log at once, waiting after a full batch, a 1.05 s default,
+    sleeping through ``stop`` and ``sleep(None)`` survived)."""
+    store.append("A", [NewEvent("t.a", {"i": i}) for i in range(4)])
+    limits: list[int | None] = []
+    real = EventStore.read_all
+
+    def read_all(self: EventStore, *args: object, **kwargs: object) -> list[RecordedEvent]:
+        limits.append(kwargs.get("limit"))  # type: ignore[arg-type]
+        return real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(EventStore, "read_all", read_all)
+
+    class Slept(Exception):
+        pass
+
+    naps: list[float] = []
+
+    def sleep(seconds: float) -> None:  # a subscriber given ``stop`` that sleeps instead fails here, not hangs
+        naps.append(seconds)
+        raise Slept
+
+    monkeypatch.setattr("eventstore.store.time.sleep", sleep)
+    seen: list[int] = []
+    stop = _Waits(seen)
+    for e in store.subscribe(batch_size=2, stop=stop):
+        seen.append(e.position)
+    assert seen == [1, 2, 3, 4] and limits == [2, 2, 2, 2]  # two full batches, then empty ones
+    assert stop.waits == [(0.05, 4), (0.05, 4)]  # no wait before the log's end
+    following = store.subscribe(after_position=3, poll_interval=0.2)  # no stop: it follows for ever
+    assert next(following).position == 4
+    with pytest.raises(Slept):
+        next(following)
+    assert naps == [0.2]
 
 
 def test_append_many_retried_with_its_event_ids_is_a_no_op(store: EventStore) -> None:
