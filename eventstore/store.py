@@ -94,7 +94,7 @@ def iso(ts: datetime | str | None, *, what: str = "occurred_at") -> str | None:
         return None
     if isinstance(ts, str):
         try:
-            ts = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+            ts = datetime.fromisoformat(ts)  # Python >= 3.11 reads a "Z" suffix
         except ValueError:
             raise InvalidEvent(f"{what} {ts!r} is not an ISO-8601 time.") from None
     elif not isinstance(ts, datetime):

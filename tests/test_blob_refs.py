@@ -134,3 +134,7 @@ def test_verify_of_one_stream_checks_its_blobs_and_a_full_verify_every_blob(stor
     assert found(verify(store, "B")) == [("B", 1, "blob", f"blob {key['b']}: {mismatch}")]
     assert found(verify(store)) == sorted([("B", 1, "blob", f"blob {key['b']}: {mismatch}"),
                                            ("", 0, "blob", f"blob {key['orphan']}: {mismatch}")])
+    assert store.read_blob(key["a"]) == content["a"]
+    with pytest.raises(IntegrityViolation) as info:  # the bytes are checked on every read, not only by verify
+        store.read_blob(key["b"])
+    assert str(info.value) == f"Blob {key['b']}: the stored bytes do not match their SHA-256; run `evstore verify`."

@@ -3,7 +3,11 @@ positions, the chain links each event to the one before (test_store_contract.py 
 
 from __future__ import annotations
 
+import re
+import time
 import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -197,3 +201,51 @@ def test_a_failure_to_begin_an_append_is_reported_as_itself(store: EventStore, m
     assert info.value.__cause__ is full
     monkeypatch.setattr(backend, "begin_append", real)
     assert store.append("S", [NewEvent("x.y", {})]).version == 1  # the connection is usable again
+
+
+@pytest.fixture
+def local_time_not_utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The process's local time zone is Tokyo's (UTC+9) while the test runs."""
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        yield
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_times_are_stored_in_utc_whatever_the_local_zone(store: EventStore, local_time_not_utc: None) -> None:
+    """Naive times are UTC, aware ones are converted, the record time is UTC now; the machine's own
+    zone never leaks in (mutation testing: local time for any of them survived on a UTC machine)."""
+    from eventstore.store import iso, utcnow
+
+    assert iso(datetime(2026, 1, 2, 3, 4, 5)) == "2026-01-02T03:04:05.000000Z"
+    assert iso(datetime(2026, 1, 2, 3, 4, 5, 7, tzinfo=timezone(timedelta(hours=2)))) == "2026-01-02T01:04:05.000007Z"
+    assert iso("2026-01-02T03:04:05Z") == iso("2026-01-02T05:04:05+02:00") == "2026-01-02T03:04:05.000000Z"
+    assert iso("2026-01-02T03:04:05") == "2026-01-02T03:04:05.000000Z"
+    before = datetime.now(UTC).replace(tzinfo=None)
+    store.append("S", [NewEvent("t.x", {}, occurred_at=datetime(2026, 1, 2, 3, 4, 5))])
+    after = datetime.now(UTC).replace(tzinfo=None)
+    [e] = store.read_stream("S")
+    assert e.occurred_at == "2026-01-02T03:04:05.000000Z"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", e.recorded_at), e.recorded_at
+    assert before <= datetime.fromisoformat(e.recorded_at[:-1]) <= after
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", utcnow())
+
+
+def test_time_and_schema_version_refusals_name_the_value() -> None:
+    from eventstore.store import iso
+
+    with pytest.raises(InvalidEvent) as info:
+        NewEvent("t.x", {}, occurred_at=123)  # type: ignore[arg-type]
+    assert str(info.value) == "occurred_at must be an ISO-8601 string, got int."
+    with pytest.raises(InvalidEvent) as info:
+        iso(b"2026-01-01", what="answeredAt")  # type: ignore[arg-type]
+    assert str(info.value) == "answeredAt must be an ISO-8601 string, got bytes."
+    assert NewEvent("t.x", {}, schema_version=1).schema_version == 1
+    assert NewEvent("t.x", {}, schema_version=32767).schema_version == 32767
+    for bad in (0, 32768, True, 2.0):
+        with pytest.raises(InvalidEvent) as info:
+            NewEvent("t.x", {}, schema_version=bad)  # type: ignore[arg-type]
+        assert str(info.value) == f"schema_version must be an integer from 1 to 32767, got {bad!r}."

@@ -66,8 +66,9 @@ def test_idempotent_event_ids(store: EventStore) -> None:
 
 
 def test_unknown_stream_and_bad_input(store: EventStore) -> None:
-    with pytest.raises(StreamNotFound):
+    with pytest.raises(StreamNotFound) as info:
         list(store.read_stream("nope"))
+    assert str(info.value) == 'No stream "nope"; `evstore runs` lists the streams.'
     for bad in ([1, 2], "text", None):
         with pytest.raises(InvalidEvent, match="must be a JSON object"):
             NewEvent("t.x", bad)  # type: ignore[arg-type]
@@ -495,6 +496,46 @@ def test_subscribe_catches_up_in_bounded_batches_then_polls(store: EventStore, m
     with pytest.raises(Slept):
         next(following)
     assert naps == [0.2]
+
+
+def test_typed_events_append_as_they_are_and_read_all_returns_1000_by_default(store: EventStore) -> None:
+    """``append`` takes typed events (their own type and schema version) as well as NewEvents, and
+    ``read_all`` without a limit returns the first 1,000 events (mutation testing: both survived)."""
+    from eventstore.dialects.mapipe.events import PhaseStarted
+
+    typed = PhaseStarted(phase="build", record={"status": "in_progress"})
+    assert store.append("T", [typed, NewEvent("t.x", {"i": 0})]).version == 2
+    first, second = store.read_stream("T")
+    assert (first.type, first.schema_version) == (PhaseStarted.event_type(), PhaseStarted.schema_version)
+    assert first.data == b'{"type":"mapipe.phase_started","phase":"build","record":{"status":"in_progress"}}'
+    assert second.type == "t.x"
+    store.append("S", [NewEvent("t.x", {"i": i}) for i in range(1000)])
+    assert [e.position for e in store.read_all()] == list(range(1, 1001))
+    assert len(store.read_all(after_position=1000)) == 2
+
+
+def test_append_many_skips_a_recorded_event_and_goes_on(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An item already recorded (a retried event id) is skipped, and the items after it are still
+    appended; a stream's run of events is written ``chunk`` at a time (mutation testing: stopping at
+    the first recorded item, and chunks one longer, survived)."""
+    from eventstore.store import _Transaction
+
+    eid = str(uuid.uuid4())
+    store.append("A", [NewEvent("t.x", {"i": 0}, event_id=eid)])
+    sizes: list[int] = []
+    real = _Transaction.add
+
+    def add(self: _Transaction, stream_id: str, batch: list[NewEvent], expected: object) -> object:
+        sizes.append(len(batch))
+        return real(self, stream_id, batch, expected)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_Transaction, "add", add)
+    items = [("A", NewEvent("t.x", {"i": 0}, event_id=eid), None)] + \
+        [("A", NewEvent("t.x", {"i": i}), None) for i in range(1, 6)]
+    [result] = store.append_many(items, chunk=2)
+    assert (result.stream_id, result.version, result.positions) == ("A", 6, [2, 3, 4, 5, 6])
+    assert sizes == [2, 2, 1]
+    assert [json.loads(e.data)["i"] for e in store.read_stream("A")] == [0, 1, 2, 3, 4, 5]
 
 
 def test_append_many_retried_with_its_event_ids_is_a_no_op(store: EventStore) -> None:
