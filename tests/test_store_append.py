@@ -249,3 +249,18 @@ def test_time_and_schema_version_refusals_name_the_value() -> None:
         with pytest.raises(InvalidEvent) as info:
             NewEvent("t.x", {}, schema_version=bad)  # type: ignore[arg-type]
         assert str(info.value) == f"schema_version must be an integer from 1 to 32767, got {bad!r}."
+
+
+def test_an_append_to_a_stream_is_five_statements(sqlite_url: str) -> None:
+    """The stream's head is read with the log's end in one statement, the events go in one INSERT and
+    the head moves in one UPDATE: the round trips of the hot path (mutation testing: looking the
+    stream up a second time survived, as it changes no result)."""
+    from conftest import migrated
+
+    with EventStore(migrated(sqlite_url)) as store:
+        store.append("S", [NewEvent("t.x", {})])
+        sent: list[str] = []
+        store._raw().set_trace_callback(sent.append)
+        store.append("S", [NewEvent("t.x", {"i": 1}), NewEvent("t.x", {"i": 2})])
+        store._raw().set_trace_callback(None)
+    assert [s.split()[0] for s in sent] == ["BEGIN", "SELECT", "INSERT", "UPDATE", "COMMIT"], sent
