@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from eventstore import chain
-from eventstore.errors import ConcurrencyError, DuplicateEventId, InvalidEvent
+from eventstore.errors import ConcurrencyError, DuplicateEventId, EvstoreError, InvalidEvent
 from eventstore.store import EventStore, NewEvent
 
 
@@ -264,3 +264,37 @@ def test_an_append_to_a_stream_is_five_statements(sqlite_url: str) -> None:
         store.append("S", [NewEvent("t.x", {"i": 1}), NewEvent("t.x", {"i": 2})])
         store._raw().set_trace_callback(None)
     assert [s.split()[0] for s in sent] == ["BEGIN", "SELECT", "INSERT", "UPDATE", "COMMIT"], sent
+
+
+def test_a_failed_commit_step_is_rolled_back_and_said_in_the_stores_words(store: EventStore,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A unique violation while committing is a concurrent writer (retry); on PostgreSQL a missing
+    privilege is a role that may not append, in the first line of the database's words (SQLite has no
+    roles).  Mutation testing: both messages survived (the role tests reach them through a subprocess)."""
+    backend = type(store.backend)
+    if store.url.startswith("sqlite"):
+        import sqlite3
+
+        clash: Exception = sqlite3.IntegrityError("UNIQUE constraint failed: events.position")
+        cases = [(clash, f"Append clashed with a concurrent write ({clash}); retry.")]
+    else:
+        import psycopg.errors
+
+        clash = psycopg.errors.UniqueViolation("duplicate key value violates unique constraint")
+        refused = psycopg.errors.InsufficientPrivilege("  permission denied for table events\nDETAIL: the role")
+        cases = [(clash, f"Append clashed with a concurrent write ({clash}); retry."),
+                 (refused, "The database refused the append (permission denied for table events); this database "
+                           "role may not append (`evstore db roles` creates one that may).")]
+    real = backend.move_stream_heads
+    for error, expected in cases:
+        def failing(self, cur, heads, error=error):  # type: ignore[no-untyped-def]
+            list(heads)
+            raise error
+
+        monkeypatch.setattr(backend, "move_stream_heads", failing)
+        with pytest.raises(EvstoreError) as info:
+            store.append("S", [NewEvent("t.x", {})])
+        assert str(info.value) == expected and info.value.__cause__ is error
+        monkeypatch.setattr(backend, "move_stream_heads", real)
+        assert store.list_streams() == [] and store.max_position() == 0  # nothing of it was written
+    assert store.append("S", [NewEvent("t.x", {})]).positions == [1]
