@@ -129,6 +129,33 @@ def test_git_missing_is_an_error_not_a_traceback(run, branchy_repo, tmp_path: Pa
     assert r.exit_code == 1 and r.stderr == "Error: git is not installed.\n"
 
 
+def test_git_spec_errors_and_a_colon_in_the_repository_path(branchy_repo, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A spec without ``:``, a folder that is no repository (git's own words, and the command), a
+    repository whose path holds a colon (the file is after the last one), and the whole history by
+    default (mutation testing: each survived)."""
+    from eventstore.ingest import IngestError, git_snapshots
+
+    with pytest.raises(IngestError) as info:
+        list(git_snapshots("state.json"))
+    assert str(info.value) == '--git expects REPO_DIR:FILE, got "state.json".'
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with pytest.raises(IngestError) as info:
+        list(git_snapshots(f"{plain}:state.json"))
+    message = str(info.value)
+    assert message.startswith("git log --full-history --date-order --reverse --format=")
+    assert message.endswith(f" -- state.json failed in {plain}: fatal: not a git repository (or any of the parent "
+                            "directories): .git")
+    repo, versions = branchy_repo
+    odd = tmp_path / "a:b"
+    odd.mkdir()
+    repo.rename(odd / "repo")
+    snaps = list(git_snapshots(f"{odd / 'repo'}:state.json"))
+    assert [s.source["git"]["walk"] for s in snaps] == ["full-history"] * len(snaps)
+    assert [s.raw for s in snaps if s.raw is not None and s.raw in (versions["side"], versions["side2"])] == \
+        [versions["side"], versions["side2"]]  # the side branches are in the default walk
+
+
 def test_natural_order_and_ambiguity(tmp_path: Path) -> None:
     d = tmp_path / "h"
     d.mkdir()
