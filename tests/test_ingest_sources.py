@@ -146,6 +146,10 @@ def test_git_spec_errors_and_a_colon_in_the_repository_path(branchy_repo, tmp_pa
     assert message.startswith("git log --full-history --date-order --reverse --format=")
     assert message.endswith(f" -- state.json failed in {plain}: fatal: not a git repository (or any of the parent "
                             "directories): .git")
+    gone = f"{tmp_path}/gone-\udcff"  # a folder that is not there, named with a byte that is not UTF-8
+    with pytest.raises(IngestError) as info:
+        list(git_snapshots(f"{gone}:state.json"))
+    assert f"failed in {gone}: fatal: cannot change to '{tmp_path}/gone-\ufffd'" in str(info.value)
     repo, versions = branchy_repo
     odd = tmp_path / "a:b"
     odd.mkdir()
