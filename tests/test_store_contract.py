@@ -538,6 +538,20 @@ def test_append_many_skips_a_recorded_event_and_goes_on(store: EventStore, monke
     assert [json.loads(e.data)["i"] for e in store.read_stream("A")] == [0, 1, 2, 3, 4, 5]
 
 
+def test_inline_handlers_get_the_events_as_recorded(store: EventStore) -> None:
+    """What an inline handler is given inside the append transaction equals what is read back after
+    commit, field by field (ids, times, hashes), and its documents (mutation testing: handing on
+    None for the event id, record time or either hash survived: the built-in handlers do not read them)."""
+    got: list[tuple[list[RecordedEvent], dict[int, object]]] = []
+    store.add_inline(lambda cur, backend, events: got.append((list(events), dict(events.documents))))
+    store.append("S", [NewEvent("t.x", {"i": 1}, occurred_at="2026-01-01T00:00:00Z")])
+    later = NewEvent("t.x", {"i": 2}, event_id=uuid.uuid4())
+    later.document = {"i": 2}
+    store.append_many([("S", later, None), ("T", NewEvent("t.y", {}), None)])
+    assert [e for events, _ in got for e in events] == store.read_all()
+    assert [docs for _, docs in got] == [{}, {2: {"i": 2}}]
+
+
 def test_append_many_retried_with_its_event_ids_is_a_no_op(store: EventStore) -> None:
     """A batch (``append --batch``) retried after a lost answer writes nothing twice (mutation
     testing: looking the ids up without their stream survived)."""
