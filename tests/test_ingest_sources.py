@@ -160,6 +160,40 @@ def test_git_spec_errors_and_a_colon_in_the_repository_path(branchy_repo, tmp_pa
         [versions["side"], versions["side2"]]  # the side branches are in the default walk
 
 
+def test_git_sources_name_everything_and_a_folder_before_the_file_is_nothing(tmp_path: Path) -> None:
+    """Each version's source names the file, the resolved repository, the commit, its parents, author
+    and committer (bytes that are not UTF-8, as git writes them for a Latin-1 log setting, replaced, not
+    fatal) and the walk; a folder of the file's
+    name before the file ever existed is no removal of anything (mutation testing: each key and the
+    replacement survived)."""
+    from eventstore.ingest import GIT_ORDER, git_snapshots
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "state.json").mkdir()
+    (repo / "state.json" / "inner").write_text("a folder first")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "folder", when=1)
+    _git(repo, "rm", "-rq", "state.json")
+    (repo / "state.json").write_text('{"step": 1}\n')
+    _git(repo, "add", "-A")
+    _git(repo, "config", "i18n.logOutputEncoding", "latin1")  # a user's setting: git log writes Latin-1
+    subprocess.run(["git", "-C", str(repo), "commit", "-qm", "file"], check=True, capture_output=True,
+                   env={**os.environ, "GIT_AUTHOR_NAME": "René L", "GIT_AUTHOR_EMAIL": "a@example.org",
+                        "GIT_COMMITTER_NAME": "Cy", "GIT_COMMITTER_EMAIL": "c@example.org",
+                        "GIT_AUTHOR_DATE": "2026-01-01T00:02:00+00:00", "GIT_COMMITTER_DATE": "2026-01-01T00:02:00+00:00",
+                        "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"})
+    first, file = _git(repo, "rev-list", "--reverse", "HEAD").split()
+    [snap] = list(git_snapshots(f"{repo}:state.json", first_parent=True))
+    assert snap.raw == b'{"step": 1}\n' and not snap.removed
+    assert snap.source == {"file": "state.json", "git": {
+        "repo": str(repo.resolve()), "commit": file, "parents": [first],
+        "author": {"name": "Ren\ufffd L", "email": "a@example.org", "time": "2026-01-01T00:02:00+00:00"},
+        "committer": {"name": "Cy", "email": "c@example.org", "time": "2026-01-01T00:02:00+00:00"},
+        "walk": "first-parent", "order": GIT_ORDER}}
+
+
 def test_natural_order_and_ambiguity(tmp_path: Path) -> None:
     d = tmp_path / "h"
     d.mkdir()
