@@ -136,8 +136,10 @@ def test_generated_event_ids_are_version_7_uuids_of_the_current_millisecond() ->
     from eventstore.store import new_event_ids
 
     before = time.time_ns() // 1_000_000
-    ids = [uuid.UUID(i) for i in new_event_ids(200)]
+    made = new_event_ids(200)
+    ids = [uuid.UUID(i) for i in made]
     after = time.time_ns() // 1_000_000
+    assert made == [str(u) for u in ids]  # canonical text (uuid.UUID also reads misplaced hyphens)
     assert all(u.version == 7 and u.variant == uuid.RFC_4122 for u in ids)
     assert all(before <= u.int >> 80 <= after for u in ids)
     assert len(set(ids)) == 200 and len({u.int & (2**62 - 1) for u in ids}) == 200
