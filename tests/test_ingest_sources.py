@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from eventstore.ingest import order_files
+from eventstore.errors import IngestError
+from eventstore.ingest import ORDERS, order_files
 
 
 def _git(repo: Path, *args: str, when: int | None = None, check: bool = True) -> str:
@@ -194,6 +195,34 @@ def test_git_sources_name_everything_and_a_folder_before_the_file_is_nothing(tmp
         "walk": "first-parent", "order": GIT_ORDER}}
 
 
+def test_git_a_long_history_of_versions_and_removals_reads_each_once(tmp_path: Path) -> None:
+    """42 versions, each removed again: one ``git cat-file --batch`` answer is read object by object
+    (a version's bytes and the line after them, a missing file's line alone), each version and each
+    removal once, in order."""
+    from eventstore.ingest import git_snapshots
+
+    repo = tmp_path / "repo"
+    _git(tmp_path, "init", "-q", "-b", "main", "repo")
+    stream, n = [], 42
+    for i in range(2 * n):  # git fast-import: the whole history in one process
+        body = f'{{"version": {i // 2}}}\n'.encode()
+        change = f"M 100644 inline state.json\ndata {len(body)}\n".encode() + body if i % 2 == 0 else b"D state.json\n"
+        stream.append(f"commit refs/heads/main\nmark :{i + 1}\ncommitter C <c@example.org> {1_700_000_000 + i} +0000\n"
+                      f"data 1\n{i % 10}\n".encode() + (f"from :{i}\n".encode() if i else b"") + change + b"\n")
+    subprocess.run(["git", "-C", str(repo), "fast-import", "--quiet"], input=b"".join(stream), check=True)
+    snaps = list(git_snapshots(f"{repo}:state.json"))
+    assert [(s.raw, s.removed) for s in snaps] == \
+        [x for v in range(n) for x in ((f'{{"version": {v}}}\n'.encode(), False), (None, True))]
+
+
+def test_folder_order_by_default_and_an_unknown_order() -> None:
+    """Name order unless told; an order that does not exist is named with the ones that do."""
+    with pytest.raises(IngestError) as info:
+        order_files([], "size")
+    assert str(info.value) == f'--order must be one of {", ".join(ORDERS)}, got "size".' and len(ORDERS) == 2
+    assert "name, mtime" in str(info.value)
+
+
 def test_natural_order_and_ambiguity(tmp_path: Path) -> None:
     d = tmp_path / "h"
     d.mkdir()
@@ -201,9 +230,10 @@ def test_natural_order_and_ambiguity(tmp_path: Path) -> None:
         (d / name).write_text("{}")
     files, notes = order_files(list(d.iterdir()), "name")
     assert [f.name for f in files] == ["1-a.json", "2-b.json", "10-c.json"]
-    assert "natural name order" in notes[0] and len(notes) == 1
+    assert notes == [f"{d}: 3 files in natural name order (2-x before 10-x)"]
     for i, name in enumerate(("1-a.json", "2-b.json", "10-c.json")):  # mtime order reverses them
         os.utime(d / name, (1_700_000_000 - i, 1_700_000_000 - i))
+    assert order_files(list(d.iterdir())) == (files, notes)  # name order unless told
     files, notes = order_files(list(d.iterdir()), "mtime")
     assert [f.name for f in files] == ["10-c.json", "2-b.json", "1-a.json"] and len(notes) == 1
     e = tmp_path / "plain"
