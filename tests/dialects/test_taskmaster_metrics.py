@@ -222,3 +222,33 @@ def test_planning_change_facts_name_their_task_and_field(store: tuple[EventStore
                     ("dependency_added", None, "3", None, "dependencies", None, "1"),
                     ("dependency_removed", None, "3", None, "dependencies", "1", None),
                     ("field_updated", None, "2", None, "title", None, None)]
+
+
+def test_subtask_facts_follow_the_timeline(store: tuple[EventStore, Path]) -> None:
+    """The subtask rows behind the task stats, from the module docstring's timeline: T1's two subtasks
+    listed pending at the first version, each done later, T3's new subtask added (mutation testing: the
+    listed subtasks' rows lost, or their status, survived the section's counts)."""
+    with analytics.reading(store[0], store[1]) as con:
+        rows = con.execute("SELECT tag, task_id, subtask_id, kind, from_status, status, occurred_at "
+                           "FROM taskmaster_subtasks WHERE stream_id = 'taskmaster/alpha' "
+                           "ORDER BY position, subtask_id").fetchall()
+    assert rows == [(None, "1", "1", "listed", None, "pending", at(2, 9)),
+                    (None, "1", "2", "listed", None, "pending", at(2, 9)),
+                    (None, "1", "1", "status", "pending", "done", at(2, 10)),
+                    (None, "1", "2", "status", "pending", "done", at(2, 14)),
+                    (None, "3", "1", "added", None, "pending", at(3, 11))]
+
+
+def test_a_change_in_a_tagged_list_names_its_tag(tmp_path: Path) -> None:
+    """A planning change inside a tag's list is counted under that tag (the hand-built history's
+    changes are all in the legacy, untagged list; mutation testing: dropping the tag survived)."""
+    first = {"feature": {"tasks": [task(1)], "metadata": {"description": "Tasks for feature"}}}
+    second = copy.deepcopy(first)
+    second["feature"]["tasks"][0]["priority"] = "high"
+    with EventStore(migrated(f"sqlite:///{tmp_path}/events.db")) as s:
+        ing = Ingestor(s, D)
+        for when, doc in ((at(2, 9), first), (at(2, 10), second)):
+            ing.ingest(Snapshot(doc=doc, occurred_at=when, stream_hint="taskmaster/gamma"))
+        with analytics.reading(s, tmp_path / "analytics") as con:
+            rows = con.execute("SELECT kind, tag, task_id, field, occurred_at FROM taskmaster_changes").fetchall()
+    assert rows == [("field_updated", "feature", "1", "priority", at(2, 10))]
