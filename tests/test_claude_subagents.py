@@ -80,6 +80,11 @@ def test_v2_subagent_files_link_to_their_session_and_task(run, store_url: str, t
     a = sessions[f"{V2_SESSION}/agent-{V2_AGENT_A}"]
     assert (a["parent_session"], a["task_tool_use_id"]) == (V2_SESSION, "toolu_task_a")
     assert sessions[f"{V2_SESSION}/agent-{V2_AGENT_RUNNING}"]["task_tool_use_id"] is None
+    # each line of a subagent's file carries its agentId, and its facts say so (mutation testing: survived)
+    agents = query(run, "SELECT stream_id, list(DISTINCT agent_id) AS agents FROM claude_events "
+                        "WHERE kind <> 'subagent_linked' GROUP BY stream_id ORDER BY stream_id")
+    assert {a["stream_id"]: a["agents"] for a in agents} == {
+        V2_SESSION: [None], **{f"{V2_SESSION}/agent-{x}": [x] for x in (V2_AGENT_A, V2_AGENT_B, V2_AGENT_RUNNING)}}
 
 
 def test_v2_0_sibling_agent_file_names_its_session(run, store_url: str, tmp_path: Path) -> None:

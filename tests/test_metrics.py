@@ -120,6 +120,9 @@ def test_reviewer_acceptance_matches_the_documents(portfolio: Any, report: Repor
                 raised[model] += len(fps)
                 accepted[model] += len(fps & acc)
     sec = report.section("reviewer_acceptance")
+    with pytest.raises(KeyError) as missing:  # a section the report lacks is named
+        report.section("no_such_section")
+    assert missing.value.args == ("no_such_section",)
     got = {r["model"]: r for r in sec.rows}
     assert unavailable > 0 and "unknown" in raised  # the fixture really exercises both cases
     assert repeats > 0 and {str, dict} <= shapes  # ... and repeated, string and object fingerprints
