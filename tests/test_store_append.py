@@ -159,7 +159,12 @@ def test_new_event_errors_name_the_event_type_on_either_path() -> None:
     assert str(exc.value) == 'meta of "x.y": nan at $.v is not valid JSON (NaN/Infinity).'
     e = NewEvent("x.y", b'{"a": 1}')
     assert (e.type, e.data) == ("x.y", b'{"a":1}')
-    assert NewEvent("a" * 200, b"{}").type == "a" * 200
+    assert NewEvent("a" * 200, b"{}").type == "a" * 200 == NewEvent("a" * 200, {}).type
+    for bad in ("", "a" * 201, None):  # a dict takes the fast path, bytes the other: the same refusal
+        for data in ({}, b"{}"):
+            with pytest.raises(InvalidEvent) as exc:
+                NewEvent(bad, data)
+            assert str(exc.value) == f"event type must be a non-empty string of at most 200 characters, got {bad!r}."
     with pytest.raises(InvalidEvent) as exc:
         NewEvent("a" * 201, b"{}")
     assert str(exc.value) == f"event type must be a non-empty string of at most 200 characters, got {'a' * 201!r}."
