@@ -176,3 +176,42 @@ def test_runs_counts_the_findings_of_versions_that_could_not_be_read(run, tmp_pa
     assert run("ingest", "generic", "--stream", "S-1", str(bad)).exit_code == 0
     row = next(x for x in json.loads(run("runs", "--json").stdout) if x["stream_id"] == "S-1")
     assert (row["events"], row["findings"]) == (2, 1)
+
+
+def test_removals_and_unreadable_versions_record_exactly_this(store: EventStore) -> None:
+    """Each result, event, meta and id of a removal and of an unreadable version, written out
+    (mutation testing: the results' fields, the meta's keys, the keyed ids, the finding and the
+    compressed bytes' level each survived the end-to-end tests)."""
+    import base64
+    import zlib
+
+    from eventstore import chain
+    from eventstore.dialects import get_dialect
+    from eventstore.dialects.base import Finding, Snapshot, Unreadable
+    from eventstore.ingest import Ingestor, IngestResult, keyed_event_id
+
+    ing = Ingestor(store, get_dialect("generic"), stream="R")
+    src = {"file": "s.json"}
+
+    def removal() -> Snapshot:
+        return Snapshot(doc=None, raw=None, source=dict(src), removed=True)
+
+    assert ing.ingest(removal()) == IngestResult("s.json", "R", 0, 0)  # nothing recorded: nothing removed
+    ing.ingest(Snapshot(doc={"n": 1}, raw=b'{"n": 1}', source=dict(src)))
+    raw = b'{"n":'
+    why = Unreadable("json", "s.json: not valid JSON at line 1, column 6", 1, 6)
+    finding = Finding("", "unreadable-json", why.error, "error")
+    got = ing.ingest(Snapshot(doc=None, raw=raw, source=dict(src), unreadable=why), key="k2")
+    assert got == IngestResult("s.json", "R", 2, 1, [finding], unreadable=why.error)
+    assert ing.ingest(removal(), key="k1") == IngestResult("s.json", "R", 3, 1, removed=True)
+    assert ing.ingest(removal()) == IngestResult("s.json", "R", 3, 0)  # removed already
+    unreadable, removed = list(store.read_stream("R"))[1:]
+    assert (removed.type, removed.event_id, removed.metadata) == (
+        "document.removed", keyed_event_id("k1", 0), {"dialect": "generic", "source": src})
+    sha = chain.digest(raw).hex()
+    assert (unreadable.type, unreadable.event_id, unreadable.metadata) == ("document.unreadable", keyed_event_id("k2", 0), {
+        "dialect": "generic", "source": src, "snapshot": {"sha256": sha, "bytes": 5, "unreadable": True},
+        "findings": [finding.to_dict()]})
+    assert unreadable.payload == {
+        "type": "document.unreadable", "reason": "json", "error": why.error, "line": 1, "column": 6, "size": 5,
+        "sha256": sha, "content_zlib_b64": base64.b64encode(zlib.compress(raw, 9)).decode()}
