@@ -54,6 +54,9 @@ def test_meta_blobs_must_name_blobs_the_store_holds(store: EventStore) -> None:
     store.append("S", [NewEvent("x.y", {"n": 1}, meta={"blobs": [DIGEST]})], blobs={DIGEST: DATA})
     store.append("T", [NewEvent("x.y", {"n": 1}, meta={"blobs": [DIGEST, DIGEST]})])
     assert (store.stream_version("S"), store.stream_version("T")) == (1, 1)
+    with pytest.raises(InvalidEvent) as exc:  # the offset within the append, the version within the stream
+        store.append("S", [NewEvent("x.y", {"n": 2}), NewEvent("x.y", {"n": 3}, meta={"blobs": [OTHER]})])
+    assert str(exc.value).startswith(f'Event 2 of the append to stream "S" (version 3, x.y) names blob {OTHER}')
     with pytest.raises(InvalidEvent, match=f"names blob {OTHER}"):
         store.append("T", [NewEvent("x.y", {"n": 2}, meta={"blobs": [DIGEST, OTHER]})])
     assert store.stream_version("T") == 1

@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from conftest import migrated
 
 from eventstore.store import EventStore
@@ -178,7 +179,8 @@ def test_runs_counts_the_findings_of_versions_that_could_not_be_read(run, tmp_pa
     assert (row["events"], row["findings"]) == (2, 1)
 
 
-def test_removals_and_unreadable_versions_record_exactly_this(store: EventStore) -> None:
+def test_removals_and_unreadable_versions_record_exactly_this(store: EventStore,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """Each result, event, meta and id of a removal and of an unreadable version, written out
     (mutation testing: the results' fields, the meta's keys, the keyed ids, the finding and the
     compressed bytes' level each survived the end-to-end tests)."""
@@ -188,6 +190,7 @@ def test_removals_and_unreadable_versions_record_exactly_this(store: EventStore)
     from eventstore import chain
     from eventstore.dialects import get_dialect
     from eventstore.dialects.base import Finding, Snapshot, Unreadable
+    from eventstore.errors import IngestError
     from eventstore.ingest import Ingestor, IngestResult, keyed_event_id
 
     ing = Ingestor(store, get_dialect("generic"), stream="R")
@@ -212,6 +215,13 @@ def test_removals_and_unreadable_versions_record_exactly_this(store: EventStore)
     assert (unreadable.type, unreadable.event_id, unreadable.metadata) == ("document.unreadable", keyed_event_id("k2", 0), {
         "dialect": "generic", "source": src, "snapshot": {"sha256": sha, "bytes": 5, "unreadable": True},
         "findings": [finding.to_dict()]})
+    other = Ingestor(store, get_dialect("generic"), stream="R2")
+    other.ingest(Snapshot(doc={"n": 1}, raw=b'{"n": 1}', source={}))
+    monkeypatch.setattr("eventstore.config.MAX_EVENT_BYTES", 256)  # an unreadable version too big to keep
+    with pytest.raises(IngestError) as info:  # named by its stream when its source names no file
+        other.ingest(Snapshot(doc=None, raw=os.urandom(400), source={}, unreadable=why))
+    assert str(info.value).startswith("R2: ")
+    monkeypatch.undo()
     assert unreadable.payload == {
         "type": "document.unreadable", "reason": "json", "error": why.error, "line": 1, "column": 6, "size": 5,
         "sha256": sha, "content_zlib_b64": base64.b64encode(zlib.compress(raw, 9)).decode()}
