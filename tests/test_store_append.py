@@ -160,7 +160,7 @@ def test_new_event_errors_name_the_event_type_on_either_path() -> None:
     e = NewEvent("x.y", b'{"a": 1}')
     assert (e.type, e.data) == ("x.y", b'{"a":1}')
     assert NewEvent("a" * 200, b"{}").type == "a" * 200 == NewEvent("a" * 200, {}).type
-    for bad in ("", "a" * 201, None):  # a dict takes the fast path, bytes the other: the same refusal
+    for bad in ("", "a" * 201, None, 5):  # a dict takes the fast path, bytes the other: the same refusal
         for data in ({}, b"{}"):
             with pytest.raises(InvalidEvent) as exc:
                 NewEvent(bad, data)
@@ -254,6 +254,11 @@ def test_time_and_schema_version_refusals_name_the_value() -> None:
         iso(b"2026-01-01", what="answeredAt")  # type: ignore[arg-type]
     assert str(info.value) == "answeredAt must be an ISO-8601 string, got bytes."
     assert NewEvent("t.x", {}, schema_version=1).schema_version == 1
+    from eventstore.dialects.mapipe.events import PhaseStarted
+
+    typed = PhaseStarted(phase="build", record={})
+    assert NewEvent(None, typed).schema_version == PhaseStarted.schema_version
+    assert NewEvent(None, typed, schema_version=3).schema_version == 3  # given, it wins over the class's
     assert NewEvent("t.x", {}, schema_version=32767).schema_version == 32767
     for bad in (0, 32768, True, 2.0):
         with pytest.raises(InvalidEvent) as info:
