@@ -225,3 +225,20 @@ def test_removals_and_unreadable_versions_record_exactly_this(store: EventStore,
     assert unreadable.payload == {
         "type": "document.unreadable", "reason": "json", "error": why.error, "line": 1, "column": 6, "size": 5,
         "sha256": sha, "content_zlib_b64": base64.b64encode(zlib.compress(raw, 9)).decode()}
+
+
+def test_an_unreadable_version_leaves_the_runs_status_as_it_was(store_url: str) -> None:
+    """The runs index, kept inline, keeps the status the last readable version gave (an unreadable
+    version moves no document) and counts the unreadable version's finding."""
+    from eventstore.dialects import get_dialect
+    from eventstore.dialects.base import Snapshot, Unreadable
+    from eventstore.ingest import Ingestor
+    from projections.runs import IndexedEventStore, list_runs
+
+    with IndexedEventStore(store_url) as store:
+        ing = Ingestor(store, get_dialect("generic"), stream="G")
+        ing.ingest(Snapshot(doc={"taskId": "G", "status": "running"}, raw=b"{}", source={"file": "g.json"}))
+        ing.ingest(Snapshot(doc=None, raw=b'{"n":', source={"file": "g.json"},
+                            unreadable=Unreadable("json", "g.json: not valid JSON", 1, 6)))
+        [row] = list_runs(store)
+    assert (row.task_id, row.status, row.events, row.findings) == ("G", "running", 2, 1)
