@@ -161,6 +161,9 @@ def test_new_event_errors_name_the_event_type_on_either_path() -> None:
         NewEvent("x.y", b'{"a":')
     assert str(exc.value) == 'data of "x.y": not valid JSON at line 1, column 6: Expecting value.'
     assert (NewEvent("x.y", b"{}").schema_version, NewEvent("x.y", b"{}", schema_version=5).schema_version) == (1, 5)
+    with pytest.raises(InvalidEvent) as exc:
+        NewEvent("x.y", {}, event_id="nope")
+    assert str(exc.value) == "event_id 'nope' is not a UUID."
     e = NewEvent("x.y", b'{"a": 1}')
     assert (e.type, e.data) == ("x.y", b'{"a":1}')
     assert NewEvent("a" * 200, b"{}").type == "a" * 200 == NewEvent("a" * 200, {}).type
