@@ -1,0 +1,86 @@
+"""Check survivors again by hand: apply each mutant's diff to a copy of the tree and run tests there.
+
+    python tests/mutation/recheck.py --mutants DIR --file eventstore/store.py NAMES_FILE TEST [TEST ...]
+
+``DIR`` is the folder ``mutmut run`` ran in (its ``mutmut show NAME`` gives each diff); ``NAMES_FILE``
+lists mutant names, one a line.  Each mutant's changed lines are put into a fresh copy of this checkout
+(tracked files as they are in the working tree, so new tests count), and ``pytest -n 0 -x TEST...`` runs
+there; a line per mutant says KILLED, SURVIVED, TIMEOUT or CANNOT-APPLY.  The checkout is never changed.
+
+Why by hand as well as ``mutmut run NAME``: a re-run needs mutmut's tracing pass again in a copy holding
+the new tests, and mutmut runs a mutant only against the tests it saw reach the function, so a table
+built once in a module-scoped fixture credits its first test only (docs/MUTATION.md).  Here the tests are
+named, and every one of them runs against the mutant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def diff_of(mutants: Path, name: str) -> tuple[str, str] | None:
+    """The mutant's (original lines, mutated lines) as ``mutmut show`` prints them (None: no diff)."""
+    out = subprocess.run(["mutmut", "show", name], cwd=mutants, capture_output=True, text=True, timeout=300).stdout
+    lines = out.splitlines()
+    old = [x[1:] for x in lines if x.startswith("-") and not x.startswith("---")]
+    new = [x[1:] for x in lines if x.startswith("+") and not x.startswith("+++")]
+    return ("\n".join(old), "\n".join(new)) if old else None
+
+
+def mutate(source: str, name: str, old: str, new: str) -> str | None:
+    """``source`` with ``old`` replaced by ``new`` in the mutant's function (None: not found once)."""
+    if source.count(old) == 0:  # a method: mutmut shows it without its class's indentation
+        old, new = "\n".join("    " + x for x in old.split("\n")), "\n".join("    " + x for x in new.split("\n"))
+    function = name.split("__mutmut_")[0].replace("ǁ", ".").split(".")[-1].removeprefix("x_")
+    if source.count(old) > 1 and f"def {function}(" in source:  # the first one after the function's def
+        at = source.index(old, source.index(f"def {function}("))
+        return source[:at] + new + source[at + len(old):]
+    return source.replace(old, new) if source.count(old) == 1 else None
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mutants", type=Path, required=True, help="the folder mutmut ran in")
+    ap.add_argument("--file", required=True, help="the mutated module, relative to the checkout")
+    ap.add_argument("--timeout", type=int, default=300, help="seconds a test run may take (then: TIMEOUT)")
+    ap.add_argument("names", type=Path)
+    ap.add_argument("tests", nargs="+")
+    args = ap.parse_args(argv)
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    with tempfile.TemporaryDirectory(prefix="evstore-recheck-") as tmp:
+        copy = Path(tmp) / "tree"
+        for rel in filter(None, tracked.decode().split("\0")):
+            if (ROOT / rel).is_file():
+                (copy / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(ROOT / rel, copy / rel)
+        target = copy / args.file
+        source = target.read_text(encoding="utf-8")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(copy), os.environ.get("PYTHONPATH", "")])}
+        for name in args.names.read_text().split():
+            found = diff_of(args.mutants, name)
+            mutated = mutate(source, name, *found) if found else None
+            if mutated is None:
+                print("CANNOT-APPLY", name, flush=True)
+                continue
+            target.write_text(mutated, encoding="utf-8")
+            try:
+                r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", "-x",
+                                    *args.tests], cwd=copy, env=env, capture_output=True, timeout=args.timeout)
+                print("KILLED" if r.returncode else "SURVIVED", name, flush=True)
+            except subprocess.TimeoutExpired:
+                print("TIMEOUT", name, flush=True)
+            finally:
+                target.write_text(source, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
