@@ -416,3 +416,36 @@ def test_git_versions_come_after_their_parents_even_with_skewed_clocks(run, tmp_
     subjects = [_git(repo, "log", "-1", "--format=%s", e["meta"]["source"]["git"]["commit"]) for e in _log(run, "skew")]
     assert subjects.index("A") < subjects.index("B") and subjects.index("A") < subjects.index("S")
     assert subjects[-1] == "M" and sorted(subjects) == ["A", "B", "M", "S"]
+
+
+def test_the_stream_a_generic_file_takes_and_the_api_defaults(store_url: str, tmp_path: Path) -> None:
+    """With no stream named anywhere, a generic version goes to its file's name, to its folder's name
+    when several files of one folder are given (or the folder itself), and to each file's name when they
+    come from several folders; ``ingest()`` reads folders in name order and records an unreadable version
+    unless told to be strict; a path that is not there is named (mutation testing: each survived)."""
+    from eventstore.dialects import get_dialect
+    from eventstore.ingest import ingest, load_paths
+    from eventstore.store import EventStore
+
+    generic = get_dialect("generic")
+    one, two = tmp_path / "one", tmp_path / "two"
+    for folder in (one, two):
+        folder.mkdir()
+        (folder / "10-b.json").write_text('{"n": 10}')
+        (folder / "2-a.json").write_text('{"n": 2}')
+
+    def streams(paths: list[Path]) -> list[str | None]:
+        return [s.source_stream for s in load_paths(generic, paths)]
+
+    assert streams([one / "2-a.json"]) == ["2-a.json"]
+    assert streams([one / "2-a.json", one / "10-b.json"]) == ["one", "one"]
+    assert streams([one / "2-a.json", two / "10-b.json"]) == ["2-a.json", "10-b.json"]
+    assert streams([one]) == ["one", "one"]
+    with pytest.raises(IngestError) as info:
+        load_paths(generic, [tmp_path / "gone.json"])
+    assert str(info.value) == f"{tmp_path / 'gone.json'}: no such file or directory."
+    (two / "30-c.json").write_text('{"n": ')  # a version that is no JSON
+    with EventStore(store_url) as store:
+        results = ingest(store, generic, [two])
+        assert [(r.file, r.version, r.unreadable is not None) for r in results] == [
+            (str(two / "2-a.json"), 1, False), (str(two / "10-b.json"), 2, False), (str(two / "30-c.json"), 3, True)]
