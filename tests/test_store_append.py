@@ -266,6 +266,9 @@ def test_time_and_schema_version_refusals_name_the_value() -> None:
     typed = PhaseStarted(phase="build", record={})
     assert NewEvent(None, typed).schema_version == PhaseStarted.schema_version
     assert NewEvent(None, typed, schema_version=3).schema_version == 3  # given, it wins over the class's
+    from eventstore.store import UNKNOWN
+
+    assert repr(UNKNOWN) == "UNKNOWN" and NewEvent("t.x", {}).document is UNKNOWN  # as it shows in a debugger
     assert NewEvent("t.x", {}, schema_version=32767).schema_version == 32767
     for bad in (0, 32768, True, 2.0):
         with pytest.raises(InvalidEvent) as info:

@@ -242,3 +242,28 @@ def test_an_unreadable_version_leaves_the_runs_status_as_it_was(store_url: str) 
                             unreadable=Unreadable("json", "g.json: not valid JSON", 1, 6)))
         [row] = list_runs(store)
     assert (row.task_id, row.status, row.events, row.findings) == ("G", "running", 2, 1)
+
+
+def test_a_broken_version_joins_a_stream_by_file_name_only_where_the_dialect_says_so(store: EventStore) -> None:
+    """mapipe does not name streams by source file (generic does): a new loader refuses a broken
+    version with nothing else to go by, even where a stream of its file's name exists (mutation
+    testing: taking the file's name for every dialect survived)."""
+    import random
+    from datetime import UTC, datetime
+
+    from eventstore.dialects import get_dialect
+    from eventstore.dialects.base import Snapshot, Unreadable
+    from eventstore.errors import IngestError
+    from eventstore.ingest import Ingestor
+
+    mapipe = get_dialect("mapipe")
+    assert not mapipe.streams_by_source and get_dialect("generic").streams_by_source
+    first = next(iter(mapipe.simulate(random.Random(1), run_id="M-1", start=datetime(2026, 1, 1, tzinfo=UTC))))
+    Ingestor(store, mapipe, stream="agent-state.json").ingest(first)
+    broken = Snapshot(doc=None, raw=b'{"n":', source={"file": "agent-state.json"}, source_stream="agent-state.json",
+                      unreadable=Unreadable("json", "agent-state.json: not valid JSON", 1, 6))
+    with pytest.raises(IngestError) as info:
+        Ingestor(store, mapipe).ingest(broken)
+    assert str(info.value) == ("agent-state.json: not valid JSON No readable version to start a stream from; nothing "
+                               "was written.")
+    assert store.stream_version("agent-state.json") == 1
