@@ -323,3 +323,29 @@ def test_a_failed_commit_step_is_rolled_back_and_said_in_the_stores_words(store:
         monkeypatch.setattr(backend, "move_stream_heads", real)
         assert store.list_streams() == [] and store.max_position() == 0  # nothing of it was written
     assert store.append("S", [NewEvent("t.x", {})]).positions == [1]
+
+
+def test_close_closes_each_threads_connection_and_the_store_opens_again(store: EventStore) -> None:
+    """close() closes the connection a thread held (not only forgets it), and the store may be used
+    after it: a new connection is made (mutation testing: both survived)."""
+    store.append("S", [NewEvent("t.x", {})])
+    held = store._raw()
+    store.close()
+    with pytest.raises(store.backend.driver_errors) as info:  # sqlite3.ProgrammingError / psycopg.OperationalError
+        held.execute("SELECT 1")
+    assert "closed" in str(info.value)
+    assert store.append("S", [NewEvent("t.x", {})]).version == 2 and store.max_position() == 2
+
+
+def test_the_synchronous_setting_reaches_the_sqlite_connection(sqlite_url: str) -> None:
+    """``EventStore(url, synchronous="FULL")`` is what the connection runs with (mutation testing: the
+    argument dropped survived; NORMAL is the default)."""
+    from conftest import migrated
+
+    url = migrated(sqlite_url)
+    for given, pragma in ((None, 1), ("FULL", 2), ("NORMAL", 1)):
+        with EventStore(url, synchronous=given) as store:
+            assert store._raw().execute("PRAGMA synchronous").fetchone()[0] == pragma, given
+    with pytest.raises(InvalidEvent) as info:
+        NewEvent("a\x00b", b"{}")
+    assert str(info.value) == "event type 'a\\x00b' contains a NUL character (U+0000), which PostgreSQL cannot store."
