@@ -38,6 +38,8 @@ def _race(url: str, jobs: list[list[str]], peers: Path) -> list[dict[str, object
     try:
         for p in procs:
             p.start()
+        for _, child in pipes:
+            child.close()  # the workers hold their ends: a worker that dies is an end of file here at once
         for job, p, (conn, _) in zip(jobs, procs, pipes, strict=True):  # each has imported what its command needs
             assert _receive(conn, 60, p) == "ready", job
         start = time.time() + 0.2  # a moment for the last "go" to reach its process
