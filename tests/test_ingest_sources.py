@@ -449,3 +449,22 @@ def test_the_stream_a_generic_file_takes_and_the_api_defaults(store_url: str, tm
         results = ingest(store, generic, [two])
         assert [(r.file, r.version, r.unreadable is not None) for r in results] == [
             (str(two / "2-a.json"), 1, False), (str(two / "10-b.json"), 2, False), (str(two / "30-c.json"), 3, True)]
+
+
+def test_times_are_stamped_on_every_version_that_has_none(tmp_path: Path) -> None:
+    """A version that brings its own time is left as it is, and the versions after it are still
+    stamped (mutation testing: stopping at the first timed version survived)."""
+    from datetime import UTC, datetime
+
+    from eventstore.dialects import get_dialect
+    from eventstore.dialects.base import Snapshot
+    from eventstore.ingest import stamp_times
+
+    f = tmp_path / "s.json"
+    f.write_text("{}")
+    os.utime(f, (1_700_000_000, 1_700_000_000))
+    given = datetime(2026, 1, 1, tzinfo=UTC)
+    snaps = [Snapshot(doc={}, occurred_at=given, source={"file": str(f)}), Snapshot(doc={}, source={"file": str(f)})]
+    stamp_times(get_dialect("generic"), snaps)
+    assert [(s.occurred_at, s.source.get("time")) for s in snaps] == [
+        (given, None), (datetime.fromtimestamp(1_700_000_000, UTC), "mtime")]
