@@ -267,3 +267,20 @@ def test_a_broken_version_joins_a_stream_by_file_name_only_where_the_dialect_say
     assert str(info.value) == ("agent-state.json: not valid JSON No readable version to start a stream from; nothing "
                                "was written.")
     assert store.stream_version("agent-state.json") == 1
+
+
+def test_versions_without_a_document_join_the_stream_around_them(store: EventStore) -> None:
+    """A broken or removed version that names no stream joins the stream of the version before it; the
+    first ones, of the version after them; a readable version keeps its own (mutation testing: each
+    pass of the placing survived the end-to-end tests)."""
+    from eventstore.dialects import get_dialect
+    from eventstore.dialects.base import Snapshot, Unreadable
+    from eventstore.ingest import Ingestor
+
+    def broken() -> Snapshot:
+        return Snapshot(doc=None, raw=b"{", source={"file": "x.json"}, unreadable=Unreadable("json", "x.json: bad", 1, 2))
+
+    snaps = [broken(), broken(), Snapshot(doc={"taskId": "A"}), broken(),
+             Snapshot(doc=None, source={"file": "x.json"}, removed=True), Snapshot(doc={"taskId": "B"}), broken()]
+    Ingestor(store, get_dialect("generic"))._place_docless(snaps)
+    assert [s.stream_hint for s in snaps] == ["A", "A", None, "A", "A", None, "B"]
