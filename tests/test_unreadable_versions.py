@@ -281,6 +281,7 @@ def test_versions_without_a_document_join_the_stream_around_them(store: EventSto
         return Snapshot(doc=None, raw=b"{", source={"file": "x.json"}, unreadable=Unreadable("json", "x.json: bad", 1, 2))
 
     snaps = [broken(), broken(), Snapshot(doc={"taskId": "A"}), broken(),
-             Snapshot(doc=None, source={"file": "x.json"}, removed=True), Snapshot(doc={"taskId": "B"}), broken()]
+             Snapshot(doc=None, source={"file": "x.json"}, removed=True), Snapshot(doc={"taskId": "B"}), broken(),
+             Snapshot(doc={"n": 1})]  # readable, naming no stream: not placed (its own rules name it)
     Ingestor(store, get_dialect("generic"))._place_docless(snaps)
-    assert [s.stream_hint for s in snaps] == ["A", "A", None, "A", "A", None, "B"]
+    assert [s.stream_hint for s in snaps] == ["A", "A", None, "A", "A", None, "B", None]
