@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -100,9 +101,7 @@ LONG_FIRST = ("test_analytics_concurrency.py", "test_serve_drain.py", "test_typi
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    per_file: dict[str, int] = {}
-    for item in items:
-        per_file[item.path.name] = per_file.get(item.path.name, 0) + 1
+    per_file = Counter(item.path.name for item in items)
     rank = {name: i for i, name in enumerate(LONG_FIRST)}
     # the rest as xdist would order them (most tests first): a stable sort keeps each file's tests in order
     items.sort(key=lambda item: (rank.get(item.path.name, len(LONG_FIRST)), -per_file[item.path.name], str(item.path)))
