@@ -20,16 +20,19 @@ ONE_PG_TEST = "tests/test_store_contract.py::test_append_and_read_back[postgresq
 
 
 def child_pytest(**extra_env: str) -> subprocess.CompletedProcess[str]:
-    """``pytest`` as the README runs it (two xdist workers), in an environment without the variable.
+    """``pytest`` as the README runs it (xdist: a controlling process and its worker), in an environment
+    without the variable.
 
     What this test's own process inherited as an xdist worker is left out too (the child is a
-    controlling process of its own)."""
+    controlling process of its own).  One worker, not addopts' three: the server is started by the
+    controlling process and handed to its workers, which one worker shows as well as three, and each
+    worker more costs a Python start-up and a collection (1 CPU-s a test on the reference machine)."""
     left_out = ("EVSTORE_TEST_POSTGRES_URL", pg_server.BINDIR_SETTING, conftest.NO_PG_VARIABLE)
     env = {k: v for k, v in os.environ.items() if k not in left_out and not k.startswith("PYTEST_XDIST")}
     # Start-up: only the plugins the settings need, named with -p (required_plugins counts only autoloaded ones).
     env.update(extra_env, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "pytest_timeout", "-p", "xdist.plugin",
-                           "-o", "required_plugins=", "-p", "no:cacheprovider", "-q", ONE_PG_TEST],
+                           "-o", "required_plugins=", "-p", "no:cacheprovider", "-n", "1", "-q", ONE_PG_TEST],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 

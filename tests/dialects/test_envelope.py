@@ -513,3 +513,23 @@ def test_cheap_verdict_agrees_with_the_full_check() -> None:
 def test_check_survives_a_halt_whose_blockers_are_not_a_list() -> None:
     found = check({"state": "HALT", "blockers": 1.0, "skill": "x"}).findings
     assert any(f.code == "halt-without-blockers" for f in found)
+
+
+def test_a_rejected_turn_naming_no_stream_is_refused_not_guessed(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A folder whose only turn was rejected names no stream; ingested together with another folder's
+    accepted turns it is refused (nothing written, --stream suggested), not filed under the other
+    folder's stream as an unreadable state file is filed under its neighbours' (mutation testing:
+    placing every doc-less snapshot by its neighbours survived every test)."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    _write(tmp_path / "a", "turn-001.md", "## Assistant\nStarted, no envelope yet.\n")
+    _write(tmp_path / "b", "turn-001.md", f"## Assistant\nPlanned.\n{fenced(base_envelope(state='OK'))}\n")
+    r = run("ingest", "envelope", str(tmp_path / "a"), str(tmp_path / "b"))
+    assert r.exit_code != 0
+    assert str(tmp_path / "a" / "turn-001.md") in r.output and "names no task id; pass --stream ID." in r.output
+    assert run("log", "43-null-crash").exit_code != 0  # nothing written, the other folder's turn included
+    assert run("ingest", "envelope", str(tmp_path / "b")).exit_code == 0
+    r = run("ingest", "envelope", str(tmp_path / "a"), "--stream", "43-null-crash")
+    assert r.exit_code == 0, r.output
+    log = [json.loads(line) for line in run("log", "43-null-crash", "--json").stdout.splitlines()]
+    assert [e["type"].split(".")[1] for e in log][-1] == "turn_rejected"
