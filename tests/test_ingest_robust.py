@@ -500,3 +500,28 @@ def test_an_oversized_event_of_a_snapshot_without_a_file_is_named_by_its_stream(
         Ingestor(store, get_dialect("generic")).ingest(Snapshot(doc={"taskId": "BIG-1", "text": "x" * 2000}))
     assert str(exc.value).startswith('BIG-1: data of "document.observed": ')
     assert str(exc.value).endswith(" Nothing was written.") and store.stream_version("BIG-1") == 0
+
+
+def test_an_ingestor_whose_stream_moved_on_under_it_appends_nothing(store: EventStore) -> None:
+    """``Ingestor.ingest`` derives a snapshot's events against the document it last saw and appends them
+    at that version: when another writer moved the stream on meanwhile (a second `watch`, a hook), the
+    append is refused, not laid on top as a diff against a stale document (mutation testing: appending
+    without the expected version survived every test)."""
+    from eventstore.dialects import get_dialect
+    from eventstore.dialects.base import Snapshot
+    from eventstore.errors import ConcurrencyError
+    from eventstore.ingest import Ingestor
+
+    mapipe = get_dialect("mapipe")
+
+    def snap(status: str) -> Snapshot:
+        return Snapshot(doc={"schemaVersion": 1, "taskId": "RACE-1", "status": status}, raw=None, source={})
+
+    first, second = Ingestor(store, mapipe), Ingestor(store, mapipe)
+    first.ingest(snap("planning"))
+    second.ingest(snap("implementing"))  # reads the stream (version 1) and moves it on
+    before = store.stream_version("RACE-1")
+    with pytest.raises(ConcurrencyError):
+        first.ingest(snap("done"))  # still holds version 1's document
+    assert store.stream_version("RACE-1") == before
+    assert Ingestor(store, mapipe).ingest(snap("done")).version > before  # a fresh reader goes on from there

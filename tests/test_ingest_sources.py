@@ -105,6 +105,19 @@ def test_git_records_every_committed_version(run, branchy_repo) -> None:  # type
     assert events[6]["data"]["ops"] == [{"op": "replace", "path": "/step", "value": 4}]
 
 
+def test_ingest_git_by_default_walks_every_branch_and_records_unreadable_versions(store, branchy_repo) -> None:  # type: ignore[no-untyped-def]
+    """The library call's defaults are the command's: the full history (side branches too) and a broken
+    version recorded, not refused (mutation testing: flipping either default survived every test, all of
+    which went through the command, which passes both)."""
+    from eventstore.dialects import get_dialect
+    from eventstore.ingest import ingest_git
+
+    repo, _ = branchy_repo
+    results = ingest_git(store, get_dialect("generic"), f"{repo}:state.json")
+    assert [r.version for r in results] == [1, 2, 3, 3, 4, 5, 6, 7, 8, 9]  # "side" and "side2" included
+    assert results[6].unreadable is not None and "line" in results[6].unreadable  # the committed conflict markers
+
+
 def test_git_first_parent_keeps_the_main_line(run, branchy_repo) -> None:  # type: ignore[no-untyped-def]
     repo, _ = branchy_repo
     r = run("ingest", "generic", "--git", f"{repo}:state.json", "--first-parent", "--stream", "fp", "--json")

@@ -6,6 +6,8 @@
 lists mutant names, one a line.  Each mutant's changed lines are put into a fresh copy of this checkout
 (tracked files as they are in the working tree, so new tests count), and ``pytest -n 0 -x TEST...`` runs
 there; a line per mutant says KILLED, SURVIVED, TIMEOUT or CANNOT-APPLY.  The checkout is never changed.
+The tests run once without a mutant first: if they fail there, nothing is rechecked (every mutant would
+look killed).
 
 Why by hand as well as ``mutmut run NAME``: a re-run needs mutmut's tracing pass again in a copy holding
 the new tests, and mutmut runs a mutant only against the tests it saw reach the function, so a table
@@ -64,6 +66,13 @@ def main(argv: list[str]) -> int:
         target = copy / args.file
         source = target.read_text(encoding="utf-8")
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(copy), os.environ.get("PYTHONPATH", "")])}
+        pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", "-x", *args.tests]
+        # A test that fails without a mutant would call every mutant KILLED: check the tests pass first.
+        r = subprocess.run(pytest, cwd=copy, env=env, capture_output=True, timeout=args.timeout)
+        if r.returncode:
+            print(r.stdout.decode(errors="replace")[-3000:], file=sys.stderr)
+            print("The named tests fail without any mutant (above); fix them first.", file=sys.stderr)
+            return 1
         for name in args.names.read_text().split():
             found = diff_of(args.mutants, name)
             mutated = mutate(source, name, *found) if found else None
@@ -72,8 +81,7 @@ def main(argv: list[str]) -> int:
                 continue
             target.write_text(mutated, encoding="utf-8")
             try:
-                r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", "-x",
-                                    *args.tests], cwd=copy, env=env, capture_output=True, timeout=args.timeout)
+                r = subprocess.run(pytest, cwd=copy, env=env, capture_output=True, timeout=args.timeout)
                 print("KILLED" if r.returncode else "SURVIVED", name, flush=True)
             except subprocess.TimeoutExpired:
                 print("TIMEOUT", name, flush=True)
