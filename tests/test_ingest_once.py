@@ -12,6 +12,7 @@ budget, 39 mapipe versions (44 events) cost 129 applies, 185 encodes and 95 deco
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -175,3 +176,23 @@ def test_detect_format_finds_what_trying_every_format_finds(doc: dict[str, Any],
     every = [{**f, "newline": newline} for f in ingest_module._FORMATS]
     first = next(f for f in every if ingest_module.render(doc, f) == raw)
     assert ingest_module.detect_format(doc, raw) == first
+
+
+@pytest.mark.parametrize(("raw", "fmt"), [
+    # msgspec's layouts write exponents without "+" or a leading zero ("1e16", "1.5e-7"): json.dumps cannot
+    (msgspec.json.format(msgspec.json.encode({"a": 1e16, "b": 1.5e-7}), indent=2) + b"\n",
+     {"renderer": "msgspec", "indent": 2, "newline": "\n"}),
+    (msgspec.json.format(msgspec.json.encode({"a": 1e16, "b": 1.5e-7}), indent=4),
+     {"renderer": "msgspec", "indent": 4, "newline": ""}),
+    (json.dumps({"a": 1e16, "b": 1.5e-7}, indent=2).encode() + b"\r\n",
+     {"indent": 2, "ensure_ascii": False, "newline": "\r\n"}),
+    (json.dumps({"a": "é", "b": 1e16}).encode(), {"indent": None, "ensure_ascii": True, "newline": ""}),
+])
+def test_a_file_in_a_known_layout_is_kept_as_its_format_not_its_bytes(raw: bytes, fmt: dict[str, Any]) -> None:
+    """Bytes written by msgspec or json.dumps (not by ``render``) are recorded as the layout that writes
+    them, and ``replay --raw`` gets them back from it (mutation testing: a ``render`` that never took its
+    msgspec branch, or lost its indent, survived: the property above builds its bytes with ``render``)."""
+    doc = json.loads(raw)
+    rec = ingest_module.raw_record(doc, raw)
+    assert rec is not None and rec["format"] == fmt and "raw_zlib_b64" not in rec
+    assert ingest_module.raw_bytes(doc, rec) == raw
