@@ -1,4 +1,4 @@
-"""Every column of the envelope, taskflow and FRIDAY fact tables, against rows written out here from
+"""Every column of the envelope, taskflow, FRIDAY and Claude Code fact tables, against rows written out here from
 the log itself (an oracle the row functions did not compute).
 
 The metric sections read only some of these columns (a kind, an ok flag), so a row function that
@@ -15,8 +15,11 @@ from typing import Any
 
 import pytest
 from analytics_fixtures import simulate_into
+from claude_fixtures import write_project
 from conftest import migrated
 
+from eventstore.capture import ingest_transcripts
+from eventstore.dialects.claude import events as cl
 from eventstore.dialects.envelope import events as env
 from eventstore.dialects.taskflow import events as tf
 from eventstore.store import EventStore, RecordedEvent
@@ -69,12 +72,30 @@ FRIDAY: dict[str, Callable[[dict[str, Any]], Row | None]] = {
     "friday.cycle_closed": lambda p: ("cycle_closed", _s(p.get("agent")), _s(p.get("cycle_type")), None),
 }
 
+def _claude(e: RecordedEvent) -> Row:
+    p, usage = e.payload, e.payload.get("usage") if isinstance(e.payload.get("usage"), dict) else {}
+    when = p.get("timestamp")
+    return (e.type.removeprefix("claude."), _s(p.get("model")), _s(p.get("message_id")), _s(p.get("request_id")),
+            _s(p.get("tool_name")), _s(p.get("tool_use_id")), _b(p.get("is_error")), _i(usage.get("input_tokens")),
+            _i(usage.get("output_tokens")), _i(usage.get("cache_read_input_tokens")),
+            _i(usage.get("cache_creation_input_tokens")),
+            _s(p.get("agent")) if e.type == "claude.subagent_linked" else _s(p.get("agent_id")),
+            datetime.fromisoformat(when) if isinstance(when, str) and when else
+            e.occurred_at and datetime.fromisoformat(e.occurred_at),
+            _s(p.get("sidechain")), _s(p.get("stream")), _s(p.get("by")))
+
+
 CASES = {  # table: (dialect, its rows by event type, the columns after position and stream, time last)
     "envelope_events": ("envelope", ENVELOPE,
                         ["kind", "skill", "state", "from_state", "unit_id", "turn", "ok", "occurred_at"]),
     "taskflow_events": ("taskflow", TASKFLOW,
                         ["kind", "verdict", "parsed_by", "follow_kind", "task", "parent", "occurred_at"]),
     "friday_events": ("friday", FRIDAY, ["kind", "agent", "cycle_type", "item_id", "occurred_at"]),
+    # a Claude Code session's lines (tests/claude_fixtures.py: messages, tool calls, usage, a subagent)
+    "claude_events": ("claude", {}, ["kind", "model", "message_id", "request_id", "tool_name", "tool_use_id",
+                                     "is_error", "input_tokens", "output_tokens", "cache_read_tokens",
+                                     "cache_creation_tokens", "agent_id", "occurred_at", "sidechain",
+                                     "subagent_stream", "linked_by"]),
 }
 
 
@@ -90,6 +111,12 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EventStore
                                turn=8),
         env.TurnFailed(turn=9, reason="repair failed")], dialect="envelope")
     store.append("EXTRA-taskflow", [tf.VerdictUnparseable(sha256="0" * 64, reason="two verdicts")], dialect="taskflow")
+    write_project(root / "projects")
+    ingest_transcripts(store, [root / "projects"])
+    store.append("EXTRA-claude", [  # a 1.0.x inline subagent's line and a link (the fixture has neither)
+        cl.UserMessage(lineno=1, offset=0, sidechain="uuid-1", timestamp="2026-01-05T10:00:00Z"),
+        cl.SubagentLinked(agent="a-1", by="agent_id", lineno=2, tool_use_id="toolu_9", stream="S/agent-a-1")],
+        dialect="claude")
     analytics.refresh(store, root / "analytics")
     yield store, root / "analytics"
     store.close()
@@ -108,15 +135,33 @@ def test_every_column_of_a_fact_table_is_the_events_value(built: tuple[EventStor
     _dialect, rows_of, columns = CASES[table]
     expected = []
     for e in _log(store):
-        row = rows_of[e.type](e.payload) if e.type in rows_of else None
+        if table == "claude_events":
+            row = _claude(e) if e.type.startswith("claude.") else None
+        else:
+            row = rows_of[e.type](e.payload) if e.type in rows_of else None
         if row is not None:
-            expected.append((e.position, e.stream_id, *row, e.occurred_at and datetime.fromisoformat(e.occurred_at)))
+            at = () if table == "claude_events" else (e.occurred_at and datetime.fromisoformat(e.occurred_at),)
+            expected.append((e.position, e.stream_id, *row, *at))
     with analytics.reading(store, out, fresh=False) as con:
         got = con.execute(f"SELECT position, stream_id, {', '.join(columns)} FROM {table} "  # noqa: S608 (names above)
                           "ORDER BY position, kind").fetchall()
     assert got == sorted(expected, key=lambda r: (r[0], r[2]))
     # the simulated runs give every column a value somewhere, so each column is checked, not only its nulls
-    for i, column in enumerate(columns[:-1], start=2):
-        assert any(r[i] is not None for r in expected), f"{table}.{column}: no simulated event gives it a value"
+    assert expected
+    for i, column in enumerate(columns, start=2):
+        assert column == "occurred_at" or any(r[i] is not None for r in expected), f"{table}.{column}: no simulated event gives it a value"
     # and every kind of row is there (a payload that gives every row function its row names them all)
-    assert {r[2] for r in expected} == {r[0] for r in (f({"pending_interaction": {}}) for f in rows_of.values()) if r}
+    assert table == "claude_events" or {r[2] for r in expected} == {r[0] for r in (f({"pending_interaction": {}}) for f in rows_of.values()) if r}
+
+
+def test_every_table_has_the_columns_it_declares_by_name(built: tuple[EventStore, Path]) -> None:
+    """DuckDB matches names without regard to case, so a table written with ``STREAM_ID`` would still
+    answer every query; ``SELECT *`` (the CSV header of ``evstore query``) shows the names as written."""
+    from projections.analytics.facts import catalog
+
+    store, out = built
+    with analytics.reading(store, out, fresh=False) as con:
+        for name, table in catalog().tables.items():
+            described = con.execute(f"SELECT * FROM {name} LIMIT 0").description  # noqa: S608 (declared names)
+            assert [d[0] for d in described or []] == [c for c, _ in table.all_columns()], name
+            assert [c for c, _ in table.all_columns()][:2] == ["position", "stream_id"]

@@ -3,6 +3,7 @@ from the raw snapshot documents the simulators produced (never from the analytic
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterator
@@ -653,3 +654,15 @@ def test_plain_values() -> None:
     assert _plain(Decimal("0.123456")) == 0.1235 and type(_plain(Decimal("1"))) is float
     for v in (7, True, "x", None):
         assert _plain(v) is v
+
+
+def test_the_json_report_names_every_field_of_each_section(report: Report) -> None:
+    """``evstore metrics --format json`` (and the notebooks, the web API): each section as a mapping of
+    exactly these keys, the chart left out (mutation testing: a misspelt key survived every test)."""
+    data = json.loads(json.dumps(report.to_dict()))
+    assert set(data) == {"title", "scope", "sections"} and data["title"] == report.title
+    assert [s["name"] for s in data["sections"]] == [s.name for s in report.sections]
+    for got, section in zip(data["sections"], report.sections, strict=True):
+        assert got == {"name": section.name, "title": section.title, "columns": list(section.columns),
+                       "rows": json.loads(json.dumps(section.rows)), "summary": json.loads(json.dumps(section.summary)),
+                       "note": section.note}
