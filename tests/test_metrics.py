@@ -666,3 +666,22 @@ def test_the_json_report_names_every_field_of_each_section(report: Report) -> No
         assert got == {"name": section.name, "title": section.title, "columns": list(section.columns),
                        "rows": json.loads(json.dumps(section.rows)), "summary": json.loads(json.dumps(section.summary)),
                        "note": section.note}
+
+
+@pytest.mark.parametrize(("n", "shown", "more"), [(20, 20, ""), (21, 20, ", … (21 in all)"), (22, 20, ", … (22 in all)")])
+def test_a_scope_matching_nothing_lists_at_most_twenty_values(n: int, shown: int, more: str) -> None:
+    """The refusal of an unknown --project names the projects there are, the first twenty in order and then
+    how many there are in all (mutation testing: the bounds moved by one survived every test)."""
+    import duckdb
+
+    from eventstore.errors import EvstoreError
+    from projections.metrics import check_scope
+
+    con = duckdb.connect(":memory:")
+    con.execute("CREATE TABLE runs (stream_id VARCHAR, project VARCHAR, dialect VARCHAR, last_event_at TIMESTAMPTZ)")
+    projects = [f"p{i:02d}" for i in range(n)]
+    con.executemany("INSERT INTO runs VALUES (?, ?, 'mapipe', '2026-01-05T00:00:00Z')",
+                    [(f"R-{p}", p) for p in reversed(projects)])
+    with pytest.raises(EvstoreError) as err:
+        check_scope(con, Scope(project="nope"))
+    assert str(err.value) == f'No run has --project "nope"; the projects are: {", ".join(projects[:shown])}{more}.'
