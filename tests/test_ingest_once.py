@@ -196,3 +196,30 @@ def test_a_file_in_a_known_layout_is_kept_as_its_format_not_its_bytes(raw: bytes
     rec = ingest_module.raw_record(doc, raw)
     assert rec is not None and rec["format"] == fmt and "raw_zlib_b64" not in rec
     assert ingest_module.raw_bytes(doc, rec) == raw
+
+
+def _written(doc: Any, fmt: dict[str, Any]) -> bytes:
+    """What a tool writing with ``fmt``'s layout puts on disk: msgspec or json.dumps called here, not ``render``."""
+    if fmt.get("renderer") == "msgspec":
+        return msgspec.json.format(msgspec.json.encode(doc), indent=fmt["indent"]) + fmt["newline"].encode()
+    seps = (",", ":") if fmt.get("compact") else None
+    return (json.dumps(doc, indent=fmt["indent"], ensure_ascii=fmt["ensure_ascii"], separators=seps)
+            + fmt["newline"]).encode()
+
+
+@pytest.mark.parametrize("newline", ["", "\n", "\r\n"])
+@pytest.mark.parametrize("index", range(len(ingest_module._FORMATS)))
+def test_bytes_in_each_known_layout_are_recorded_as_it(index: int, newline: str) -> None:
+    """For every layout ingest knows, bytes written by the library that writes them (an ASCII document
+    and one with non-ASCII text, floats msgspec and json.dumps spell differently, nesting) are recorded
+    as the first known layout that writes them, and come back from it; and ``render`` given a layout
+    without a newline writes none."""
+    every = [{**f, "newline": newline} for f in ingest_module._FORMATS]
+    for doc in ({"a": [1, {"b": None}], "c": "x/y", "d": 1e16}, {"é": ["日", 1.5e-7], "n": {"x": [], "y": {}}}):
+        raw = _written(doc, every[index])
+        first = next(f for f in every if _written(doc, f) == raw)
+        rec = ingest_module.raw_record(doc, raw)
+        assert rec is not None and rec.get("format") == first, (doc, every[index])
+        assert ingest_module.raw_bytes(doc, rec) == raw
+        fmt = dict(ingest_module._FORMATS[index])
+        assert ingest_module.render(doc, fmt) == _written(doc, {**fmt, "newline": ""})

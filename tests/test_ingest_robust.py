@@ -526,3 +526,22 @@ def test_an_ingestor_whose_stream_moved_on_under_it_appends_nothing(store: Event
         first.ingest(snap("done")) if one_by_one else first.ingest_all([snap("review"), snap("done")])
     assert store.stream_version("RACE-1") == before
     assert Ingestor(store, mapipe).ingest(snap("done")).version > before  # a fresh reader goes on from there
+
+
+def test_meta_over_the_size_limit_is_refused_naming_the_stream(store: EventStore,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A version whose meta (its source, its findings, its bytes) is over the event size limit is refused
+    with the file, or when it came from no file the stream, named; nothing is written (mutation testing:
+    the message and its place survived every test)."""
+    from eventstore.dialects import get_dialect
+    from eventstore.dialects.base import Snapshot
+    from eventstore.errors import IngestError
+    from eventstore.ingest import Ingestor
+
+    monkeypatch.setattr(config, "MAX_EVENT_BYTES", 4096)
+    doc = {"schemaVersion": 1, "taskId": "META-1", "status": "planning"}
+    with pytest.raises(IngestError) as err:
+        Ingestor(store, get_dialect("mapipe")).ingest(Snapshot(doc=doc, raw=None, source={"origin": "y" * 8000}))
+    assert str(err.value).startswith("META-1: ") and str(err.value).endswith(" Nothing was written.")
+    assert "exceeds the limit of 4096 bytes" in str(err.value)
+    assert store.stream_version("META-1") == 0
