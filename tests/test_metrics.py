@@ -430,7 +430,7 @@ def test_phase_durations_match_the_documents(portfolio: Any, report: Report) -> 
 
 def test_fact_columns_no_section_reads_match_the_documents(portfolio: Any) -> None:
     """Columns kept for `evstore query` that no metric section reads (mutation testing: reading them
-    from the wrong key survived): each envelope turn's unit, each mapipe phase's sub-step."""
+    from the wrong key survived): each envelope turn's unit, each mapipe phase's sub-step and model."""
     from eventstore.dialects.envelope.lens import unit_id
 
     store, p, out = portfolio
@@ -442,6 +442,10 @@ def test_fact_columns_no_section_reads_match_the_documents(portfolio: Any) -> No
                  for s in snaps if s.doc is not None for phase, rec in s.doc.get("phases", {}).items()}
     seen = set(con.execute("SELECT stream_id, phase, sub_step FROM phase_events WHERE dialect = 'mapipe'").fetchall())
     assert seen <= sub_steps and {x for x in seen if x[2] is not None}, "the portfolio must record sub-steps"
+    models = {(sid, phase, rec.get("model")) for sid, snaps in p.of("mapipe").items()
+              for s in snaps if s.doc is not None for phase, rec in s.doc.get("phases", {}).items()}
+    seen = set(con.execute("SELECT stream_id, phase, model FROM phase_events WHERE dialect = 'mapipe'").fetchall())
+    assert seen <= models and {x for x in seen if x[2] is not None}, "the portfolio must record phase models"
 
 
 def test_question_latency_matches_the_documents(portfolio: Any, report: Report) -> None:
