@@ -349,10 +349,22 @@ def test_a_lens_that_breaks_its_law_is_a_failure_too(store: EventStore, monkeypa
     monkeypatch.setattr(Dialect, "observe", lambda self, prev, nxt: wrong)
     r = ing.ingest(Snapshot(doc={"taskId": "LAW-1", "n": 1}))
     assert r.lens_failures == 1 and r.findings[0].code == "lens-failed" and "do not rebuild it" in r.findings[0].message
+    [finding] = r.findings
+    assert (finding.path, finding.severity) == ("", "error")
+    assert finding.message.startswith("the generic lens failed (") and finding.message.endswith(
+        "); recorded as an exact document.patched instead of domain events (a dialect bug: please report it)")
+    # the exact event is the smallest patch from the document before, not the whole document again
+    assert list(store.read_stream("LAW-1"))[-1].payload["ops"] == [{"op": "replace", "path": "/n", "value": 1}]
     monkeypatch.undo()
-    monkeypatch.setattr(Dialect, "derive", lambda self, prev, nxt: [1 / 0])
+
+    def derive(self, prev, nxt):  # type: ignore[no-untyped-def]
+        raise ZeroDivisionError("x" * 600)
+
+    monkeypatch.setattr(Dialect, "derive", derive)
     r = ing.ingest(Snapshot(doc={"taskId": "LAW-1", "n": 2}))
     assert r.lens_failures == 1 and "ZeroDivisionError" in r.findings[0].message
+    reason = "ZeroDivisionError: " + "x" * 600
+    assert f"({reason[:500]}); " in r.findings[0].message  # the reason cut to 500 characters
     monkeypatch.undo()
     assert ing.ingest(Snapshot(doc={"taskId": "LAW-1", "n": 3})).lens_failures == 0
     assert [rp.replay(store, "LAW-1", upto_version=v).doc["n"] for v in (1, 2, 3, 4)] == [0, 1, 2, 3]
