@@ -557,3 +557,43 @@ def test_meta_over_the_size_limit_is_refused_naming_the_stream(store: EventStore
     assert str(err.value).startswith("META-1: ") and str(err.value).endswith(" Nothing was written.")
     assert "exceeds the limit of 4096 bytes" in str(err.value)
     assert store.stream_version("META-1") == 0
+
+
+def test_results_name_their_folder_events_their_dialect_and_a_broken_version_its_history(store: EventStore) -> None:
+    """What each ingest says and keeps, field by field (mutation testing: each survived every test): a
+    result names the file, or for a folder-per-task dialect the folder; every event's meta names its
+    dialect; a doc-less turn keeps no snapshot record of bytes it did not read as a document; and a
+    broken version that names no stream, ingested on its own after a readable one (as ``watch`` does),
+    joins the stream written last."""
+    import random
+    from datetime import UTC, datetime
+
+    from eventstore.dialects import get_dialect
+    from eventstore.dialects.base import Snapshot, read_snapshot
+    from eventstore.dialects.envelope.parse import LoadContext, load_turn
+    from eventstore.ingest import Ingestor
+
+    taskflow = get_dialect("taskflow")
+    first = next(iter(taskflow.simulate(random.Random(3), run_id="t-1", start=datetime(2026, 1, 5, tzinfo=UTC))))
+    assert first.doc is not None
+    r = Ingestor(store, taskflow).ingest(Snapshot(doc=first.doc, raw=None, source={"dir": "/work/tasks/t-1"}))
+    assert r.file == "/work/tasks/t-1" and r.events >= 1
+    for e in store.read_stream(r.stream):
+        assert e.metadata["dialect"] == "taskflow", (e.type, e.metadata)
+
+    turn = load_turn(Path("/t/turn-002.md"), b"## Assistant\nno envelope\n", LoadContext(stream="U-1"))
+    assert turn.doc is None and turn.events
+    Ingestor(store, get_dialect("envelope")).ingest(turn)
+    [rejected] = store.read_stream("U-1")
+    assert rejected.type == "envelope.turn_rejected" and "snapshot" not in rejected.metadata
+
+    mapipe = Ingestor(store, get_dialect("mapipe"))
+    mapipe.ingest(Snapshot(doc={"schemaVersion": 1, "taskId": "W-1", "status": "planning"}, raw=None, source={}))
+    broken = read_snapshot(b'{"taskId": ', "agent-state.json", {"file": "agent-state.json"})
+    assert broken.unreadable is not None
+    assert mapipe.ingest(broken).stream == "W-1"
+    r = mapipe.ingest(Snapshot(doc={"schemaVersion": 1, "taskId": "W-1", "status": "implementing", "title": "T",
+                                    "project": "p"}, raw=None, source={}))
+    assert r.events > 1
+    for e in store.read_stream("W-1", after_version=r.version - r.events):
+        assert e.metadata["dialect"] == "mapipe", (e.type, e.metadata)
