@@ -597,3 +597,24 @@ def test_results_name_their_folder_events_their_dialect_and_a_broken_version_its
     assert r.events > 1
     for e in store.read_stream("W-1", after_version=r.version - r.events):
         assert e.metadata["dialect"] == "mapipe", (e.type, e.metadata)
+
+
+def test_refusals_name_the_snapshot_and_count_the_other_broken_files(store: EventStore, tmp_path: Path) -> None:
+    """A snapshot from no file is called "snapshot" in an error; a history of broken files only names the
+    first and counts the others (mutation testing: both survived every test)."""
+    from eventstore.dialects import get_dialect
+    from eventstore.dialects.base import Snapshot
+    from eventstore.errors import IngestError
+    from eventstore.ingest import Ingestor, ingest
+
+    with pytest.raises(IngestError) as err:
+        Ingestor(store, get_dialect("mapipe")).ingest(Snapshot(doc={"schemaVersion": 1, "status": "x"}, source={}))
+    assert str(err.value).startswith("snapshot: not a mapipe document: required field(s) \"taskId\" missing")
+    for n in (2, 3):
+        folder = tmp_path / f"broken-{n}"
+        folder.mkdir()
+        for i in range(n):
+            (folder / f"{i}.json").write_text('{"taskId": ')
+        with pytest.raises(IngestError) as err:
+            ingest(store, get_dialect("mapipe"), [folder])
+        assert f" (and {n - 1} more unreadable file(s)) No readable version to start a stream from" in str(err.value)
