@@ -482,6 +482,12 @@ def test_a_snapshots_own_events_that_do_not_fold_are_refused(store: EventStore) 
                               "Patch operation 0 (remove '/nothing') does not apply: KeyError('nothing')). Nothing "
                               "was written.")
     assert store.stream_version("OWN-2") == 1
+    # from no file (a doc-less turn, say), the error names the stream (mutation testing: "None" and
+    # "snapshot" in its place survived)
+    with pytest.raises(IngestError) as exc:
+        ing.ingest(Snapshot(doc=None, events=[bad], stream_hint="OWN-2", source={}))
+    assert str(exc.value).startswith("OWN-2: the generic events read with this snapshot do not fold (InvalidEvent: ")
+    assert store.stream_version("OWN-2") == 1
 
 
 def test_a_lens_failing_without_a_message_is_named_by_its_class(store: EventStore,
