@@ -40,6 +40,7 @@ def _b(value: Any) -> bool | None:
 
 Row = tuple[Any, ...]  # what an event gives a table after its position and stream, from its payload
 
+
 def _envelope(kind: str, ok: Callable[[dict[str, Any]], bool | None]) -> Callable[[dict[str, Any]], Row]:
     return lambda p: (kind, _s(p.get("skill")), _s(p.get("state")) or _s(p.get("to_state")),
                       _s(p.get("from_state")), _s(p.get("unit_id")), _i(p.get("turn")), ok(p))
@@ -72,6 +73,7 @@ FRIDAY: dict[str, Callable[[dict[str, Any]], Row | None]] = {
     "friday.cycle_closed": lambda p: ("cycle_closed", _s(p.get("agent")), _s(p.get("cycle_type")), None),
 }
 
+
 def _claude(e: RecordedEvent) -> Row:
     p, usage = e.payload, e.payload.get("usage") if isinstance(e.payload.get("usage"), dict) else {}
     when = p.get("timestamp")
@@ -85,17 +87,14 @@ def _claude(e: RecordedEvent) -> Row:
             _s(p.get("sidechain")), _s(p.get("stream")), _s(p.get("by")))
 
 
-CASES = {  # table: (dialect, its rows by event type, the columns after position and stream, time last)
-    "envelope_events": ("envelope", ENVELOPE,
-                        ["kind", "skill", "state", "from_state", "unit_id", "turn", "ok", "occurred_at"]),
-    "taskflow_events": ("taskflow", TASKFLOW,
-                        ["kind", "verdict", "parsed_by", "follow_kind", "task", "parent", "occurred_at"]),
-    "friday_events": ("friday", FRIDAY, ["kind", "agent", "cycle_type", "item_id", "occurred_at"]),
-    # a Claude Code session's lines (tests/claude_fixtures.py: messages, tool calls, usage, a subagent)
-    "claude_events": ("claude", {}, ["kind", "model", "message_id", "request_id", "tool_name", "tool_use_id",
-                                     "is_error", "input_tokens", "output_tokens", "cache_read_tokens",
-                                     "cache_creation_tokens", "agent_id", "occurred_at", "sidechain",
-                                     "subagent_stream", "linked_by"]),
+CASES = {  # table: (its rows by event type, the columns after position and stream; the event's time last)
+    "envelope_events": (ENVELOPE, ["kind", "skill", "state", "from_state", "unit_id", "turn", "ok", "occurred_at"]),
+    "taskflow_events": (TASKFLOW, ["kind", "verdict", "parsed_by", "follow_kind", "task", "parent", "occurred_at"]),
+    "friday_events": (FRIDAY, ["kind", "agent", "cycle_type", "item_id", "occurred_at"]),
+    # a Claude Code session's lines (tests/claude_fixtures.py: messages, tool calls, usage, a subagent), by _claude
+    "claude_events": ({}, ["kind", "model", "message_id", "request_id", "tool_name", "tool_use_id", "is_error",
+                           "input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens", "agent_id",
+                           "occurred_at", "sidechain", "subagent_stream", "linked_by"]),
 }
 
 
@@ -132,7 +131,7 @@ def _log(store: EventStore) -> Iterator[RecordedEvent]:
 @pytest.mark.parametrize("table", sorted(CASES))
 def test_every_column_of_a_fact_table_is_the_events_value(built: tuple[EventStore, Path], table: str) -> None:
     store, out = built
-    _dialect, rows_of, columns = CASES[table]
+    rows_of, columns = CASES[table]
     expected = []
     for e in _log(store):
         if table == "claude_events":
