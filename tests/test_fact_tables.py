@@ -74,7 +74,13 @@ FRIDAY: dict[str, Callable[[dict[str, Any]], Row | None]] = {
 }
 
 
-def _claude(e: RecordedEvent) -> Row:
+def _time(e: RecordedEvent) -> datetime | None:
+    return datetime.fromisoformat(e.occurred_at) if e.occurred_at else None
+
+
+def _claude(e: RecordedEvent) -> Row | None:
+    if not e.type.startswith("claude."):
+        return None
     p, usage = e.payload, e.payload.get("usage") if isinstance(e.payload.get("usage"), dict) else {}
     when = p.get("timestamp")
     return (e.type.removeprefix("claude."), _s(p.get("model")), _s(p.get("message_id")), _s(p.get("request_id")),
@@ -82,19 +88,34 @@ def _claude(e: RecordedEvent) -> Row:
             _i(usage.get("output_tokens")), _i(usage.get("cache_read_input_tokens")),
             _i(usage.get("cache_creation_input_tokens")),
             _s(p.get("agent")) if e.type == "claude.subagent_linked" else _s(p.get("agent_id")),
-            datetime.fromisoformat(when) if isinstance(when, str) and when else
-            e.occurred_at and datetime.fromisoformat(e.occurred_at),
+            datetime.fromisoformat(when) if isinstance(when, str) and when else _time(e),
             _s(p.get("sidechain")), _s(p.get("stream")), _s(p.get("by")))
 
 
-CASES = {  # table: (its rows by event type, the columns after position and stream; the event's time last)
-    "envelope_events": (ENVELOPE, ["kind", "skill", "state", "from_state", "unit_id", "turn", "ok", "occurred_at"]),
-    "taskflow_events": (TASKFLOW, ["kind", "verdict", "parsed_by", "follow_kind", "task", "parent", "occurred_at"]),
-    "friday_events": (FRIDAY, ["kind", "agent", "cycle_type", "item_id", "occurred_at"]),
-    # a Claude Code session's lines (tests/claude_fixtures.py: messages, tool calls, usage, a subagent), by _claude
-    "claude_events": ({}, ["kind", "model", "message_id", "request_id", "tool_name", "tool_use_id", "is_error",
-                           "input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens", "agent_id",
-                           "occurred_at", "sidechain", "subagent_stream", "linked_by"]),
+class _ByType:
+    """The row of an event of a table whose rows go by event type: its payload's row, then its time."""
+
+    def __init__(self, rows_of: dict[str, Callable[[dict[str, Any]], Row | None]]) -> None:
+        self.rows_of = rows_of
+        # every kind of row the table holds: a payload that gives every row function its row names them all
+        self.kinds = {r[0] for f in rows_of.values() if (r := f({"pending_interaction": {}})) is not None}
+
+    def __call__(self, e: RecordedEvent) -> Row | None:
+        row = self.rows_of[e.type](e.payload) if e.type in self.rows_of else None
+        return None if row is None else (*row, _time(e))
+
+
+#: table: (an event's row after its position and stream, the columns it fills)
+CASES: dict[str, tuple[Callable[[RecordedEvent], Row | None], list[str]]] = {
+    "envelope_events": (_ByType(ENVELOPE), ["kind", "skill", "state", "from_state", "unit_id", "turn", "ok",
+                                            "occurred_at"]),
+    "taskflow_events": (_ByType(TASKFLOW), ["kind", "verdict", "parsed_by", "follow_kind", "task", "parent",
+                                            "occurred_at"]),
+    "friday_events": (_ByType(FRIDAY), ["kind", "agent", "cycle_type", "item_id", "occurred_at"]),
+    # a Claude Code session's lines (tests/claude_fixtures.py: messages, tool calls, usage, a subagent)
+    "claude_events": (_claude, ["kind", "model", "message_id", "request_id", "tool_name", "tool_use_id", "is_error",
+                                "input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens",
+                                "agent_id", "occurred_at", "sidechain", "subagent_stream", "linked_by"]),
 }
 
 
@@ -131,16 +152,8 @@ def _log(store: EventStore) -> Iterator[RecordedEvent]:
 @pytest.mark.parametrize("table", sorted(CASES))
 def test_every_column_of_a_fact_table_is_the_events_value(built: tuple[EventStore, Path], table: str) -> None:
     store, out = built
-    rows_of, columns = CASES[table]
-    expected = []
-    for e in _log(store):
-        if table == "claude_events":
-            row = _claude(e) if e.type.startswith("claude.") else None
-        else:
-            row = rows_of[e.type](e.payload) if e.type in rows_of else None
-        if row is not None:
-            at = () if table == "claude_events" else (e.occurred_at and datetime.fromisoformat(e.occurred_at),)
-            expected.append((e.position, e.stream_id, *row, *at))
+    row_of, columns = CASES[table]
+    expected = [(e.position, e.stream_id, *row) for e in _log(store) if (row := row_of(e)) is not None]
     with analytics.reading(store, out, fresh=False) as con:
         got = con.execute(f"SELECT position, stream_id, {', '.join(columns)} FROM {table} "  # noqa: S608 (names above)
                           "ORDER BY position, kind").fetchall()
@@ -148,9 +161,10 @@ def test_every_column_of_a_fact_table_is_the_events_value(built: tuple[EventStor
     # the simulated runs give every column a value somewhere, so each column is checked, not only its nulls
     assert expected
     for i, column in enumerate(columns, start=2):
-        assert column == "occurred_at" or any(r[i] is not None for r in expected), f"{table}.{column}: no simulated event gives it a value"
-    # and every kind of row is there (a payload that gives every row function its row names them all)
-    assert table == "claude_events" or {r[2] for r in expected} == {r[0] for r in (f({"pending_interaction": {}}) for f in rows_of.values()) if r}
+        assert column == "occurred_at" or any(r[i] is not None for r in expected), \
+            f"{table}.{column}: no simulated event gives it a value"
+    if isinstance(row_of, _ByType):  # and every kind of row is there
+        assert {r[2] for r in expected} == row_of.kinds
 
 
 def test_every_table_has_the_columns_it_declares_by_name(built: tuple[EventStore, Path]) -> None:

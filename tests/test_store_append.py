@@ -164,6 +164,9 @@ def test_new_event_errors_name_the_event_type_on_either_path() -> None:
     with pytest.raises(InvalidEvent) as exc:
         NewEvent("x.y", {}, event_id="nope")
     assert str(exc.value) == "event_id 'nope' is not a UUID."
+    with pytest.raises(InvalidEvent) as exc:
+        NewEvent("a\x00b", b"{}")
+    assert str(exc.value) == "event type 'a\\x00b' contains a NUL character (U+0000), which PostgreSQL cannot store."
     e = NewEvent("x.y", b'{"a": 1}')
     assert (e.type, e.data) == ("x.y", b'{"a":1}')
     assert NewEvent("a" * 200, b"{}").type == "a" * 200 == NewEvent("a" * 200, {}).type
@@ -346,6 +349,3 @@ def test_the_synchronous_setting_reaches_the_sqlite_connection(sqlite_url: str) 
     for given, pragma in ((None, 1), ("FULL", 2), ("NORMAL", 1)):
         with EventStore(url, synchronous=given) as store:
             assert store._raw().execute("PRAGMA synchronous").fetchone()[0] == pragma, given
-    with pytest.raises(InvalidEvent) as info:
-        NewEvent("a\x00b", b"{}")
-    assert str(info.value) == "event type 'a\\x00b' contains a NUL character (U+0000), which PostgreSQL cannot store."

@@ -285,3 +285,17 @@ def test_versions_without_a_document_join_the_stream_around_them(store: EventSto
              Snapshot(doc={"n": 1})]  # readable, naming no stream: not placed (its own rules name it)
     Ingestor(store, get_dialect("generic"))._place_docless(snaps)
     assert [s.stream_hint for s in snaps] == ["A", "A", None, "A", "A", None, "B", None]
+
+
+def test_a_broken_version_ingested_on_its_own_joins_the_stream_written_last(store: EventStore) -> None:
+    """A broken version that names no stream, ingested on its own after a readable one (as ``watch``
+    does), joins the stream that Ingestor wrote last (mutation testing: forgetting it survived)."""
+    from eventstore.dialects import get_dialect
+    from eventstore.dialects.base import Snapshot, read_snapshot
+    from eventstore.ingest import Ingestor
+
+    mapipe = Ingestor(store, get_dialect("mapipe"))
+    mapipe.ingest(Snapshot(doc={"schemaVersion": 1, "taskId": "W-1", "status": "planning"}, raw=None, source={}))
+    broken = read_snapshot(b'{"taskId": ', "agent-state.json", {"file": "agent-state.json"})
+    assert broken.unreadable is not None
+    assert mapipe.ingest(broken).stream == "W-1"
