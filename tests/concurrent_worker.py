@@ -50,7 +50,9 @@ def _count(peers: Path, own: int, turns: int) -> None:
 #: What the commands import (lazily, most of them): the fork server imports it once, before any race.
 PRELOAD = ("click.testing", "eventstore.cli", "eventstore.store", "eventstore.ingest", "eventstore.verify",
            "eventstore.dialects", "duckdb", "pyarrow.parquet", "projections.analytics", "projections.metrics",
-           "projections.report", "projections.replay")
+           "projections.report", "projections.replay",
+           # the PostgreSQL driver and SQLAlchemy's dialect for it, imported when a store on it opens
+           "psycopg", "sqlalchemy.dialects.postgresql.psycopg", "eventstore.backends.postgres")
 
 
 def work(peers_dir: str, own: int, url: str, kind: str, rest: list[str], conn: Any) -> None:

@@ -15,7 +15,7 @@ import httpx2
 import pytest
 from click.testing import CliRunner, Result
 from conftest import migrated
-from serve_fixtures import serving
+from serve_fixtures import http_client, serving
 from starlette.testclient import TestClient
 
 from eventstore import config
@@ -365,7 +365,7 @@ def test_serve_refuses_a_public_address_without_a_token(store_url: str, monkeypa
 
 def test_live_mode_streams_new_events(store_url: str) -> None:
     app = create_app(ServeConfig(url=store_url, token=TOKEN, live_poll=0.05))
-    with serving(app) as base, httpx2.Client(base_url=base, timeout=10) as http:
+    with serving(app) as base, http_client(base, timeout=10) as http:
         assert post(http, "live-1", [{"type": "demo.note", "data": {}}] * 2).status_code == 201
         with http.stream("GET", "/api/runs/live-1/live", params={"after": 1}) as live:
             assert live.headers["content-type"].startswith("text/event-stream")
@@ -377,7 +377,7 @@ def test_live_mode_streams_new_events(store_url: str) -> None:
 
             def append_later() -> None:  # on its own client, joined before this one closes
                 time.sleep(0.2)
-                with httpx2.Client(base_url=base, timeout=10) as other:
+                with http_client(base, timeout=10) as other:
                     posted.append(post(other, "live-1", [{"type": "demo.note",
                                                           "data": {"text": "<b>live</b>"}}]).status_code)
 
@@ -392,7 +392,7 @@ def test_live_mode_streams_new_events(store_url: str) -> None:
 
 
 def _writer(base: str, stream: str, n: int, exact: bool, ids: list[str], errors: list[str]) -> None:
-    with httpx2.Client(base_url=base, timeout=60) as http:
+    with http_client(base, timeout=60) as http:
         for i in range(n):
             eid = str(uuid.uuid4())
             events = [{"type": "demo.note", "data": {"i": i, "k": k}, "event_id": eid if k == 0 else None}
@@ -424,7 +424,7 @@ def test_concurrent_writers_over_http_lose_nothing(store_url: str, writers: int,
             t.start()
         for t in threads:
             t.join()
-        with httpx2.Client(base_url=base) as http:
+        with http_client(base) as http:
             events = http.get("/api/runs/race/events").json()
         # Database work stays on the server's fixed threads: one held connection each, never the
         # engine's whole pool (anyio's up to 40 threads exhausted it and answered 500 after 30 s).

@@ -22,6 +22,7 @@ import httpx2
 import pytest
 from click.testing import CliRunner
 from conftest import EVSTORE, Child, evstore_child
+from serve_fixtures import http_client
 
 from eventstore import spool
 from eventstore.cli import register
@@ -59,9 +60,14 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> floa
     return time.monotonic() - started
 
 
+def _get(base: str, path: str, timeout: float) -> httpx2.Response:
+    with http_client(base, timeout=timeout) as http:
+        return http.get(path)
+
+
 def _answers(base: str) -> bool:
     try:
-        return httpx2.get(base + "/api/runs", timeout=2).status_code == 200
+        return _get(base, "/api/runs", timeout=2).status_code == 200
     except httpx2.HTTPError:
         return False
 
@@ -120,7 +126,7 @@ def doctor(url: str) -> str:
 def test_hooks_spooled_while_serving_reach_the_store_and_the_live_view(store_url: str, tmp_path: Path) -> None:
     main, _ = write_project(tmp_path / "projects")
     directory = spool.spool_dir(store_url)
-    with serve(store_url) as (child, base), httpx2.Client(base_url=base, timeout=30) as http:
+    with serve(store_url) as (child, base), http_client(base, timeout=30) as http:
         hook(store_url, call(SESSION, "SessionStart", 0))
         wait_until(lambda: http.get(f"/api/runs/{SESSION}/events").status_code == 200, BOUND,
                    "the first hook event in the store")
@@ -247,7 +253,7 @@ def test_a_failing_drain_is_logged_once_and_the_server_serves_on(sqlite_url: str
         time.sleep(1.0)  # ten more rounds, each failing the same way
         [line] = log.read_text().splitlines()  # said once, not once a round
         assert "evstore serve: drain failed: IsADirectoryError" in line and str(poison) in line
-        assert httpx2.get(base + "/api/runs", timeout=10).status_code == 200 and child.proc.poll() is None
+        assert _get(base, "/api/runs", timeout=10).status_code == 200 and child.proc.poll() is None
         r = CliRunner().invoke(register(), ["--url", sqlite_url, "doctor"], catch_exceptions=False)
         assert r.exit_code == 1 and "drain errors: last 1" in r.output and "IsADirectoryError" in r.output
         poison.rmdir()

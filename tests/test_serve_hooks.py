@@ -13,7 +13,7 @@ from typing import Any
 import httpx2
 import pytest
 from click.testing import CliRunner, Result
-from serve_fixtures import serving
+from serve_fixtures import http_client, serving
 from starlette.testclient import TestClient
 
 from eventstore import capture
@@ -51,7 +51,7 @@ def cli(url: str, *args: str) -> Result:
 
 def hook(base: str, payload: dict[str, Any] | bytes, headers: dict[str, str] | None = None) -> httpx2.Response:
     body = payload if isinstance(payload, bytes) else json.dumps(payload, separators=(",", ":")).encode()
-    with httpx2.Client(base_url=base, timeout=60) as http:
+    with http_client(base, timeout=60) as http:
         return http.post("/hooks/claude-code", content=body,
                          headers={"content-type": "application/json", **(AUTH if headers is None else headers)})
 
