@@ -22,6 +22,7 @@ from eventstore.cli import register
 from eventstore.store import EventStore
 from projections import analytics
 from projections.analytics import SCHEMAS, VIEWS, Manifest
+from projections.analytics.views import reads
 
 COUNTS = {"mapipe": 6, "friday": 2, "taskflow": 3, "envelope": 2}
 
@@ -227,6 +228,44 @@ def test_query_sql_error_reports_duckdbs_message_and_exits_1(cli_store: str) -> 
     assert "Traceback" not in r.output
     r = CliRunner().invoke(register(), ["--url", cli_store, "query", "SELEC 1"])
     assert r.exit_code == 1 and r.stderr.startswith("Error: Parser Error: syntax error")
+
+
+def test_a_query_connection_defines_what_its_sql_reads_and_answers_as_a_full_one(
+        small: tuple[str, EventStore], rebuilt: dict[str, Any], tmp_path: Path) -> None:
+    """`evstore query` binds only the views its SQL reads (and theirs, transitively); every table and
+    view read through such a connection gives the rows a connection with the whole catalog gives."""
+    out = tmp_path / "a"
+    analytics.refresh(small[1], out)
+    for name in list(SCHEMAS) + list(VIEWS):
+        with analytics.reading(small[1], out, fresh=False, sql=f"SELECT * FROM {name}") as con:
+            defined = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+            assert name in defined if name in VIEWS else defined == {name}, (name, defined)
+            assert sorted(con.execute(f"SELECT * FROM {name}").fetchall(), key=repr) == rebuilt[name], name
+    with analytics.reading(small[1], out, fresh=False, sql="select count(*) from EVENTS") as con:
+        assert {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()} == {"events"}
+
+
+@pytest.mark.parametrize("sql", [
+    "SHOW TABLES", "DESCRIBE runs", "SUMMARIZE gates", "SELECT * FROM information_schema.tables",
+    "SELECT * FROM duckdb_views()", "PRAGMA show_tables", "SELECT * FROM main.runs", "SELECT * FROM query('SELECT 1')",
+    "SELECT * FROM gatez", "SELEC 1", "CREATE TABLE t (a INT)",
+])
+def test_sql_that_does_not_name_what_it_reads_gets_the_whole_catalog(sql: str) -> None:
+    con = duckdb.connect()
+    try:
+        assert reads(con, sql) is None
+        assert reads(con, "WITH x AS (SELECT 1) SELECT * FROM x, gates") == {"gates", "gate_events"}
+    finally:
+        con.close()
+
+
+def test_query_lists_the_whole_catalog_and_suggests_names_from_it(cli_store: str) -> None:
+    runner = CliRunner()
+    r = runner.invoke(register(), ["--url", cli_store, "query", "--json", "SHOW TABLES"])
+    assert r.exit_code == 0, r.output
+    assert {row["name"] for row in json.loads(r.stdout)} == set(analytics.table_names())
+    r = runner.invoke(register(), ["--url", cli_store, "query", "SELECT * FROM gatez"])
+    assert r.exit_code == 1 and 'Did you mean "gates"' in r.stderr
 
 
 def test_metrics_command_formats(cli_store: str, tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ set of files while other processes refresh, and user queries."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import weakref
@@ -15,7 +16,7 @@ import duckdb
 
 from eventstore.errors import EvstoreError
 from eventstore.store import EventStore
-from projections.analytics.facts import catalog, empty_select
+from projections.analytics.facts import Catalog, catalog, empty_select
 from projections.analytics.files import Manifest, analytics_dir, io_error, mismatch, refresh
 
 #: Tables filled from the store when a connection is bound to one (:func:`reading`): what the
@@ -80,28 +81,112 @@ def _open_listed(directory: Path, attempts: int = 50) -> tuple[Manifest, dict[st
     raise EvstoreError(f"The analytics tables in {directory} changed {attempts} times while being opened; try again.")
 
 
-def _connect(directory: Path, threads: int | None = None) -> tuple[duckdb.DuckDBPyConnection, Manifest,
-                                                                   Callable[[], None]]:
-    """(connection, its manifest, a call that closes the files it reads once the connection is closed)."""
+def _connect(directory: Path, threads: int | None = None, sql: str | None = None) -> tuple[
+        duckdb.DuckDBPyConnection, Manifest, Callable[[], None], frozenset[str] | None]:
+    """(connection, its manifest, a call that closes the files it reads once the connection is closed,
+    the names defined in it: None for all of them).
+
+    With ``sql``, only the tables and views that query reads are defined (:func:`reads`), when that
+    can be told from its text: binding the whole catalog's views is most of a connection's cost."""
     m, paths, fds = _open_listed(directory)
     try:
         con = duckdb.connect(":memory:")  # a database of its own: no cache shared with other connections
+        # Within it, each Parquet file's footer is parsed once, not once per query that reads it (a report
+        # runs dozens of queries over the same files: 15 % of `evstore metrics`' CPU on the demo portfolio).
+        # The cache dies with the connection, and the files it reads never change while it lives.
+        con.execute("SET parquet_metadata_cache = true")
         if threads:
             con.execute(f"SET threads = {int(threads)}")
         cat = catalog()
+        only = reads(con, sql) if sql is not None else None
         for table in cat.schemas:
+            if only is not None and table not in only:
+                continue
             if paths[table]:
                 con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet({_sql_list(paths[table])})")
             else:  # a table the manifest does not list (built before its dialect was installed): empty
                 con.execute(f"CREATE VIEW {table} AS {empty_select(cat.tables[table].all_columns())}")
         for table, columns in LINKS.items():
-            con.execute(f"CREATE TABLE {table} ({columns})")
-        for view, sql in cat.views.items():
-            con.execute(f"CREATE VIEW {view} AS {sql}")
+            if only is None or table in only:
+                con.execute(f"CREATE TABLE {table} ({columns})")
+        for view, sql_text in cat.views.items():
+            if only is None or view in only:
+                con.execute(f"CREATE VIEW {view} AS {sql_text}")
     except BaseException:
         _close_all(fds)
         raise
-    return con, m, weakref.finalize(con, _close_all, fds)
+    return con, m, weakref.finalize(con, _close_all, fds), only
+
+
+def _walk(node: Any) -> Iterator[dict[str, Any]]:
+    """Every object in DuckDB's JSON form of a parsed statement (``json_serialize_sql``)."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            yield item
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _tables_read(con: duckdb.DuckDBPyConnection, sql: str) -> set[str] | None:
+    """The unqualified table names ``sql`` reads (lower case; not its CTEs' own names), from DuckDB's
+    parser (``json_serialize_sql``); None when that does not say what it reads: it is not a query the
+    parser serialises (a PRAGMA, a statement that writes, a syntax error), or it reads through a table
+    function or a schema-qualified name."""
+    try:
+        parsed = json.loads(con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0])
+    except (duckdb.Error, ValueError, IndexError):
+        return None
+    if parsed.get("error") is not False:
+        return None
+    names: set[str] = set()
+    ctes: set[str] = set()
+    for node in _walk(parsed.get("statements")):
+        ctes.update(str(c.get("key")).lower() for c in (node.get("cte_map") or {}).get("map", ()))
+        kind = node.get("type")
+        if kind in ("SHOW_REF", "TABLE_FUNCTION"):
+            return None
+        if kind == "BASE_TABLE":
+            if node.get("schema_name") or node.get("catalog_name"):
+                return None
+            names.add(str(node.get("table_name")).lower())
+    return names - (ctes - set(table_names()))  # a CTE that shadows a table: both, to be safe
+
+
+def _depends(con: duckdb.DuckDBPyConnection, cat: Catalog) -> dict[str, frozenset[str]]:
+    """Each view of ``cat``: the catalog's tables and views its SQL reads (cached per catalog); a view
+    whose SQL does not say reads them all."""
+    cached = _DEPENDS.get(cat.version)
+    if cached is None or cached[0] is not cat:
+        known = frozenset(table_names())
+        cached = (cat, {view: known if (read := _tables_read(con, sql)) is None else known & read
+                        for view, sql in cat.views.items()})
+        _DEPENDS[cat.version] = cached
+    return cached[1]
+
+
+_DEPENDS: dict[str, tuple[Catalog, dict[str, frozenset[str]]]] = {}
+
+
+def reads(con: duckdb.DuckDBPyConnection, sql: str) -> frozenset[str] | None:
+    """The catalog's tables and views the query ``sql`` reads, with every view those read in turn;
+    None (define them all) when its text does not say (:func:`_tables_read`: SHOW, DESCRIBE and
+    SUMMARIZE, ``information_schema``, ``duckdb_views()`` and any other table function, PRAGMAs, syntax
+    errors), or when it names a table the catalog lacks (DuckDB's "Did you mean" then has every name to
+    suggest)."""
+    names = _tables_read(con, sql)
+    known = frozenset(table_names())
+    if names is None or not names <= known:
+        return None
+    depends, out, todo = _depends(con, catalog()), set(), list(names)
+    while todo:
+        name = todo.pop()
+        if name not in out:
+            out.add(name)
+            todo.extend(depends.get(name, ()))
+    return frozenset(out)
 
 
 def connect(directory: str | os.PathLike[str], *, threads: int | None = None) -> duckdb.DuckDBPyConnection:
@@ -112,12 +197,12 @@ def connect(directory: str | os.PathLike[str], *, threads: int | None = None) ->
     return _connect(Path(directory), threads)[0]
 
 
-def _store_connect(store: EventStore, directory: str | os.PathLike[str] | None,
-                   fresh: bool) -> tuple[duckdb.DuckDBPyConnection, Callable[[], None]]:
+def _store_connect(store: EventStore, directory: str | os.PathLike[str] | None, fresh: bool,
+                   sql: str | None = None) -> tuple[duckdb.DuckDBPyConnection, Callable[[], None]]:
     out = analytics_dir(store, directory)
     if fresh:
         refresh(store, out)
-    con, m, release = _connect(out)
+    con, m, release, only = _connect(out, sql=sql)
     problem = mismatch(store, m)
     if problem:
         con.close()
@@ -125,7 +210,8 @@ def _store_connect(store: EventStore, directory: str | os.PathLike[str] | None,
         hint = "try again" if fresh else "run without --no-refresh to rebuild them"
         raise EvstoreError(f"The analytics tables in {out} are not this store's: {problem}; {hint}.")
     try:
-        fill_links(con, store)
+        if only is None or not only.isdisjoint(LINKS):
+            fill_links(con, store)
     except BaseException:
         con.close()
         release()
@@ -145,11 +231,12 @@ def fill_links(con: duckdb.DuckDBPyConnection, store: EventStore) -> None:
 
 @contextmanager
 def reading(store: EventStore, directory: str | os.PathLike[str] | None = None, *,
-            fresh: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
+            fresh: bool = True, sql: str | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     """Refresh (unless ``fresh`` is False), connect, and check the tables are ``store``'s log;
     the connection and its files are closed on exit.  Tables that are not this store's (another
-    or a recreated store, a log that lost their checkpoint's event) are refused, never read."""
-    con, release = _store_connect(store, directory, fresh)
+    or a recreated store, a log that lost their checkpoint's event) are refused, never read.
+    With ``sql``, the connection is for that one query: only what it reads is defined (:func:`reads`)."""
+    con, release = _store_connect(store, directory, fresh, sql)
     try:
         yield con
     finally:

@@ -20,15 +20,16 @@ _analytics_dir = click.option("--analytics-dir", type=click.Path(file_okay=False
 
 
 @contextmanager
-def _tables(store: Any, directory: str | None, no_refresh: bool) -> Iterator[Any]:
-    """The store's analytics tables as a DuckDB connection (caught up first unless ``no_refresh``)."""
+def _tables(store: Any, directory: str | None, no_refresh: bool, sql: str | None = None) -> Iterator[Any]:
+    """The store's analytics tables as a DuckDB connection (caught up first unless ``no_refresh``; for
+    the one query ``sql`` if given: :func:`projections.analytics.views.reads`)."""
     from projections.analytics import reading, refresh
 
     if not no_refresh:
         result = refresh(store, directory)
         if result.events:
             click.echo(f"analytics: {result.events} new events applied (checkpoint {result.position})", err=True)
-    with reading(store, directory, fresh=False) as con:
+    with reading(store, directory, fresh=False, sql=sql) as con:
         yield con
 
 
@@ -47,7 +48,7 @@ def query_cmd(ctx: click.Context, sql: str, as_json: bool, as_csv: bool, no_refr
 
     if as_json and as_csv:
         raise click.UsageError("--json and --csv are exclusive.")
-    with _tables(open_store(ctx), analytics_dir, no_refresh) as con:
+    with _tables(open_store(ctx), analytics_dir, no_refresh, sql) as con:
         columns, rows = query(con, sql)
     if as_json:
         click.echo(json.dumps([jsonable(dict(zip(columns, r, strict=True))) for r in rows], ensure_ascii=False))
