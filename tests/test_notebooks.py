@@ -19,6 +19,7 @@ def test_notebook_runs_and_every_code_cell_has_output(name: str, tmp_path: Path,
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     monkeypatch.setenv("EVSTORE_NOTEBOOK_RUNS", "24")
     monkeypatch.delenv("EVSTORE_NOTEBOOK_URL", raising=False)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the kernel's demo store (tempfile.mkdtemp) goes with the test's files
     root = str(NOTEBOOKS.parent)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
     NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
@@ -36,3 +37,4 @@ def test_notebook_runs_and_every_code_cell_has_output(name: str, tmp_path: Path,
     assert all(len(png) > 2000 for png in images)  # base64 PNGs with something drawn on them
     frames = [d["text/html"] for d in shown if "text/html" in d]
     assert len(frames) >= 3 and all("<table" in html for html in frames)  # pandas DataFrames
+    assert [p.name for p in tmp_path.glob("evstore-nb-*/events.db")] == ["events.db"]  # its store, not /tmp's
