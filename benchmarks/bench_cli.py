@@ -16,6 +16,8 @@ Contenders:
 * ``evstore append`` of one event to an existing store;
 * ``evstore replay`` of a 50-event run (``--json``);
 * ``evstore hook claude-code`` spooling one PreToolUse call (what Claude Code runs per tool call);
+* ``evstore query --no-refresh`` of one table, and of ``SHOW TABLES`` (which defines every view: the
+  cost a one-table query no longer pays);
 * ``evstore append --batch`` of N ~400-byte events as a whole process, against a plain Python
   process that inserts the same rows with raw ``sqlite3`` in one transaction (the floor).
 
@@ -103,6 +105,7 @@ def main() -> None:
             (versions / f"{i:03d}.json").write_text(json.dumps(doc, indent=2) + "\n")
         subprocess.run([*EVSTORE, "ingest", "generic", "--stream", "RUN-50", str(versions)], env=env, check=True,
                        capture_output=True)
+        subprocess.run([*EVSTORE, "query", "SELECT 1"], env=env, check=True, capture_output=True)  # builds the tables
 
         results: list[tuple[str, float, float | None, str]] = []
         base = timed([sys.executable, "-c", "import sqlite3"], env=env, repeat=args.repeat)
@@ -113,6 +116,8 @@ def main() -> None:
             ("evstore append (one event)", [*EVSTORE, "append", "ONE", "bench.noted", "--data", '{"a":1}'], "<= 12x"),
             ("evstore replay (50-event run, --json)", [*EVSTORE, "replay", "RUN-50", "--json"], "<= 12x"),
             ("evstore log (50-event run)", [*EVSTORE, "log", "RUN-50"], ""),
+            ("evstore query (one table)", [*EVSTORE, "query", "--no-refresh", "SELECT count(*) FROM events"], ""),
+            ("evstore query (SHOW TABLES: every view)", [*EVSTORE, "query", "--no-refresh", "SHOW TABLES"], ""),
         ]:
             t = timed(cmd, env=env, repeat=args.repeat)
             log(f"{name}: {t * 1000:.1f} ms")
