@@ -689,3 +689,60 @@ def test_a_scope_matching_nothing_lists_at_most_twenty_values(n: int, shown: int
     with pytest.raises(EvstoreError) as err:
         check_scope(con, Scope(project="nope"))
     assert str(err.value) == f'No run has --project "nope"; the projects are: {", ".join(projects[:shown])}{more}.'
+
+
+def test_a_reports_scope_and_title_name_each_filter_and_the_run(portfolio: Any) -> None:
+    """The JSON report's ``scope`` names each filter given, by the option's name, and the run count;
+    a run's report is titled with and scoped to its stream (mutation testing: misspelt keys survived)."""
+    _store, p, out = portfolio
+    con = analytics.connect(out)
+    project = _last(next(iter(p.of("mapipe").values())))["project"]
+    scoped = cross_run_report(con, Scope(project=project, dialect="mapipe", since="2020-01-01"))
+    assert scoped.title == "evstore metrics"
+    assert set(scoped.scope) == {"project", "dialect", "since", "runs"}
+    assert (scoped.scope["project"], scoped.scope["dialect"], scoped.scope["since"]) == (project, "mapipe", "2020-01-01")
+    sid = next(iter(p.of("mapipe")))
+    one = run_report(con, sid)
+    assert one.title == f"evstore metrics {sid}" and one.scope["stream"] == sid == one.scope["stream_id"]
+    assert Scope(stream_id=sid).to_dict() == {"stream": sid}
+
+
+def test_each_section_carries_the_note_its_dialect_declares(report: Report) -> None:
+    from projections.analytics.facts import catalog
+
+    declared = {m.name: m.note for _dialect, m in catalog().sections}
+    assert [(s.name, s.note) for s in report.sections] == [(s.name, declared[s.name]) for s in report.sections]
+    assert any(note for note in declared.values())
+
+
+def test_a_run_without_sections_of_its_own_and_an_unknown_run(tmp_path: Path) -> None:
+    """A generic run (its dialect declares no analytics) gets the shared sections; an unknown run is
+    refused by name."""
+    from eventstore.errors import EvstoreError
+    from projections.analytics.facts import CORE_RUN_SECTIONS, catalog
+
+    url = migrated(f"sqlite:///{tmp_path}/events.db")
+    with EventStore(url) as store:
+        Ingestor(store, get_dialect("generic")).ingest(Snapshot(doc={"taskId": "G-1", "n": 0}))
+        analytics.refresh(store, tmp_path / "a")
+    con = analytics.connect(tmp_path / "a")
+    rep = run_report(con, "G-1")
+    shared = [m.name for m in (*CORE_RUN_SECTIONS, *catalog().every_run_sections)]
+    assert [s.name for s in rep.sections] == shared and rep.scope["dialect"] == "generic"
+    with pytest.raises(EvstoreError) as err:
+        run_report(con, "NOPE")
+    assert str(err.value) == 'No run "NOPE" in the analytics tables; `evstore runs` lists the runs.'
+
+
+def test_a_filter_on_a_column_no_run_records_says_so() -> None:
+    import duckdb
+
+    from eventstore.errors import EvstoreError
+    from projections.metrics import check_scope
+
+    con = duckdb.connect(":memory:")
+    con.execute("CREATE TABLE runs (stream_id VARCHAR, project VARCHAR, dialect VARCHAR, last_event_at TIMESTAMPTZ)")
+    con.execute("INSERT INTO runs VALUES ('R-1', NULL, 'mapipe', '2026-01-05T00:00:00Z')")
+    with pytest.raises(EvstoreError) as err:
+        check_scope(con, Scope(project="nope"))
+    assert str(err.value) == 'No run has --project "nope"; no run records a project.'
