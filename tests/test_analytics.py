@@ -344,6 +344,10 @@ def test_fact_helpers_keep_only_values_of_their_type() -> None:
 
     assert [an.i(v) for v in (3, 0, -1, True, "3", 2.0, None)] == [3, 0, -1, None, None, None, None]
     assert [an.s(v) for v in ("x", "", 1, None)] == ["x", "", None, None]
+    assert [an.b(v) for v in (True, False, 1, 0, "true", None)] == [True, False, None, None, None, None]
+    aware = an.ts("2026-01-05T09:00:00Z")  # a time with a zone, and nothing else, is a time
+    assert aware is not None and aware.utcoffset() is not None and aware.isoformat() == "2026-01-05T09:00:00+00:00"
+    assert [an.ts(v) for v in ("2026-01-05T09:00:00", "", "not a time", 1767603600, None)] == [None] * 5
     rows: dict[str, list[tuple[object, ...]]] = {"run_attrs": []}
     e = SimpleNamespace(position=7, stream_id="S")
     for v in ("t", 7, 1.5, True, False, None, {"a": 1}, ["x"]):
