@@ -707,12 +707,13 @@ def test_a_reports_scope_and_title_name_each_filter_and_the_run(portfolio: Any) 
     assert Scope(stream_id=sid).to_dict() == {"stream": sid}
 
 
-def test_each_section_carries_the_note_its_dialect_declares(report: Report) -> None:
+def test_each_section_carries_the_note_and_chart_its_dialect_declares(report: Report) -> None:
     from projections.analytics.facts import catalog
 
-    declared = {m.name: m.note for _dialect, m in catalog().sections}
-    assert [(s.name, s.note) for s in report.sections] == [(s.name, declared[s.name]) for s in report.sections]
-    assert any(note for note in declared.values())
+    declared = {m.name: (m.note, m.chart) for _dialect, m in catalog().sections}
+    assert [(s.name, s.note, s.chart) for s in report.sections] == \
+        [(s.name, *declared[s.name]) for s in report.sections]
+    assert any(note for note, _chart in declared.values()) and any(chart for _note, chart in declared.values())
 
 
 def test_a_run_without_sections_of_its_own_and_an_unknown_run(tmp_path: Path) -> None:
