@@ -676,6 +676,13 @@ def test_the_json_report_names_every_field_of_each_section(report: Report) -> No
 def test_a_scope_matching_nothing_lists_at_most_twenty_values(n: int, shown: int, more: str) -> None:
     """The refusal of an unknown --project names the projects there are, the first twenty in order and then
     how many there are in all (mutation testing: the bounds moved by one survived every test)."""
+    projects = [f"p{i:02d}" for i in range(n)]
+    assert _refusal(list(reversed(projects)), Scope(project="nope")) == \
+        f'No run has --project "nope"; the projects are: {", ".join(projects[:shown])}{more}.'
+
+
+def _refusal(projects: list[str | None], scope: Scope) -> str:
+    """What ``check_scope`` says of ``scope`` over a ``runs`` table of mapipe runs of these projects."""
     import duckdb
 
     from eventstore.errors import EvstoreError
@@ -683,12 +690,11 @@ def test_a_scope_matching_nothing_lists_at_most_twenty_values(n: int, shown: int
 
     con = duckdb.connect(":memory:")
     con.execute("CREATE TABLE runs (stream_id VARCHAR, project VARCHAR, dialect VARCHAR, last_event_at TIMESTAMPTZ)")
-    projects = [f"p{i:02d}" for i in range(n)]
     con.executemany("INSERT INTO runs VALUES (?, ?, 'mapipe', '2026-01-05T00:00:00Z')",
-                    [(f"R-{p}", p) for p in reversed(projects)])
+                    [(f"R-{i}", p) for i, p in enumerate(projects)])
     with pytest.raises(EvstoreError) as err:
-        check_scope(con, Scope(project="nope"))
-    assert str(err.value) == f'No run has --project "nope"; the projects are: {", ".join(projects[:shown])}{more}.'
+        check_scope(con, scope)
+    return str(err.value)
 
 
 def test_a_reports_scope_and_title_name_each_filter_and_the_run(portfolio: Any) -> None:
@@ -736,14 +742,4 @@ def test_a_run_without_sections_of_its_own_and_an_unknown_run(tmp_path: Path) ->
 
 
 def test_a_filter_on_a_column_no_run_records_says_so() -> None:
-    import duckdb
-
-    from eventstore.errors import EvstoreError
-    from projections.metrics import check_scope
-
-    con = duckdb.connect(":memory:")
-    con.execute("CREATE TABLE runs (stream_id VARCHAR, project VARCHAR, dialect VARCHAR, last_event_at TIMESTAMPTZ)")
-    con.execute("INSERT INTO runs VALUES ('R-1', NULL, 'mapipe', '2026-01-05T00:00:00Z')")
-    with pytest.raises(EvstoreError) as err:
-        check_scope(con, Scope(project="nope"))
-    assert str(err.value) == 'No run has --project "nope"; no run records a project.'
+    assert _refusal([None], Scope(project="nope")) == 'No run has --project "nope"; no run records a project.'

@@ -99,18 +99,19 @@ def _connect(directory: Path, threads: int | None = None, sql: str | None = None
             con.execute(f"SET threads = {int(threads)}")
         cat = catalog()
         only = reads(con, sql) if sql is not None else None
+        keep = set(table_names()) if only is None else only
         for table in cat.schemas:
-            if only is not None and table not in only:
+            if table not in keep:
                 continue
             if paths[table]:
                 con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet({_sql_list(paths[table])})")
             else:  # a table the manifest does not list (built before its dialect was installed): empty
                 con.execute(f"CREATE VIEW {table} AS {empty_select(cat.tables[table].all_columns())}")
         for table, columns in LINKS.items():
-            if only is None or table in only:
+            if table in keep:
                 con.execute(f"CREATE TABLE {table} ({columns})")
-        for view, sql_text in cat.views.items():
-            if only is None or view in only:
+        for view, sql_text in cat.views.items():  # in catalog order: a view after the views it reads
+            if view in keep:
                 con.execute(f"CREATE VIEW {view} AS {sql_text}")
     except BaseException:
         _close_all(fds)
@@ -130,11 +131,11 @@ def _walk(node: Any) -> Iterator[dict[str, Any]]:
             stack.extend(item)
 
 
-def _tables_read(con: duckdb.DuckDBPyConnection, sql: str) -> set[str] | None:
+def _tables_read(con: duckdb.DuckDBPyConnection, sql: str, known: frozenset[str]) -> set[str] | None:
     """The unqualified table names ``sql`` reads (lower case; not its CTEs' own names), from DuckDB's
     parser (``json_serialize_sql``); None when that does not say what it reads: it is not a query the
     parser serialises (a PRAGMA, a statement that writes, a syntax error), or it reads through a table
-    function or a schema-qualified name."""
+    function or a schema-qualified name.  ``known``: the catalog's names (a CTE named as one is kept)."""
     try:
         parsed = json.loads(con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0])
     except (duckdb.Error, ValueError, IndexError):
@@ -152,22 +153,20 @@ def _tables_read(con: duckdb.DuckDBPyConnection, sql: str) -> set[str] | None:
             if node.get("schema_name") or node.get("catalog_name"):
                 return None
             names.add(str(node.get("table_name")).lower())
-    return names - (ctes - set(table_names()))  # a CTE that shadows a table: both, to be safe
+    return names - (ctes - known)  # a CTE that shadows a table: both, to be safe
 
 
-def _depends(con: duckdb.DuckDBPyConnection, cat: Catalog) -> dict[str, frozenset[str]]:
-    """Each view of ``cat``: the catalog's tables and views its SQL reads (cached per catalog); a view
-    whose SQL does not say reads them all."""
-    cached = _DEPENDS.get(cat.version)
-    if cached is None or cached[0] is not cat:
-        known = frozenset(table_names())
-        cached = (cat, {view: known if (read := _tables_read(con, sql)) is None else known & read
-                        for view, sql in cat.views.items()})
-        _DEPENDS[cat.version] = cached
-    return cached[1]
+def _depends(con: duckdb.DuckDBPyConnection, cat: Catalog, known: frozenset[str]) -> dict[str, frozenset[str]]:
+    """Each view of ``cat``: the catalog's tables and views its SQL reads (a view whose SQL does not say
+    reads them all); parsed once per catalog, as :func:`.facts.catalog` builds one per dialect list."""
+    global _depends_cache
+    if _depends_cache is None or _depends_cache[0] is not cat:
+        _depends_cache = (cat, {view: known if (read := _tables_read(con, sql, known)) is None else known & read
+                                for view, sql in cat.views.items()})
+    return _depends_cache[1]
 
 
-_DEPENDS: dict[str, tuple[Catalog, dict[str, frozenset[str]]]] = {}
+_depends_cache: tuple[Catalog, dict[str, frozenset[str]]] | None = None
 
 
 def reads(con: duckdb.DuckDBPyConnection, sql: str) -> frozenset[str] | None:
@@ -176,11 +175,11 @@ def reads(con: duckdb.DuckDBPyConnection, sql: str) -> frozenset[str] | None:
     SUMMARIZE, ``information_schema``, ``duckdb_views()`` and any other table function, PRAGMAs, syntax
     errors), or when it names a table the catalog lacks (DuckDB's "Did you mean" then has every name to
     suggest)."""
-    names = _tables_read(con, sql)
     known = frozenset(table_names())
+    names = _tables_read(con, sql, known)
     if names is None or not names <= known:
         return None
-    depends, out, todo = _depends(con, catalog()), set(), list(names)
+    depends, out, todo = _depends(con, catalog(), known), set(), list(names)
     while todo:
         name = todo.pop()
         if name not in out:
