@@ -23,6 +23,12 @@ runs, cloned under fresh stream ids until the store holds the target number of r
    order of magnitude apart, each in a fresh process (``ru_maxrss`` after the imports and after
    one full refresh).  The refresh writes facts every ``FLUSH_EVENTS`` events and compaction
    streams one small file at a time, so the peak must not grow with the number of events.
+
+    python benchmarks/bench_analytics.py --threads      # stores of 2k, 20k, 100k and 400k events
+
+4. ``--threads``: one whole ``metrics`` report (every section's queries) on one DuckDB thread and on
+   DuckDB's default (a thread per core), wall and CPU seconds, as a store grows: the figures behind
+   ``projections.analytics.views.SERIAL_ROWS`` (below it a connection runs on one thread).
 """
 
 from __future__ import annotations
@@ -214,6 +220,43 @@ def memory(args: argparse.Namespace) -> int:
     return 0
 
 
+def threads(args: argparse.Namespace) -> int:
+    """A whole metrics report on one thread and on the default, on one store as it grows (``--threads``)."""
+    import resource
+
+    from projections import metrics
+    from projections.analytics.views import SERIAL_ROWS, _connect
+
+    def cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    work = Path(args.dir or tempfile.mkdtemp(prefix="evstore-bench-threads-"))
+    store, runs = make_store(work), pool(30, args.seed)
+    print(f"{'events':>8} {'fact rows':>10}  {'1 thread: wall / CPU s':>24}  {'default: wall / CPU s':>24}")
+    for target in (2_000, 20_000, 100_000, 400_000):
+        fill(store, runs, target_events=target - store.max_position(), prefix=f"t{target}")
+        analytics.refresh(store, work / "analytics")
+        m = analytics.Manifest.load(work / "analytics")
+        assert m is not None
+        rows = sum(f["rows"] for files in m.files.values() for f in files)
+        cells = []
+        for n in (1, os.cpu_count() or 1):
+            best = (float("inf"), float("inf"))
+            for _ in range(3):
+                con = _connect(work / "analytics", n)[0]
+                metrics.cross_run_report(con)  # parses each file's footer once (the cache lives with con)
+                t, c = time.perf_counter(), cpu()
+                metrics.cross_run_report(con)
+                best = min(best, (time.perf_counter() - t, cpu() - c))
+                con.close()
+            cells.append(f"{best[0]:.3f} / {best[1]:.3f}")
+        print(f"{store.max_position():8,} {rows:10,}  {cells[0]:>24}  {cells[1]:>24}"
+              + ("   (one thread by default)" if rows < SERIAL_ROWS else ""))
+    store.close()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", type=float, default=1.0, help="fraction of 1,000,000 findings (default 1.0)")
@@ -223,12 +266,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
     ap.add_argument("--memory", action="store_true", help="peak memory of a full build at --events and 10x that")
     ap.add_argument("--events", type=int, default=43_000, help="with --memory: the smaller store (default 43,000)")
+    ap.add_argument("--threads", action="store_true", help="a metrics report on one DuckDB thread vs the default")
     ap.add_argument("--build-only", nargs=2, metavar=("URL", "DIR"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.build_only:
         return build_only(*args.build_only)
     if args.memory:
         return memory(args)
+    if args.threads:
+        return threads(args)
     target = int(1_000_000 * args.scale)
     work = Path(args.dir or tempfile.mkdtemp(prefix="evstore-bench-analytics-"))
     log(f"work directory {work}; simulating a pool of {args.pool} runs")

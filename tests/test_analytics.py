@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from eventstore.cli import register
 from eventstore.store import EventStore
 from projections import analytics
-from projections.analytics import SCHEMAS, VIEWS, Manifest
+from projections.analytics import SCHEMAS, VIEWS, Manifest, views
 from projections.analytics.views import reads
 
 COUNTS = {"mapipe": 6, "friday": 2, "taskflow": 3, "envelope": 2}
@@ -61,7 +61,7 @@ def rebuilt(small: tuple[str, EventStore], tmp_path_factory: pytest.TempPathFact
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.integers(min_value=1, max_value=10_000), min_size=1, max_size=7), st.integers(2, 5),
-       st.sampled_from([7, 50, 20_000]))
+       st.sampled_from([16, 50, 20_000]))
 def test_incremental_refresh_equals_full_rebuild(small: tuple[str, EventStore], rebuilt: dict[str, Any],
                                                  tmp_path_factory: pytest.TempPathFactory, cuts: list[int],
                                                  compact_at: int, flush: int) -> None:
@@ -186,6 +186,28 @@ def test_refresh_on_each_backend(store: EventStore, tmp_path: Path) -> None:
     con = analytics.connect(out)
     runs = con.execute("SELECT count(*) FROM runs").fetchall()[0][0]
     assert runs == len(store.list_streams()) == 3
+
+
+def test_a_connection_to_small_tables_runs_on_one_thread(small: tuple[str, EventStore], tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under SERIAL_ROWS fact rows, one DuckDB thread (its worker threads only cost hand-offs there);
+    over it, DuckDB's default; a number asked for is kept either way."""
+    out = tmp_path / "a"
+    analytics.refresh(small[1], out)
+
+    def threads(**kw: Any) -> int:
+        con = analytics.connect(out, **kw)
+        try:
+            return int(con.execute("SELECT current_setting('threads')").fetchall()[0][0])
+        finally:
+            con.close()
+
+    rows = sum(f["rows"] for files in Manifest.load(out).files.values() for f in files)  # type: ignore[union-attr]
+    assert 0 < rows < views.SERIAL_ROWS
+    assert threads() == 1 and threads(threads=3) == 3
+    default = duckdb.connect(":memory:").execute("SELECT current_setting('threads')").fetchall()[0][0]
+    monkeypatch.setattr(views, "SERIAL_ROWS", rows)  # the tables now count as large
+    assert threads() == int(default) and threads(threads=1) == 1
 
 
 def test_default_directory_is_beside_the_store_file_named_after_it(small: tuple[str, EventStore]) -> None:

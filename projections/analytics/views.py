@@ -81,6 +81,15 @@ def _open_listed(directory: Path, attempts: int = 50) -> tuple[Manifest, dict[st
     raise EvstoreError(f"The analytics tables in {directory} changed {attempts} times while being opened; try again.")
 
 
+#: Below this many fact rows (all tables), a connection runs its queries on one thread (unless told
+#: otherwise): a query over so few rows is planning, not scanning, and DuckDB's worker threads only add
+#: their hand-offs.  ``benchmarks/bench_analytics.py --threads`` times a whole ``metrics`` report both
+#: ways (2 cores; wall / CPU seconds, one thread vs DuckDB's default of one per core): 5 k rows
+#: 0.28 / 0.28 vs 0.41 / 0.42, 51 k rows 0.42 / 0.41 vs 0.41 / 0.48, 255 k rows 0.69 / 0.72 vs
+#: 0.55 / 0.70, 1 M rows 0.63 / 0.66 vs 0.51 / 0.75: past about 100 k rows the threads pay for themselves.
+SERIAL_ROWS = 100_000
+
+
 def _connect(directory: Path, threads: int | None = None, sql: str | None = None) -> tuple[
         duckdb.DuckDBPyConnection, Manifest, Callable[[], None], frozenset[str] | None]:
     """(connection, its manifest, a call that closes the files it reads once the connection is closed,
@@ -95,6 +104,8 @@ def _connect(directory: Path, threads: int | None = None, sql: str | None = None
         # runs dozens of queries over the same files: 15 % of `evstore metrics`' CPU on the demo portfolio).
         # The cache dies with the connection, and the files it reads never change while it lives.
         con.execute("SET parquet_metadata_cache = true")
+        if threads is None and sum(f["rows"] for files in m.files.values() for f in files) < SERIAL_ROWS:
+            threads = 1
         if threads:
             con.execute(f"SET threads = {int(threads)}")
         cat = catalog()
@@ -190,7 +201,8 @@ def reads(con: duckdb.DuckDBPyConnection, sql: str) -> frozenset[str] | None:
 
 def connect(directory: str | os.PathLike[str], *, threads: int | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with a view per fact table and per :data:`VIEWS` entry, over
-    the files the manifest lists now (concurrent refreshes do not disturb it; its files are
+    the files the manifest lists now (on ``threads`` threads: by default one for tables under
+    :data:`SERIAL_ROWS` rows, else one per core) (concurrent refreshes do not disturb it; its files are
     released when the connection is garbage-collected).  :func:`reading` also checks the tables
     belong to a store."""
     return _connect(Path(directory), threads)[0]
