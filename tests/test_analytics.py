@@ -210,6 +210,33 @@ def test_a_connection_to_small_tables_runs_on_one_thread(small: tuple[str, Event
     assert threads() == int(default) and threads(threads=1) == 1
 
 
+def test_a_report_reads_the_same_rows_from_views_computed_once(small: tuple[str, EventStore], tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """``reading(materialize=True)`` (what ``metrics`` and the metrics pages use) shadows every view with a
+    temporary table of its rows on small tables, and every report reads what the views say; over
+    SERIAL_ROWS rows the views stay views."""
+    from projections.metrics import cross_run_report, run_report
+    from projections.report import render
+
+    store = small[1]
+    out = tmp_path / "a"
+    analytics.refresh(store, out)
+    streams = [s.stream_id for s in store.list_streams()][:3]
+
+    def reports(materialize: bool) -> tuple[list[str], set[str]]:
+        with analytics.reading(store, out, fresh=False, materialize=materialize) as con:
+            temp = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()}
+            got = [render(cross_run_report(con), "json")] + [render(run_report(con, s), "json") for s in streams]
+            return got, temp
+
+    plain, none = reports(False)
+    once, shadowed = reports(True)
+    assert none == set() and shadowed == set(VIEWS)
+    assert once == plain and all(json.loads(r)["sections"] for r in plain)
+    monkeypatch.setattr(views, "SERIAL_ROWS", 1)  # the tables now count as large
+    assert reports(True) == (plain, set())
+
+
 def test_default_directory_is_beside_the_store_file_named_after_it(small: tuple[str, EventStore]) -> None:
     url, store = small
     db = Path(url.split(":///", 1)[1])

@@ -20,16 +20,18 @@ _analytics_dir = click.option("--analytics-dir", type=click.Path(file_okay=False
 
 
 @contextmanager
-def _tables(store: Any, directory: str | None, no_refresh: bool, sql: str | None = None) -> Iterator[Any]:
+def _tables(store: Any, directory: str | None, no_refresh: bool, sql: str | None = None,
+            materialize: bool = False) -> Iterator[Any]:
     """The store's analytics tables as a DuckDB connection (caught up first unless ``no_refresh``; for
-    the one query ``sql`` if given: :func:`projections.analytics.views.reads`)."""
+    the one query ``sql`` if given: :func:`projections.analytics.views.reads`; with ``materialize``, for
+    the many queries of a report: :func:`projections.analytics.views.reading`)."""
     from projections.analytics import reading, refresh
 
     if not no_refresh:
         result = refresh(store, directory)
         if result.events:
             click.echo(f"analytics: {result.events} new events applied (checkpoint {result.position})", err=True)
-    with reading(store, directory, fresh=False, sql=sql) as con:
+    with reading(store, directory, fresh=False, sql=sql, materialize=materialize) as con:
         yield con
 
 
@@ -81,7 +83,7 @@ def metrics_cmd(ctx: click.Context, task: str | None, project: str | None, diale
     from projections.report import render
 
     store = open_store(ctx)
-    with _tables(store, analytics_dir, no_refresh) as con:
+    with _tables(store, analytics_dir, no_refresh, materialize=True) as con:
         if task:
             from projections.replay import resolve
 

@@ -271,7 +271,7 @@ class Server:
 
         with self.metrics_lock:
             refresh(self.store, self.cfg.analytics_dir)
-        with reading(self.store, self.cfg.analytics_dir, fresh=False) as con:  # never another store's tables
+        with reading(self.store, self.cfg.analytics_dir, fresh=False, materialize=True) as con:  # never another store's tables
             if stream_id is not None:
                 return run_report(con, stream_id)
             f = filters or views.RunFilters()
