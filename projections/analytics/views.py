@@ -218,10 +218,10 @@ def reads(con: duckdb.DuckDBPyConnection, sql: str) -> frozenset[str] | None:
 
 def connect(directory: str | os.PathLike[str], *, threads: int | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with a view per fact table and per :data:`VIEWS` entry, over
-    the files the manifest lists now (on ``threads`` threads: by default one for tables under
-    :data:`SERIAL_ROWS` rows, else one per core) (concurrent refreshes do not disturb it; its files are
+    the files the manifest lists now (concurrent refreshes do not disturb it; its files are
     released when the connection is garbage-collected).  :func:`reading` also checks the tables
-    belong to a store."""
+    belong to a store.  DuckDB runs on ``threads`` threads; by default on one for tables under
+    :data:`SERIAL_ROWS` rows, else on one per core."""
     return _connect(Path(directory), threads)[0]
 
 
