@@ -225,7 +225,7 @@ def threads(args: argparse.Namespace) -> int:
     import resource
 
     from projections import metrics
-    from projections.analytics.views import SERIAL_ROWS, _connect
+    from projections.analytics.views import SERIAL_ROWS
 
     def cpu() -> float:
         r = resource.getrusage(resource.RUSAGE_SELF)
@@ -239,12 +239,12 @@ def threads(args: argparse.Namespace) -> int:
         analytics.refresh(store, work / "analytics")
         m = analytics.Manifest.load(work / "analytics")
         assert m is not None
-        rows = sum(f["rows"] for files in m.files.values() for f in files)
+        rows = m.rows()
         cells = []
         for n in (1, os.cpu_count() or 1):
             best = (float("inf"), float("inf"))
             for _ in range(3):
-                con = _connect(work / "analytics", n)[0]
+                con = analytics.connect(work / "analytics", threads=n)
                 metrics.cross_run_report(con)  # parses each file's footer once (the cache lives with con)
                 t, c = time.perf_counter(), cpu()
                 metrics.cross_run_report(con)

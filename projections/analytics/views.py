@@ -104,7 +104,7 @@ def _connect(directory: Path, threads: int | None = None, sql: str | None = None
         # runs dozens of queries over the same files: 15 % of `evstore metrics`' CPU on the demo portfolio).
         # The cache dies with the connection, and the files it reads never change while it lives.
         con.execute("SET parquet_metadata_cache = true")
-        if threads is None and _small(m):
+        if threads is None and m.rows() < SERIAL_ROWS:
             threads = 1
         if threads:
             con.execute(f"SET threads = {int(threads)}")
@@ -128,11 +128,6 @@ def _connect(directory: Path, threads: int | None = None, sql: str | None = None
         _close_all(fds)
         raise
     return con, m, weakref.finalize(con, _close_all, fds), only
-
-
-def _small(m: Manifest) -> bool:
-    """Whether the manifest's tables hold fewer than :data:`SERIAL_ROWS` fact rows in all."""
-    return sum(int(f["rows"]) for files in m.files.values() for f in files) < SERIAL_ROWS
 
 
 def _materialize(con: duckdb.DuckDBPyConnection, only: frozenset[str] | None) -> None:
@@ -241,7 +236,7 @@ def _store_connect(store: EventStore, directory: str | os.PathLike[str] | None, 
     try:
         if only is None or not only.isdisjoint(LINKS):
             fill_links(con, store)
-        if materialize and _small(m):
+        if materialize and m.rows() < SERIAL_ROWS:
             _materialize(con, only)
     except BaseException:
         con.close()
