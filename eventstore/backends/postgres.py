@@ -27,7 +27,10 @@ def make_engine(url: str) -> Engine:
     # READ COMMITTED whatever the server's default_transaction_isolation: an append reads the
     # max position *after* taking the advisory lock, which needs each statement to see what committed before it
     # (under REPEATABLE READ the view would predate the lock and positions would clash).
-    return create_engine(url, pool_size=10, max_overflow=20, isolation_level="READ COMMITTED")
+    # use_native_hstore=False: no column is an hstore, and the dialect otherwise looks the type up in the
+    # catalog on every new connection (a savepoint and a query: 0.5 ms of the server's ~7 a store opening).
+    return create_engine(url, pool_size=10, max_overflow=20, isolation_level="READ COMMITTED",
+                         use_native_hstore=False)
 
 
 class PostgresBackend(Backend):
