@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from oracles import exact
@@ -467,6 +467,47 @@ def test_validate_reports_unknown_keys_and_bad_values_with_pointers() -> None:
     missing = documents.copy(docs(4)[-1])
     del missing["taskId"]
     assert [(f.path, f.code) for f in DIALECT.validate(missing)] == [("", "schema-required")]
+
+
+def test_a_few_documents_are_validated_without_compiling_the_schema(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compiling the fast validator costs more than jsonschema spends on a hundred documents: a process
+    compiles it only once it has validated COMPILE_AFTER, and the findings are the same either way."""
+    from eventstore.dialects.mapipe import validate
+
+    monkeypatch.setattr(validate, "_validated", 0)
+    validate._fast.cache_clear()
+    bad = documents.copy(docs(4)[-1])
+    bad["status"] = "idle"
+    sample = [*docs(4)[:3], bad]
+    before = [validate.validate_document(d) for d in sample]
+    assert validate._fast.cache_info().currsize == 0 and validate._validated == len(sample)
+    monkeypatch.setattr(validate, "_validated", validate.COMPILE_AFTER)
+    assert [validate.validate_document(d) for d in sample] == before
+    assert validate._fast.cache_info().currsize == 1  # compiled now, and used
+    assert before[:3] == [[], [], []] and [(f.path, f.code) for f in before[3]] == [("/status", "schema-enum")]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 40), data=st.data(), rnd=st.randoms(use_true_random=False))
+def test_the_compiled_validator_accepts_only_what_jsonschema_accepts(seed: int, data: st.DataObject,
+                                                                     rnd: random.Random) -> None:
+    """The compiled validator is a shortcut for valid documents: when it accepts one, jsonschema (which
+    has the last word, and lists the findings) finds nothing either."""
+    from eventstore.dialects.mapipe import validate
+
+    ds = docs(seed)
+    doc = mutate(ds[data.draw(st.integers(0, len(ds) - 1))], rnd, data.draw(st.integers(0, 3)))
+    fast = validate._fast()
+    assert fast is not None  # the packaged schema compiles: otherwise every document takes the slow path
+    try:
+        fast(documents.copy(doc))
+        accepted = True
+    except Exception:
+        accepted = False
+    errors = list(validate.validator().iter_errors(doc))
+    event(f"compiled validator accepts: {accepted}")
+    if accepted:
+        assert errors == [], [e.message for e in errors]
 
 
 def test_summaries_are_readable() -> None:
