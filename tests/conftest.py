@@ -229,7 +229,9 @@ def migrated(url: str) -> str:
     sends are kept; every later one gets those statements again, in one transaction, with a new store
     identity (the one value a migration makes up).  That skips Alembic's own work per test (loading the
     revisions, reflecting, a round trip per operation): a PostgreSQL test's fresh database took 108 ms
-    of CPU, client and server, through Alembic and takes 70 ms replayed.  The schema is the same, which
+    of CPU, client and server, through Alembic, 70 ms replayed a statement at a time, and takes 16-19 ms
+    (schema made, filled and dropped) as one script without what the migrations make and later drop
+    (:func:`_without_undone`, :func:`_one_script`).  The schema is the same, which
     ``test_a_replayed_schema_is_the_one_alembic_builds`` checks on both backends, and the migrations
     themselves are tested through ``evstore db`` (tests/test_schema_revision.py, tests/test_wheel.py).
     A schema of pg_schema()'s is filled over the admin connection it was made on (no session of its own)."""
