@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from eventstore.errors import EvstoreError
 from eventstore.store import EventStore, RecordedEvent
+from projections.analytics import columns
 from projections.analytics.facts import ARROW_TYPES
 from projections.analytics.files import io_error, replacing
 from projections.analytics.views import reading, table_names
@@ -33,7 +34,7 @@ def _event_batch(batch: Sequence[RecordedEvent]) -> pa.Table:
                                  e.data.decode(), e.meta.decode(), e.occurred_at, e.recorded_at, e.prev_hash.hex(),
                                  e.hash.hex()), strict=True):
             col.append(v)
-    return pa.table(cols, schema=_EVENT_SCHEMA)
+    return columns.table(cols, _EVENT_SCHEMA, "log")
 
 
 def export_parquet(store: EventStore, target: str | os.PathLike[str], directory: str | os.PathLike[str] | None = None,

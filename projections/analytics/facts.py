@@ -33,6 +33,7 @@ from eventstore.dialects import available, get_dialect
 from eventstore.dialects.analytics import COLUMN_TYPES, Chart, MetricSection, RowFunction, Rows, Table, d, s, ts
 from eventstore.errors import EvstoreError
 from eventstore.store import RecordedEvent
+from projections.analytics import columns
 
 FLATTEN_VERSION = 3  # 2: claude_events; 3: facts declared by the dialects
 
@@ -299,8 +300,7 @@ class Flattener:
         for name, schema in self.catalog.schemas.items():
             cols: list[Sequence[Any]] = list(zip(*self.rows[name], strict=True)) if self.rows[name] else [
                 [] for _ in schema]
-            out[name] = pa.table([pa.array(list(c), type=f.type) for c, f in zip(cols, schema, strict=True)],
-                                 schema=schema)
+            out[name] = columns.table(cols, schema, name)  # not pa.array: see projections/analytics/columns.py
         return out
 
 

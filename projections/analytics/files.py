@@ -27,6 +27,7 @@ from filelock import FileLock
 from eventstore import config
 from eventstore.errors import EvstoreError
 from eventstore.store import EventStore, RecordedEvent
+from projections.analytics import columns
 from projections.analytics.facts import Flattener, catalog
 from projections.engine import gc_paused
 
@@ -199,7 +200,7 @@ def _init(directory: Path, store_id: str) -> Manifest:
     for table, schema in catalog().schemas.items():
         (directory / table).mkdir(exist_ok=True)
         name = _part(table, 0, 0)
-        _write(schema.empty_table(), directory / table / name)
+        _write(columns.empty(schema), directory / table / name)
         m.files[table].append({"file": name, "after": 0, "upto": 0, "rows": 0})
     m.save(directory)
     return m
@@ -305,7 +306,12 @@ def compact_tables(directory: Path, manifest: Manifest, *, at: int = COMPACT_AT)
         # in position order, so the merged file is in position order too.
         with replacing(directory / table / name) as tmp, pq.ParquetWriter(tmp, schema, compression="zstd") as out:
             for f in sorted(small, key=lambda f: (f["after"], f["upto"])):
-                data = pq.read_table(directory / table / f["file"], schema=schema)
+                # ParquetFile.read, not pq.read_table: that imports pandas (projections/analytics/columns.py)
+                data = pq.ParquetFile(directory / table / f["file"]).read()
+                if not data.schema.equals(schema):
+                    raise EvstoreError(f"{directory / table / f['file']} does not hold the {table} table's columns "
+                                       f"({', '.join(data.schema.names)}); remove {directory} and the next "
+                                       "command that reads the tables builds them again.")
                 out.write_table(data)
                 rows += data.num_rows
         keep = [f for f in manifest.files[table] if f["rows"] >= SMALL_ROWS]

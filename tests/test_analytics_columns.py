@@ -1,0 +1,108 @@
+"""The fact tables' Arrow columns (projections/analytics/columns.py) against pyarrow.array itself."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import textwrap
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from projections.analytics import columns
+from projections.analytics.facts import ARROW_TYPES
+
+TIMES = st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30),
+                     timezones=st.none() | st.just(UTC) | st.builds(
+                         lambda m: timezone(timedelta(minutes=m)), st.integers(-23 * 60, 23 * 60)))
+#: Per column type, the values both builders take (pyarrow's own leniencies included).
+VALUES: dict[str, st.SearchStrategy[Any]] = {
+    "VARCHAR": st.text() | st.text().map(lambda t: t.encode("utf-8")),
+    "BIGINT": st.integers(-(2**63), 2**63 - 1) | st.integers(-(2**53), 2**53).map(float),
+    "DOUBLE": st.floats() | st.integers(-(2**53), 2**53) | st.booleans(),
+    "BOOLEAN": st.booleans(),
+    "TIMESTAMPTZ": TIMES | st.integers(-(2**62), 2**62),
+}
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, and for floats the same bits' meaning: NaN is NaN, -0.0 is not 0.0."""
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a) == math.copysign(1, b))
+    return type(a) is type(b) and a == b
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_every_column_type_holds_what_pyarrow_array_would(data: st.DataObject) -> None:
+    name = data.draw(st.sampled_from(sorted(VALUES)))
+    kind = ARROW_TYPES[name]
+    values = data.draw(st.lists(st.none() | VALUES[name], max_size=70))
+    got, want = columns.column(values, kind), pa.array(values, type=kind)
+    got.validate(full=True)
+    assert got.type == want.type and got.null_count == want.null_count and len(got) == len(want)
+    if name == "DOUBLE":  # NaN is not equal to itself in Array.equals; -0.0 equals 0.0 there
+        assert all(_same(a, b) for a, b in zip(got.to_pylist(), want.to_pylist(), strict=True)), values
+    else:
+        assert got.equals(want), values
+
+
+@pytest.mark.parametrize("name", sorted(VALUES))
+def test_empty_and_all_null_columns(name: str) -> None:
+    kind = ARROW_TYPES[name]
+    for values in ([], [None], [None] * 9):
+        got = columns.column(values, kind)
+        got.validate(full=True)
+        assert got.equals(pa.array(values, type=kind))
+    schema = pa.schema([(n.lower(), ARROW_TYPES[n]) for n in sorted(VALUES)])
+    assert columns.empty(schema).equals(schema.empty_table())
+
+
+@pytest.mark.parametrize(("name", "value", "error"), [
+    ("BIGINT", True, TypeError), ("BIGINT", "1", TypeError), ("BIGINT", 2**63, OverflowError),
+    ("DOUBLE", "1.0", TypeError), ("DOUBLE", 2**53 + 1, TypeError), ("BOOLEAN", 1, TypeError), ("VARCHAR", 1, TypeError),
+    ("VARCHAR", b"\xff", ValueError), ("VARCHAR", "\ud800", ValueError), ("TIMESTAMPTZ", "2020-01-01", TypeError),
+])
+def test_a_value_the_column_cannot_take_is_refused_naming_the_column(name: str, value: Any,
+                                                                    error: type[Exception]) -> None:
+    with pytest.raises((pa.ArrowException, OverflowError, UnicodeError)):
+        pa.array([value], type=ARROW_TYPES[name])  # pyarrow refuses it too
+    schema = pa.schema([("position", pa.int64()), ("x", ARROW_TYPES[name])])
+    with pytest.raises(error, match=r"fact column phases\.x \("):
+        columns.table([[1, 2], [None, value]], schema, "phases")
+
+
+def test_a_float_with_a_fraction_is_refused_where_pyarrow_would_cut_it() -> None:
+    assert pa.array([1.5], type=pa.int64()).to_pylist() == [1]  # pyarrow's silent loss
+    assert columns.column([1.0, None], pa.int64()).to_pylist() == [1, None]
+    with pytest.raises(TypeError, match="expected an int, got float: 1.5"):
+        columns.column([1.5], pa.int64())
+
+
+def test_flattening_and_compacting_facts_never_imports_pandas(tmp_path: Path) -> None:
+    """pyarrow.array imports pandas, when installed, the first time it runs (0.35-0.5 s): a refresh
+    that writes and compacts facts does not build them through it."""
+    pytest.importorskip("pandas")  # installed by the test extra: without it there is nothing to show
+    code = textwrap.dedent(f"""
+        import random, sys
+        from datetime import datetime, timezone
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from conftest import migrated
+        from analytics_fixtures import simulate_into
+        from eventstore.store import EventStore
+        from projections import analytics
+        with EventStore(migrated("sqlite:///{tmp_path}/events.db")) as store:
+            simulate_into(store, {{"mapipe": 2, "friday": 1, "taskflow": 1, "envelope": 1}}, seed=3)
+            r = analytics.refresh(store, "{tmp_path}/a", flush_events=20, compact_at=2)
+        print(r.events, r.files_written, "pandas" in sys.modules)
+        """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    events, files, pandas = out.stdout.split()
+    assert int(events) > 40 and int(files) > 0 and pandas == "False", out.stdout
