@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from projections.analytics import columns
-from projections.analytics.facts import ARROW_TYPES
+from projections.analytics.facts import arrow_types
 
 TIMES = st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30),
                      timezones=st.none() | st.just(UTC) | st.builds(
@@ -42,7 +42,7 @@ def _same(a: Any, b: Any) -> bool:
 @given(st.data())
 def test_every_column_type_holds_what_pyarrow_array_would(data: st.DataObject) -> None:
     name = data.draw(st.sampled_from(sorted(VALUES)))
-    kind = ARROW_TYPES[name]
+    kind = arrow_types()[name]
     values = data.draw(st.lists(st.none() | VALUES[name], max_size=70))
     got, want = columns.column(values, kind), pa.array(values, type=kind)
     got.validate(full=True)
@@ -55,12 +55,12 @@ def test_every_column_type_holds_what_pyarrow_array_would(data: st.DataObject) -
 
 @pytest.mark.parametrize("name", sorted(VALUES))
 def test_empty_and_all_null_columns(name: str) -> None:
-    kind = ARROW_TYPES[name]
+    kind = arrow_types()[name]
     for values in ([], [None], [None] * 9):
         got = columns.column(values, kind)
         got.validate(full=True)
         assert got.equals(pa.array(values, type=kind))
-    schema = pa.schema([(n.lower(), ARROW_TYPES[n]) for n in sorted(VALUES)])
+    schema = pa.schema([(n.lower(), arrow_types()[n]) for n in sorted(VALUES)])
     assert columns.empty(schema).equals(schema.empty_table())
 
 
@@ -72,8 +72,8 @@ def test_empty_and_all_null_columns(name: str) -> None:
 def test_a_value_the_column_cannot_take_is_refused_naming_the_column(name: str, value: Any,
                                                                     error: type[Exception]) -> None:
     with pytest.raises((pa.ArrowException, OverflowError, UnicodeError)):
-        pa.array([value], type=ARROW_TYPES[name])  # pyarrow refuses it too
-    schema = pa.schema([("position", pa.int64()), ("x", ARROW_TYPES[name])])
+        pa.array([value], type=arrow_types()[name])  # pyarrow refuses it too
+    schema = pa.schema([("position", pa.int64()), ("x", arrow_types()[name])])
     with pytest.raises(error, match=r"fact column phases\.x \("):
         columns.table([[1, 2], [None, value]], schema, "phases")
 

@@ -5,7 +5,7 @@
 values are a pandas object: half a second of CPU (0.35-0.5 s measured), which was 40 % of an
 ``evstore metrics`` that had new events to flatten, and the same again at each ``evstore serve``
 start.  pandas is installed wherever evstore's notebooks are (the ``notebooks`` extra), and pyarrow
-has no setting to skip the question.  The fact tables hold five column types only (:data:`ARROW_TYPES`
+has no setting to skip the question.  The fact tables hold five column types only (:func:`arrow_types`
 of :mod:`projections.analytics.facts`), so their buffers are built here with the standard library and
 handed to ``pa.Array.from_buffers``, which takes them as they are; each array is validated before use.
 ``tests/test_analytics_columns.py`` checks every type against ``pyarrow.array`` itself, nulls,

@@ -6,35 +6,44 @@ import datetime as dt
 import decimal
 import os
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import msgspec
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from eventstore.errors import EvstoreError
 from eventstore.store import EventStore, RecordedEvent
-from projections.analytics import columns
-from projections.analytics.facts import ARROW_TYPES
+from projections.analytics.facts import arrow_types
 from projections.analytics.files import io_error, replacing
 from projections.analytics.views import reading, table_names
 
-S, I = ARROW_TYPES["VARCHAR"], ARROW_TYPES["BIGINT"]  # noqa: E741 - column-type shorthands
-_EVENT_SCHEMA = pa.schema([("position", I), ("stream_id", S), ("version", I), ("event_id", S), ("type", S),
-                          ("schema_version", I), ("data", S), ("meta", S), ("occurred_at", S), ("recorded_at", S),
-                          ("prev_hash", S), ("hash", S)])
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+@cache
+def _event_schema() -> pa.Schema:
+    """``log.parquet``'s columns (pyarrow imported when a log is exported, not with this module)."""
+    import pyarrow as pa
+
+    S, I = arrow_types()["VARCHAR"], arrow_types()["BIGINT"]  # noqa: E741, N806 - column-type shorthands
+    return pa.schema([("position", I), ("stream_id", S), ("version", I), ("event_id", S), ("type", S),
+                      ("schema_version", I), ("data", S), ("meta", S), ("occurred_at", S), ("recorded_at", S),
+                      ("prev_hash", S), ("hash", S)])
 
 
 def _event_batch(batch: Sequence[RecordedEvent]) -> pa.Table:
-    cols: list[list[Any]] = [[] for _ in _EVENT_SCHEMA]
+    from projections.analytics import columns
+
+    cols: list[list[Any]] = [[] for _ in _event_schema()]
     for e in batch:
         for col, v in zip(cols, (e.position, e.stream_id, e.version, e.event_id, e.type, e.schema_version,
                                  e.data.decode(), e.meta.decode(), e.occurred_at, e.recorded_at, e.prev_hash.hex(),
                                  e.hash.hex()), strict=True):
             col.append(v)
-    return columns.table(cols, _EVENT_SCHEMA, "log")
+    return columns.table(cols, _event_schema(), "log")
 
 
 def export_parquet(store: EventStore, target: str | os.PathLike[str], directory: str | os.PathLike[str] | None = None,
@@ -42,12 +51,14 @@ def export_parquet(store: EventStore, target: str | os.PathLike[str], directory:
     """Write ``log.parquet`` (every stored event, data/meta as JSON text) and one Parquet file per
     analytics table and view into ``target`` (created if missing); returns rows per file name.
     Each file is written to a temporary name and renamed when whole."""
+    import pyarrow.parquet as pq
+
     out = Path(target)
     counts: dict[str, int] = {}
     try:
         out.mkdir(parents=True, exist_ok=True)
         with reading(store, directory) as con:
-            with replacing(out / "log.parquet") as tmp, pq.ParquetWriter(tmp, _EVENT_SCHEMA,
+            with replacing(out / "log.parquet") as tmp, pq.ParquetWriter(tmp, _event_schema(),
                                                                          compression="zstd") as writer:
                 n = 0
                 batch: list[RecordedEvent] = []

@@ -24,26 +24,32 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
-
-import pyarrow as pa
+from functools import cache, cached_property
+from typing import TYPE_CHECKING, Any
 
 from eventstore import codec
 from eventstore.dialects import available, get_dialect
 from eventstore.dialects.analytics import COLUMN_TYPES, Chart, MetricSection, RowFunction, Rows, Table, d, s, ts
 from eventstore.errors import EvstoreError
 from eventstore.store import RecordedEvent
-from projections.analytics import columns
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 FLATTEN_VERSION = 3  # 2: claude_events; 3: facts declared by the dialects
 
 _decode = codec.decode
 
-#: Arrow type of each declared column type.
-ARROW_TYPES: dict[str, pa.DataType] = {
-    "VARCHAR": pa.string(), "BIGINT": pa.int64(), "BOOLEAN": pa.bool_(), "DOUBLE": pa.float64(),
-    "TIMESTAMPTZ": pa.timestamp("us", tz="UTC"),
-}
+
+@cache
+def arrow_types() -> dict[str, pa.DataType]:
+    """The Arrow type of each declared column type (also ``ARROW_TYPES``).  pyarrow is imported here,
+    when a table is written, not with this module: reading the tables is DuckDB's, and importing
+    pyarrow (and numpy) is 0.28 s of CPU that a command reading fresh tables would spend for nothing."""
+    import pyarrow as pa
+
+    return {"VARCHAR": pa.string(), "BIGINT": pa.int64(), "BOOLEAN": pa.bool_(), "DOUBLE": pa.float64(),
+            "TIMESTAMPTZ": pa.timestamp("us", tz="UTC")}
 
 _T = "TIMESTAMPTZ"
 
@@ -157,7 +163,10 @@ CORE_RUN_SECTIONS: tuple[MetricSection, ...] = (
 
 def arrow_schema(table: Table) -> pa.Schema:
     """The Arrow schema of a declared table (``position``, ``stream_id``, then its columns)."""
-    return pa.schema([pa.field(name, ARROW_TYPES[kind]) for name, kind in table.all_columns()])
+    import pyarrow as pa
+
+    types = arrow_types()
+    return pa.schema([pa.field(name, types[kind]) for name, kind in table.all_columns()])
 
 
 def empty_select(columns: Sequence[tuple[str, str]]) -> str:
@@ -172,7 +181,6 @@ class Catalog:
     version: str  # FLATTEN_VERSION, the dialects' Analytics.version and a digest of every table declared
     dialects: tuple[str, ...]  # every dialect that loads (its name marks its events in ``events.dialect``)
     tables: dict[str, Table]
-    schemas: dict[str, pa.Schema]
     owners: dict[str, str]  # table or view -> the dialect declaring it ("" shared)
     rows: dict[str, RowFunction]  # domain event type -> row function
     document_rows: dict[tuple[str, str], RowFunction]  # (dialect, document.* type) -> row function
@@ -180,6 +188,11 @@ class Catalog:
     sections: tuple[tuple[str, MetricSection], ...]  # (dialect, section), dialects first, shared last
     run_sections: dict[str, tuple[MetricSection, ...]]  # dialect -> its sections for one of its runs
     every_run_sections: tuple[MetricSection, ...]  # the dialects' sections for a run of any dialect
+
+    @cached_property
+    def schemas(self) -> dict[str, pa.Schema]:
+        """Each table's Arrow schema (made when first asked: writing facts needs them, reading does not)."""
+        return {n: arrow_schema(t) for n, t in self.tables.items()}
 
 
 _cache: tuple[tuple[str, ...], Catalog] | None = None
@@ -253,7 +266,7 @@ def _build(names: tuple[str, ...]) -> Catalog:
               for v, cols in SHARED_VIEWS.items()}
     digest = hashlib.sha256(json.dumps(versions).encode()).hexdigest()[:10]
     return Catalog(version=f"{FLATTEN_VERSION}-{digest}", dialects=names, tables=tables,
-                   schemas={n: arrow_schema(t) for n, t in tables.items()}, owners=owners, rows=rows,
+                   owners=owners, rows=rows,
                    document_rows=document_rows, views={**shared, **CORE_VIEWS, **views},
                    sections=(*sections, *(("", m) for m in CORE_SECTIONS)), run_sections=run_sections,
                    every_run_sections=tuple(every_run))
@@ -263,6 +276,8 @@ def __getattr__(name: str) -> Any:
     # The catalog's tables and views as module constants (computed on first use, from the registry).
     if name == "SCHEMAS":
         return catalog().schemas
+    if name == "ARROW_TYPES":
+        return arrow_types()
     if name == "VIEWS":
         return catalog().views
     raise AttributeError(name)
@@ -273,7 +288,7 @@ class Flattener:
 
     def __init__(self, cat: Catalog | None = None) -> None:
         self.catalog = cat or catalog()
-        self.rows: Rows = {name: [] for name in self.catalog.schemas}
+        self.rows: Rows = {name: [] for name in self.catalog.tables}
         self._recorded: tuple[str, datetime | None] = ("", None)  # one value per append transaction
 
     def add_one(self, e: RecordedEvent) -> None:
@@ -296,6 +311,8 @@ class Flattener:
             fn(self.rows, e, d(_decode(e.data)), occurred)
 
     def tables(self) -> dict[str, pa.Table]:
+        from projections.analytics import columns
+
         out = {}
         for name, schema in self.catalog.schemas.items():
             cols: list[Sequence[Any]] = list(zip(*self.rows[name], strict=True)) if self.rows[name] else [
@@ -304,5 +321,5 @@ class Flattener:
         return out
 
 
-__all__ = ["ARROW_TYPES", "CORE", "CORE_RUN_SECTIONS", "CORE_SECTIONS", "CORE_VIEWS", "Catalog", "FLATTEN_VERSION",
-           "Flattener", "SHARED_VIEWS", "arrow_schema", "catalog", "empty_select"]
+__all__ = ["CORE", "CORE_RUN_SECTIONS", "CORE_SECTIONS", "CORE_VIEWS", "Catalog", "FLATTEN_VERSION",
+           "Flattener", "SHARED_VIEWS", "arrow_schema", "arrow_types", "catalog", "empty_select"]

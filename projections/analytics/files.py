@@ -17,19 +17,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-import pyarrow as pa
-import pyarrow.parquet as pq
 from filelock import FileLock
 
 from eventstore import config
 from eventstore.errors import EvstoreError
 from eventstore.store import EventStore, RecordedEvent
-from projections.analytics import columns
 from projections.analytics.facts import Flattener, catalog
 from projections.engine import gc_paused
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 NAME = "analytics"
 MANIFEST = "manifest.json"
@@ -76,14 +76,14 @@ class Manifest:
     store_id: str = ""
     position: int = 0
     hash: str = ""
-    files: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {t: [] for t in catalog().schemas})
+    files: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {t: [] for t in catalog().tables})
 
     @classmethod
     def load(cls, directory: Path) -> Manifest | None:
         """The manifest in ``directory`` (None if there is none, or it is not one this code wrote)."""
         try:
             data = json.loads((directory / MANIFEST).read_bytes())
-            tables = catalog().schemas
+            tables = catalog().tables
             return cls(str(data["version"]), str(data.get("store_id", "")), int(data["position"]),
                        str(data.get("hash", "")), {t: list(data["files"].get(t, [])) for t in tables})
         except FileNotFoundError:
@@ -170,6 +170,8 @@ def replacing(path: Path) -> Iterator[Path]:
 
 
 def _write(table: pa.Table, path: Path) -> None:
+    import pyarrow.parquet as pq  # here, not at the top: a command that only reads never imports pyarrow
+
     with replacing(path) as tmp:
         pq.write_table(table, tmp, compression="zstd")
 
@@ -185,7 +187,7 @@ def _remove_unlisted(directory: Path, manifest: Manifest) -> None:
 
     Only the refresh-lock holder calls this, after its manifest is in place, so nothing deleted is
     still being written; readers that opened a deleted file keep reading it (see :func:`connect`)."""
-    for table in catalog().schemas:
+    for table in catalog().tables:
         live = {f["file"] for f in manifest.files[table]}
         folder = directory / table
         if folder.is_dir():
@@ -196,6 +198,8 @@ def _remove_unlisted(directory: Path, manifest: Manifest) -> None:
 
 def _init(directory: Path, store_id: str) -> Manifest:
     """A fresh manifest with an empty file per table (so every view has its columns)."""
+    from projections.analytics import columns
+
     m = Manifest(store_id=store_id)
     for table, schema in catalog().schemas.items():
         (directory / table).mkdir(exist_ok=True)
@@ -249,7 +253,7 @@ def _refresh(store: EventStore, out: Path, started: float, *, batch_size: int, r
     _remove_unlisted(out, manifest)
     high = store.max_position() if upto is None else min(upto, store.max_position())
     total = max(high - manifest.position, 0)
-    rows = {t: 0 for t in catalog().schemas}
+    rows = {t: 0 for t in catalog().tables}
     written = read = 0
     flat = Flattener()
     last: RecordedEvent | None = None
@@ -295,10 +299,13 @@ def compact_tables(directory: Path, manifest: Manifest, *, at: int = COMPACT_AT)
     """Merge the small files of every table that has more than ``at`` of them (refresh lock held),
     streaming: memory holds one small file (under :data:`SMALL_ROWS` rows) at a time."""
     done = []
-    for table, schema in catalog().schemas.items():
+    for table in catalog().tables:
         small = [f for f in manifest.files[table] if f["rows"] < SMALL_ROWS]
         if len(small) <= at:
             continue
+        import pyarrow.parquet as pq  # only when there is something to merge (see _write)
+
+        schema = catalog().schemas[table]
         lo, hi = min(f["after"] for f in small), max(f["upto"] for f in small)
         name = _part(table, lo, hi, "-c")
         rows = 0

@@ -28,7 +28,7 @@ LINKS: dict[str, str] = {"run_sessions": "stream_id VARCHAR, session_id VARCHAR"
 def table_names() -> list[str]:
     """Every fact table, link table and view a connection has, tables first."""
     cat = catalog()
-    return list(cat.schemas) + list(LINKS) + list(cat.views)
+    return list(cat.tables) + list(LINKS) + list(cat.views)
 
 
 def _sql_list(paths: Sequence[str]) -> str:
@@ -62,7 +62,7 @@ def _open_listed(directory: Path, attempts: int = 50) -> tuple[Manifest, dict[st
         fds: list[int] = []
         paths: dict[str, list[str]] = {}
         try:
-            for table in catalog().schemas:
+            for table in catalog().tables:
                 paths[table] = []
                 for p in m.paths(directory, table):
                     if _FD_DIR is None:  # no descriptor paths on this system: read the files by name
@@ -111,7 +111,7 @@ def _connect(directory: Path, threads: int | None = None, sql: str | None = None
         cat = catalog()
         only = reads(con, sql) if sql is not None else None
         keep = set(table_names()) if only is None else only
-        for table in cat.schemas:
+        for table in cat.tables:
             if table not in keep:
                 continue
             if paths[table]:
