@@ -53,10 +53,8 @@ PRELOAD = ("click.testing", "eventstore.cli", "eventstore.store", "eventstore.in
            "projections.report", "projections.replay",
            # the PostgreSQL driver and SQLAlchemy's dialect for it, imported when a store on it opens
            "psycopg", "sqlalchemy.dialects.postgresql.psycopg", "eventstore.backends.postgres",
-           # what a refresh and an ingest import on first use: pyarrow imports pandas (when installed, as the
-           # test extra installs it) the first time it builds an array, 0.3 s a worker; the dialects and
-           # jsonschema, which validates their documents
-           "pandas", "jsonschema", *(f"eventstore.dialects.{name}" for name in
+           # what an ingest imports on first use: the dialects, and jsonschema, which validates their documents
+           "jsonschema", *(f"eventstore.dialects.{name}" for name in
                                      ("claude", "envelope", "friday", "generic", "mapipe", "taskflow", "taskmaster")))
 
 

@@ -83,7 +83,7 @@ def column(values: Sequence[Any], kind: pa.DataType) -> pa.Array:
         buffers = [validity, pa.py_buffer(array("d", floats).tobytes())]
     elif pa.types.is_boolean(kind):
         if not types <= {bool}:
-            [_flag(v) for v in values if v is not None]  # raises at the first value that is not a bool
+            _flag(next(v for v in values if v is not None and type(v) is not bool))  # raises, naming it
         buffers = [validity, _bits(map(bool, values))]
     elif pa.types.is_timestamp(kind) and kind.unit == "us":
         buffers = [validity, pa.py_buffer(array("q", [0 if v is None else _micros(v) for v in values]).tobytes())]
@@ -106,8 +106,7 @@ def table(columns: Sequence[Sequence[Any]], schema: pa.Schema, name: str = "") -
             arrays.append(column(values, field.type))
         except (TypeError, ValueError, OverflowError) as exc:  # the Unicode errors are ValueErrors
             where = f"{name}.{field.name}" if name else field.name
-            kind = OverflowError if isinstance(exc, OverflowError) else TypeError if isinstance(exc, TypeError) \
-                else ValueError
+            kind = next(k for k in (OverflowError, TypeError, ValueError) if isinstance(exc, k))
             raise kind(f"fact column {where} ({field.type}): {exc}") from exc
     return pa.Table.from_arrays(arrays, schema=schema)
 

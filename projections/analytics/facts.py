@@ -43,7 +43,7 @@ _decode = codec.decode
 
 @cache
 def arrow_types() -> dict[str, pa.DataType]:
-    """The Arrow type of each declared column type (also ``ARROW_TYPES``).  pyarrow is imported here,
+    """The Arrow type of each declared column type.  pyarrow is imported here,
     when a table is written, not with this module: reading the tables is DuckDB's, and importing
     pyarrow (and numpy) is 0.28 s of CPU that a command reading fresh tables would spend for nothing."""
     import pyarrow as pa
@@ -276,8 +276,6 @@ def __getattr__(name: str) -> Any:
     # The catalog's tables and views as module constants (computed on first use, from the registry).
     if name == "SCHEMAS":
         return catalog().schemas
-    if name == "ARROW_TYPES":
-        return arrow_types()
     if name == "VIEWS":
         return catalog().views
     raise AttributeError(name)

@@ -314,11 +314,7 @@ def compact_tables(directory: Path, manifest: Manifest, *, at: int = COMPACT_AT)
         with replacing(directory / table / name) as tmp, pq.ParquetWriter(tmp, schema, compression="zstd") as out:
             for f in sorted(small, key=lambda f: (f["after"], f["upto"])):
                 # ParquetFile.read, not pq.read_table: that imports pandas (projections/analytics/columns.py)
-                data = pq.ParquetFile(directory / table / f["file"]).read()
-                if not data.schema.equals(schema):
-                    raise EvstoreError(f"{directory / table / f['file']} does not hold the {table} table's columns "
-                                       f"({', '.join(data.schema.names)}); remove {directory} and the next "
-                                       "command that reads the tables builds them again.")
+                data = pq.ParquetFile(directory / table / f["file"]).read().cast(schema)
                 out.write_table(data)
                 rows += data.num_rows
         keep = [f for f in manifest.files[table] if f["rows"] >= SMALL_ROWS]
