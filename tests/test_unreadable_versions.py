@@ -106,10 +106,10 @@ def test_watch_records_a_write_that_stays_unreadable(sqlite_url: str, tmp_path: 
     try:
         lines.append(got.get(timeout=30))
         time.sleep(0.05)
-        state.write_text('{"taskId": "W-U", "n": ')  # a broken write that stays
+        _replace(state, '{"taskId": "W-U", "n": ')  # a broken write that stays
         lines.append(got.get(timeout=30))
         time.sleep(0.05)
-        state.write_text(json.dumps({"taskId": "W-U", "n": 2}))
+        _replace(state, json.dumps({"taskId": "W-U", "n": 2}))
         lines.append(got.get(timeout=30))
     finally:
         proc.send_signal(signal.SIGINT)
@@ -125,6 +125,14 @@ def test_watch_records_a_write_that_stays_unreadable(sqlite_url: str, tmp_path: 
         assert rp.replay_raw(s, "W-U", 2) == b'{"taskId": "W-U", "n": '
         assert rp.replay(s, "W-U", upto_version=2).doc == {"taskId": "W-U", "n": 0}
         assert rp.replay(s, "W-U").doc == {"taskId": "W-U", "n": 2}
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write as an atomic rename: an in-place write_text truncates first, and a watcher on a loaded machine
+    can find the empty file twice in a row, which it rightly records as a write that stayed unreadable."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def test_append_batch_stays_all_or_nothing(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
