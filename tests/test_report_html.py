@@ -71,9 +71,9 @@ def test_charts_are_visible_in_headless_chromium(html_file: Path, tmp_path: Path
     hits: dict[tuple[int, int, int], int] = {c: 0 for c in PALETTE}
     band_hits = [0] * 13  # where (vertically) the chart pixels are: charts at several places
     for band in range(13):
-        top, bottom = -(-band * height // 13), -(-(band + 1) * height // 13)  # rows y with y * 13 // height == band
-        colours = rgb.crop((0, top, width, bottom)).getcolors(maxcolors=width * (bottom - top)) or []
-        for count, colour in colours:
+        top, bottom = band * height // 13, (band + 1) * height // 13
+        # maxcolors: the band's pixel count, so getcolors always lists them (it gives None past maxcolors)
+        for count, colour in rgb.crop((0, top, width, bottom)).getcolors(maxcolors=width * (bottom - top)):
             if colour in hits:
                 hits[colour] += count
                 band_hits[band] += count
