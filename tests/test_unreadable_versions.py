@@ -5,17 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import shutil
-import signal
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from conftest import migrated
+from conftest import evstore_child, migrated
 
 from eventstore.store import EventStore
 from projections import replay as rp
@@ -96,28 +91,15 @@ def test_watch_records_a_write_that_stays_unreadable(sqlite_url: str, tmp_path: 
     migrated(sqlite_url)
     state = tmp_path / "state.json"
     state.write_text(json.dumps({"taskId": "W-U", "n": 0}))
-    exe = Path(sys.executable).parent / "evstore"
-    proc = subprocess.Popen([str(exe), "--url", sqlite_url, "watch", "generic", str(state), "--interval", "0.05",
-                             "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    got: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [got.put(line) for line in proc.stdout or ()], daemon=True).start()
-    lines: list[str] = []
-    try:
-        lines.append(got.get(timeout=30))
+    with evstore_child("--url", sqlite_url, "watch", "generic", str(state), "--interval", "0.05", "--json") as child:
+        lines = [child.readline()]
         time.sleep(0.05)
         _replace(state, '{"taskId": "W-U", "n": ')  # a broken write that stays
-        lines.append(got.get(timeout=30))
+        lines.append(child.readline())
         time.sleep(0.05)
         _replace(state, json.dumps({"taskId": "W-U", "n": 2}))
-        lines.append(got.get(timeout=30))
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            out, err = proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
+        lines.append(child.readline())
+        _, err = child.interrupt()
     res = [json.loads(x) for x in lines]
     assert [x["version"] for x in res] == [1, 2, 3], err
     assert "not valid JSON at line 1, column 24" in res[1]["unreadable"]
@@ -125,6 +107,27 @@ def test_watch_records_a_write_that_stays_unreadable(sqlite_url: str, tmp_path: 
         assert rp.replay_raw(s, "W-U", 2) == b'{"taskId": "W-U", "n": '
         assert rp.replay(s, "W-U", upto_version=2).doc == {"taskId": "W-U", "n": 0}
         assert rp.replay(s, "W-U").doc == {"taskId": "W-U", "n": 2}
+
+
+def test_watch_waits_out_an_in_place_write_caught_half_way(sqlite_url: str, tmp_path: Path) -> None:
+    """A writer that truncates and is descheduled before it writes leaves an empty file for several
+    ticks: the watcher waits for it to stay quiet (UNREADABLE_QUIET_S) before calling it unreadable."""
+    migrated(sqlite_url)
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"taskId": "W-H", "n": 0}))
+    with evstore_child("--url", sqlite_url, "watch", "generic", str(state), "--interval", "0.05", "--json") as child:
+        lines = [child.readline()]
+        time.sleep(0.05)
+        with state.open("w") as fh:  # truncated: empty for four ticks, then written
+            fh.flush()
+            time.sleep(4 * 0.05)
+            fh.write(json.dumps({"taskId": "W-H", "n": 1}))
+        lines.append(child.readline())
+        out, err = child.interrupt()
+    res = [json.loads(x) for x in lines + out]
+    assert [(x["version"], "unreadable" in x) for x in res] == [(1, False), (2, False)], err
+    with EventStore(sqlite_url) as s:
+        assert rp.replay(s, "W-H").doc == {"taskId": "W-H", "n": 1}
 
 
 def _replace(path: Path, text: str) -> None:

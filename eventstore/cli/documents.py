@@ -114,6 +114,12 @@ def _signature(path: Path) -> Any:
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
+#: How long ``watch`` waits for an unreadable write to change before recording it: a writer that truncates
+#: and then writes in place can be descheduled between the two on a loaded machine, and one short tick
+#: (``--interval 0.05``) is no proof that the write is over.
+UNREADABLE_QUIET_S = 0.5
+
+
 @cli.command()
 @click.argument("dialect")
 @click.argument("path", type=click.Path(path_type=Path))
@@ -127,8 +133,9 @@ def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, inte
     """Follow a state file (or folder) and ingest each new write; Ctrl-C stops.
 
     Polls (inode, mtime, size), so atomic renames and in-place writes are both seen.  A write
-    that reads as no valid document is read again on the next tick (it may be caught half-way);
-    if it is still the same, it is recorded as document.unreadable (--strict: reported, skipped).
+    that reads as no valid document may be caught half-way: it is read again each tick, and
+    once it has stayed the same for half a second (or one interval, if longer) it is recorded as
+    document.unreadable (--strict: reported, skipped).
     """
     from eventstore.ingest import Ingestor, stamp_times
 
@@ -142,7 +149,8 @@ def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, inte
     store = open_store(ctx, create=True)
     ing = Ingestor(store, d, stream=stream, strict=strict)
     last: Any = object()
-    settling: Any = object()
+    settling: Any = object()  # the signature of an unreadable write being waited on, and until when
+    settled_at = 0.0
     click.echo(f"watching {path} ({dialect}); Ctrl-C stops", err=True)
     try:
         while True:
@@ -150,10 +158,13 @@ def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, inte
             if sig is not None and sig != last:
                 try:
                     snaps = list(d.load(path))
-                    if not strict and sig != settling and any(s.unreadable is not None for s in snaps):
-                        settling = sig  # perhaps caught mid-write: read it again next tick
-                        time.sleep(interval)
-                        continue
+                    if not strict and any(s.unreadable is not None for s in snaps):
+                        now = time.monotonic()  # perhaps caught mid-write: wait until it has been quiet
+                        if sig != settling:
+                            settling, settled_at = sig, now + max(interval, UNREADABLE_QUIET_S)
+                        if now < settled_at:
+                            time.sleep(interval)
+                            continue
                     stamp_times(d, snaps)
                     for snap in snaps:
                         if snap.source_stream is None:
