@@ -7,10 +7,13 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import evstore_child, migrated
+from conftest import Child, evstore_child, migrated
 
 from eventstore.store import EventStore
 from projections import replay as rp
@@ -87,12 +90,19 @@ def test_not_utf8_and_wrong_dialect_versions(run, tmp_path: Path) -> None:  # ty
     assert json.loads(again.stdout)["events"] == 0
 
 
-def test_watch_records_a_write_that_stays_unreadable(sqlite_url: str, tmp_path: Path) -> None:
+@contextmanager
+def _watching(sqlite_url: str, state: Path, first: dict[str, Any]) -> Iterator[tuple[Child, list[str]]]:
+    """``evstore watch`` (every 0.05 s) of ``state``, first written as ``first``; the child and its first
+    line (that version ingested)."""
     migrated(sqlite_url)
-    state = tmp_path / "state.json"
-    state.write_text(json.dumps({"taskId": "W-U", "n": 0}))
+    state.write_text(json.dumps(first))
     with evstore_child("--url", sqlite_url, "watch", "generic", str(state), "--interval", "0.05", "--json") as child:
-        lines = [child.readline()]
+        yield child, [child.readline()]
+
+
+def test_watch_records_a_write_that_stays_unreadable(sqlite_url: str, tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    with _watching(sqlite_url, state, {"taskId": "W-U", "n": 0}) as (child, lines):
         time.sleep(0.05)
         _replace(state, '{"taskId": "W-U", "n": ')  # a broken write that stays
         lines.append(child.readline())
@@ -112,11 +122,8 @@ def test_watch_records_a_write_that_stays_unreadable(sqlite_url: str, tmp_path: 
 def test_watch_waits_out_an_in_place_write_caught_half_way(sqlite_url: str, tmp_path: Path) -> None:
     """A writer that truncates and is descheduled before it writes leaves an empty file for several
     ticks: the watcher waits for it to stay quiet (UNREADABLE_QUIET_S) before calling it unreadable."""
-    migrated(sqlite_url)
     state = tmp_path / "state.json"
-    state.write_text(json.dumps({"taskId": "W-H", "n": 0}))
-    with evstore_child("--url", sqlite_url, "watch", "generic", str(state), "--interval", "0.05", "--json") as child:
-        lines = [child.readline()]
+    with _watching(sqlite_url, state, {"taskId": "W-H", "n": 0}) as (child, lines):
         time.sleep(0.05)
         with state.open("w") as fh:  # truncated: empty for four ticks, then written
             fh.flush()
@@ -131,8 +138,8 @@ def test_watch_waits_out_an_in_place_write_caught_half_way(sqlite_url: str, tmp_
 
 
 def _replace(path: Path, text: str) -> None:
-    """Write as an atomic rename: an in-place write_text truncates first, and a watcher on a loaded machine
-    can find the empty file twice in a row, which it rightly records as a write that stayed unreadable."""
+    """Write as an atomic rename: an in-place write_text truncates first, and the test would rest on the
+    watcher's quiet period (above) to not record the empty file in between."""
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
