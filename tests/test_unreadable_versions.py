@@ -17,6 +17,7 @@ from conftest import Child, evstore_child, migrated
 
 from eventstore.store import EventStore
 from projections import replay as rp
+from projections.analytics.files import replacing
 
 DATA = Path(__file__).parent / "data" / "real"
 
@@ -104,10 +105,12 @@ def test_watch_records_a_write_that_stays_unreadable(sqlite_url: str, tmp_path: 
     state = tmp_path / "state.json"
     with _watching(sqlite_url, state, {"taskId": "W-U", "n": 0}) as (child, lines):
         time.sleep(0.05)
-        _replace(state, '{"taskId": "W-U", "n": ')  # a broken write that stays
+        with replacing(state) as tmp:  # a broken write that stays (atomic: no empty file in between)
+            tmp.write_text('{"taskId": "W-U", "n": ')
         lines.append(child.readline())
         time.sleep(0.05)
-        _replace(state, json.dumps({"taskId": "W-U", "n": 2}))
+        with replacing(state) as tmp:
+            tmp.write_text(json.dumps({"taskId": "W-U", "n": 2}))
         lines.append(child.readline())
         _, err = child.interrupt()
     res = [json.loads(x) for x in lines]
@@ -126,7 +129,6 @@ def test_watch_waits_out_an_in_place_write_caught_half_way(sqlite_url: str, tmp_
     with _watching(sqlite_url, state, {"taskId": "W-H", "n": 0}) as (child, lines):
         time.sleep(0.05)
         with state.open("w") as fh:  # truncated: empty for four ticks, then written
-            fh.flush()
             time.sleep(4 * 0.05)
             fh.write(json.dumps({"taskId": "W-H", "n": 1}))
         lines.append(child.readline())
@@ -135,14 +137,6 @@ def test_watch_waits_out_an_in_place_write_caught_half_way(sqlite_url: str, tmp_
     assert [(x["version"], "unreadable" in x) for x in res] == [(1, False), (2, False)], err
     with EventStore(sqlite_url) as s:
         assert rp.replay(s, "W-H").doc == {"taskId": "W-H", "n": 1}
-
-
-def _replace(path: Path, text: str) -> None:
-    """Write as an atomic rename: an in-place write_text truncates first, and the test would rest on the
-    watcher's quiet period (above) to not record the empty file in between."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def test_append_batch_stays_all_or_nothing(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

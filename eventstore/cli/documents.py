@@ -149,8 +149,8 @@ def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, inte
     store = open_store(ctx, create=True)
     ing = Ingestor(store, d, stream=stream, strict=strict)
     last: Any = object()
-    settling: Any = object()  # the signature of an unreadable write being waited on, and until when
-    settled_at = 0.0
+    settling: Any = object()  # the signature of an unreadable write being waited on
+    quiet_until = 0.0  # ... and when it counts as finished
     click.echo(f"watching {path} ({dialect}); Ctrl-C stops", err=True)
     try:
         while True:
@@ -161,8 +161,8 @@ def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, inte
                     if not strict and any(s.unreadable is not None for s in snaps):
                         now = time.monotonic()  # perhaps caught mid-write: wait until it has been quiet
                         if sig != settling:
-                            settling, settled_at = sig, now + max(interval, UNREADABLE_QUIET_S)
-                        if now < settled_at:
+                            settling, quiet_until = sig, now + max(interval, UNREADABLE_QUIET_S)
+                        if now < quiet_until:
                             time.sleep(interval)
                             continue
                     stamp_times(d, snaps)
