@@ -168,6 +168,14 @@ def _locator(ident: str) -> str:
     return ident
 
 
+def _named(snap: Snapshot) -> str:
+    """Which version a snapshot is, for a message: its file, or ``REPO:FILE@COMMIT``."""
+    git = snap.source.get("git")
+    if isinstance(git, dict) and isinstance(git.get("commit"), str):
+        return f"{git.get('repo')}:{snap.source.get('file')}@{git['commit'][:12]}"
+    return _where(snap)
+
+
 def _describe(ident: str | None) -> str:
     """A source identity in a message: which file or commit, shortened."""
     kind, _, rest = (ident or "").partition(":")
@@ -580,7 +588,7 @@ class Ingestor:
             elif j < len(ours):
                 version, was = ours[j]
                 raise SourceConflict(
-                    f'{_where(snap)} differs from version {version} of stream "{sid}" (recorded {_describe(was)}, '
+                    f'{_named(snap)} differs from version {version} of stream "{sid}" (recorded {_describe(was)}, '
                     f"now {_describe(ident)}): the source's history was rewritten or a version in it changed; "
                     "nothing was written — pass --force-new-stream to record this capture as a new stream.")
             else:
