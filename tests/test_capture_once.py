@@ -413,3 +413,55 @@ def test_meta_source_id_is_indexed_and_checked(store: EventStore, tmp_path: Path
     assert set(got) == {"a", "b"} and got["a"] == got["b"]
     assert [x[0] for x in got["a"]] == [1, 2]
     assert [x[1] for x in got["a"]] == [x[2] for x in _history_of(store, "a")]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_the_migration_fills_the_identities_of_what_was_captured_before(backend: str, tmp_path: Path,
+                                                                        request: pytest.FixtureRequest) -> None:
+    """A store at revision 0005 holds captures without identities (a folder, a git range, a state file
+    written by a hook); migration 0006 derives them from the events' meta, so capturing the same
+    sources again afterwards records nothing."""
+    from eventstore import migrate
+    from eventstore.db import make_engine
+    from eventstore.ingest import Ingestor, git_snapshots, load_paths, stamp_times
+
+    url = f"sqlite:///{tmp_path}/old.db" if backend == "sqlite" else request.getfixturevalue("pg_url")
+    engine = make_engine(url)
+    try:
+        migrate.upgrade(engine, "0005")
+        generic = get_dialect("generic")
+        folder = _state_folder(tmp_path, [{"n": 1}, {"n": 2}, {"n": 2}, {"n": 3}])
+        repo = tmp_path / "repo"
+        repo.mkdir()
+        _git(repo, "init", "-q", "-b", "main")
+        _commit_history(repo, _files(folder), "state.json")
+        with EventStore(url, check_schema=False) as old:
+            for stream, snaps in (("F", load_paths(generic, [folder])),
+                                  ("G", list(git_snapshots(f"{repo}:state.json")))):
+                stamp_times(generic, snaps)
+                for snap in snaps:
+                    snap.source.pop("id", None)  # as evstore wrote them before capture-once
+                Ingestor(old, generic, stream=stream).ingest_all(snaps)
+            before = {s: _history_of(old, s) for s in ("F", "G")}
+        migrate.upgrade(engine)
+    finally:
+        engine.dispose()
+    with EventStore(url) as store:
+        assert [r.status for r in ingest(store, generic, [folder], stream="F")] == \
+            ["recorded", "recorded", "unchanged", "recorded"]
+        # git: the commit of 03 (02's bytes again) does not touch the file
+        assert [r.status for r in ingest_git(store, generic, f"{repo}:state.json", stream="G")] == ["recorded"] * 3
+        assert {s: _history_of(store, s) for s in ("F", "G")} == before
+        commits = _git(repo, "log", "--reverse", "--format=%H", "--", "state.json").split()
+        assert store.recorded_sources(["F", "G"]) == {
+            "F": [(1, f"file:01-state.json@{_sha(folder / '01-state.json')}"),
+                  (2, f"file:02-state.json@{_sha(folder / '02-state.json')}"),
+                  (3, f"file:04-state.json@{_sha(folder / '04-state.json')}")],
+            "G": [(1, f"git:{commits[0]}:state.json"), (2, f"git:{commits[1]}:state.json"),
+                  (3, f"git:{commits[2]}:state.json")]}
+
+
+def _sha(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
