@@ -216,6 +216,21 @@ def file_identity(snap: Snapshot, named: Path) -> str | None:
     return f"file:{rel}@{_content_sha(snap)}"
 
 
+def legacy_source_id(meta: dict[str, Any]) -> str | None:
+    """The identity migration 0006 gave a version recorded before capture-once, from its event's
+    meta: ``git:<commit>:<path>``, or ``file:<name>@<SHA-256>`` (not a hook's: its ids are keyed)."""
+    source = meta.get("source")
+    if not isinstance(source, dict):
+        return None
+    git, file, snap = source.get("git"), source.get("file"), meta.get("snapshot")
+    if isinstance(git, dict) and isinstance(git.get("commit"), str) and isinstance(file, str):
+        return f"git:{git['commit']}:{file}"
+    if isinstance(file, str) and "claude" not in source and isinstance(snap, dict) \
+            and isinstance(snap.get("sha256"), str):
+        return f"file:{os.path.basename(file)}@{snap['sha256']}"
+    return None
+
+
 def current_document(store: EventStore, dialect: Dialect, stream_id: str) -> tuple[int, Any]:
     """(version, document) of a stream, folded from its newest usable replay-cache row. (0, None) if absent."""
     info = store.stream_info(stream_id)

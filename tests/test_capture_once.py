@@ -447,6 +447,9 @@ def test_the_migration_fills_the_identities_of_what_was_captured_before(backend:
     finally:
         engine.dispose()
     with EventStore(url) as store:
+        from eventstore.verify import verify
+
+        assert verify(store).ok  # the rows the migration derived agree with the events' meta
         assert [r.status for r in ingest(store, generic, [folder], stream="F")] == \
             ["recorded", "recorded", "unchanged", "recorded"]
         # git: the commit of 03 (02's bytes again) does not touch the file
@@ -465,3 +468,32 @@ def _sha(path: Path) -> str:
     import hashlib
 
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_verify_holds_source_versions_to_the_events_meta(store: EventStore, tmp_path: Path) -> None:
+    """A source_versions row changed or deleted behind the store's back (triggers dropped first, as an
+    owner could) is a ``source`` failure naming stream and version: a capture trusts the table."""
+    from conftest import exec_sql
+
+    from eventstore.verify import verify
+
+    folder = _state_folder(tmp_path, [{"n": 1}, {"n": 2}, {"n": 3}])
+    ingest(store, get_dialect("generic"), [folder], stream="V")
+    assert verify(store).ok
+    with pytest.raises(Exception, match="append-only"):
+        exec_sql(store, "DELETE FROM source_versions")
+    if store.engine.dialect.name == "sqlite":
+        exec_sql(store, "DROP TRIGGER source_versions_no_update")
+        exec_sql(store, "DROP TRIGGER source_versions_no_delete")
+    else:
+        exec_sql(store, "DROP TRIGGER source_versions_no_update_delete ON source_versions")
+    exec_sql(store, "UPDATE source_versions SET source_id = 'file:forged@00' WHERE version = 2")
+    exec_sql(store, "DELETE FROM source_versions WHERE version = 3")
+    failures = [(f.stream_id, f.version, f.field_class, f.detail) for f in verify(store).failures]
+    ids = [i for _, i in store.recorded_sources(["V"])["V"]]
+    assert failures == [
+        ("V", 2, "source", f"source_versions says file:forged@00 but meta.source.id is "
+                           f"file:02-state.json@{_sha(folder / '02-state.json')}"),
+        ("V", 3, "source", f"meta.source.id file:03-state.json@{_sha(folder / '03-state.json')} has no "
+                           "source_versions row (a capture would record this version again)")]
+    assert ids[0].startswith("file:01-state.json@")
