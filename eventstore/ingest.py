@@ -715,8 +715,10 @@ def load_paths(dialect: Dialect, paths: Iterable[Path], *, order: str = "name",
         # name, or for several files from one folder, that folder's name.
         name = path.resolve().name if len(paths) == 1 or path.is_dir() or len(parents) > 1 else path.resolve().parent.name
         # Each version's identity (capture-once): where it is relative to what was named, and its
-        # bytes' SHA-256; a path that gives one snapshot (a file, a task folder) is a live source.
-        live = len(batch) == 1 and not (path.is_dir() and dialect.versions_in_folders)
+        # bytes' SHA-256.  Only a folder of versions is a history by itself; a file, or a folder of
+        # task folders, is the current state of live sources (unless several of its snapshots go to
+        # one stream: Ingestor.plan).
+        live = not (path.is_dir() and dialect.versions_in_folders)
         seen: dict[str, int] = {}
         for snap in batch:
             snap.source_stream = snap.source_stream or name

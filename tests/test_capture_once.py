@@ -109,6 +109,8 @@ def test_the_command_says_what_was_recorded_before(run, folder: Path) -> None:  
     events = _log(run, "h")
     assert [e["meta"]["source"]["id"] for e in events if "source" in e["meta"]] == [x["source_id"] for x in lines]
     assert lines[0]["source_id"].startswith(f"file:{_files(folder)[0].name}@")
+    first = _files(folder)[0]
+    assert f"  source file:{first.name}@{_sha(first)[:12]}\n" in run("log", "h").stdout  # the text log too
 
 
 # ------------------------------------------------------------------ files, folders, rewritten histories

@@ -99,12 +99,27 @@ def ingest(ctx: click.Context, dialect: str, paths: tuple[Path, ...], stream: st
                    "lens-failed finding (`evstore log` shows it; --strict refuses such snapshots).", err=True)
 
 
+def _short_source(ident: str) -> str:
+    """A source identity with its digest or commit cut to 12 hex digits (``log --json`` has it whole)."""
+    kind, _, rest = ident.partition(":")
+    if kind == "file" and "@" in rest:
+        where, _, sha = rest.rpartition("@")
+        return f"file:{where}@{sha[:12]}"
+    if kind == "git":
+        commit, _, path = rest.partition(":")
+        return f"git:{commit[:12]}:{path}"
+    if kind in ("spool", "http"):
+        return f"{kind}:{rest[:12]}"
+    return ident
+
+
 def capture_summary(results: list[Any]) -> str:
     """"7 versions already recorded, 0 new" (and the versions that repeat the bytes before them)."""
     counts = {"recorded": 0, "new": 0, "unchanged": 0}
     for r in results:
         counts[r.status] += 1
-    return (f"{counts['recorded']} version(s) already recorded, {counts['new']} new"
+    return (f"ingested {len(results)} snapshot(s): {counts['recorded']} version(s) already recorded, "
+            f"{counts['new']} new"
             + (f", {counts['unchanged']} unchanged (the same bytes as the version before)" if counts["unchanged"]
                else ""))
 
@@ -329,6 +344,9 @@ def log(ctx: click.Context, task: str, as_json: bool, after: int | None, finding
         when = (rec.occurred_at or rec.recorded_at)[:19].replace("T", " ")
         click.echo(f"{rec.version:>5}  {when}  {rec.type:<40}  {summary}")
         meta = rec.metadata
+        source = meta.get("source") if isinstance(meta, dict) else None
+        if isinstance(source, dict) and isinstance(source.get("id"), str):  # which source version (capture-once)
+            click.echo(f"{'':>5}  {'':19}  source {_short_source(source['id'])}")
         if writer is not None:  # who wrote this state: the session, message and tool call
             click.echo(f"{'':>5}  {'':19}  {writer.line()}")
         if made and event is not None and rec.type in d.file_write_types:
