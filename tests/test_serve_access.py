@@ -5,6 +5,7 @@ refused, and the start-up line says who can read and who can write."""
 from __future__ import annotations
 
 import base64
+import html
 import secrets
 
 import pytest
@@ -148,3 +149,48 @@ def test_the_start_up_line_says_who_reads_and_who_writes(url: str, monkeypatch: 
     r = CliRunner().invoke(register(), ["--url", url, "serve", "--no-drain", *args])
     assert r.exit_code == 0, r.output
     assert started and f"({said}); Ctrl-C stops" in r.stderr.splitlines()[0]
+
+
+# ---------------------------------------------------------------- integer parameters (item 7)
+
+HUGE = "99999999999999999999"
+
+
+@pytest.mark.parametrize(("path", "name"), [
+    ("/api/runs?page={}", "page"), ("/?page={}", "page"), ("/api/runs?size={}", "size"),
+    ("/api/runs/r-1/events?after={}", "after"), ("/api/runs/r-1/events?limit={}", "limit"),
+    ("/api/runs/r-1/events?after=1&limit=2147483647", None), ("/api/runs/r-1/state?version={}", "version"),
+    ("/api/runs/r-1/diff?from={}&to=1", "from"), ("/api/runs/r-1/diff?from=1&to={}", "to"),
+    ("/runs/r-1?version={}", "version"), ("/runs/r-1?after={}", "after"), ("/runs/r-1?from={}&to=1", "from"),
+    ("/integrity?page={}", "page"), ("/api/integrity?page={}", "page"),
+    ("/api/runs/r-1/live?after={}", "after"), ("/runs/r-1/live?after={}", "after"),
+    ("/api/runs?page=2147483647&size=500", None), ("/api/runs/r-1/state?version=2147483648", "version"),
+])
+def test_huge_integers_are_a_400_naming_the_parameter(store_url: str, path: str, name: str | None) -> None:
+    """SQLite's OverflowError and PostgreSQL's NumericValueOutOfRange were a 500 with a traceback in the log."""
+    url = migrated(store_url)
+    CliRunner().invoke(register(), ["--url", url, "append", "r-1", "demo.note", "--data", "{}"])
+    with client(url) as c:
+        for value in (HUGE, "-" + HUGE, str(2**63), str(2**31)):
+            r = c.get(path.format(value))
+            if name is None:  # the largest value allowed is served
+                assert r.status_code in (200, 404), (path, r.text)
+                break
+            assert r.status_code == 400, (path, value, r.text)
+            error = r.json()["error"] if r.headers["content-type"].startswith("application/json") else html.unescape(r.text)
+            assert f'query parameter "{name}" must be' in error, error
+
+
+def test_a_huge_last_event_id_is_a_400(url: str) -> None:
+    with client(url) as c:
+        r = c.get("/api/runs/r-1/live", headers={"last-event-id": HUGE})
+        assert r.status_code == 400 and r.json()["error"].startswith('query parameter "after" must be')
+
+
+@pytest.mark.parametrize("args", [["runs", "--limit", HUGE], ["log", "r-1", "--after", HUGE],
+                                  ["replay", "r-1", "--upto", HUGE], ["replay", "r-1", "--diff", "1", HUGE]])
+def test_huge_integers_on_the_command_line_are_usage_errors(store_url: str, args: list[str]) -> None:
+    url = migrated(store_url)
+    CliRunner().invoke(register(), ["--url", url, "append", "r-1", "demo.note", "--data", "{}"])
+    r = CliRunner().invoke(register(), ["--url", url, *args])
+    assert r.exit_code == 2 and f"{HUGE} is not in the range" in r.stderr, r.output

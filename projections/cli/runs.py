@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from eventstore import config
 from eventstore.cli import cli, open_store
 
 
@@ -62,7 +63,7 @@ def _open_indexed(ctx: click.Context, url: str | None = None) -> Any:
 @click.option("--project", default=None, help="Only runs of this project.")
 @click.option("--status", default=None, help="Only runs with this status.")
 @click.option("--since", default=None, metavar="ISO", help="Only runs active since this date/time (UTC if no zone).")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many runs.")
+@click.option("--limit", type=click.IntRange(1, config.MAX_INT), default=None, help="At most this many runs.")
 @click.option("--wide", is_flag=True, help="Every column (task id, start time, the agent sessions that wrote the "
               "run's state), nothing cut (default: fit the terminal).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")

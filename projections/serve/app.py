@@ -139,16 +139,26 @@ def _status_of(exc: EvstoreError) -> int:
     return 400
 
 
+# The largest integer any query parameter takes (versions are 32-bit on PostgreSQL); a page number
+# times a page size then stays within the 64-bit integers both databases bind.
+MAX_INT_PARAM = config.MAX_INT
+
+
 def _int_param(params: Any, name: str, default: int | None = None, *, minimum: int = 0) -> int | None:
+    """An integer query parameter in ``minimum..MAX_INT_PARAM``; else a 400 naming it (never a 500
+    from the database: SQLite's OverflowError, PostgreSQL's NumericValueOutOfRange)."""
     raw = params.get(name)
     if raw in (None, ""):
         return default
+    shown = raw[:40] + ("…" if len(raw) > 40 else "")
     try:
         value = int(raw)
     except ValueError:
-        raise HTTPError(400, f'query parameter "{name}" must be an integer, got "{raw[:40]}".') from None
+        raise HTTPError(400, f'query parameter "{name}" must be an integer, got "{shown}".') from None
     if value < minimum:
-        raise HTTPError(400, f'query parameter "{name}" must be >= {minimum}, got {value}.')
+        raise HTTPError(400, f'query parameter "{name}" must be >= {minimum}, got {shown}.')
+    if value > MAX_INT_PARAM:
+        raise HTTPError(400, f'query parameter "{name}" must be at most {MAX_INT_PARAM}, got {shown}.')
     return value
 
 
@@ -365,7 +375,7 @@ class Server:
         sid = self.resolve(request.path_params["stream_id"])
         after = _int_param(request.query_params, "after", 0)
         limit = _int_param(request.query_params, "limit", None, minimum=1)
-        upto = None if limit is None else (after or 0) + limit
+        upto = None if limit is None else min((after or 0) + limit, MAX_INT_PARAM)
         found = writers(self.store, sid)
         dialect = dialect_of(self.store, sid)
         out = []
