@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import duckdb
 import msgspec
 
 from eventstore.dialects.analytics import Chart, MetricSection, wilson
@@ -35,6 +34,8 @@ from eventstore.errors import EvstoreError
 from projections.analytics.facts import CORE_RUN_SECTIONS, catalog
 
 if TYPE_CHECKING:
+    import duckdb
+
     from eventstore.store import EventStore
     from projections.analytics.files import RefreshResult
 
