@@ -178,6 +178,7 @@ def projections_group() -> None:
 @click.pass_context
 def projections_status(ctx: click.Context, as_json: bool) -> None:
     """Name, version, checkpoint, lag (events behind) and last run of every projection."""
+    # The table says, beside each lag, which commands catch that projection up.
     from projections.engine import ProjectionRunner
 
     store = open_store(ctx)
@@ -189,12 +190,12 @@ def projections_status(ctx: click.Context, as_json: bool) -> None:
     from rich.table import Table
 
     table = Table()
-    for col in ("name", "mode", "version", "checkpoint", "lag", "last run"):
+    for col in ("name", "mode", "version", "checkpoint", "lag", "last run", "caught up by"):
         table.add_column(col, justify="right" if col in ("version", "checkpoint", "lag") else "left")
     for r in rows:
         version = str(r.version) if r.stored_version in (None, r.version) else f"{r.stored_version} → {r.version}"
         mode = "inline" if r.inline else "async" if r.storage == "database" else f"async ({r.storage})"
-        table.add_row(r.name, mode, version, str(r.position), str(r.lag), r.updated_at or "never")
+        table.add_row(r.name, mode, version, str(r.position), str(r.lag), r.updated_at or "never", r.caught_up_by)
     _stdout_console().print(table)
     for r in rows:  # projections that keep files: where they are, and whether they are this store's
         if r.details.get("directory"):
