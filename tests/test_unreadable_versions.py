@@ -179,7 +179,7 @@ def test_runs_counts_the_findings_of_versions_that_could_not_be_read(run, tmp_pa
     (turns / "turn-2.md").write_text("---\nrun: R-1\nturn: 2\n---\nno block at all\n")
     r = run("ingest", "envelope", str(turns))
     assert r.exit_code == 0, r.output
-    row = json.loads(run("runs", "--json").stdout)[0]
+    row = [json.loads(line) for line in run("runs", "--json").stdout.splitlines()][0]
     assert (row["stream_id"], row["events"], row["findings"]) == ("R-1", 2, 1)
     events = [json.loads(x) for x in run("log", "R-1", "--json").stdout.splitlines()]
     assert [e["type"] for e in events] == ["envelope.turn_rejected"] * 2
@@ -194,9 +194,9 @@ def test_runs_counts_the_findings_of_versions_that_could_not_be_read(run, tmp_pa
     good.write_text('{"taskId": "S-1"}')
     bad.write_text('{"taskId": "S-1",')
     assert run("ingest", "generic", str(good)).exit_code == 0
-    assert json.loads(run("runs", "--json").stdout)[0]["findings"] == 0
+    assert [json.loads(line) for line in run("runs", "--json").stdout.splitlines()][0]["findings"] == 0
     assert run("ingest", "generic", "--stream", "S-1", str(bad)).exit_code == 0
-    row = next(x for x in json.loads(run("runs", "--json").stdout) if x["stream_id"] == "S-1")
+    row = next(x for x in [json.loads(line) for line in run("runs", "--json").stdout.splitlines()] if x["stream_id"] == "S-1")
     assert (row["events"], row["findings"]) == (2, 1)
 
 
