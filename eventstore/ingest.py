@@ -205,10 +205,13 @@ def file_identity(snap: Snapshot, named: Path) -> str | None:
         return None
     path = Path(where)
     if named.is_dir():
-        try:
-            rel = path.resolve().relative_to(named.resolve()).as_posix()
+        try:  # a loader names a folder's files under the path it was given: no need to resolve
+            rel = path.relative_to(named).as_posix()
         except ValueError:
-            rel = path.name
+            try:
+                rel = path.resolve().relative_to(named.resolve()).as_posix()
+            except ValueError:
+                rel = path.name
         if rel == ".":
             rel = named.resolve().name
     else:
