@@ -381,7 +381,7 @@ def test_a_spool_drained_twice_records_each_state_version_once(store_url: str, t
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=st.lists(st.integers(min_value=1, max_value=8), min_size=2, max_size=6),
-       values=st.lists(st.integers(min_value=0, max_value=3), min_size=8, max_size=8))
+       values=st.lists(st.integers(min_value=0, max_value=3), min_size=8, max_size=8).filter(lambda v: v[0] < 3))
 def test_overlapping_captures_of_prefixes_yield_exactly_the_history(steps: list[int], values: list[int]) -> None:
     """Any sequence of captures of prefixes of one history (shorter, longer, the same again; versions
     that repeat the bytes before them included) leaves the stream one capture of the whole leaves."""
@@ -393,7 +393,7 @@ def test_overlapping_captures_of_prefixes_yield_exactly_the_history(steps: list[
         for i, v in enumerate(values):
             f = base / "all" / f"{i:02d}-s.json"
             f.parent.mkdir(exist_ok=True)
-            f.write_text(json.dumps({"v": v}))
+            f.write_text(json.dumps({"v": v}) if v < 3 else '{"v": ')  # 3: a broken write, recorded as such
             files.append(f)
         with EventStore(url) as store:
             ingest(store, generic, [base / "all"], stream="whole")
@@ -402,7 +402,19 @@ def test_overlapping_captures_of_prefixes_yield_exactly_the_history(steps: list[
                 if not prefix.exists():
                     _copy(files[:k], prefix)
                 ingest(store, generic, [prefix], stream="captured")
-            assert _history_of(store, "captured") == _history_of(store, "whole")
+            assert _without_paths(_history_of(store, "captured")) == _without_paths(_history_of(store, "whole"))
+
+
+def _without_paths(recorded: list[tuple[str, bytes, Any]]) -> list[tuple[str, Any, Any]]:
+    """A stream's history with the file path an unreadable version's error names left out (each
+    prefix is a folder of its own here)."""
+    out = []
+    for kind, data, ident in recorded:
+        decoded = json.loads(data)
+        if kind == "document.unreadable":
+            decoded["error"] = decoded["error"].rsplit(": ", 2)[-2:]
+        out.append((kind, decoded, ident))
+    return out
 
 
 def test_meta_source_id_is_indexed_and_checked(store: EventStore, tmp_path: Path) -> None:
