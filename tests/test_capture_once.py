@@ -511,3 +511,19 @@ def test_verify_holds_source_versions_to_the_events_meta(store: EventStore, tmp_
         ("V", 3, "source", f"meta.source.id file:03-state.json@{_sha(folder / '03-state.json')} has no "
                            "source_versions row (a capture would record this version again)")]
     assert ids[0].startswith("file:01-state.json@")
+
+
+def test_a_capture_reads_what_is_recorded_in_one_query(sqlite_url: str, tmp_path: Path) -> None:
+    """Whatever the number of versions and streams, a capture asks the database once what its streams
+    recorded (an indexed read of source_versions), not once per version."""
+    migrated(sqlite_url)
+    folder = _state_folder(tmp_path, [{"taskId": f"T-{i % 3}", "n": i} for i in range(30)])  # three streams
+    with EventStore(sqlite_url) as store:
+        ingest(store, get_dialect("generic"), [folder])
+        statements: list[str] = []
+        store._raw().set_trace_callback(statements.append)
+        results = ingest(store, get_dialect("generic"), [folder])
+        store._raw().set_trace_callback(None)
+    assert {r.status for r in results} == {"recorded"} and len({r.stream for r in results}) == 3
+    reads = [s for s in statements if "source_versions" in s]
+    assert len(reads) == 1 and reads[0].startswith("SELECT") and "FROM events" not in " ".join(statements)
