@@ -527,3 +527,41 @@ def test_a_capture_reads_what_is_recorded_in_one_query(sqlite_url: str, tmp_path
     assert {r.status for r in results} == {"recorded"} and len({r.stream for r in results}) == 3
     reads = [s for s in statements if "source_versions" in s]
     assert len(reads) == 1 and reads[0].startswith("SELECT") and "FROM events" not in " ".join(statements)
+
+
+def test_two_captures_racing_record_each_version_once(store_url: str, tmp_path: Path) -> None:
+    """Two processes' worth of captures of one folder at once (threads, each its own store handle):
+    the stream's expected version makes the loser fail cleanly (ConcurrencyError), and its retry finds
+    everything recorded.  The stream is what one capture gives."""
+    import threading
+
+    from eventstore.errors import ConcurrencyError
+
+    folder = _copy(_files(next(h for h in HISTORIES if h.name == "codeharness-circuit-breaker")), tmp_path / "cb")
+    statuses: list[list[str]] = []
+    problems: list[BaseException] = []
+
+    def capture_it() -> None:
+        try:
+            with EventStore(store_url) as mine:
+                for _ in range(5):
+                    try:
+                        statuses.append([r.status for r in ingest(mine, get_dialect("generic"), [folder],
+                                                                   stream="race")])
+                        return
+                    except ConcurrencyError:
+                        continue
+        except BaseException as exc:  # noqa: BLE001  (reported by the assertion below)
+            problems.append(exc)
+
+    threads = [threading.Thread(target=capture_it) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not problems and len(statuses) == 2, problems
+    with EventStore(store_url) as store:
+        raced = _history_of(store, "race")
+        ingest(store, get_dialect("generic"), [folder], stream="alone")
+        assert raced == _history_of(store, "alone")
+    assert "new" not in statuses[1]  # the second to finish found every version recorded
