@@ -276,18 +276,17 @@ class Server:
         return resolve(self.store, stream_id)
 
     def metrics_report(self, filters: views.RunFilters | None, stream_id: str | None = None) -> Any:
-        from projections.analytics import reading, refresh
-        from projections.metrics import Scope, check_scope, cross_run_report, run_report
+        from projections.analytics import refresh
+        from projections.metrics import Scope, report
 
         with self.metrics_lock:
             refresh(self.store, self.cfg.analytics_dir)
-        with reading(self.store, self.cfg.analytics_dir, fresh=False, materialize=True) as con:  # never another store's tables
-            if stream_id is not None:
-                return run_report(con, stream_id)
-            f = filters or views.RunFilters()
-            scope = Scope(project=f.project, dialect=f.dialect, since=f.since)
-            check_scope(con, scope)  # a filter matching nothing is named, as `evstore metrics` does
-            return cross_run_report(con, scope)
+        f = filters or views.RunFilters()
+        # Kept per log position (projections.metrics.report): an unchanged store is answered from the
+        # kept report; a filter matching nothing is named, as `evstore metrics` does.
+        return report(self.store, self.cfg.analytics_dir, stream_id=stream_id, fresh=False,
+                      scope=None if stream_id is not None else Scope(project=f.project, dialect=f.dialect,
+                                                                     since=f.since))
 
     # -- pages ------------------------------------------------------------------
 
