@@ -63,7 +63,7 @@ def test_an_oversized_file_is_refused_before_it_is_read(sqlite_url: str, tmp_pat
     (tmp_path / "versions" / "1.json").write_text('{"a": 1}')
     r, used = peak(lambda: cli(url, "ingest", "generic", str(tmp_path / "versions")))
     assert r.exit_code == 1 and "it was not read" in r.stderr and used < 8 * MB
-    assert cli(url, "runs", "--json").stdout.strip() == "[]"  # nothing was written
+    assert cli(url, "runs", "--json").stdout.strip() == ""  # nothing was written (NDJSON: no run, no line)
 
 
 def test_a_folder_holding_an_unrelated_big_file_is_refused_unread(sqlite_url: str, tmp_path: Path) -> None:
@@ -102,7 +102,7 @@ def test_symlinks_are_not_followed_out_of_or_around_the_tree(store_url: str, tmp
     (t1 / "SAME.md").symlink_to(t1 / "PLAN.md")  # a file inside the tree: followed
     r = cli(url, "ingest", "taskflow", str(tasks))
     assert r.exit_code == 0, r.output
-    runs = json.loads(cli(url, "runs", "--json").stdout)
+    runs = [json.loads(line) for line in cli(url, "runs", "--json").stdout.splitlines()]
     assert [x["task_id"] for x in runs] == ["T-1"]
     doc = json.loads(cli(url, "replay", runs[0]["stream_id"], "--json").stdout)
     assert sorted(doc["artifacts"]) == ["PLAN.md", "SAME.md", "SPEC.md"]
