@@ -272,6 +272,11 @@ def verify(ctx: click.Context, stream: str | None, as_json: bool, seal: Path | N
             raise InvalidEvent(f"{seal}: a seal is a JSON object.")
     store = open_store(ctx)
     report = v.verify(store, stream)
+    from projections.runs import check_index  # the CLI is the top layer
+
+    # The runs index is written by whoever may append (PostgreSQL's writer role too): re-derived, not trusted.
+    report.failures.extend(v.Failure(sid, version, "projection", detail)
+                           for sid, version, detail in check_index(store, stream))
     if signed is not None:
         report.failures.extend(v.check_seal(store, signed, verifier))
         report.seal = {"file": str(seal), "ok": report.ok}

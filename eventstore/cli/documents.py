@@ -216,6 +216,11 @@ def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, inte
         click.echo("stopped", err=True)
 
 
+CACHE_NOTE = ("note: folded from the replay cache at version {version} (checked against the log's event hash, not "
+              "re-folded from the first event; --no-cache folds every event, `evstore verify` checks every cached "
+              "document)")
+
+
 @cli.command()
 @click.argument("task")
 @click.option("--upto", "upto", type=click.IntRange(max=config.MAX_INT), default=None, metavar="VERSION",
@@ -264,6 +269,8 @@ def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_j
         # usage: "Error: --at ..." and exit 1, as for --since (click's usage errors exit 2).
         iso(at, what="--at")
     result = rp.replay(store, sid, upto_version=upto, at=at, use_cache=not no_cache)
+    if result.cached_from is not None:
+        click.echo(CACHE_NOTE.format(version=result.cached_from), err=True)
     hidden = rp.unreadable_tail(store, sid, result.version)  # versions the document shown is not
     if restore is not None:
         written = _dialect(result.dialect).restore(result.doc, restore)

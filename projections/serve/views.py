@@ -297,6 +297,10 @@ class IntegrityState:
         with self.lock:  # one full verify at a time
             before = {s.stream_id: s.version for s in store.list_streams()}
             report = v.verify(store)
+            from projections.runs import check_index
+
+            report.failures.extend(v.Failure(sid, version, "projection", detail)
+                                   for sid, version, detail in check_index(store))
             signed = self.seal()
             if signed is not None and "error" not in signed:
                 try:
