@@ -13,6 +13,7 @@ import click
 
 from eventstore import codec
 from eventstore.cli import cli, open_store
+from eventstore.display import printable
 from eventstore.errors import EvstoreError, InvalidEvent
 
 
@@ -289,7 +290,7 @@ def verify(ctx: click.Context, stream: str | None, as_json: bool, seal: Path | N
                    f"{blobs}: all hash chains intact{extra}")
     else:
         for f in report.failures:
-            click.echo(f"FAIL {f}", err=True)
+            click.echo(f"FAIL {printable(str(f))}", err=True)
         click.echo(f"Error: {len(report.failures)} integrity failure(s) in {report.streams} streams, "
                    f"{report.events} events", err=True)
     if not report.ok:

@@ -237,7 +237,7 @@ class Server:
         self.pool = ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="evstore-serve")
         self.stopping = asyncio.Event()
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True,
-                               trim_blocks=True, lstrip_blocks=True)
+                               trim_blocks=True, lstrip_blocks=True, finalize=views.visible)
         self.env.filters["cell"] = _cell
         self.env.filters["source"] = views.describe_source
         self.env.filters["when"] = lambda s: (s or "")[:19].replace("T", " ")
