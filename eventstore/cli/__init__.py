@@ -159,7 +159,9 @@ class EvstoreGroup(click.Group):
         except EvstoreError as exc:
             if ctx.obj and ctx.obj.get("traceback"):
                 raise
-            click.echo(f"Error: {exc}", err=True)
+            from eventstore.display import printable
+
+            click.echo(f"Error: {printable(str(exc), multiline=True)}", err=True)
             ctx.exit(1)
         except (BrokenPipeError, KeyboardInterrupt):  # before Exception: a closed pipe is an OSError
             ctx.exit(130 if sys.exc_info()[0] is KeyboardInterrupt else 1)
