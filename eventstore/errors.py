@@ -92,3 +92,8 @@ def is_disk_full(exc: BaseException) -> bool:
         seen = getattr(seen, "orig", None) or seen.__cause__
     return False
 
+
+
+class ProofError(IntegrityViolation):
+    """A Merkle proof, checkpoint, signed note or cosignature does not verify, or is malformed; the
+    message says which part and why."""
