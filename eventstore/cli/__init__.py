@@ -81,6 +81,7 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "verify-proof": ("eventstore.cli.proofs", "Check a proof file of `evstore prove` with nothing but the file and "
                                               "the log's key (no store, no network); exit 1 saying what does not "
                                               "hold."),
+    "witness": ("eventstore.cli.proofs", "Run a C2SP tlog-witness that cosigns checkpoints of the logs it trusts."),
     "verify": ("eventstore.cli.core", "Recompute every hash chain (or STREAM's) and check the replay cache; exit "
                                       "1 naming what fails."),
     "ingest": ("eventstore.cli.documents", "Ingest state-file snapshots with DIALECT (a directory: its files in "
