@@ -147,3 +147,18 @@ def test_open_checkpoint_with_cosignatures() -> None:
         open_checkpoint(forged, log.verifier)
     with pytest.raises(ProofError, match="algorithm 0x04"):
         open_checkpoint(signed, log.verifier, witnesses=[log.verifier])
+
+
+def test_the_documented_checkpoint_opens() -> None:
+    """docs/proofs.md shows a signed, cosigned checkpoint and its keys: they are real."""
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "proofs.md").read_text()
+    blocks = re.findall(r"^```\n(.*?)^```", page, flags=re.M | re.S)
+    vkey = next(b for b in blocks if b.startswith("evstore.example/log+")).strip()
+    note = next(b for b in blocks if b.startswith("evstore.example/log\n1000\n"))
+    witness = re.search(r"`(witness\.example/w1\+[0-9a-f]{8}\+\S+)`", page)
+    assert witness is not None
+    got = open_checkpoint(note, n.NoteVerifier.parse(vkey), require_witnesses=[n.NoteVerifier.parse(witness[1])])
+    assert (got.checkpoint.size, got.cosignatures[0].timestamp) == (1000, 1764763200)
