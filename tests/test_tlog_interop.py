@@ -121,3 +121,27 @@ def test_evstore_verifies_what_go_makes(tlogcheck: Path, sizes: tuple[int, int, 
     assert open_note(made["note"], [log]).text == "Ognuno sta solo sul cuor della terra\n"
     cp = open_checkpoint(made["inclusion"]["checkpoint"], log, witnesses=[witness]).checkpoint
     assert cp.root == merkle.root(leaves)
+
+
+def test_go_client_gets_cosignatures_from_evstore_witness(tlogcheck: Path, tmp_path: Path) -> None:
+    """Go is the log and the witness client: its key, checkpoints (sumdb/note), consistency proofs
+    (sumdb/tlog) and request bodies; it checks the cosignatures `evstore witness serve` returns."""
+    from conftest import EVSTORE
+
+    from tests.test_witness import WITNESS, witness_server
+
+    made = go(tlogcheck, {"op": "keygen", "origin": "go.example/log"})
+    subprocess.run([EVSTORE, "keygen", "--out", str(tmp_path / "w")], check=True, capture_output=True, timeout=60)
+    (tmp_path / "log.vkey").write_text(made["vkey"] + "\n")
+    witness = NoteSigner.from_key_file(tmp_path / "w.key", WITNESS, ALG_COSIGNATURE_V1).verifier
+    leaves = [hashlib.sha256(b"go leaf %d" % i).hexdigest() for i in range(20)]
+    forked = [*leaves[:2], hashlib.sha256(b"forged").hexdigest(), *leaves[3:]]
+    keys = (tmp_path / "w.key", tmp_path / "log.vkey", witness, None)
+    with witness_server(keys, tmp_path / "w.db") as (base, _):  # type: ignore[arg-type]
+        def submit(which: list[str], steps: list[list[int]]) -> list[tuple[int, bool, str]]:
+            got = go(tlogcheck, {"op": "submit", "url": base, "skey": made["skey"], "leaves": which, "steps": steps,
+                                 "witness_vkeys": [witness.vkey]})
+            return [(a["status"], a["cosigned"], a["body"] if a["status"] == 409 else "") for a in got["answers"]]
+        assert submit(leaves, [[0, 5], [5, 9], [5, 12], [9, 9], [9, 14]]) == [
+            (200, True, ""), (200, True, ""), (409, False, "9\n"), (200, True, ""), (200, True, "")]
+        assert submit(forked, [[14, 20], [14, 14]]) == [(422, False, ""), (409, False, "14\n")]
