@@ -68,6 +68,17 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, NoteVeri
     return d / "w.key", d / "log.vkey", witness, log
 
 
+def _wait_up(proc: subprocess.Popen[str], base: str) -> None:
+    def up() -> bool:
+        try:
+            with http_client(base, timeout=2) as http:
+                return http.get("/").status_code == 200
+        except httpx2.HTTPError:
+            return proc.poll() is not None
+    wait_until(up, 60, "evstore witness serve answering")
+    assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+
+
 @contextmanager
 def witness_server(keys: tuple[Path, Path, NoteVerifier, NoteSigner], db: Path, port: int | None = None
                    ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
@@ -77,14 +88,7 @@ def witness_server(keys: tuple[Path, Path, NoteVerifier, NoteSigner], db: Path, 
                        "--db", str(db), "--port", str(port)) as child:
         base = f"http://127.0.0.1:{port}"
 
-        def up() -> bool:
-            try:
-                with http_client(base, timeout=2) as http:
-                    return http.get("/").status_code == 200
-            except httpx2.HTTPError:
-                return child.proc.poll() is not None
-        wait_until(up, 60, "evstore witness serve answering")
-        assert child.proc.poll() is None, child.proc.stderr.read() if child.proc.stderr else ""
+        _wait_up(child.proc, base)
         yield base, child.proc
 
 
@@ -233,3 +237,36 @@ def test_sigkill_never_leads_to_cosigning_a_fork(keys: tuple[Path, Path, NoteVer
         forked.leaves = [hashlib.sha256(b"another history %d" % i).digest() for i in range(200)]
         r = post(base, format_request(size, [], forked.checkpoint(size)))
         assert (r.status_code, r.text) == (409, f"{size}\n")
+
+
+def test_witness_key_name_and_errors(keys: tuple[Path, Path, NoteVerifier, NoteSigner], tmp_path: Path) -> None:
+    """The witness's name: --name, else PREFIX.witness.vkey beside PREFIX.key (which must be that
+    key's); without either, and for a database it cannot open, `Error: ...` and exit 1."""
+    from click.testing import CliRunner
+
+    from eventstore.cli import register
+
+    key, log_vkey, witness, _ = keys
+    own = tmp_path / "w.key"
+    own.write_bytes(key.read_bytes())
+    args = ["witness", "serve", "--key-file", str(own), "--trust", str(log_vkey), "--db", str(tmp_path / "w.db")]
+    r = CliRunner().invoke(register(), args)
+    assert r.exit_code == 1
+    assert r.stderr == (f"Error: The witness has no name: give --name NAME, or keep w.witness.vkey (of `evstore "
+                        f"keygen`) beside {own}.\n")
+    (tmp_path / "w.witness.vkey").write_text(NoteSigner.generate(WITNESS, ALG_COSIGNATURE_V1).verifier.vkey + "\n")
+    r = CliRunner().invoke(register(), args)
+    assert r.exit_code == 1 and "is not the witness key of" in r.stderr, r.stderr
+    r = CliRunner().invoke(register(), [*args[:-1], str(tmp_path / "no" / "such" / "w.db"), "--name", "x.example/w"])
+    assert r.exit_code == 1 and "Cannot open the witness database" in r.stderr, r.stderr
+    r = CliRunner().invoke(register(), [*args, "--name", "x.example/w", "--trust", str(tmp_path / "w.witness.vkey")])
+    assert r.exit_code == 1 and "is not a log's note key (algorithm 0x01)" in r.stderr, r.stderr
+    # the name from the vkey beside the key
+    (tmp_path / "w.witness.vkey").write_text(witness.vkey + "\n")
+    port = free_port()
+    with evstore_child(*args, "--port", str(port)) as child:
+        base = f"http://127.0.0.1:{port}"
+
+        _wait_up(child.proc, base)
+        with http_client(base) as http:
+            assert http.get("/").text.startswith(f"C2SP tlog-witness {witness.vkey}\nlogs:\n  {ORIGIN}\n")
