@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from eventstore.cli import COMMANDS
 from eventstore.errors import ProofError
 from eventstore.tlog import merkle
 from eventstore.tlog.checkpoint import open_checkpoint
@@ -145,3 +146,40 @@ def test_go_client_gets_cosignatures_from_evstore_witness(tlogcheck: Path, tmp_p
         assert submit(leaves, [[0, 5], [5, 9], [5, 12], [9, 9], [9, 14]]) == [
             (200, True, ""), (200, True, ""), (409, False, "9\n"), (200, True, ""), (200, True, "")]
         assert submit(forked, [[14, 20], [14, 14]]) == [(422, False, ""), (409, False, "14\n")]
+
+
+@pytest.mark.skipif("prove" not in COMMANDS,
+                    reason="needs the store side of issue 34 (evstore checkpoint and prove, branch i34b)")
+def test_go_verifies_what_the_store_proves(tlogcheck: Path, store: Any, run: Any, tmp_path: Path) -> None:
+    """End to end, on both backends: a store's checkpoints (cosigned by a real `evstore witness
+    serve`) and the inclusion and consistency proofs `evstore prove` prints are accepted by Go's
+    sumdb/note and sumdb/tlog, as by `evstore verify-proof`."""
+    from eventstore.store import NewEvent
+    from tests.test_witness import WITNESS, witness_server
+
+    for prefix, name in (("log", "evstore.example/e2e"), ("w", WITNESS)):
+        r = run("keygen", "--out", str(tmp_path / prefix), "--name", name)
+        assert r.exit_code == 0, r.output
+    log = NoteVerifier.parse((tmp_path / "log.vkey").read_text())
+    witness = NoteVerifier.parse((tmp_path / "w.witness.vkey").read_text())
+    keys = (tmp_path / "w.key", tmp_path / "log.vkey", witness, None)
+    with witness_server(keys, tmp_path / "w.db") as (base, _):  # type: ignore[arg-type]
+        def checkpoint(out: str) -> None:
+            r = run("checkpoint", "--key-file", str(tmp_path / "log.key"), "--out", str(tmp_path / out),
+                    "--witness", base, "--witness-vkey", str(tmp_path / "w.witness.vkey"))
+            assert r.exit_code == 0, r.output
+        for s in range(3):
+            store.append(f"run-{s}", [NewEvent("demo.note", {"s": s, "i": i}) for i in range(5 + s)])
+        checkpoint("cp1.txt")
+        store.append("run-1", [NewEvent("demo.note", {"later": i}) for i in range(9)])
+        checkpoint("cp2.txt")
+    proofs = []
+    for args in (["prove", "run-1", "--version", "2", "--checkpoint", str(tmp_path / "cp2.txt")],
+                 ["prove", "--consistency", str(tmp_path / "cp1.txt"), str(tmp_path / "cp2.txt")]):
+        r = run(*args)
+        assert r.exit_code == 0, r.output
+        proofs.append(json.loads(r.stdout))
+    for proof in proofs:
+        got = go(tlogcheck, {"op": "verify", "log_vkey": log.vkey, "witness_vkeys": [witness.vkey], "proof": proof})
+        assert got["ok"] is True and got["cosigned_by"] == [WITNESS], got
+        verify_proof(json.dumps(proof).encode(), log, witnesses=[witness])
