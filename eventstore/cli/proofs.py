@@ -31,8 +31,8 @@ _VKEY = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--json", "as_json", is_flag=True, help="Print what was proven as JSON.")
 def verify_proof_command(proof_file: Path, vkey: Path, witness_vkeys: tuple[Path, ...], origin: str | None,
                          as_json: bool) -> None:
-    """Check a proof file of `evstore prove` with nothing but the file and the log's key (no store,
-    no network); exit 1 saying what does not hold."""
+    """Check an inclusion or consistency proof file with nothing but the file and the log's key (no
+    store, no network); exit 1 saying what does not hold."""
     from eventstore.tlog import note, proofs
 
     log = note.read_verifier_key(vkey)
