@@ -27,7 +27,7 @@ from serve_fixtures import http_client
 from eventstore.errors import WitnessError
 from eventstore.tlog import merkle
 from eventstore.tlog.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
-from eventstore.tlog.note import ALG_COSIGNATURE_V1, NoteSigner, NoteVerifier
+from eventstore.tlog.note import ALG_COSIGNATURE_V1, NoteSigner, NoteVerifier, sign_note
 from eventstore.tlog.witness import add_cosignatures, format_request, submit_to_witness
 from tests.test_serve_drain import free_port, wait_until
 
@@ -131,7 +131,9 @@ def test_add_checkpoint_answers(keys: tuple[Path, Path, NoteVerifier, NoteSigner
         for body in [b"old 10\n" + log.checkpoint(20).encode(), b"old 010\n\n" + log.checkpoint(20).encode(),
                      b"new 10\n\n" + log.checkpoint(20).encode(), format_request(30, [], log.checkpoint(20)),
                      format_request(10, [b"\x00" * 32] * 64, log.checkpoint(20)), b"old 10\nnot base64!\n\n" +
-                     log.checkpoint(20).encode(), b"\xff\xfe", b"old 10\n\n" + b"no signature\n"]:
+                     log.checkpoint(20).encode(), b"\xff\xfe", b"old 10\n\n" + b"no signature\n",
+                     b"old 99999999999999999999\n\n" + log.checkpoint(20).encode(),
+                     format_request(10, [], sign_note(f"{ORIGIN}\n99999999999999999999\n{'A' * 43}=\n", [signer]))]:
             r = post(base, body)
             assert r.status_code == 400, (body[:40], r.status_code, r.text)
         # none of that moved it: 10 is still the size to extend

@@ -81,6 +81,8 @@ def _parse_request(body: bytes) -> tuple[int, list[bytes], str]:
     if not old_line.startswith("old ") or not number.isascii() or not number.isdigit() or \
             (number != "0" and number.startswith("0")):
         raise ProofError(f"The first line {old_line[:40]!r} is not 'old <size>'.")
+    if len(number) > 19 or int(number) >= 1 << 63:
+        raise ProofError(f"The old size {number[:40]} is too large.")
     if len(proof_lines) > MAX_PROOF_LINES:
         raise ProofError(f"The request has {len(proof_lines)} consistency proof lines, more than {MAX_PROOF_LINES}.")
     proof = []
