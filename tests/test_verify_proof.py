@@ -69,6 +69,9 @@ def test_inclusion_and_consistency_proofs_verify(tmp_path: Path, keys: Any) -> N
     assert r.exit_code == 0, r.output
     assert r.stdout.startswith(f"OK: event {LEAVES[5].hex()[:16]}… (stream 'PROJ-1' version 6) is leaf 5 of log "
                                f"'{ORIGIN}' at size 13")
+    r = run(tmp_path, inclusion_file(log, 12, 13, witness), "--vkey", str(vkey), "--witness-vkey", str(wkey))
+    assert r.exit_code == 0 and r.stdout.endswith("; cosigned by witness.example/w1 at 2025-11-24T16:00:00Z "
+                                                  "(1764000000)\n"), r.output
     r = run(tmp_path, inclusion_file(log, 12, 13, witness), "--vkey", str(vkey), "--witness-vkey", str(wkey), "--json")
     assert r.exit_code == 0, r.output
     got = json.loads(r.stdout)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -126,7 +127,8 @@ class ProofReport:
             text = (f"OK: log {self.origin!r} at size {d['new_size']} (root {d['new_root'][:16]}…) extends "
                     f"its checkpoint at size {d['old_size']} (root {d['old_root'][:16]}…)")
         for c in self.cosignatures:
-            text += f"; cosigned by {c.witness.name} at {c.timestamp}"
+            when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(c.timestamp)) if c.timestamp < 1 << 38 else "?"
+            text += f"; cosigned by {c.witness.name} at {when} ({c.timestamp})"
         return text
 
     def to_dict(self) -> dict[str, Any]:
