@@ -141,6 +141,16 @@ def test_add_checkpoint_answers(keys: tuple[Path, Path, NoteVerifier, NoteSigner
         assert r.status_code == 200, r.text
         # the same checkpoint again (old = size, same root) is cosigned again
         assert post(base, format_request(20, [], log.checkpoint(20))).status_code == 200
+    # the signed checkpoints it refused as a fork are kept: with what it cosigned, evidence of the fork
+    with sqlite3.connect(tmp_path / "w.db") as conn:
+        refused = conn.execute("SELECT size, checkpoint, reason FROM refused ORDER BY rowid").fetchall()
+        cosigned = dict(conn.execute("SELECT size, checkpoint FROM cosigned").fetchall())
+    assert [(size, reason.split(":")[0]) for size, _, reason in refused] == [
+        (20, "The consistency proof does not lead to the old root (size 10)"),
+        (10, "another root for the size last cosigned")]
+    fork_note = open_checkpoint(refused[1][1], signer.verifier).checkpoint
+    cosigned_note = open_checkpoint(cosigned[10], signer.verifier).checkpoint
+    assert fork_note.size == cosigned_note.size == 10 and fork_note.root != cosigned_note.root
 
 
 def test_client(keys: tuple[Path, Path, NoteVerifier, NoteSigner], tmp_path: Path) -> None:
