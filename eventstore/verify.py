@@ -7,7 +7,9 @@ Failure classes: ``data`` / ``meta`` (the stored bytes no longer match their rec
 the event hash does not recompute), ``link``
 (prev_hash is not the previous event's hash), ``sequence`` (a version is missing), ``head`` (the
 stream's recorded head is not its last event: truncated tail), ``position`` (positions do not
-increase with versions within a stream: events reordered), ``cache`` (a replay-cache row does not
+increase with versions within a stream: events reordered), ``tree`` (positions are not gapless, or
+the Merkle tree's stored nodes do not match the leaves, :mod:`eventstore.tree`), ``checkpoint`` (the
+log's first N leaves no longer hash to a signed checkpoint's root), ``cache`` (a replay-cache row does not
 match the log or the document folded from it) and ``seal`` (the log no longer contains what
 a signed seal covered: count, stream heads or the global order).
 """
@@ -20,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from eventstore import chain, codec, documents
+from eventstore import chain, codec, documents, tree
 from eventstore.dialects import FALLBACK, Dialect, get_dialect
 from eventstore.errors import EvstoreError, IntegrityViolation, StreamNotFound
 from eventstore.events import decode_event
@@ -134,7 +136,90 @@ def verify(store: EventStore, stream_id: str | None = None,
         close_stream()
     _verify_cache(store, stream_id, report)
     _verify_blobs(store, referenced, report, every=stream_id is None)
+    if stream_id is None:
+        report.failures.extend(verify_tree(store))
     return report
+
+
+# ------------------------------------------------------------------ the Merkle tree
+
+def _leaf_failure(store: EventStore, leaf: int, field_class: str, detail: str) -> Failure:
+    """A failure about leaf ``leaf``, named by the event stored at its position (if any)."""
+    with store.reading() as cur:
+        e = store.backend.leaf_event(cur, position=leaf + 1)
+    if e is None:
+        return Failure("*", 0, field_class, f"leaf {leaf} (position {leaf + 1}): {detail}")
+    return Failure(e.stream_id, e.version, field_class, f"leaf {leaf} (position {leaf + 1}): {detail}")
+
+
+def verify_tree(store: EventStore) -> list[Failure]:
+    """Positions must be gapless (leaf i is position i + 1) and every stored node of the Merkle tree
+    must be the one its leaves make, none missing; the first difference only (one failure per kind)."""
+    out: list[Failure] = []
+    expected: dict[int, list[bytes]] = {}
+    with store.reading() as cur:
+        gap: list[int] = []
+
+        def leaves() -> Any:
+            n = 0
+            for position, h in store.backend.leaves(cur, MAX_POSITION):
+                if position != n + 1 and not gap:
+                    gap.append(n)
+                n += 1
+                yield h
+
+        for level, _idx, h in tree.all_nodes(leaves()):
+            expected.setdefault(level, []).append(h)
+        bad: int | None = None  # the first leaf under a stored node that differs
+        seen: dict[int, int] = {}
+        for level, idx, h in store.backend.all_tree_nodes(cur):
+            want = expected.get(level, [])
+            seen[level] = max(seen.get(level, 0), idx + 1)
+            if idx >= len(want) or want[idx] != h:
+                first = idx << level
+                bad = first if bad is None else min(bad, first)
+        for level, want in expected.items():
+            if seen.get(level, 0) < len(want):  # a node missing: the first one is at most here
+                first = seen.get(level, 0) << level
+                bad = first if bad is None else min(bad, first)
+    if gap:
+        out.append(Failure("*", 0, "tree", f"position {gap[0] + 1} is missing (leaf {gap[0]}): events deleted "
+                           "or positions rewritten; positions are gapless"))
+    if bad is not None:
+        out.append(_leaf_failure(store, bad, "tree", f"the stored Merkle tree differs from the leaves from here on "
+                                 f"(within the {tree.FAN} leaves from {bad}; events or tree nodes rewritten)"))
+    return out
+
+
+def check_tree_checkpoint(store: EventStore, size: int, root: bytes) -> list[Failure]:
+    """Failures if the log's first ``size`` leaves no longer hash to ``root`` (a signed checkpoint's),
+    naming the first leaf that differs where the store can tell: a leaf missing (the log is shorter,
+    or has a gap), or a stored tree node that disagrees with the leaves."""
+    last = store.max_position()
+    if last < size:
+        return [Failure("*", 0, "checkpoint", f"leaf {last} (position {last + 1}) is missing: the log has {last} "
+                        f"events, the checkpoint covers {size} (tail truncated or events deleted)")]
+    with store.reading() as cur:
+        n = 0
+        for position, _h in store.backend.leaves(cur, size):
+            if position != n + 1:
+                break
+            n += 1
+    if n != size:
+        return [Failure("*", 0, "checkpoint", f"leaf {n} (position {n + 1}) is missing: events deleted or positions "
+                        f"rewritten (the checkpoint covers {size} leaves)")]
+    with store.tree(size) as t:
+        got = t.root()
+    if got == root:
+        return []
+    if size == 0:
+        return [Failure("*", 0, "checkpoint", "the checkpoint's root is not the empty tree's")]
+    located = [f for f in verify_tree(store) if f.stream_id != "*"]
+    where = f"; {located[0]}" if located else \
+        ("; the stored tree was rebuilt to match the rewritten leaves, so the root alone cannot tell which "
+         "leaf differs: an inclusion proof issued before the edit, or a copy of the log, locates it")
+    return [Failure("*", 0, "checkpoint", f"the log's first {size} leaves hash to {got.hex()[:16]}…, not to the "
+                    f"checkpoint's root {root.hex()[:16]}… (the log was rewritten after the checkpoint){where}")]
 
 
 # ------------------------------------------------------------------ content-addressed blobs

@@ -36,7 +36,9 @@ from eventstore.records import (
     CachedState,
     CacheEntry,
     ChainLink,
+    CheckpointNote,
     EventPayload,
+    LeafEvent,
     LinkedEvent,
     OrderEntry,
     ProjectionCheckpoint,
@@ -154,6 +156,25 @@ class Backend(abc.ABC):
         self.sql_blobs_present = "SELECT sha256 FROM blobs WHERE sha256 IN ({ids})"
         self.sql_read_blob = f"SELECT size, data FROM blobs WHERE sha256 = {p}"
         self.sql_blobs = "SELECT sha256, size, data FROM blobs {where} ORDER BY sha256"
+        # The Merkle tree (migration 0007, eventstore/tree.py): leaf i is the event at position i + 1.
+        self.sql_leaf_data = f"SELECT hash FROM events WHERE position > {p} AND position <= {p} ORDER BY position"
+        self.sql_tree_nodes = (f"SELECT hash FROM tree_nodes WHERE level = {p} AND idx >= {p} AND idx < {p} "
+                               "ORDER BY idx")
+        self.sql_insert_tree_node = f"INSERT INTO tree_nodes (level, idx, hash) VALUES ({p}, {p}, {p})"
+        self.sql_leaves = f"SELECT position, hash FROM events WHERE position <= {p} ORDER BY position"
+        self.sql_all_tree_nodes = "SELECT level, idx, hash FROM tree_nodes ORDER BY level, idx"
+        self.sql_insert_checkpoint_note = (
+            f"INSERT INTO tree_checkpoints (origin, tree_size, root_hash, note, created_at) VALUES ({p}, {p}, {p}, "
+            f"{p}, {p})")
+        self.sql_checkpoint_notes = ("SELECT checkpoint_pk, origin, tree_size, root_hash, note, created_at "
+                                     "FROM tree_checkpoints {where} ORDER BY checkpoint_pk DESC LIMIT {limit}")
+        self.sql_event_at = ("SELECT e.position, s.stream_id, e.version, e.event_id, e.hash FROM events e "
+                             f"JOIN streams s ON s.stream_pk = e.stream_pk WHERE e.position = {p}")
+        self.sql_event_by_version = ("SELECT e.position, s.stream_id, e.version, e.event_id, e.hash FROM events e "
+                                     f"JOIN streams s ON s.stream_pk = e.stream_pk WHERE s.stream_id = {p} "
+                                     f"AND e.version = {p}")
+        self.sql_event_by_id = ("SELECT e.position, s.stream_id, e.version, e.event_id, e.hash FROM events e "
+                                f"JOIN streams s ON s.stream_pk = e.stream_pk WHERE e.event_id = {p}")
         self.sql_find_ids = (
             "SELECT e.event_id, s.stream_id, e.version, e.position, e.type, e.data_sha256, e.meta_sha256, "
             "e.occurred_at, e.schema_version FROM events e JOIN streams s ON s.stream_pk = e.stream_pk WHERE e.event_id IN ({ids})"
@@ -407,6 +428,64 @@ class Backend(abc.ABC):
                 params = [self.blob(d) for d in chunk]
             for r in self._streamed(cur, sql, params, "reading the blobs"):
                 yield StoredBlob(bytes(r[0]), int(r[1]), bytes(r[2]))
+
+    # -- the Merkle tree (migration 0007; eventstore/tree.py) -------------------------------
+
+    @recorder("reading the log's leaves")
+    def leaf_data(self, cur: Any, start: int, end: int) -> list[bytes]:
+        """``events.hash`` of leaves ``start <= i < end`` (positions ``start + 1 .. end``), in order."""
+        cur.execute(self.sql_leaf_data, (start, end))
+        return [bytes(r[0]) for r in cur.fetchall()]
+
+    @recorder("reading the Merkle tree")
+    def tree_nodes(self, cur: Any, level: int, start: int, end: int) -> list[bytes]:
+        """The stored hashes of ``level``, indexes ``start <= j < end``, in order."""
+        cur.execute(self.sql_tree_nodes, (level, start, end))
+        return [bytes(r[0]) for r in cur.fetchall()]
+
+    def insert_tree_nodes(self, cur: Any, nodes: list[tuple[int, int, bytes]]) -> None:
+        """Add ``(level, index, hash)`` nodes (the append path: left untranslated, as its other writes)."""
+        blob = self.blob
+        rows = [(level, idx, blob(h)) for level, idx, h in nodes]
+        if len(rows) == 1:
+            cur.execute(self.sql_insert_tree_node, rows[0])
+        elif rows:
+            cur.executemany(self.sql_insert_tree_node, rows)
+
+    def leaves(self, cur: Any, upto_position: int) -> Iterator[tuple[int, bytes]]:
+        """(position, hash) of every event up to ``upto_position``, by position, streamed."""
+        for r in self._streamed(cur, self.sql_leaves, (upto_position,), "reading the log's leaves"):
+            yield int(r[0]), bytes(r[1])
+
+    def all_tree_nodes(self, cur: Any) -> Iterator[tuple[int, int, bytes]]:
+        """Every stored tree node by level and index, streamed."""
+        for r in self._streamed(cur, self.sql_all_tree_nodes, (), "reading the Merkle tree"):
+            yield int(r[0]), int(r[1]), bytes(r[2])
+
+    @recorder("finding an event")
+    def leaf_event(self, cur: Any, *, position: int | None = None, stream_id: str | None = None,
+                   version: int | None = None, event_id: str | None = None) -> LeafEvent | None:
+        """The event at ``position``, at ``stream_id`` / ``version``, or with ``event_id``."""
+        if position is not None:
+            cur.execute(self.sql_event_at, (position,))
+        elif event_id is not None:
+            cur.execute(self.sql_event_by_id, (event_id,))
+        else:
+            cur.execute(self.sql_event_by_version, (stream_id, version))
+        row = cur.fetchone()
+        return None if row is None else LeafEvent(int(row[0]), row[1], int(row[2]), row[3], bytes(row[4]))
+
+    @recorder("recording a checkpoint")
+    def insert_checkpoint_note(self, cur: Any, origin: str, tree_size: int, root_hash: bytes, note: str,
+                               now: str) -> None:
+        cur.execute(self.sql_insert_checkpoint_note, (origin, tree_size, self.blob(root_hash), note, now))
+
+    @recorder("reading the recorded checkpoints")
+    def checkpoint_notes(self, cur: Any, *, origin: str | None = None, limit: int = 100) -> list[CheckpointNote]:
+        """The recorded checkpoints (of ``origin``, if given), newest first."""
+        where, params = ("", ()) if origin is None else (f"WHERE origin = {self.p}", (origin,))
+        cur.execute(self.sql_checkpoint_notes.format(where=where, limit=int(limit)), params)
+        return [CheckpointNote(int(r[0]), r[1], int(r[2]), bytes(r[3]), r[4], r[5]) for r in cur.fetchall()]
 
     @abc.abstractmethod
     def begin_write(self, raw: Any) -> None:
