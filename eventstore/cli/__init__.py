@@ -78,6 +78,10 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "keygen": ("eventstore.cli.core", "Create an Ed25519 key pair for signing seals (PREFIX.key, PREFIX.pub)."),
     "seal": ("eventstore.cli.core", "Seal the log: write a signed digest of it (Ed25519 with --key-file, else HMAC "
                                     "with EVSTORE_SIGNING_KEY) that `verify --seal` checks later."),
+    "verify-proof": ("eventstore.cli.proofs", "Check a proof file of `evstore prove` with nothing but the file and "
+                                              "the log's key (no store, no network); exit 1 saying what does not "
+                                              "hold."),
+    "witness": ("eventstore.cli.proofs", "Run a C2SP tlog-witness that cosigns checkpoints of the logs it trusts."),
     "verify": ("eventstore.cli.core", "Recompute every hash chain (or STREAM's) and check the replay cache; exit "
                                       "1 naming what fails."),
     "ingest": ("eventstore.cli.documents", "Ingest state-file snapshots with DIALECT (a directory: its files in "
