@@ -54,6 +54,7 @@ class VerifyReport:
     blobs: int = 0  # content-addressed blobs re-hashed
     failures: list[Failure] = field(default_factory=list)
     seal: dict[str, Any] | None = None
+    checkpoint: dict[str, Any] | None = None  # the signed checkpoint checked (verify --checkpoint)
 
     @property
     def ok(self) -> bool:
@@ -62,7 +63,8 @@ class VerifyReport:
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "streams": self.streams, "events": self.events, "cached": self.cached,
                 "blobs": self.blobs,
-                "failures": [f.to_dict() for f in self.failures], "seal": self.seal}
+                "failures": [f.to_dict() for f in self.failures], "seal": self.seal,
+                **({"checkpoint": self.checkpoint} if self.checkpoint is not None else {})}
 
 
 def verify(store: EventStore, stream_id: str | None = None,
