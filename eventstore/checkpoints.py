@@ -14,6 +14,7 @@ checkpoint answers with :class:`~eventstore.errors.ProofError`, never with a pro
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from eventstore.errors import ProofError, StreamNotFound
@@ -54,10 +55,30 @@ def record_checkpoint(store: EventStore, note: str, checkpoint: Checkpoint) -> N
         store.backend.insert_checkpoint_note(cur, checkpoint.origin, checkpoint.size, checkpoint.root, note, utcnow())
 
 
-def recorded_checkpoints(store: EventStore, *, origin: str | None = None, limit: int = 100) -> list[CheckpointNote]:
-    """The checkpoints the store recorded (of ``origin``, if given), newest first."""
+def recorded_checkpoints(store: EventStore, *, origin: str | None = None, tree_size: int | None = None,
+                         limit: int = 100) -> list[CheckpointNote]:
+    """The checkpoints the store recorded (of ``origin``, at ``tree_size``, if given), newest first."""
     with store.reading() as cur:
-        return store.backend.checkpoint_notes(cur, origin=origin, limit=limit)
+        return store.backend.checkpoint_notes(cur, origin=origin, tree_size=tree_size, limit=limit)
+
+
+@dataclass(frozen=True)
+class Signer:
+    """Who signed a recorded checkpoint note: the log (a 64-byte Ed25519 signature) or a witness
+    (a 72-byte timestamped cosignature, ``cosigned_at`` its POSIX time); not verified here."""
+
+    name: str
+    key_id: str
+    cosigned_at: int | None
+
+
+def signers(note_text: str) -> list[Signer]:
+    """The signature lines of a note, as who signed (the witnesses are those with ``cosigned_at``)."""
+    try:
+        _text, sigs = notes.parse_note(note_text)
+    except ProofError:
+        return []
+    return [Signer(s.name, f"{s.key_id:08x}", s.timestamp if len(s.signature) == 72 else None) for s in sigs]
 
 
 def latest_checkpoint(store: EventStore) -> CheckpointNote | None:

@@ -481,9 +481,18 @@ class Backend(abc.ABC):
         cur.execute(self.sql_insert_checkpoint_note, (origin, tree_size, self.blob(root_hash), note, now))
 
     @recorder("reading the recorded checkpoints")
-    def checkpoint_notes(self, cur: Any, *, origin: str | None = None, limit: int = 100) -> list[CheckpointNote]:
-        """The recorded checkpoints (of ``origin``, if given), newest first."""
-        where, params = ("", ()) if origin is None else (f"WHERE origin = {self.p}", (origin,))
+    def checkpoint_notes(self, cur: Any, *, origin: str | None = None, tree_size: int | None = None,
+                         limit: int = 100) -> list[CheckpointNote]:
+        """The recorded checkpoints (of ``origin``, at ``tree_size``, if given), newest first."""
+        conds: list[str] = []
+        params: list[Any] = []
+        if origin is not None:
+            conds.append(f"origin = {self.p}")
+            params.append(origin)
+        if tree_size is not None:
+            conds.append(f"tree_size = {self.p}")
+            params.append(tree_size)
+        where = ("WHERE " + " AND ".join(conds)) if conds else ""
         cur.execute(self.sql_checkpoint_notes.format(where=where, limit=int(limit)), params)
         return [CheckpointNote(int(r[0]), r[1], int(r[2]), bytes(r[3]), r[4], r[5]) for r in cur.fetchall()]
 
