@@ -555,6 +555,12 @@ class EventStore:
         with self.reading() as cur:
             return self.backend.max_position(cur)
 
+    def hash_at(self, position: int) -> bytes | None:
+        """The hash of the event at ``position``, None if the log has none there: what derived data
+        bound to a log position (the analytics manifest) checks, without reading the event."""
+        with self.reading() as cur:
+            return self.backend.hash_at(cur, position)
+
     def list_streams(self) -> list[StreamSummary]:
         """Every stream (its id, dialect and version), by stream id."""
         with self.reading() as cur:

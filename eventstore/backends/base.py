@@ -125,6 +125,7 @@ class Backend(abc.ABC):
         self.sql_read_all_types = sel + f"WHERE e.position > {p} AND e.type IN ({{types}}) ORDER BY e.position LIMIT {p}"
         self.sql_list_streams = "SELECT stream_id, dialect, version FROM streams ORDER BY stream_id"
         self.sql_store_id = "SELECT store_id FROM store_identity"
+        self.sql_hash_at = f"SELECT hash FROM events WHERE position = {p}"
         self.sql_count_after = f"SELECT COUNT(*) FROM events WHERE position > {p}"
         self.sql_count_after_types = f"SELECT COUNT(*) FROM events WHERE position > {p} AND type IN ({{types}})"
         self.sql_read_checkpoint = (
@@ -277,6 +278,13 @@ class Backend(abc.ABC):
         """Every stream, by stream id (the database's collation)."""
         cur.execute(self.sql_list_streams)
         return [StreamSummary(*r) for r in cur.fetchall()]
+
+    @recorder("reading an event's hash")
+    def hash_at(self, cur: Any, position: int) -> bytes | None:
+        """The hash of the event at ``position`` (None if there is none): one indexed row, one column."""
+        cur.execute(self.sql_hash_at, (position,))
+        row = cur.fetchone()
+        return None if row is None else bytes(row[0])
 
     @recorder("reading the store's identity")
     def store_id(self, cur: Any) -> str:

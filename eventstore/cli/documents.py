@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from eventstore import config
 from eventstore.cli import cli, open_store
 from eventstore.errors import EvstoreError, IngestError
 
@@ -186,11 +187,13 @@ def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, inte
 
 @cli.command()
 @click.argument("task")
-@click.option("--upto", "upto", type=int, default=None, metavar="VERSION", help="Rebuild up to this version.")
+@click.option("--upto", "upto", type=click.IntRange(max=config.MAX_INT), default=None, metavar="VERSION",
+              help="Rebuild up to this version.")
 @click.option("--at", "at", default=None, metavar="ISO-TIME", help="Rebuild as of this time.")
 @click.option("--json", "as_json", is_flag=True, help="Print the document as compact JSON.")
 @click.option("--raw", "raw", is_flag=True, help="Print the exact bytes of the ingested snapshot.")
-@click.option("--diff", "diff", type=int, nargs=2, default=None, metavar="V1 V2", help="JSON Patch from V1 to V2.")
+@click.option("--diff", "diff", type=click.IntRange(max=config.MAX_INT), nargs=2, default=None, metavar="V1 V2",
+              help="JSON Patch from V1 to V2.")
 @click.option("--validate", "schema", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Check the document against a JSON Schema.")
 @click.option("--check", "check", is_flag=True, help="List the dialect's validation findings (exit 1 if any).")
@@ -281,7 +284,8 @@ def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_j
 @cli.command()
 @click.argument("task")
 @click.option("--json", "as_json", is_flag=True, help="NDJSON: one event per line.")
-@click.option("--after", "after", type=int, default=None, metavar="N", help="Only events after version N.")
+@click.option("--after", "after", type=click.IntRange(max=config.MAX_INT), default=None, metavar="N",
+              help="Only events after version N.")
 @click.option("--findings/--no-findings", default=True, help="Show validation findings under snapshots.")
 @click.pass_context
 def log(ctx: click.Context, task: str, as_json: bool, after: int | None, findings: bool) -> None:

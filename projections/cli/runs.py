@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from eventstore import config
 from eventstore.cli import cli, open_store
 
 
@@ -62,7 +63,7 @@ def _open_indexed(ctx: click.Context, url: str | None = None) -> Any:
 @click.option("--project", default=None, help="Only runs of this project.")
 @click.option("--status", default=None, help="Only runs with this status.")
 @click.option("--since", default=None, metavar="ISO", help="Only runs active since this date/time (UTC if no zone).")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many runs.")
+@click.option("--limit", type=click.IntRange(1, config.MAX_INT), default=None, help="At most this many runs.")
 @click.option("--wide", is_flag=True, help="Every column (task id, start time, the agent sessions that wrote the "
               "run's state), nothing cut (default: fit the terminal).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
@@ -177,6 +178,7 @@ def projections_group() -> None:
 @click.pass_context
 def projections_status(ctx: click.Context, as_json: bool) -> None:
     """Name, version, checkpoint, lag (events behind) and last run of every projection."""
+    # The table says, beside each lag, which commands catch that projection up.
     from projections.engine import ProjectionRunner
 
     store = open_store(ctx)
@@ -188,12 +190,12 @@ def projections_status(ctx: click.Context, as_json: bool) -> None:
     from rich.table import Table
 
     table = Table()
-    for col in ("name", "mode", "version", "checkpoint", "lag", "last run"):
+    for col in ("name", "mode", "version", "checkpoint", "lag", "last run", "caught up by"):
         table.add_column(col, justify="right" if col in ("version", "checkpoint", "lag") else "left")
     for r in rows:
         version = str(r.version) if r.stored_version in (None, r.version) else f"{r.stored_version} → {r.version}"
         mode = "inline" if r.inline else "async" if r.storage == "database" else f"async ({r.storage})"
-        table.add_row(r.name, mode, version, str(r.position), str(r.lag), r.updated_at or "never")
+        table.add_row(r.name, mode, version, str(r.position), str(r.lag), r.updated_at or "never", r.caught_up_by)
     _stdout_console().print(table)
     for r in rows:  # projections that keep files: where they are, and whether they are this store's
         if r.details.get("directory"):
