@@ -27,15 +27,18 @@ from typing import Any, Protocol
 
 from eventstore.errors import IntegrityViolation
 
-_sha: Callable[[bytes], Any]
-try:  # CPython's own SHA-256 (no OpenSSL context a call): 1.8x faster than hashlib's for the 33-65
-    # bytes of a leaf or node (measured 1.0 vs 1.8 us), and the append hashes two of them an event.
-    from _sha256 import sha256 as _sha  # type: ignore[import-not-found,no-redef]  # Python <= 3.11
+#: SHA-256 of a node (65 bytes, two compression blocks): hashlib's OpenSSL, which uses the CPU's SHA
+#: instructions (measured 0.5 us against 1.1 us for CPython's own).
+_sha = hashlib.sha256
+_leaf_sha: Callable[[bytes], Any]
+try:  # a leaf (33 bytes, one block): CPython's own SHA-256 without OpenSSL's per-call set-up costs
+    # less (measured 0.5 vs 1.7 us); the append hashes one leaf an event.
+    from _sha256 import sha256 as _leaf_sha  # type: ignore[import-not-found,no-redef]  # Python <= 3.11
 except ImportError:  # pragma: no cover - the module's name from 3.12 on, or a build without it
     try:
-        from _sha2 import sha256 as _sha  # type: ignore[import-not-found,no-redef]
+        from _sha2 import sha256 as _leaf_sha  # type: ignore[import-not-found,no-redef]
     except ImportError:
-        _sha = hashlib.sha256
+        _leaf_sha = hashlib.sha256
 
 #: Stored levels are the multiples of STRIDE (4: a node per 16 children of the level below).
 STRIDE = 4
@@ -43,7 +46,7 @@ FAN = 1 << STRIDE
 
 
 def leaf_hash(data: bytes) -> bytes:
-    digest: bytes = _sha(b"\x00" + data).digest()
+    digest: bytes = _leaf_sha(b"\x00" + data).digest()
     return digest
 
 
@@ -78,7 +81,8 @@ def new_nodes(old_size: int, leaf_data: Sequence[bytes], source: TreeSource) -> 
     out: list[tuple[int, int, bytes]] = []
     sha = _sha
     first, level = old_size, 0
-    current = [sha(b"\x00" + d).digest() for d in leaf_data]  # hashes at `level`, indexes first..
+    leaf = _leaf_sha
+    current = [leaf(b"\x00" + d).digest() for d in leaf_data]  # hashes at `level`, indexes first..
     while True:
         p_first, p_end = first // FAN, (first + len(current)) // FAN
         if p_end <= p_first:
@@ -86,15 +90,18 @@ def new_nodes(old_size: int, leaf_data: Sequence[bytes], source: TreeSource) -> 
         before = p_first * FAN
         if before < first:
             earlier = (
-                [sha(b"\x00" + d).digest() for d in _exactly(source.leaf_data(before, first), first - before, 0, before)]
+                [leaf(b"\x00" + d).digest() for d in _exactly(source.leaf_data(before, first), first - before, 0, before)]
                 if level == 0 else _exactly(source.nodes(level, before, first), first - before, level, before))
             children = earlier + current[:p_end * FAN - first]
         else:
             children = current[:p_end * FAN - first]
-        parents = [fold(children[i:i + FAN]) for i in range(0, len(children), FAN)]
+        # The children start at a parent's first child and number a multiple of FAN: STRIDE rounds of
+        # pairwise hashing over the whole list give every parent (no call per parent).
+        for _ in range(STRIDE):
+            children = [sha(b"\x01" + children[i] + children[i + 1]).digest() for i in range(0, len(children), 2)]
         level += STRIDE
-        out.extend((level, p_first + i, h) for i, h in enumerate(parents))
-        current, first = parents, p_first
+        out.extend(zip([level] * len(children), range(p_first, p_first + len(children)), children, strict=True))
+        current, first = children, p_first
 
 
 def _exactly(got: list[bytes], n: int, level: int, start: int) -> list[bytes]:
@@ -113,7 +120,7 @@ def all_nodes(leaf_data: Iterable[bytes]) -> Iterator[tuple[int, int, bytes]]:
     counts: dict[int, int] = {}
     sha = _sha
     for d in leaf_data:
-        h, level = sha(b"\x00" + d).digest(), 0
+        h, level = _leaf_sha(b"\x00" + d).digest(), 0
         while True:
             buf = pending.setdefault(level, [])
             buf.append(h)
