@@ -118,7 +118,6 @@ def all_nodes(leaf_data: Iterable[bytes]) -> Iterator[tuple[int, int, bytes]]:
     (what the migration fills and ``verify`` compares with), level by level as each completes."""
     pending: dict[int, list[bytes]] = {}
     counts: dict[int, int] = {}
-    sha = _sha
     for d in leaf_data:
         h, level = _leaf_sha(b"\x00" + d).digest(), 0
         while True:
