@@ -476,7 +476,7 @@ def test_checkpoints_and_proofs_served(sqlite_url: str, tmp_path) -> None:  # ty
     hostile = "<b>x</b>"
     for sid in (hostile, "b"):
         assert cli(url, "append", sid, "demo.note", "--data", "{}").exit_code == 0
-    with TestClient(create_app(ServeConfig(url=url))) as c:
+    with TestClient(create_app(ServeConfig(url=url)), base_url=LOCAL) as c:
         r = c.get("/api/checkpoint")
         assert r.status_code == 404 and "no checkpoint is recorded" in r.json()["error"]
         assert "No checkpoint recorded yet" in c.get("/integrity").text
@@ -513,7 +513,7 @@ def test_checkpoints_and_proofs_served(sqlite_url: str, tmp_path) -> None:  # ty
 
     with EventStore(url) as store:
         checkpoints.record_checkpoint(store, cosigned, checkpoints.read_checkpoint(cosigned))
-    with TestClient(create_app(ServeConfig(url=url))) as c:
+    with TestClient(create_app(ServeConfig(url=url)), base_url=LOCAL) as c:
         rows = c.get("/api/integrity").json()["checkpoints"]
         assert [w["name"] for w in rows[0]["witnesses"]] == ["witness.example"]
         assert rows[0]["witnesses"][0]["cosigned_at"] == "2027-01-15T08:00:00Z"

@@ -367,7 +367,7 @@ def keygen(prefix: Path, name: str | None) -> None:
     name = name or prefix.name
     note.check_key_name(name)
     vkeys = [Path(f"{prefix}.vkey"), Path(f"{prefix}.witness.vkey")]
-    for p in vkeys:
+    for p in (Path(f"{prefix}.key"), Path(f"{prefix}.pub"), *vkeys):
         if p.exists():
             raise EvstoreError(f"{p} exists; keygen never overwrites a key (choose another --out).")
     key_path, pub_path = chain.generate_keypair(prefix)
