@@ -25,6 +25,7 @@ WRITER_GRANTS = {
     "blobs": "SELECT, INSERT",
     "tree_nodes": "SELECT, INSERT",
     "tree_checkpoints": "SELECT, INSERT",
+    "source_versions": "SELECT, INSERT",
     "streams": "SELECT, INSERT, UPDATE (version, head_hash)",
     "store_identity": "SELECT",
     "alembic_version": "SELECT",

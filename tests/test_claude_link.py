@@ -128,7 +128,7 @@ def test_runs_list_the_sessions_that_wrote_them(run, tmp_path: Path) -> None:
     claude_fixtures.write_project(tmp_path / "other")  # a session that wrote no state
     assert run("ingest", "claude", str(tmp_path / "other")).exit_code == 0
     assert run("append", "PLAIN-1", "note", "--data", "{}").exit_code == 0
-    rows = {r["stream_id"]: r for r in json.loads(run("runs", "--json").stdout)}
+    rows = {r["stream_id"]: r for r in [json.loads(line) for line in run("runs", "--json").stdout.splitlines()]}
     assert rows[F.TASK]["sessions"] == [F.SESSION]
     assert rows["PLAIN-1"]["sessions"] == [] and rows[claude_fixtures.SESSION]["sessions"] == []
     wide = run("runs", "--wide").stdout.splitlines()

@@ -109,7 +109,7 @@ def test_the_migration_fills_the_tree_of_a_store_that_had_events(store: EventSto
     assert len(expected) == 18
     migrate_to = migrate.head_revision(store.engine)
     store.close()
-    _downgrade(store, "0005")
+    _downgrade(store, "0006")
     with store.engine.connect() as conn:
         assert not store.engine.dialect.has_table(conn, "tree_nodes")
     migrate.upgrade(store.engine, migrate_to)

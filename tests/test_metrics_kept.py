@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from serve_fixtures import LOCAL
 from starlette.testclient import TestClient
 
 from eventstore.cli import register
@@ -78,7 +79,7 @@ def test_a_second_metrics_on_an_unchanged_store_reads_no_event(demo: tuple[str, 
 
 def test_scopes_and_runs_are_kept_apart(demo: tuple[str, Path], counted: dict[str, int]) -> None:
     url, directory = demo
-    runs = json.loads(CliRunner().invoke(register(), ["--url", url, "runs", "--json"]).stdout)
+    runs = [json.loads(line) for line in CliRunner().invoke(register(), ["--url", url, "runs", "--json"]).stdout.splitlines()]
     run = next(r for r in runs if r["dialect"] == "mapipe")
     asked = [(), ("--dialect", "mapipe"), ("--project", run["project"]), (run["stream_id"],)]
     first = [_metrics(url, directory, *a, "--format", "json").stdout for a in asked]
@@ -99,7 +100,7 @@ def test_html_report_and_metrics_page_use_the_kept_report(demo: tuple[str, Path]
 
     url, directory = demo
     _metrics(url, directory, "--format", "html", "--out", str(tmp_path / "a.html"))
-    with TestClient(create_app(ServeConfig(url=url, analytics_dir=str(directory)))) as c:
+    with TestClient(create_app(ServeConfig(url=url, analytics_dir=str(directory))), base_url=LOCAL) as c:
         counted.update(dict.fromkeys(counted, 0))
         _metrics(url, directory, "--format", "html", "--out", str(tmp_path / "b.html"))
         page = c.get("/metrics")

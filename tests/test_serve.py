@@ -83,7 +83,7 @@ def post(c: TestClient | httpx2.Client, stream: str, events: list[dict], expecte
 
 
 def test_runs_page_api_and_cli_agree(client: TestClient, demo_url: str) -> None:
-    cli_rows = json.loads(cli(demo_url, "runs", "--json").stdout)
+    cli_rows = [json.loads(line) for line in cli(demo_url, "runs", "--json").stdout.splitlines()]
     page = client.get("/api/runs", params={"size": 500}).json()
     assert page["runs"] == cli_rows and page["total"] == len(cli_rows) == 6
     # Paginated, newest first, each row links to its run.
@@ -96,7 +96,7 @@ def test_runs_page_api_and_cli_agree(client: TestClient, demo_url: str) -> None:
     # The `runs` filters.
     dialect = cli_rows[0]["dialect"]
     filtered = client.get("/api/runs", params={"dialect": dialect}).json()["runs"]
-    assert filtered == json.loads(cli(demo_url, "runs", "--json", "--dialect", dialect).stdout)
+    assert filtered == [json.loads(line) for line in cli(demo_url, "runs", "--json", "--dialect", dialect).stdout.splitlines()]
     target = cli_rows[-1]
     assert [r["stream_id"] for r in client.get("/api/runs", params={"q": target["stream_id"].upper()}).json()["runs"]] \
         == [target["stream_id"]]
@@ -115,7 +115,7 @@ def test_query_values_stay_data(client: TestClient) -> None:
 
 
 def test_run_page_api_and_cli_agree(client: TestClient, demo_url: str) -> None:
-    sid = json.loads(cli(demo_url, "runs", "--json").stdout)[0]["stream_id"]
+    sid = [json.loads(line) for line in cli(demo_url, "runs", "--json").stdout.splitlines()][0]["stream_id"]
     log_lines = [json.loads(line) for line in cli(demo_url, "log", sid, "--json").stdout.splitlines()]
     assert client.get(f"/api/runs/{sid}/events").json() == log_lines
     assert client.get(f"/api/runs/{sid}/events?after=2&limit=3").json() == log_lines[2:5]
@@ -173,7 +173,7 @@ def test_metrics_page_renders_the_report_and_its_charts(sqlite_demo: tuple[str, 
     reference = cli(url, "metrics", "--format", "html", "--no-refresh", *analytics).stdout
     assert re.findall(r'<section id="([^"]+)"', html) == re.findall(r'<section id="([^"]+)"', reference)
     assert html.count('<svg class="chart"') == reference.count('<svg class="chart"') > 0
-    runs = json.loads(cli(url, "runs", "--json").stdout)
+    runs = [json.loads(line) for line in cli(url, "runs", "--json").stdout.splitlines()]
     dialect, sid = runs[0]["dialect"], runs[0]["stream_id"]
     scoped = client.get("/metrics", params={"dialect": dialect}).text  # the same filters as `metrics`
     assert f"dialect={dialect}, runs={sum(r['dialect'] == dialect for r in runs)}" in scoped

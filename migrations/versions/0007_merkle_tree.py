@@ -11,7 +11,7 @@ The fill is written out here (not imported from eventstore.tree): a migration mu
 what it did when the code it was written with has moved on.
 
 Revision ID: 0007
-Revises: 0005
+Revises: 0006 (re-chained after 0006 of main; written against 0005)
 Create Date: 2026-12-03
 """
 import hashlib
@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0007"
-down_revision = "0005"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
