@@ -62,6 +62,21 @@ def recorded_checkpoints(store: EventStore, *, origin: str | None = None, tree_s
         return store.backend.checkpoint_notes(cur, origin=origin, tree_size=tree_size, limit=limit)
 
 
+def signed_heads(store: EventStore, log: notes.NoteVerifier, origin: str, limit: int = 10_000) -> list[tuple[int, bytes]]:
+    """(size, root) of the checkpoints of ``origin`` the store recorded whose signature by ``log``
+    verifies (a writer can delete them, not forge them): what locates a rewrite between two of them."""
+    from eventstore.tlog.checkpoint import open_checkpoint
+
+    out = []
+    for recorded in recorded_checkpoints(store, origin=origin, limit=limit):
+        try:
+            cp = open_checkpoint(recorded.note, log, origin=origin).checkpoint
+        except ProofError:
+            continue
+        out.append((cp.size, cp.root))
+    return out
+
+
 @dataclass(frozen=True)
 class Signer:
     """Who signed a recorded checkpoint note: the log (a 64-byte Ed25519 signature) or a witness

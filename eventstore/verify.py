@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -198,10 +198,13 @@ def verify_tree(store: EventStore) -> list[Failure]:
     return out
 
 
-def check_tree_checkpoint(store: EventStore, size: int, root: bytes) -> list[Failure]:
+def check_tree_checkpoint(store: EventStore, size: int, root: bytes,
+                          signed: Sequence[tuple[int, bytes]] = ()) -> list[Failure]:
     """Failures if the log's first ``size`` leaves no longer hash to ``root`` (a signed checkpoint's),
     naming the first leaf that differs where the store can tell: a leaf missing (the log is shorter,
-    or has a gap), or a stored tree node that disagrees with the leaves."""
+    or has a gap), or a stored tree node that disagrees with the leaves.  Otherwise ``signed``, the
+    (size, root) of other checkpoints whose signatures the caller checked (those the store recorded),
+    brackets it: after the largest one that still holds, up to the smallest one that fails."""
     last = store.max_position()
     if last < size:
         return [Failure("*", 0, "checkpoint", f"leaf {last} (position {last + 1}) is missing: the log has {last} "
@@ -222,11 +225,37 @@ def check_tree_checkpoint(store: EventStore, size: int, root: bytes) -> list[Fai
     if size == 0:
         return [Failure("*", 0, "checkpoint", "the checkpoint's root is not the empty tree's")]
     located = [f for f in verify_tree(store) if f.stream_id != "*"]
-    where = f"; {located[0]}" if located else \
-        ("; the stored tree was rebuilt to match the rewritten leaves, so the root alone cannot tell which "
-         "leaf differs: an inclusion proof issued before the edit, or a copy of the log, locates it")
+    if located:
+        where = f"; {located[0]}"
+    else:
+        low, high = _bracket(store, size, signed)
+        if high - low == 1:
+            where = "; " + str(_leaf_failure(store, low, "checkpoint", "the first leaf that differs (the signed "
+                                             f"checkpoints of sizes {low} and {high} bracket it)"))
+        else:
+            where = (f"; the first leaf that differs is one of leaves {low}..{high - 1} (positions {low + 1}.."
+                     f"{high}){', bracketed by the signed checkpoints recorded here' if signed else ''}: the "
+                     "stored tree was rebuilt to match, so the root alone cannot say which (checkpoint more often, "
+                     "or compare with a copy of the log)")
     return [Failure("*", 0, "checkpoint", f"the log's first {size} leaves hash to {got.hex()[:16]}…, not to the "
                     f"checkpoint's root {root.hex()[:16]}… (the log was rewritten after the checkpoint){where}")]
+
+
+def _bracket(store: EventStore, size: int, signed: Sequence[tuple[int, bytes]]) -> tuple[int, int]:
+    """(low, high): the first differing leaf is in ``[low, high)``, from the signed (size, root) pairs
+    below ``size``: low is the largest size whose root still holds, high the smallest above it that fails."""
+    low, high = 0, size
+    for s, r in sorted({(s, r) for s, r in signed if 0 < s < size}):
+        if s <= low or s >= high:
+            continue
+        with store.tree(s) as t:
+            holds = t.root() == r
+        if holds:
+            low = s
+        else:
+            high = s
+            break
+    return low, high
 
 
 # ------------------------------------------------------------------ content-addressed blobs

@@ -234,3 +234,31 @@ def test_a_signer_name_and_algorithms() -> None:
     assert NoteSigner.generate("x.example").verifier.vkey.startswith("x.example+")
     with pytest.raises(ProofError):
         checkpoints.read_checkpoint("not a note")
+
+
+def test_the_signed_checkpoints_recorded_locate_a_rewrite(run: Callable[..., Any], store: EventStore,
+                                                          tmp_path: Path) -> None:
+    """Two events of different streams swapped after the checkpoints (each stream still in order: plain verify
+    passes, the stored tree has no node yet to disagree): the recorded checkpoints whose signatures verify
+    bracket the first leaf that differs, here to one leaf; with only the one checkpoint, a range."""
+    prefix = _keys(run, tmp_path)
+    for i in range(8):
+        store.append("AB"[i % 2], [NewEvent("demo.note", {"i": i})])
+        if i in (2, 3, 7):
+            r = run("checkpoint", "--key-file", f"{prefix}.key", "--out", str(tmp_path / f"cp{i + 1}"))
+            assert r.exit_code == 0, r.output
+    drop_append_only_triggers(store)
+    for a, b in ((4, -1), (5, 4), (-1, 5)):  # positions 4 (B@2) and 5 (A@3) swapped
+        exec_sql(store, "UPDATE events SET position = :b WHERE position = :a", a=a, b=b)
+    assert run("verify").exit_code == 0
+    r = run("verify", "--checkpoint", str(tmp_path / "cp8"), "--vkey", f"{prefix}.vkey")
+    assert r.exit_code == 1, r.output
+    assert ('stream "A" version 3: checkpoint — leaf 3 (position 4): the first leaf that differs (the signed '
+            "checkpoints of sizes 3 and 4 bracket it)") in r.stderr, r.stderr
+    # the checkpoints recorded in the store are what locate it: without them, a range
+    from eventstore.verify import check_tree_checkpoint
+
+    with store.tree(3) as t:
+        assert checkpoints.read_checkpoint((tmp_path / "cp3").read_text()).root == t.root()
+    [alone] = check_tree_checkpoint(store, 8, checkpoints.read_checkpoint((tmp_path / "cp8").read_text()).root)
+    assert "the first leaf that differs is one of leaves 0..7 (positions 1..8)" in alone.detail

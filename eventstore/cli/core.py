@@ -307,7 +307,10 @@ def verify(ctx: click.Context, stream: str | None, as_json: bool, seal: Path | N
         report.failures.extend(v.check_seal(store, signed, verifier))
         report.seal = {"file": str(seal), "ok": report.ok}
     if tree_checkpoint is not None:
-        report.failures.extend(v.check_tree_checkpoint(store, tree_checkpoint.size, tree_checkpoint.root))
+        from eventstore.checkpoints import signed_heads
+
+        report.failures.extend(v.check_tree_checkpoint(store, tree_checkpoint.size, tree_checkpoint.root,
+                                                       signed_heads(store, log_key, tree_checkpoint.origin)))
         report.checkpoint = {"file": str(checkpoint), "origin": tree_checkpoint.origin,
                              "tree_size": tree_checkpoint.size, "ok": report.ok}
     if as_json:
