@@ -24,6 +24,7 @@ from eventstore.tlog import merkle
 from eventstore.tlog import note as notes
 from eventstore.tlog.checkpoint import Checkpoint, sign_checkpoint
 from eventstore.tlog.proofs import ConsistencyProof, InclusionProof, encode_hashes
+from eventstore.tree import Tree
 
 
 def read_checkpoint(note_text: str, where: str = "the checkpoint") -> Checkpoint:
@@ -42,6 +43,7 @@ def make_checkpoint(store: EventStore, signer: notes.NoteSigner, *, origin: str 
     let ``cosign(note, checkpoint)`` add the witnesses' cosignatures, record the result in the store
     and return it.  Nothing is recorded when ``cosign`` raises."""
     with store.tree() as t:
+        t.prefetch([(0, t.size)] if t.size else [])
         checkpoint = Checkpoint(origin or signer.name, t.size, t.root())
     note = sign_checkpoint(checkpoint, signer)
     if cosign is not None:
@@ -101,14 +103,30 @@ def latest_checkpoint(store: EventStore) -> CheckpointNote | None:
     return found[0] if found else None
 
 
-def _check_root(store: EventStore, checkpoint: Checkpoint, what: str) -> None:
-    """ProofError unless the store's first ``checkpoint.size`` leaves hash to its root."""
+def _recorded_ranges(proof: Callable[[Callable[[int, int], bytes]], object]) -> list[tuple[int, int]]:
+    """The subtree ranges ``proof(subtree)`` asks for (its steps never depend on the hashes)."""
+    ranges: list[tuple[int, int]] = []
+
+    def record(start: int, end: int) -> bytes:
+        ranges.append((start, end))
+        return bytes(merkle.HASH_SIZE)
+
+    proof(record)
+    return ranges
+
+
+def _open_tree(store: EventStore, checkpoint: Checkpoint, what: str) -> Any:
+    """``store.tree(checkpoint.size)``, a ProofError saying so when the log is shorter than the checkpoint."""
     last = store.max_position()
     if last < checkpoint.size:
         raise ProofError(f"The log has {last} events, fewer than the {checkpoint.size} {what} covers: it no longer "
                          "extends it (truncated, or another log); run `evstore verify --checkpoint`.")
-    with store.tree(checkpoint.size) as t:
-        root = t.root()
+    return store.tree(checkpoint.size)
+
+
+def _check_root(t: Tree, checkpoint: Checkpoint, what: str) -> None:
+    """ProofError unless the tree ``t`` (at ``checkpoint.size``) hashes to the checkpoint's root."""
+    root = t.root()
     if root != checkpoint.root:
         raise ProofError(f"The log's first {checkpoint.size} events no longer hash to the root of {what} "
                          f"({root.hex()[:16]}… here, {checkpoint.root.hex()[:16]}… signed): the log no longer "
@@ -136,9 +154,11 @@ def inclusion(store: EventStore, checkpoint_note: str, *, stream_id: str | None 
         raise ProofError(f'Stream "{leaf.stream_id}" version {leaf.version} is leaf {index}, after the '
                          f"{checkpoint.size} leaves the checkpoint covers; make a newer checkpoint "
                          "(`evstore checkpoint`).")
-    _check_root(store, checkpoint, "the checkpoint")
-    with store.tree(checkpoint.size) as t:
-        path = merkle.inclusion_proof(index, checkpoint.size, t.subtree)
+    with _open_tree(store, checkpoint, "the checkpoint") as t:
+        size = checkpoint.size
+        t.prefetch([(0, size), *_recorded_ranges(lambda f: merkle.inclusion_proof(index, size, f))])
+        _check_root(t, checkpoint, "the checkpoint")
+        path = merkle.inclusion_proof(index, size, t.subtree)
     return InclusionProof(leaf_index=index, tree_size=checkpoint.size, event_hash=leaf.hash.hex(),
                           inclusion=encode_hashes(path), checkpoint=checkpoint_note, stream=leaf.stream_id,
                           version=leaf.version, event_id=leaf.event_id)
@@ -152,9 +172,18 @@ def consistency(store: EventStore, old_note: str, new_note: str) -> ConsistencyP
     if old.size > new.size:
         raise ProofError(f"The old checkpoint covers {old.size} leaves, more than the new one's {new.size}; "
                          "give the older checkpoint first.")
-    _check_root(store, new, "the new checkpoint")
-    _check_root(store, old, "the old checkpoint")
-    with store.tree(new.size) as t:
+    with _open_tree(store, new, "the new checkpoint") as t:
+        ranges = _recorded_ranges(lambda f: merkle.consistency_proof(old.size, new.size, f))
+        t.prefetch([(0, new.size), *([(0, old.size)] if old.size else []), *ranges])
+        _check_root(t, new, "the new checkpoint")
+        if old.size:
+            got = t.subtree(0, old.size)
+            if got != old.root:
+                raise ProofError(f"The log's first {old.size} events no longer hash to the root of the old "
+                                 f"checkpoint ({got.hex()[:16]}… here, {old.root.hex()[:16]}… signed): the log no "
+                                 "longer extends it (rewritten after it); run `evstore verify --checkpoint`.")
+        elif old.root != merkle.EMPTY_ROOT:
+            raise ProofError("The old checkpoint is of an empty log, but its root is not the empty tree's.")
         path = merkle.consistency_proof(old.size, new.size, t.subtree)
     return ConsistencyProof(old_size=old.size, new_size=new.size, consistency=encode_hashes(path),
                             old_checkpoint=old_note, new_checkpoint=new_note)
@@ -166,6 +195,7 @@ def consistency_hashes(store: EventStore, old_size: int, new: Checkpoint) -> lis
     if old_size > new.size:
         raise ProofError(f"Cannot prove {old_size} leaves consistent with the {new.size} of the new checkpoint.")
     with store.tree(new.size) as t:
+        t.prefetch(_recorded_ranges(lambda f: merkle.consistency_proof(old_size, new.size, f)))
         return merkle.consistency_proof(old_size, new.size, t.subtree)
 
 

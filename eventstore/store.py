@@ -630,6 +630,10 @@ class _CursorSource:
     def nodes(self, level: int, start: int, end: int) -> list[bytes]:
         return self.be.tree_nodes(self.cur, level, start, end)
 
+    def many(self, node_ranges: Sequence[tuple[int, int, int]], leaf_ranges: Sequence[tuple[int, int]]
+             ) -> tuple[dict[tuple[int, int], bytes], dict[int, bytes]]:
+        return self.be.tree_ranges(self.cur, node_ranges, leaf_ranges)
+
 
 class _Transaction:
     """One write transaction holding the append lock; caches stream heads while it runs."""

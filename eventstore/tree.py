@@ -73,6 +73,11 @@ class TreeSource(Protocol):
     def nodes(self, level: int, start: int, end: int) -> list[bytes]:
         """The stored hashes of level ``level``, indexes ``start <= j < end``, in order."""
 
+    def many(self, node_ranges: Sequence[tuple[int, int, int]], leaf_ranges: Sequence[tuple[int, int]]
+             ) -> tuple[dict[tuple[int, int], bytes], dict[int, bytes]]:
+        """Several ranges in one round trip each: stored nodes ``(level, start, end)`` by (level, index),
+        leaves' data ``(start, end)`` by index."""
+
 
 def new_nodes(old_size: int, leaf_data: Sequence[bytes], source: TreeSource) -> list[tuple[int, int, bytes]]:
     """The nodes ``(level, index, hash)`` that appending ``leaf_data`` to a tree of ``old_size``
@@ -143,6 +148,38 @@ class Tree:
     def __init__(self, source: TreeSource, size: int) -> None:
         self.source, self.size = source, size
         self._memo: dict[tuple[int, int], bytes] = {}
+        self._nodes: dict[tuple[int, int], bytes] = {}  # prefetched stored nodes
+        self._leaves: dict[int, bytes] = {}  # prefetched leaves' data
+
+    def prefetch(self, ranges: Iterable[tuple[int, int]]) -> None:
+        """Read, in two round trips, every stored hash the subtrees ``ranges`` need (the ranges a
+        proof will ask for: run the proof once with a subtree function that records them, since its
+        steps never depend on the hashes).  On PostgreSQL a proof is then 2 queries, not 20-40."""
+        node_reads: set[tuple[int, int, int]] = set()
+        leaf_reads: set[tuple[int, int]] = set()
+        for start, end in ranges:
+            self._plan(start, end, node_reads, leaf_reads)
+        if node_reads or leaf_reads:
+            nodes, leaves = self.source.many(sorted(node_reads), sorted(leaf_reads))
+            self._nodes.update(nodes)
+            self._leaves.update(leaves)
+
+    def _plan(self, start: int, end: int, node_reads: set[tuple[int, int, int]],
+              leaf_reads: set[tuple[int, int]]) -> None:
+        n = end - start
+        if n & (n - 1) == 0 and start % n == 0:
+            level = n.bit_length() - 1
+            stored = level - level % STRIDE
+            count = 1 << (level - stored)
+            first = (start // n) * count
+            if stored == 0:
+                leaf_reads.add((first, first + count))
+            else:
+                node_reads.add((stored, first, first + count))
+            return
+        k = 1 << ((n - 1).bit_length() - 1)
+        self._plan(start, start + k, node_reads, leaf_reads)
+        self._plan(start + k, end, node_reads, leaf_reads)
 
     def subtree(self, start: int, end: int) -> bytes:
         if not 0 <= start < end <= self.size:
@@ -168,6 +205,11 @@ class Tree:
         count = 1 << (level - stored)
         first = idx * count
         if stored == 0:
-            data = _exactly(self.source.leaf_data(first, first + count), count, 0, first)
-            return fold([leaf_hash(d) for d in data])
-        return fold(_exactly(self.source.nodes(stored, first, first + count), count, stored, first))
+            data = [self._leaves.get(i) for i in range(first, first + count)]
+            if None in data:
+                data = _exactly(self.source.leaf_data(first, first + count), count, 0, first)  # type: ignore[assignment]
+            return fold([leaf_hash(d) for d in data])  # type: ignore[arg-type]
+        hashes = [self._nodes.get((stored, j)) for j in range(first, first + count)]
+        if None in hashes:
+            hashes = _exactly(self.source.nodes(stored, first, first + count), count, stored, first)  # type: ignore[assignment]
+        return fold(hashes)  # type: ignore[arg-type]

@@ -488,6 +488,28 @@ class Backend(abc.ABC):
         cur.execute(self.sql_tree_nodes, (level, start, end))
         return [bytes(r[0]) for r in cur.fetchall()]
 
+    @recorder("reading the Merkle tree")
+    def tree_ranges(self, cur: Any, node_ranges: Sequence[tuple[int, int, int]], leaf_ranges: Sequence[tuple[int, int]]
+                    ) -> tuple[dict[tuple[int, int], bytes], dict[int, bytes]]:
+        """Stored nodes of several ``(level, start, end)`` ranges and the leaves of several ``(start, end)``
+        ranges, one statement each (a proof's reads: one round trip, not one a subtree)."""
+        p = self.p
+        nodes: dict[tuple[int, int], bytes] = {}
+        leaves: dict[int, bytes] = {}
+        for i in range(0, len(node_ranges), 200):
+            chunk = node_ranges[i:i + 200]
+            cur.execute("SELECT level, idx, hash FROM tree_nodes WHERE "
+                        + " OR ".join([f"(level = {p} AND idx >= {p} AND idx < {p})"] * len(chunk)),
+                        [v for r in chunk for v in r])
+            nodes.update(((int(r[0]), int(r[1])), bytes(r[2])) for r in cur.fetchall())
+        for i in range(0, len(leaf_ranges), 200):
+            lchunk = leaf_ranges[i:i + 200]
+            cur.execute("SELECT position, hash FROM events WHERE "
+                        + " OR ".join([f"(position > {p} AND position <= {p})"] * len(lchunk)),
+                        [v for r in lchunk for v in r])
+            leaves.update((int(r[0]) - 1, bytes(r[1])) for r in cur.fetchall())
+        return nodes, leaves
+
     def insert_tree_nodes(self, cur: Any, nodes: list[tuple[int, int, bytes]]) -> None:
         """Add ``(level, index, hash)`` nodes (the append path: left untranslated, as its other writes)."""
         blob = self.blob
