@@ -72,18 +72,23 @@ def _broken_command(name: str, why: str) -> click.Command:
 #: first paragraph; None: a hidden command).  ``tests/test_cli_startup.py`` holds this table to the commands.
 COMMANDS: dict[str, tuple[str, str | None]] = {
     "append": ("eventstore.cli.core", "Append one event to STREAM (or a JSONL --batch file)."),
-    "checkpoint": ("eventstore.cli.core", None),
+    "checkpoint": ("eventstore.cli.proofs", "Sign the log's Merkle tree head as a C2SP checkpoint (a signed note), "
+                                            "record it in the store and write it to --out; with --witness, add the "
+                                            "witnesses' cosignatures (a refusal is an error)."),
     "db": ("eventstore.cli.core", "Schema migrations (Alembic)."),
     "init": ("eventstore.cli.core", "Create the store (or bring it to the latest schema)."),
-    "keygen": ("eventstore.cli.core", "Create an Ed25519 key pair for signing seals (PREFIX.key, PREFIX.pub)."),
-    "seal": ("eventstore.cli.core", "Seal the log: write a signed digest of it (Ed25519 with --key-file, else HMAC "
-                                    "with EVSTORE_SIGNING_KEY) that `verify --seal` checks later."),
-    "verify-proof": ("eventstore.cli.proofs", "Check an inclusion or consistency proof file with nothing but the file and "
+    "keygen": ("eventstore.cli.core", "Create an Ed25519 key pair and its signed-note verifier keys (PREFIX.key, "
+                                      ".pub, .vkey, .witness.vkey)."),
+    "prove": ("eventstore.cli.proofs", "Print an RFC 9162 proof as JSON: an event's inclusion in a checkpoint "
+                                       "(STREAM --version V --checkpoint FILE), or --consistency OLD NEW; `evstore "
+                                       "verify-proof` checks it offline."),
+    "seal": ("eventstore.cli.core", None),
+    "verify-proof": ("eventstore.cli.proofs", "Check a proof file of `evstore prove` with nothing but the file and "
                                               "the log's key (no store, no network); exit 1 saying what does not "
                                               "hold."),
     "witness": ("eventstore.cli.proofs", "Run a C2SP tlog-witness that cosigns checkpoints of the logs it trusts."),
-    "verify": ("eventstore.cli.core", "Recompute every hash chain (or STREAM's) and check the replay cache; exit "
-                                      "1 naming what fails."),
+    "verify": ("eventstore.cli.core", "Recompute every hash chain (or STREAM's), the Merkle tree and the replay "
+                                      "cache; exit 1 naming what fails."),
     "ingest": ("eventstore.cli.documents", "Ingest state-file snapshots with DIALECT (a directory: its files in "
                                            "name order)."),
     "log": ("eventstore.cli.documents", "Show TASK's events as a timeline (version, time, type, summary)."),
