@@ -92,3 +92,55 @@ def is_disk_full(exc: BaseException) -> bool:
         seen = getattr(seen, "orig", None) or seen.__cause__
     return False
 
+
+
+class StoreDamaged(DatabaseError):
+    """The database file is not a readable SQLite database any more (header overwritten, truncated,
+    a damaged page)."""
+
+
+#: SQLite's primary result codes that mean the file itself is damaged: SQLITE_CORRUPT, SQLITE_NOTADB.
+_DAMAGED_CODES = (11, 26)
+
+
+def is_damaged(exc: BaseException) -> bool:
+    """Whether ``exc`` (a driver error, SQLAlchemy's wrapper of one) says the SQLite file is damaged:
+    SQLITE_CORRUPT ("database disk image is malformed") or SQLITE_NOTADB ("file is not a database")."""
+    seen: BaseException | None = exc
+    for _ in range(4):
+        if seen is None:
+            return False
+        if isinstance(seen, StoreDamaged):
+            return True
+        code = getattr(seen, "sqlite_errorcode", None)
+        if isinstance(code, int) and code & 0xFF in _DAMAGED_CODES:
+            return True
+        seen = getattr(seen, "orig", None) or seen.__cause__
+    return False
+
+
+def _reason(exc: BaseException) -> str:
+    """The driver's own first line (not SQLAlchemy's wrapper with the statement)."""
+    return (str(getattr(exc, "orig", None) or exc).strip() or type(exc).__name__).splitlines()[0]
+
+
+def damaged_message(path: object, reason: str) -> str:
+    """What to say when the store file at ``path`` is damaged, and what to do."""
+    return (f"the store file is damaged ({path}: {reason}). Restore it from a backup, or move it aside and run "
+            f"`evstore init` for a new store (`sqlite3 {path} .recover` may save what is still readable).")
+
+
+def full_message(path: object, reason: str) -> str:
+    """What to say when the disk under the store is full."""
+    where = f"the disk holding {path}" if path is not None else "the database server's disk"
+    return f"disk full: no space left on {where} ({reason}); free space and retry."
+
+
+def database_failure(exc: BaseException, path: object = None) -> EvstoreError | None:
+    """``exc`` as evstore's own error when it is a damaged file (:class:`StoreDamaged`) or a full
+    disk (:class:`StorageFull`), else None.  ``path``: the store's file, to name in the message."""
+    if is_disk_full(exc):
+        return StorageFull(full_message(path, _reason(exc)))
+    if is_damaged(exc):
+        return StoreDamaged(damaged_message(path, _reason(exc)))
+    return None
