@@ -69,7 +69,26 @@ class StorageFull(EvstoreError):
     """The database (or the disk under it) has no space left; the write was rolled back."""
 
 
-def is_disk_full(exc: BaseException) -> bool:
+#: An I/O error on a disk with less than this much free space is reported as a full disk.
+NEARLY_FULL_BYTES = 1024 * 1024
+
+
+def free_bytes(path: object) -> int | None:
+    """Bytes free to an unprivileged writer on the filesystem holding ``path`` (a file that may
+    not exist: its nearest existing folder is asked), None if that cannot be told."""
+    import os
+
+    where = os.path.abspath(os.fspath(path))  # type: ignore[call-overload]
+    while not os.path.exists(where) and os.path.dirname(where) != where:
+        where = os.path.dirname(where)
+    try:
+        st = os.statvfs(where)
+    except (OSError, AttributeError):  # AttributeError: no statvfs (Windows)
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def is_disk_full(exc: BaseException, path: object = None) -> bool:
     """Whether ``exc`` (a driver error, SQLAlchemy's wrapper of one, or an OSError) means "no space":
     SQLite's SQLITE_FULL, PostgreSQL's disk_full (SQLSTATE 53100) or ENOSPC.
 
@@ -77,7 +96,12 @@ def is_disk_full(exc: BaseException) -> bool:
     ENOSPC (a table, an index, a temporary file) as 53100 (``errcode_for_file_access``).  The others
     are not about disk space and would be misreported by "free space and retry": 53000 is too many
     open files, 53200 out of memory, 53300 too many connections, 53400 a configured limit (such as
-    ``temp_file_limit``)."""
+    ``temp_file_limit``).
+
+    SQLite on a disk with no byte left often fails before it gets to SQLITE_FULL: creating the
+    WAL index or writing the WAL gives SQLITE_IOERR ("disk I/O error").  Given ``path`` (the
+    store's file), an I/O error counts as "no space" when the disk under it has less than
+    :data:`NEARLY_FULL_BYTES` free."""
     import errno
 
     seen: BaseException | None = exc
@@ -89,6 +113,9 @@ def is_disk_full(exc: BaseException) -> bool:
         code = getattr(seen, "sqlite_errorcode", None)
         if (isinstance(code, int) and code & 0xFF == 13) or getattr(seen, "sqlstate", None) == "53100":
             return True
+        if isinstance(code, int) and code & 0xFF == 10 and path is not None:  # SQLITE_IOERR
+            free = free_bytes(path)
+            return free is not None and free < NEARLY_FULL_BYTES
         seen = getattr(seen, "orig", None) or seen.__cause__
     return False
 
@@ -139,7 +166,7 @@ def full_message(path: object, reason: str) -> str:
 def database_failure(exc: BaseException, path: object = None) -> EvstoreError | None:
     """``exc`` as evstore's own error when it is a damaged file (:class:`StoreDamaged`) or a full
     disk (:class:`StorageFull`), else None.  ``path``: the store's file, to name in the message."""
-    if is_disk_full(exc):
+    if is_disk_full(exc, path):
         return StorageFull(full_message(path, _reason(exc)))
     if is_damaged(exc):
         return StoreDamaged(damaged_message(path, _reason(exc)))
