@@ -102,7 +102,7 @@ def write(directory: str | os.PathLike[str], stdin: bytes, *, now: float | None 
     parts[0] = _b64(_header(header))
     record = b"\t".join(parts) + b"\n"
     directory = os.fspath(directory)
-    os.makedirs(directory, exist_ok=True)
+    os.makedirs(directory, mode=0o700, exist_ok=True)  # calls wait here unscrubbed: the owner only
     path = os.path.join(directory, SPOOL)
     while True:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -213,7 +213,7 @@ def drain_lock(directory: str | os.PathLike[str]) -> int | None:
     """An exclusive, non-blocking lock for one drain at a time (None: another drain runs).
     The first call in a process started with :data:`LOCK_FD_VAR` takes over the lock the hook
     that started it holds on this folder."""
-    os.makedirs(directory, exist_ok=True)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
     path = os.path.join(directory, "drain.lock")
     inherited = _inherited_lock(path)
     if inherited is not None:
@@ -281,7 +281,7 @@ def last_drained(directory: str | os.PathLike[str]) -> str | None:
 
 def log_drain_error(directory: str | os.PathLike[str], message: str) -> None:
     """Append one line to the folder's ``drain-errors.log`` (UTC time, pid, ``message``)."""
-    os.makedirs(directory, exist_ok=True)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
     line = " ".join(message.split())  # one line per error, whatever the message holds
     stamp = _stamp()
     with open(os.path.join(directory, DRAIN_ERRORS), "a", encoding="utf-8") as fh:

@@ -125,3 +125,18 @@ def test_url_file_is_read_by_every_command(tmp_path: Path) -> None:
     r = subprocess.run([EVSTORE, "--url", url, "--url-file", str(holder), "runs"], env=env, capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 2 and "not both" in r.stderr
+
+
+def test_a_dry_run_writes_no_url_file_and_the_spool_is_the_owners(pg_url: str, tmp_path: Path) -> None:
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    env = _env(tmp_path)
+    url = pg_url.replace("://postgres@", f"://postgres:{PASSWORD}@", 1)
+    r = subprocess.run([EVSTORE, "--url", url, "hook", "install", "--project", "--dry-run"], cwd=folder, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "--url-file" in r.stdout and PASSWORD not in r.stdout
+    assert not (tmp_path / "config" / "evstore" / "urls").exists()  # a dry run changes nothing
+    sqlite = f"sqlite:///{folder}/store/events.db"
+    _install(folder, env, "--url", sqlite)
+    _run_hook(_installed_command(folder), folder, env, "s-4")
+    assert stat.S_IMODE((folder / "store" / "spool").stat().st_mode) == 0o700  # calls wait here unscrubbed

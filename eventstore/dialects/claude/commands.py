@@ -214,7 +214,7 @@ def evstore_argv() -> list[str]:
     return [sys.executable, "-m", "eventstore"]
 
 
-def url_file_for(url: str) -> Path:
+def url_file_for(url: str, *, write: bool = True) -> Path:
     """A file holding ``url`` alone, readable by its owner only (mode 0600), under
     ``$XDG_CONFIG_HOME/evstore/urls/`` and named by the URL's SHA-256: what an installed hook
     names with ``--url-file`` when the URL holds a password, so the password never lands in a
@@ -223,8 +223,10 @@ def url_file_for(url: str) -> Path:
     from pathlib import Path
 
     folder = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "evstore" / "urls"
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = folder / (hashlib.sha256(url.encode()).hexdigest()[:16] + ".url")
+    if not write:
+        return path
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
@@ -248,10 +250,10 @@ def has_password(url: str) -> bool:
         return "@" in head and ":" in head.rpartition("@")[0]
 
 
-def hook_store_args(url: str | None, *, url_file: str | None = None) -> tuple[list[str], str]:
+def hook_store_args(url: str | None, *, url_file: str | None = None, write: bool = True) -> tuple[list[str], str]:
     """The arguments by which an installed hook names its store, and a sentence saying how.
     A URL with a password is never written out: the hook reads it from ``url_file`` (the one
-    ``--url-file`` named) or a file :func:`url_file_for` writes."""
+    ``--url-file`` named) or a file :func:`url_file_for` writes (unless not ``write``: a dry run)."""
     if url_file is not None:
         path = os.path.abspath(url_file)
         return ["--url-file", path], f"the hook reads the store's URL from {path}"
@@ -260,26 +262,27 @@ def hook_store_args(url: str | None, *, url_file: str | None = None) -> tuple[li
                     "the folder Claude Code runs in")
     if not has_password(url):
         return ["--url", url], f"the hook records into {url}"
-    held = url_file_for(url)
+    held = url_file_for(url, write=write)
     return ["--url-file", str(held)], (f"the store's URL holds a password, which is not written into the settings: "
                                        f"the hook reads the URL from {held} (mode 0600)")
 
 
-def hook_command(url: str | None, *, url_file: str | None = None) -> str:
+def hook_command(url: str | None, *, url_file: str | None = None, write: bool = True) -> str:
     """The shell command line of the installed hook, every argument quoted for ``sh -c``
     (Claude Code runs a command hook through the shell)."""
     import shlex
 
-    args, _ = hook_store_args(url, url_file=url_file)
+    args, _ = hook_store_args(url, url_file=url_file, write=write)
     return shlex.join([*evstore_argv(), *args, "hook", "claude-code"])
 
 
-def hook_entry(url: str | None, *, serve_url: str | None = None, url_file: str | None = None) -> dict[str, Any]:
+def hook_entry(url: str | None, *, serve_url: str | None = None, url_file: str | None = None,
+               write: bool = True) -> dict[str, Any]:
     """The hook Claude Code runs: ``evstore hook claude-code``, or with ``serve_url`` an http hook
     posting to ``evstore serve`` with the token from ``$EVSTORE_SERVE_TOKEN`` (Claude Code fills a
     header only from the variables the hook lists in ``allowedEnvVars``)."""
     if serve_url is None:
-        return {"type": "command", "command": hook_command(url, url_file=url_file), "timeout": 15}
+        return {"type": "command", "command": hook_command(url, url_file=url_file, write=write), "timeout": 15}
     return {"type": "http", "url": serve_url.rstrip("/") + HOOK_PATH, "timeout": 15,
             "headers": {"Authorization": f"Bearer ${TOKEN_VAR}"}, "allowedEnvVars": [TOKEN_VAR]}
 
@@ -344,7 +347,8 @@ def hook_install(ctx: click.Context, scope: str, dry_run: bool, uninstall: bool,
 
         url = f"sqlite:///{sqlite_file(DEFAULT_URL).resolve()}"  # type: ignore[union-attr]
     url_file = ctx.find_root().obj.get("url_file")
-    merged = merged_settings(current, hook_entry(url, serve_url=serve_url, url_file=url_file), uninstall=uninstall)
+    entry = hook_entry(url, serve_url=serve_url, url_file=url_file, write=not (dry_run or uninstall))
+    merged = merged_settings(current, entry, uninstall=uninstall)
     text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
     if dry_run:
         click.echo(text, nl=False)
@@ -362,7 +366,7 @@ def hook_install(ctx: click.Context, scope: str, dry_run: bool, uninstall: bool,
     os.replace(tmp, path)
     click.echo(f"{path}: evstore's hooks {'removed' if uninstall else 'installed'} ({', '.join(HOOK_EVENTS)})")
     if not uninstall and serve_url is None:
-        click.echo(hook_store_args(url, url_file=url_file)[1], err=True)
+        click.echo(hook_store_args(url, url_file=url_file, write=False)[1], err=True)
 
 
 @click.command()
