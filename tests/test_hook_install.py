@@ -13,6 +13,7 @@ import json
 import os
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -45,10 +46,26 @@ def _installed_command(folder: Path) -> str:
     return str(hook["command"])
 
 
-def _run_hook(command: str, folder: Path, env: dict[str, str], session: str) -> None:
+def _processes_with(marker: str) -> dict[int, bytes]:
+    """pid -> command line of the running processes whose environment holds ``marker``."""
+    found = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/environ", "rb") as fh:
+                    if marker.encode() not in fh.read():
+                        continue
+                with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
+                    found[int(entry.name)] = fh.read()
+            except OSError:
+                continue
+    return found
+
+
+def _run_hook(command: str, folder: Path, env: dict[str, str], session: str, event: str = "PreToolUse") -> None:
     """What Claude Code does: the command through the shell, the hook's JSON on stdin, in the project."""
     bare = {**env, "PATH": "/usr/bin:/bin"}  # the venv is not on Claude Code's PATH
-    body = json.dumps({"session_id": session, "hook_event_name": "PreToolUse", "tool_name": "Bash",
+    body = json.dumps({"session_id": session, "hook_event_name": event, "tool_name": "Bash",
                        "tool_input": {"command": "ls"}, "cwd": str(folder)})
     r = subprocess.run(["sh", "-c", command], input=body, cwd=folder, env=bare, capture_output=True, text=True,
                        timeout=60)
@@ -109,6 +126,20 @@ def test_a_password_never_lands_in_the_settings(pg_url: str, tmp_path: Path) -> 
     _run_hook(command, folder, env, "s-3")
     _no_pwned(tmp_path, Path.cwd())
     assert _drain(url, env)["hooks"] == 1  # the drain of the URL named reads the call from its spool
+    # A Stop starts a drain in the background: its command line (what `ps` shows) holds no password.
+    marker = f"pw-{os.getpid()}-{time.time_ns()}"
+    _run_hook(command, folder, {**env, "EVSTORE_TEST_MARK": marker}, "s-3", event="Stop")
+    seen: dict[int, bytes] = {}
+    deadline = time.monotonic() + 60
+    while True:
+        now = _processes_with(marker)
+        seen.update(now)
+        if seen and not now or time.monotonic() > deadline:
+            break
+        time.sleep(0.005)
+    assert seen, "the Stop started no drain"
+    assert not any(PASSWORD.encode() in cmdline or b"PWNED" in cmdline for cmdline in seen.values()), seen
+    assert _drain(url, env)["hooks"] == 0  # that drain recorded the Stop
 
 
 def test_url_file_is_read_by_every_command(tmp_path: Path) -> None:
