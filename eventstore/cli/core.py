@@ -328,6 +328,17 @@ def verify(ctx: click.Context, stream: str | None, as_json: bool, seal: Path | N
         blobs = f", {report.blobs} blobs" if report.blobs else ""
         click.echo(f"verified {report.streams} streams, {report.events} events, {report.cached} cached documents"
                    f"{blobs}: all hash chains intact{extra}")
+        if stream is None:
+            click.echo(f"file check: {report.storage_check} ok" if report.storage_check else
+                       f"file check: none on {store.backend.name} (the server keeps its own files)", err=True)
+    elif report.damaged:
+        from eventstore.config import sqlite_file
+        from eventstore.errors import damaged_message
+
+        for f in report.failures:
+            click.echo(f"FAIL {f}", err=True)
+        path = sqlite_file(store.url)
+        click.echo(f"Error: {damaged_message(path or 'the database', report.storage_check + ' failed')}", err=True)
     else:
         for f in report.failures:
             click.echo(f"FAIL {printable(str(f))}", err=True)
