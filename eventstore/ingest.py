@@ -44,7 +44,7 @@ from typing import Any
 
 import msgspec
 
-from eventstore import chain, codec, documents, replay_cache
+from eventstore import chain, codec, documents, reading, replay_cache
 from eventstore.dialects.base import (
     Dialect,
     DocumentObserved,
@@ -712,8 +712,7 @@ def load_paths(dialect: Dialect, paths: Iterable[Path], *, order: str = "name",
         if not path.exists():
             raise IngestError(f"{path}: no such file or directory.")
         if path.is_dir() and dialect.versions_in_folders:
-            files, notes = order_files([p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")],
-                                       order)
+            files, notes = order_files([p for p in reading.entries(path)[0] if not p.name.startswith(".")], order)
             for note in notes:
                 if report is not None:
                     report(note)
