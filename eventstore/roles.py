@@ -1,7 +1,7 @@
 """Least privilege on PostgreSQL: a writer role that can append and a reader role that can only read.
 
-The writer may INSERT into the log (``events``, ``streams``, ``blobs``) and read what appending needs; the
-only row it may change is a stream's head (``streams.version``, ``head_hash``: appending moves
+The writer may INSERT into the log (``events``, ``streams``, ``blobs``, ``source_versions``) and read
+what appending needs; the only row it may change is a stream's head (``streams.version``, ``head_hash``: appending moves
 it; ``verify`` reports a rewritten head) and the inline runs index with its checkpoint.  It can
 never UPDATE, DELETE or TRUNCATE ``events``, nor drop the triggers (only the owner can).  The
 reader may only SELECT.  Both are granted on the store's schema only; running the command again

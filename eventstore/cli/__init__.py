@@ -78,6 +78,10 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "keygen": ("eventstore.cli.core", "Create an Ed25519 key pair for signing seals (PREFIX.key, PREFIX.pub)."),
     "seal": ("eventstore.cli.core", "Seal the log: write a signed digest of it (Ed25519 with --key-file, else HMAC "
                                     "with EVSTORE_SIGNING_KEY) that `verify --seal` checks later."),
+    "verify-proof": ("eventstore.cli.proofs", "Check an inclusion or consistency proof file with nothing but the file and "
+                                              "the log's key (no store, no network); exit 1 saying what does not "
+                                              "hold."),
+    "witness": ("eventstore.cli.proofs", "Run a C2SP tlog-witness that cosigns checkpoints of the logs it trusts."),
     "verify": ("eventstore.cli.core", "Recompute every hash chain (or STREAM's) and check the replay cache; exit "
                                       "1 naming what fails."),
     "ingest": ("eventstore.cli.documents", "Ingest state-file snapshots with DIALECT (a directory: its files in "
@@ -159,7 +163,9 @@ class EvstoreGroup(click.Group):
         except EvstoreError as exc:
             if ctx.obj and ctx.obj.get("traceback"):
                 raise
-            click.echo(f"Error: {exc}", err=True)
+            from eventstore.display import printable
+
+            click.echo(f"Error: {printable(str(exc), multiline=True)}", err=True)
             ctx.exit(1)
         except (BrokenPipeError, KeyboardInterrupt):  # before Exception: a closed pipe is an OSError
             ctx.exit(130 if sys.exc_info()[0] is KeyboardInterrupt else 1)
