@@ -592,7 +592,8 @@ def claude_projects_dirs() -> list[Path]:
 
 
 def drain(store: EventStore, directory: Path, *, scrub: bool = True,
-          stop: Callable[[], bool] | None = None, blob_threshold: int | None = None) -> DrainResult:
+          stop: Callable[[], bool] | None = None, blob_threshold: int | None = None,
+          lock: int | None = None) -> DrainResult:
     """Record every spooled hook call; a claimed spool file is deleted only once recorded.
 
     One drain at a time per folder: when another holds it (``evstore serve``, ``watch``, a hook's
@@ -601,32 +602,44 @@ def drain(store: EventStore, directory: Path, *, scrub: bool = True,
     claimed file to the next one, which records it without doubling what is in (ids derive
     from the spooled bytes).  Problems with single calls are in ``result.errors`` and appended
     to the folder's ``drain-errors.log`` (``evstore doctor``); what stops the drain raises.
-    ``blob_threshold``: as :func:`record_hook`'s.
+    ``blob_threshold``: as :func:`record_hook`'s.  ``lock``: the folder's drain lock
+    (:func:`spool.drain_lock`) if the caller holds it already; this closes it.
 
         >>> drain(store, spool.spool_dir(url)).hooks  # doctest: +SKIP
         3
     """
     result = DrainResult()
-    lock = spool.drain_lock(directory)
-    if lock is None:
-        result.skipped = True
-        return result
-    try:
-        scrubber = None
-        for claimed in spool.claim(directory):
-            if scrubber is None and scrub:  # made only when there is something to scrub (it reads a key file)
-                scrubber = Scrubber()
-            for record in spool.read(claimed):
-                if stop is not None and stop():
-                    result.stopped = True
-                    return result
-                errors = len(result.errors)
-                _drain_one(store, record, scrubber, result, blob_threshold)
-                for problem in result.errors[errors:]:
-                    spool.log_drain_error(directory, problem)
-            claimed.unlink()
-    finally:
-        os.close(lock)
+    scrubber = None
+    first = True
+    # A hook that finds the lock taken starts no drain of its own (eventstore.entry): records it
+    # spooled meanwhile are this drain's to take, so it looks again before and after letting go.
+    while first or spool.waiting(directory):
+        if not first or lock is None:
+            lock = spool.drain_lock(directory)
+        if lock is None:
+            result.skipped = first
+            return result
+        first = False
+        try:
+            while True:
+                claims = spool.claim(directory)
+                if not claims:
+                    break
+                for claimed in claims:
+                    if scrubber is None and scrub:  # made only when there is something to scrub (it reads a key file)
+                        scrubber = Scrubber()
+                    for record in spool.read(claimed):
+                        if stop is not None and stop():
+                            result.stopped = True
+                            return result
+                        errors = len(result.errors)
+                        _drain_one(store, record, scrubber, result, blob_threshold)
+                        for problem in result.errors[errors:]:
+                            spool.log_drain_error(directory, problem)
+                    claimed.unlink()
+            spool.mark_drained(directory)
+        finally:
+            os.close(lock)
     return result
 
 

@@ -13,7 +13,7 @@ import click
 from eventstore import config
 from eventstore.cli import cli, open_store
 from eventstore.display import printable
-from eventstore.errors import EvstoreError, IngestError
+from eventstore.errors import ConcurrencyError, EvstoreError, IngestError
 
 
 def _dialect(name: str) -> Any:
@@ -212,6 +212,8 @@ def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, inte
                 except IngestError as exc:  # bad file, or unreadable under --strict: report, retry on next change
                     click.echo(f"warning: {exc}", err=True)
                     last = sig
+                except ConcurrencyError as exc:  # another capture recorded first: look again next tick
+                    click.echo(f"note: {exc} Reading the stream again.", err=True)
             time.sleep(interval)
     except KeyboardInterrupt:
         click.echo("stopped", err=True)

@@ -365,13 +365,80 @@ class Server:
         page_no = _int_param(request.query_params, "page", 1, minimum=1) or 1
         streams, total = self.checks.streams(self.store, page=page_no)
         state = self.checks
+        recorded = views.checkpoint_rows(self.store)
         if request.url.path.startswith("/api/"):
             return JSONResponse({"verified_at": state.verified_at,
                                  "report": None if state.report is None else state.report.to_dict(),
-                                 "seal": state.seal(), "streams": streams, "total": total,
+                                 "seal": state.seal(), "checkpoints": recorded, "streams": streams, "total": total,
                                  "page": page_no})
+        proof, problem = None, None
+        params = request.query_params
+        if params.get("stream") or params.get("event_id"):
+            try:
+                proof = self._inclusion(params)
+            except HTTPError as exc:
+                problem = exc.message
         return self.page("integrity.html", title="Integrity", state=state, seal=state.seal(),
-                         streams=streams, total=total, page_no=page_no, pages=max(1, -(-total // 200)))
+                         streams=streams, total=total, page_no=page_no, pages=max(1, -(-total // 200)),
+                         checkpoints=recorded, proof=proof, problem=problem, asked=params)
+
+    def _latest_note(self) -> str:
+        from eventstore import checkpoints
+
+        latest = checkpoints.latest_checkpoint(self.store)
+        if latest is None:
+            raise HTTPError(404, "no checkpoint is recorded in this store yet; make one with `evstore checkpoint "
+                                 "--key-file PREFIX.key --out FILE`.")
+        return latest.note
+
+    def api_checkpoint(self, request: Request) -> Response:
+        """The latest recorded checkpoint, as the signed note text (C2SP tlog-checkpoint)."""
+        return Response(self._latest_note(), media_type="text/plain; charset=utf-8")
+
+    def _inclusion(self, params: Any) -> dict[str, Any]:
+        from eventstore import checkpoints
+        from eventstore.errors import ProofError
+
+        event_id, stream = params.get("event_id") or None, params.get("stream") or None
+        version = _int_param(params, "version", None, minimum=1)
+        if event_id is None and (stream is None or version is None):
+            raise HTTPError(400, 'give "stream" and "version", or "event_id".')
+        note = self._latest_note()
+        try:
+            proof = checkpoints.inclusion(self.store, note, stream_id=None if event_id else stream,
+                                          version=None if event_id else version, event_id=event_id)
+        except StreamNotFound as exc:
+            raise HTTPError(404, str(exc)) from exc
+        except ProofError as exc:
+            raise HTTPError(409, str(exc)) from exc
+        return checkpoints.to_json(proof)
+
+    def api_inclusion(self, request: Request) -> Response:
+        """An event's inclusion proof in the latest recorded checkpoint (the file `evstore prove` writes)."""
+        return JSONResponse(self._inclusion(request.query_params))
+
+    def api_consistency(self, request: Request) -> Response:
+        """The consistency proof between two recorded checkpoints, by tree size (``new``: the latest)."""
+        from eventstore import checkpoints
+        from eventstore.errors import ProofError
+
+        old = _int_param(request.query_params, "old", None, minimum=0)
+        if old is None:
+            raise HTTPError(400, 'give "old", the tree size of an earlier recorded checkpoint.')
+        new = _int_param(request.query_params, "new", None, minimum=0)
+        notes = {}
+        for what, size in (("old", old), ("new", new)):
+            found = checkpoints.recorded_checkpoints(self.store, tree_size=size, limit=1) if size is not None \
+                else checkpoints.recorded_checkpoints(self.store, limit=1)
+            if not found:
+                raise HTTPError(404, f"no checkpoint of size {size} is recorded here (`evstore checkpoint` records "
+                                     f"each one it makes)." if size is not None else "no checkpoint is recorded yet.")
+            notes[what] = found[0].note
+        try:
+            proof = checkpoints.consistency(self.store, notes["old"], notes["new"])
+        except ProofError as exc:
+            raise HTTPError(409, str(exc)) from exc
+        return JSONResponse(checkpoints.to_json(proof))
 
     # -- JSON API ---------------------------------------------------------------
 
@@ -598,6 +665,9 @@ def create_app(cfg: ServeConfig) -> Starlette:
         Route("/api/metrics", guarded(server.metrics)),
         Route("/api/integrity", guarded(server.integrity)),
         Route("/api/verify", verify_endpoint, methods=["POST"]),
+        Route("/api/checkpoint", guarded(server.api_checkpoint)),
+        Route("/api/proofs/inclusion", guarded(server.api_inclusion)),
+        Route("/api/proofs/consistency", guarded(server.api_consistency)),
         Route("/api/streams/{stream_id:path}/events", append_endpoint, methods=["POST"]),
         *(Route(f"/hooks/{d.http_hook}", hook_endpoint(d), methods=["POST"]) for d in hook_dialects()),
         Route("/openapi.json", openapi),

@@ -268,6 +268,24 @@ def side_by_side(a: Any, b: Any, *, context: int = 3) -> list[SideBySideRow]:
 # ---------------------------------------------------------------- integrity
 
 
+def checkpoint_rows(store: EventStore, limit: int = 20) -> list[dict[str, Any]]:
+    """The newest recorded checkpoints, each with the witnesses that cosigned it (name, key id, time)."""
+    import base64
+
+    from eventstore import checkpoints
+
+    rows = []
+    for c in checkpoints.recorded_checkpoints(store, limit=limit):
+        signed = checkpoints.signers(c.note)
+        rows.append({"origin": c.origin, "tree_size": c.tree_size, "root": base64.b64encode(c.root_hash).decode(),
+                     "created_at": c.created_at, "note": c.note,
+                     "witnesses": [{"name": s.name, "key_id": s.key_id,
+                                    "cosigned_at": datetime.fromtimestamp(s.cosigned_at, UTC).strftime(
+                                        "%Y-%m-%dT%H:%M:%SZ")}
+                                   for s in signed if s.cosigned_at is not None]})
+    return rows
+
+
 @dataclass
 class IntegrityState:
     """The last full verify this server ran (kept in memory) and the configured seal file."""
