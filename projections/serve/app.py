@@ -576,7 +576,9 @@ def create_app(cfg: ServeConfig) -> Starlette:
             if isinstance(exc, ConcurrencyError):  # what a client needs to re-read and retry
                 body["stream_version"] = exc.actual
             return JSONResponse(body, status_code=status, headers=headers)
-        return server.page("error.html", status, title=f"Error {status}", code=status, message=message)
+        response = server.page("error.html", status, title=f"Error {status}", code=status, message=message)
+        response.headers.update(headers)  # a page's 401 carries its challenge: the browser asks for the token
+        return response
 
     async def append_endpoint(request: Request) -> Response:
         try:
