@@ -196,7 +196,7 @@ def test_cli_runs_json_table_and_errors(store_url: str) -> None:
     rows = json.loads(res.stdout)
     assert len(rows) == len(DIALECTS)
     assert list(rows[0]) == ["stream_id", "dialect", "project", "task_id", "title", "status", "phase",
-                             "started_at", "last_event_at", "events", "findings", "sessions"]
+                             "started_at", "last_event_at", "events", "findings", "unreadable", "lens_failures", "sessions"]
     res = runner.invoke(cli, ["--url", store_url, "runs", "--json", "--dialect", DIALECTS[0]])
     assert [r["dialect"] for r in json.loads(res.stdout)] == [DIALECTS[0]]
     res = runner.invoke(cli, ["--url", store_url, "runs"])

@@ -193,7 +193,9 @@ def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, inte
 @click.option("--diff", "diff", type=int, nargs=2, default=None, metavar="V1 V2", help="JSON Patch from V1 to V2.")
 @click.option("--validate", "schema", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Check the document against a JSON Schema.")
-@click.option("--check", "check", is_flag=True, help="List the dialect's validation findings (exit 1 if any).")
+@click.option("--check", "check", is_flag=True, help="List every finding of the history with its version(s): "
+              "validation findings, unreadable versions, lens failures (with --upto/--at: those of that "
+              "version's document); exit 1 if any.")
 @click.option("--restore", "restore", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write the files the document records into this directory (a dialect whose document is a folder).")
 @click.option("--no-cache", "no_cache", is_flag=True,
@@ -248,23 +250,28 @@ def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_j
     if schema:
         for v in rp.validate_against(result.doc, schema):
             problems.append(f"{v['path']}: {v['message']}")
+    whole = check and upto is None and at is None  # the whole history: every finding with its version(s)
     if check:
         d = _dialect(result.dialect)
-        for f in d.validate(result.doc):
-            problems.append(f"{f.path or '/'}: [{f.code}] {f.message}")
-        for hv, e in hidden:
-            problems.append(f"version {hv}: [{rp.tail_code(e)}] {rp.tail_message(e)}")
+        if whole:
+            problems += [h.line() for h in rp.history_findings(store, sid, current=d.validate(result.doc))]
+        else:
+            for f in d.validate(result.doc):
+                problems.append(f"{f.path or '/'}: [{f.code}] {f.message}")
+            for hv, e in hidden:
+                problems.append(f"version {hv}: [{rp.tail_code(e)}] {rp.tail_message(e)}")
     if schema or check:
         for p in problems:
             click.echo(p)
-        click.echo(f"{len(problems)} violation(s) at version {result.version}", err=True)
+        if whole:
+            click.echo(f"{len(problems)} finding(s) in the history of {sid} (versions 1-{result.version})", err=True)
+        else:
+            click.echo(f"{len(problems)} violation(s) at version {result.version}", err=True)
         if problems:
             ctx.exit(1)
         return
-    for hv, e in hidden:
-        shown = ("the document is null until a later version re-creates the file" if rp.tail_code(e) == "file-removed"
-                 else f"the document shown is the last valid one (version {hidden[0][0] - 1})")
-        click.echo(f"note: {sid} version {hv}: {rp.tail_message(e)}; {shown}", err=True)
+    for note in rp.tail_notes(hidden):
+        click.echo(f"note: {sid} {note}", err=True)
     printed: Any = result.doc
     if with_meta:
         from projections import writers

@@ -298,7 +298,7 @@ class Server:
                          choices=views.filter_choices(self.store), link=link)
 
     def run(self, request: Request) -> Response:
-        from projections.replay import dialect_of, replay
+        from projections.replay import dialect_of, replay, tail_notes, unreadable_tail
 
         sid = self.resolve(request.path_params["stream_id"])
         if sid != request.path_params["stream_id"]:  # a task id: send to the stream's own address
@@ -323,11 +323,13 @@ class Server:
             problem = str(exc)
         shown = version if state is None else state.version
         source = views.source_of(rows, shown) if shown is not None and shown > after else None
+        notices = tail_notes(unreadable_tail(self.store, sid, state.version)) if state is not None else []
         run_path = "/runs/" + urllib.parse.quote(sid, safe="")
         return self.page("run.html", title=sid, sid=sid, dialect=dialect.name, rows=rows, latest=latest,
                          timeline_html=views.timeline_html(rows, run_path), options=views.version_options,
                          after=after, more=after + len(rows) < latest, page_size=TIMELINE_PAGE,
                          version=shown, state=state, tree=tree, diff=diff, source=source, problem=problem,
+                         notices=notices,
                          quote=lambda s: urllib.parse.quote(s, safe=""), live_poll=self.cfg.live_poll)
 
     def run_metrics(self, request: Request) -> Response:
