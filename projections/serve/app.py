@@ -46,7 +46,7 @@ from eventstore.errors import (
     StreamNotFound,
 )
 from eventstore.store import NewEvent
-from projections.report import _cell, charts
+from projections.report import _cell, charts, column_formats, figure, heading, short_title, without_data
 from projections.serve import views
 from projections.serve.drainer import SpoolDrainer
 from projections.writers import writers
@@ -214,6 +214,9 @@ class Server:
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True,
                                trim_blocks=True, lstrip_blocks=True)
         self.env.filters["cell"] = _cell
+        # Metric figures as the CLI and the HTML report show them (durations as 2h 27m).
+        self.env.globals.update(figure=figure, heading=heading, column_formats=column_formats,
+                                without_data=without_data, short_title=short_title)
         self.env.filters["source"] = views.describe_source
         self.env.filters["when"] = lambda s: (s or "")[:19].replace("T", " ")
         self.env.globals["writable"] = cfg.token is not None
