@@ -7,7 +7,7 @@ SQL over the views, a title, a note): each dialect declares its own in its folde
 :func:`projections.analytics.connect`; :func:`cross_run_report` and :func:`run_report` collect
 them into a :class:`Report` that :mod:`projections.report` renders (table, JSON, CSV, HTML).
 This module names no dialect.
-The formulas are documented in the README (section "Metrics"); the tests recompute each one from raw
+The formulas are documented in docs/metrics.md; the tests recompute each one from raw
 simulator snapshots.
 
     >>> con = open_analytics(store)

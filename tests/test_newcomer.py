@@ -199,11 +199,11 @@ def test_batch_errors_name_the_line_once(store_url: str, tmp_path: Path) -> None
     assert json.loads(invoke(store_url, "verify", "--json").stdout)["events"] == 2  # nothing of a bad batch
 
 
-def test_batch_format_is_in_help_and_readme() -> None:
+def test_batch_format_is_in_help_and_docs() -> None:
     from eventstore.cli.core import BATCH_KEYS
 
     help_text = " ".join(CliRunner().invoke(register(), ["append", "--help"]).output.split())
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    readme = (Path(__file__).parent.parent / "docs" / "capture.md").read_text()
     for key, (kind, default, _) in BATCH_KEYS.items():
         assert f"{key} ({kind}" in help_text
         assert re.search(rf"^\| `{key}` \| {re.escape(kind)} \| {re.escape(default or '-')} \|", readme, re.M), key

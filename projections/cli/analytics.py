@@ -16,7 +16,7 @@ from eventstore.errors import EvstoreError
 
 _analytics_dir = click.option("--analytics-dir", type=click.Path(file_okay=False), default=None,
                               envvar="EVSTORE_ANALYTICS_DIR",
-                              help="Where the Parquet tables live (default: the store's own folder; see README).")
+                              help="Where the Parquet tables live (default: the store's own folder; see docs/metrics.md).")
 
 
 @contextmanager

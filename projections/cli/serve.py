@@ -37,7 +37,7 @@ def _token(token_file: Path | None) -> str | None:
 @click.option("--public-key", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="The Ed25519 public key the --seal is signed with (default: HMAC, EVSTORE_SIGNING_KEY).")
 @click.option("--analytics-dir", type=click.Path(file_okay=False), default=None, envvar="EVSTORE_ANALYTICS_DIR",
-              help="Where the Parquet tables live (default: the store's own folder; see README).")
+              help="Where the Parquet tables live (default: the store's own folder; see docs/metrics.md).")
 @click.option("--live-poll", type=click.FloatRange(0.05, 60), default=0.5, show_default=True,
               help="Seconds between polls for a run page in live mode.")
 @click.option("--hook-files", "hook_files", multiple=True, type=click.Path(file_okay=False, path_type=Path),
