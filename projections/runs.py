@@ -41,6 +41,7 @@ from eventstore.errors import EvstoreError
 from eventstore.events import decode_event
 from eventstore.store import EventStore, InlineBatch, RecordedEvent, iso
 from projections import engine, writers
+from projections.coverage import NOTICES
 
 if TYPE_CHECKING:
     from sqlalchemy import MetaData, Table
@@ -239,6 +240,8 @@ class RunsIndex(engine.Projection):
                 if e.position in given:
                     known_upto[e.stream_id] = e.position
         for e in events:
+            if e.stream_id == NOTICES:  # the store's own notices of sources gone: no run
+                continue
             t = touched.get(e.stream_id)
             # Decode meta only where it can matter: a stream's first event here (its dialect) and
             # events closing an ingested snapshot (their findings); a byte probe is 10x cheaper.

@@ -86,6 +86,7 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "replay": ("eventstore.cli.documents", "Rebuild TASK's state document (a stream id or a task id)."),
     "watch": ("eventstore.cli.documents", "Follow a state file (or folder) and ingest each new write; Ctrl-C "
                                           "stops."),
+    "coverage": ("projections.cli.runs", "What the store has seen of each source, and which have gone."),
     "demo": ("projections.cli.runs", "Create the store if needed and fill it with a realistic simulated portfolio."),
     "projections": ("projections.cli.runs", "Projection status, rebuilds and the async runner."),
     "runs": ("projections.cli.runs", "List runs (one per stream), newest activity first."),

@@ -107,6 +107,61 @@ def runs_cmd(ctx: click.Context, dialect: str | None, project: str | None, statu
                           shrink=("title", "project", "phase", "status")))
 
 
+# ---------------------------------------------------------------- coverage
+
+
+@cli.command("coverage")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list (one object per source).")
+@click.pass_context
+def coverage_cmd(ctx: click.Context, as_json: bool) -> None:
+    """What the store has seen of each source, and which have gone.
+
+    Per source: the versions recorded, the first and last capture, the last source identity, the
+    unreadable versions, and whether it is gone.  A source is a state file, a folder of versions, a git path or a transcript, as the capture
+    recorded it.  A recorded file that no longer exists is gone: the record stays, and the store
+    records, once, that it noticed (and when); every later look says that time.
+    """
+    from projections.coverage import coverage
+
+    rows = coverage(open_store(ctx))
+    if as_json:
+        click.echo(json.dumps([r.to_dict() for r in rows], ensure_ascii=False))
+        return
+    if not rows:
+        click.echo("no captured sources yet; `evstore ingest`, `evstore watch` and the hooks record them", err=True)
+        return
+    from projections.report import table_text
+
+    def when(value: str | None) -> str:
+        return (value or "")[:16].replace("T", " ")
+
+    table = [{"source": r.source, "kind": r.kind, "stream": r.stream, "versions": r.versions,
+              "unreadable": r.unreadable, "first capture": when(r.first_capture),
+              "last capture": when(r.last_capture), "last identity": identity_text(r.last_identity),
+              "gone": (f"gone, noticed {when(r.gone_noticed_at)}" if r.gone else
+                       f"{len(r.missing)} file(s) missing" if r.missing else "" if r.checked else "not checked")}
+             for r in rows]
+    columns = ["source", "kind", "stream", "versions", "unreadable", "first capture", "last capture",
+               "last identity", "gone"]
+    wide = not sys.stdout.isatty()
+    width = 10_000 if wide else shutil.get_terminal_size((120, 24)).columns
+    click.echo(table_text(columns, table, max_width=10_000, width=width, shrink=("source", "last identity")))
+    gone = sum(r.gone for r in rows)
+    click.echo(f"{len(rows)} source(s), {sum(r.versions for r in rows)} version(s), "
+               f"{sum(r.unreadable for r in rows)} unreadable, {gone} gone", err=True)
+
+
+def identity_text(ident: dict[str, Any]) -> str:
+    """A source identity in a few characters: commit and SHA-256 cut to 12, the rest as recorded."""
+    parts = []
+    for key, value in ident.items():
+        if key in ("file", "repo", "dir"):
+            continue
+        text = str(value)
+        parts.append(f"{key} {text[:12] if key in ('sha256', 'commit', 'prefix_sha256') else text}")
+    return ", ".join(parts)
+
+
 # ---------------------------------------------------------------- demo
 
 

@@ -350,6 +350,16 @@ class Server:
         return self.page("metrics.html", title="Metrics", report=report, charts=charts(report), filters=filters,
                          sid=None)
 
+    def coverage(self, request: Request) -> Response:
+        from projections.cli.runs import identity_text
+        from projections.coverage import coverage
+
+        rows = coverage(self.store)
+        if request.url.path.startswith("/api/"):
+            return JSONResponse([r.to_dict() for r in rows])
+        return self.page("coverage.html", title="Coverage", rows=rows, identity=identity_text,
+                         quote=lambda s: urllib.parse.quote(s, safe=""))
+
     def integrity(self, request: Request) -> Response:
         page_no = _int_param(request.query_params, "page", 1, minimum=1) or 1
         streams, total = self.checks.streams(self.store, page=page_no)
@@ -568,6 +578,7 @@ def create_app(cfg: ServeConfig) -> Starlette:
         Route("/runs/{stream_id:path}", guarded(server.run)),
         Route("/metrics", guarded(server.metrics)),
         Route("/integrity", guarded(server.integrity)),
+        Route("/coverage", guarded(server.coverage)),
         Route("/integrity/verify", verify_endpoint, methods=["POST"]),
         Route("/api/runs", guarded(server.runs)),
         Route("/api/runs/{stream_id:path}/events", guarded(server.api_events)),
@@ -576,6 +587,7 @@ def create_app(cfg: ServeConfig) -> Starlette:
         Route("/api/runs/{stream_id:path}/live", live_endpoint),
         Route("/api/metrics", guarded(server.metrics)),
         Route("/api/integrity", guarded(server.integrity)),
+        Route("/api/coverage", guarded(server.coverage)),
         Route("/api/verify", verify_endpoint, methods=["POST"]),
         Route("/api/streams/{stream_id:path}/events", append_endpoint, methods=["POST"]),
         *(Route(f"/hooks/{d.http_hook}", hook_endpoint(d), methods=["POST"]) for d in hook_dialects()),

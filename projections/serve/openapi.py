@@ -83,6 +83,10 @@ def spec() -> dict[str, Any]:
                 "summary": "The last full verify this server ran, the configured seal, streams' status.",
                 "parameters": [_q("page", "integer", "Page of streams (200 per page).")],
                 "responses": {"200": _ok({"type": "object"})}}},
+            "/api/coverage": {"get": {
+                "summary": "What the store has seen of each source (`evstore coverage --json`); a source gone "
+                           "is noticed, once, when first seen gone.",
+                "responses": {"200": _ok({"type": "array", "items": {"type": "object"}})}}},
             "/api/verify": {"post": {
                 "summary": "Run a full verify (`evstore verify --json`); token holders only.",
                 "security": [{"bearer": []}],
