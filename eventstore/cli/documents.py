@@ -289,27 +289,53 @@ def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_j
 @click.argument("task")
 @click.option("--json", "as_json", is_flag=True, help="NDJSON: one event per line.")
 @click.option("--after", "after", type=int, default=None, metavar="N", help="Only events after version N.")
+@click.option("-n", "--limit", "limit", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Only the last N events shown (with --after: the first N after it).")
+@click.option("--type", "type_pattern", default=None, metavar="PATTERN",
+              help="Only events whose type matches PATTERN (shell-style: 'document.*', '*gate*').")
+@click.option("--since", "since", default=None, metavar="ISO",
+              help="Only events that occurred (else were recorded) since this date/time (UTC if no zone).")
 @click.option("--findings/--no-findings", default=True, help="Show validation findings under snapshots.")
+@click.option("--pager/--no-pager", default=True,
+              help="Page the timeline when it is longer than the terminal ($PAGER, else less; never when piped).")
 @click.pass_context
-def log(ctx: click.Context, task: str, as_json: bool, after: int | None, findings: bool) -> None:
+def log(ctx: click.Context, task: str, as_json: bool, after: int | None, limit: int | None,
+        type_pattern: str | None, since: str | None, findings: bool, pager: bool) -> None:
     """Show TASK's events as a timeline (version, time, type, summary)."""
+    import collections
+    import fnmatch
+    import itertools
+    import shutil
+    import sys
+
     from projections import replay as rp
     from projections import writers
+    from projections.runs import normalize_since
 
+    since_at = normalize_since(since) if since is not None else None
     store = open_store(ctx)
     sid = rp.resolve(store, task)
     d = rp.dialect_of(store, sid)
     written = writers.writers(store, sid)
     # A session's transcript: the state versions its tool calls wrote (the other way round).
     made = writers.wrote(store, sid) if d.file_write_types and not as_json else {}
-    for rec in store.read_stream(sid, after_version=after):
+    records: Any = (rec for rec in store.read_stream(sid, after_version=after)
+                    if (type_pattern is None or fnmatch.fnmatchcase(rec.type, type_pattern))
+                    and (since_at is None or (rec.occurred_at or rec.recorded_at) >= since_at))
+    if limit is not None:  # git log -n: the newest N (after --after: the first N)
+        records = (itertools.islice(records, limit) if after is not None
+                   else collections.deque(records, maxlen=limit))
+    paged = pager and not as_json and sys.stdout.isatty()
+    lines: list[str] = []
+    emit: Callable[[str], None] = lines.append if paged else click.echo
+    for rec in records:
         writer = written.get(rec.version)
         if as_json:
             out = rec.to_dict()
             out["data"] = d.shown_data(rec.type, out["data"], blob=store.read_blob)  # blobs put back
             if writer is not None:
                 out["written_by"] = writer.to_dict()
-            click.echo(json.dumps(out, ensure_ascii=False))
+            emit(json.dumps(out, ensure_ascii=False))
             continue
         event = None
         try:
@@ -318,18 +344,25 @@ def log(ctx: click.Context, task: str, as_json: bool, after: int | None, finding
         except EvstoreError:  # a free-form event type (`evstore append`): show its data
             summary = rec.data.decode("utf-8")[:100]
         when = (rec.occurred_at or rec.recorded_at)[:19].replace("T", " ")
-        click.echo(f"{rec.version:>5}  {when}  {rec.type:<40}  {summary}")
+        emit(f"{rec.version:>5}  {when}  {rec.type:<40}  {summary}")
         meta = rec.metadata
         if writer is not None:  # who wrote this state: the session, message and tool call
-            click.echo(f"{'':>5}  {'':19}  {writer.line()}")
+            emit(f"{'':>5}  {'':19}  {writer.line()}")
         if made and event is not None and rec.type in d.file_write_types:
             for call in {w.call_id for w in d.file_writes(event) if w.path}:
                 for stream, version, by in made.pop(call, ()):  # once: under the call, not its result too
-                    click.echo(f"{'':>5}  {'':19}  wrote {stream} version {version} ({by.how()})")
+                    emit(f"{'':>5}  {'':19}  wrote {stream} version {version} ({by.how()})")
         found = meta.get("findings") if isinstance(meta, dict) else None
         if findings and isinstance(found, list):
             shown = [f for f in found if isinstance(f, dict)]
             for f in shown[:20]:
-                click.echo(f"{'':>5}  {'':19}  ! {f.get('path') or '/'}: [{f.get('code')}] {f.get('message')}")
+                emit(f"{'':>5}  {'':19}  ! {f.get('path') or '/'}: [{f.get('code')}] {f.get('message')}")
             if len(shown) > 20:
-                click.echo(f"{'':>5}  {'':19}  ! ... {len(shown) - 20} more finding(s) (`evstore replay {task} --check`)")
+                emit(f"{'':>5}  {'':19}  ! ... {len(shown) - 20} more finding(s) (`evstore replay {task} --check`)")
+    if not paged:
+        return
+    if len(lines) >= shutil.get_terminal_size((80, 24)).lines:  # longer than the terminal: page it, as git does
+        click.echo_via_pager("\n".join(lines))  # click ends it with a newline
+    else:
+        for line in lines:
+            click.echo(line)

@@ -64,7 +64,7 @@ def _open_indexed(ctx: click.Context, url: str | None = None) -> Any:
 @click.option("--since", default=None, metavar="ISO", help="Only runs active since this date/time (UTC if no zone).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many runs.")
 @click.option("--wide", is_flag=True, help="Every column (task id, start time, the agent sessions that wrote the "
-              "run's state), nothing cut (default: fit the terminal).")
+              "run's state), nothing cut (default on a terminal: fit it; piped or redirected: --wide).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
 @click.pass_context
 def runs_cmd(ctx: click.Context, dialect: str | None, project: str | None, status: str | None, since: str | None,
@@ -72,6 +72,8 @@ def runs_cmd(ctx: click.Context, dialect: str | None, project: str | None, statu
     """List runs (one per stream), newest activity first."""
     from projections.runs import list_runs
 
+    # Piped into another program (or a file), a cut title is a lost value: print every value whole.
+    wide = wide or not sys.stdout.isatty()
     store = open_store(ctx)
     rows = list_runs(store, dialect=dialect, project=project, status=status, since=since, limit=limit,
                      sessions=as_json or wide)
@@ -99,10 +101,9 @@ def runs_cmd(ctx: click.Context, dialect: str | None, project: str | None, statu
     if wide:
         click.echo(table_text(columns, table, max_width=10_000))
         return
-    # Fit the terminal (120 columns when stdout is not one): project, phase and status give way,
-    # then the title, cut with an ellipsis; the stream id (what people copy) stays whole.  --wide
-    # keeps every column whole.
-    width = shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 120
+    # Fit the terminal: project, phase and status give way, then the title, cut with an ellipsis;
+    # the stream id (what people copy) stays whole.  --wide keeps every column whole.
+    width = shutil.get_terminal_size((120, 24)).columns
     click.echo(table_text(columns, table, max_width=10_000, width=width,
                           shrink=("title", "project", "phase", "status")))
 
