@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from eventstore.cli import cli, open_store
+from eventstore.cli import cli, interruptible, open_store
 from eventstore.errors import EvstoreError, IngestError
 
 
@@ -69,10 +69,15 @@ def ingest(ctx: click.Context, dialect: str, paths: tuple[Path, ...], stream: st
     def note(text: str) -> None:
         click.echo(text, err=True)
 
-    if git_spec:
-        results = ing.ingest_git(store, d, git_spec, stream=stream, first_parent=first_parent, strict=strict)
-    else:
-        results = ing.ingest(store, d, list(paths), stream=stream, order=order, strict=strict, report=note)
+    def said(written: int, _streams: int) -> str:  # the ingest is one transaction: all of it or nothing
+        return (f"all {written} event(s) written" if written else "nothing written") + \
+            (" (an ingest is all-or-nothing; run it again to record the rest)" if not written else "")
+
+    with interruptible(store, said):
+        if git_spec:
+            results = ing.ingest_git(store, d, git_spec, stream=stream, first_parent=first_parent, strict=strict)
+        else:
+            results = ing.ingest(store, d, list(paths), stream=stream, order=order, strict=strict, report=note)
     n = events = unreadable = 0
     for r in results:
         n += 1

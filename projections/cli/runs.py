@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from eventstore.cli import cli, open_store
+from eventstore.cli import cli, interruptible, open_store
 
 
 def _stderr_console() -> Any:
@@ -189,8 +189,14 @@ def demo_cmd(ctx: click.Context, n_runs: int, seed: int, url: str | None, worker
     finally:
         bootstrap.close()
     store = _open_indexed(ctx, target)
+
+    def said(written: int, runs: int) -> str:  # each run is written whole (a chunk of runs per dialect at a time)
+        if not written:
+            return "nothing written"
+        return f"after {runs} of {n_runs} runs ({written} events written); the rest not recorded"
+
     try:
-        with progress_bar(f"simulating {n_runs} runs") as update:
+        with interruptible(store, said), progress_bar(f"simulating {n_runs} runs") as update:  # the bar ends first
             summary = run_demo(store, runs=n_runs, seed=seed, workers=workers, progress=update)
         where = store.engine.url.render_as_string(hide_password=True)
     finally:
