@@ -149,7 +149,7 @@ def table_text(columns: Sequence[str], rows: Sequence[dict[str, Any]], *, max_wi
 
 
 def to_table(report: Report) -> str:
-    out = [report.title + ("  (" + ", ".join(f"{k}={v}" for k, v in report.scope.items()) + ")"
+    out = [report.title + ("  (" + ", ".join(f"{heading(k)}={figure(k, v)}" for k, v in report.scope.items()) + ")"
                            if report.scope else "")]
     empty = without_data(report)
     for s in report.sections:
@@ -333,7 +333,7 @@ def _html_table(s: Section, limit: int = 500) -> str:
 
 def to_html(report: Report) -> str:
     svg = charts(report)
-    scope = ", ".join(f"{k}={v}" for k, v in report.scope.items())
+    scope = ", ".join(f"{heading(k)}={figure(k, v)}" for k, v in report.scope.items())
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              f"<title>{html.escape(report.title)}</title><style>{_CSS}</style></head><body>",
              f"<h1>{html.escape(report.title)}</h1>", f'<p class="summary">{html.escape(scope)}</p>']

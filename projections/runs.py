@@ -1,8 +1,8 @@
 """The runs index: one row per stream (inline projection ``runs``, table ``proj_runs``).
 
 Each row says what the stream's *current* document is about, as its dialect describes it
-(``Dialect.describe``: task id, project, title, status, phase), plus when the run started,
-when its last event happened, how many events it has and its findings: the validation findings
+(``Dialect.describe``: task id, project, title, status, phase), plus when the run started
+and when it was last active (its earliest and latest event time: never a start after the end), how many events it has and its findings: the validation findings
 of the latest snapshot (``meta["findings"]`` of the event that closes an ingested snapshot) plus
 every version of the history that was recorded unreadable (``document.unreadable``) or whose
 lens failed (a ``lens-failed`` finding): those are facts of one version, not of the document,
@@ -111,8 +111,12 @@ _UPSERT = (
     "ON CONFLICT (stream_id) DO UPDATE SET "
     "dialect = COALESCE(excluded.dialect, proj_runs.dialect), "
     + ", ".join(f"{f} = CASE WHEN excluded.described = 1 THEN excluded.{f} ELSE proj_runs.{f} END" for f in _FIELDS)
-    + ", started_at = COALESCE(proj_runs.started_at, excluded.started_at), "
-    "last_event_at = excluded.last_event_at, events = proj_runs.events + excluded.events, "
+    # A run starts at its earliest event time and was last active at its latest: source times can
+    # run backwards (file times of copied snapshots), and a start after the last event reads as nonsense.
+    + ", started_at = CASE WHEN proj_runs.started_at IS NULL OR excluded.started_at < proj_runs.started_at "
+    "THEN excluded.started_at ELSE proj_runs.started_at END, "
+    "last_event_at = CASE WHEN proj_runs.last_event_at IS NULL OR excluded.last_event_at > proj_runs.last_event_at "
+    "THEN excluded.last_event_at ELSE proj_runs.last_event_at END, events = proj_runs.events + excluded.events, "
     "findings = COALESCE(excluded.findings, proj_runs.findings), version = excluded.version, "
     "described = excluded.described, unreadable = proj_runs.unreadable + excluded.unreadable, "
     "lens_failures = proj_runs.lens_failures + excluded.lens_failures"
@@ -269,9 +273,10 @@ class RunsIndex(engine.Projection):
                 self._fold(t.entry, e)
             t.events += 1
             when = e.occurred_at or e.recorded_at
-            if e.version == 1:
+            if t.started_at is None or when < t.started_at:
                 t.started_at = when
-            t.last_at = when
+            if t.last_at is None or when > t.last_at:
+                t.last_at = when
             if type(meta) is dict and "source" in meta:  # the event closing an ingested snapshot
                 found = meta.get("findings")
                 kinds = [version_finding(f) for f in found] if isinstance(found, list) else []
