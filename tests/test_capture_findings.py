@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from serve_fixtures import LOCAL
 from starlette.testclient import TestClient
 
 from projections.serve import ServeConfig, create_app
@@ -34,11 +35,11 @@ def test_an_unreadable_version_is_a_finding_of_the_run_everywhere(run, store_url
     """codeharness-ralph-status showed `findings 0` while version 43 is unreadable."""
     r = run("ingest", "generic", str(_ralph(tmp_path)), "--stream", "ralph")
     assert r.exit_code == 0, r.output
-    [row] = json.loads(run("runs", "--json").stdout)
+    [row] = [json.loads(x) for x in run("runs", "--json").stdout.splitlines()]
     assert (row["findings"], row["unreadable"], row["lens_failures"]) == (1, 1, 0)
     table = run("runs").stdout.splitlines()
-    assert table[0].split()[-1] == "findings" and table[2].split()[-1] == "1"
-    with TestClient(create_app(ServeConfig(url=store_url))) as c:
+    assert table[0].split()[-2:] == ["findings", "sessions"] and table[2].split()[-1] == "1"  # no session
+    with TestClient(create_app(ServeConfig(url=store_url)), base_url=LOCAL) as c:
         assert c.get("/api/runs").json()["runs"] == [row]
         html = c.get("/").text
         assert re.search(r'<td class="num">146</td><td class="num">1</td>', html), html
@@ -48,13 +49,13 @@ def test_the_unreadable_version_counts_once_and_stays_counted(run, tmp_path: Pat
     """Up to version 43 (unreadable, the last), then the rest: one finding either way, and the
     index rebuilt from the log says the same as the one kept inline."""
     assert run("ingest", "generic", str(_ralph(tmp_path, 43)), "--stream", "ralph").exit_code == 0
-    assert json.loads(run("runs", "--json").stdout)[0]["findings"] == 1
+    assert [json.loads(x) for x in run("runs", "--json").stdout.splitlines()][0]["findings"] == 1
     rest = sorted((DATA / "codeharness-ralph-status").iterdir())[43:]
     assert run("ingest", "generic", *map(str, rest), "--stream", "ralph").exit_code == 0
-    [row] = json.loads(run("runs", "--json").stdout)
+    [row] = [json.loads(x) for x in run("runs", "--json").stdout.splitlines()]
     assert (row["findings"], row["unreadable"]) == (1, 1)
     assert run("projections", "rebuild", "runs").exit_code == 0
-    assert json.loads(run("runs", "--json").stdout) == [row]
+    assert [json.loads(x) for x in run("runs", "--json").stdout.splitlines()] == [row]
 
 
 def test_lens_failures_count_as_findings_after_later_versions(run, tmp_path: Path,  # type: ignore[no-untyped-def]
@@ -72,7 +73,7 @@ def test_lens_failures_count_as_findings_after_later_versions(run, tmp_path: Pat
         m.setattr(Dialect, "observe", lambda self, prev, nxt: wrong)
         assert run("ingest", "generic", str(files[1])).exit_code == 0
     assert run("ingest", "generic", str(files[2])).exit_code == 0  # a good version after it
-    [row] = json.loads(run("runs", "--json").stdout)
+    [row] = [json.loads(x) for x in run("runs", "--json").stdout.splitlines()]
     assert (row["findings"], row["unreadable"], row["lens_failures"]) == (1, 0, 1)
     check = run("replay", "L-1", "--check")
     assert check.exit_code == 1 and check.stdout.startswith("version 2: /: [lens-failed] the generic lens failed")
@@ -111,7 +112,7 @@ def test_a_clean_history_checks_clean(run, tmp_path: Path) -> None:  # type: ign
 
 def test_the_run_page_says_when_the_version_shown_is_unreadable(run, store_url: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     assert run("ingest", "generic", str(_ralph(tmp_path)), "--stream", "ralph").exit_code == 0
-    with TestClient(create_app(ServeConfig(url=store_url))) as c:
+    with TestClient(create_app(ServeConfig(url=store_url)), base_url=LOCAL) as c:
         page = c.get("/runs/ralph", params={"version": 43}).text
         assert "State document at version 43 of 146" in page
         assert re.search(r'class="notice unreadable">Note: version 43: unreadable \(.*not valid JSON at line 1, '

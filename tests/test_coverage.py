@@ -10,6 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from serve_fixtures import LOCAL
 from starlette.testclient import TestClient
 
 from projections.serve import ServeConfig, create_app
@@ -76,8 +77,8 @@ def test_a_source_gone_is_noticed_once_and_the_record_stays(run, store_url: str,
     assert [(n["type"], n["data"]["stream"], n["data"]["source"]) for n in notices] == \
         [("source.gone", "GONE-1", str(state))]
     assert json.loads(run("replay", "GONE-1", "--json").stdout) == {"taskId": "GONE-1", "n": 1}  # the record stays
-    assert [r["stream_id"] for r in json.loads(run("runs", "--json").stdout)] == ["GONE-1"]  # the notices are no run
-    with TestClient(create_app(ServeConfig(url=store_url))) as c:
+    assert [r["stream_id"] for r in [json.loads(x) for x in run("runs", "--json").stdout.splitlines()]] == ["GONE-1"]  # the notices are no run
+    with TestClient(create_app(ServeConfig(url=store_url)), base_url=LOCAL) as c:
         assert c.get("/api/coverage").json() == [again]
         page = c.get("/coverage").text
         assert '<tr class="gone">' in page and f"gone, noticed {first['gone_noticed_at'][:19].replace('T', ' ')}" in page

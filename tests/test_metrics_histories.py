@@ -11,6 +11,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
+from serve_fixtures import LOCAL
 from starlette.testclient import TestClient
 
 from projections.metrics import Report, Section
@@ -107,7 +108,7 @@ def test_metrics_page_durations_and_empty_sections(run, store_url: str, tmp_path
         f = _written(tmp_path / f"t-{i}.json", {"taskId": "TIMED", "n": i}, at)
         assert run("ingest", "generic", str(f)).exit_code == 0
     app = create_app(ServeConfig(url=store_url, analytics_dir=str(tmp_path / "analytics")))
-    with TestClient(app) as c:
+    with TestClient(app, base_url=LOCAL) as c:
         page = c.get("/metrics").text
     assert 'id="histories"' in page and "<th>interval_p50</th>" in page
     assert re.search(r"<td>2h 27m</td>", page), page

@@ -224,10 +224,10 @@ def test_a_run_never_starts_after_its_last_event(store_url: str, tmp_path) -> No
     runner = CliRunner()
     for f in files[:2]:  # one capture each: the second's time is before the first's
         assert runner.invoke(register(), ["--url", store_url, "ingest", "generic", str(f)]).exit_code == 0
-    [row] = json.loads(runner.invoke(register(), ["--url", store_url, "runs", "--json"]).stdout)
+    [row] = [json.loads(x) for x in runner.invoke(register(), ["--url", store_url, "runs", "--json"]).stdout.splitlines()]
     assert (row["started_at"], row["last_event_at"]) == ("2025-12-31T23:00:00.000000Z", "2026-01-01T00:00:00.000000Z")
     assert runner.invoke(register(), ["--url", store_url, "ingest", "generic", str(files[2])]).exit_code == 0
-    [row] = json.loads(runner.invoke(register(), ["--url", store_url, "runs", "--json"]).stdout)
+    [row] = [json.loads(x) for x in runner.invoke(register(), ["--url", store_url, "runs", "--json"]).stdout.splitlines()]
     assert (row["started_at"], row["last_event_at"]) == ("2025-12-31T23:00:00.000000Z", "2026-01-01T01:00:00.000000Z")
     store = IndexedEventStore(store_url)
     try:
