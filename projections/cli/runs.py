@@ -180,7 +180,12 @@ def coverage_cmd(ctx: click.Context, as_json: bool) -> None:
 
 
 def identity_text(ident: dict[str, Any]) -> str:
-    """A source identity in a few characters: commit and SHA-256 cut to 12, the rest as recorded."""
+    """A source identity in a few characters: the capture-once identity (``meta.source.id``) as
+    ``evstore log`` shows it, else commit and SHA-256 cut to 12 and the rest as recorded."""
+    if isinstance(ident.get("id"), str):
+        from eventstore.cli.documents import _short_source
+
+        return str(_short_source(ident["id"]))
     parts = []
     for key, value in ident.items():
         if key in ("file", "repo", "dir"):
