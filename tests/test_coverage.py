@@ -110,3 +110,22 @@ def test_coverage_of_an_empty_store_says_so(run) -> None:  # type: ignore[no-unt
     r = run("coverage")
     assert r.exit_code == 0 and r.stdout == "" and "no captured sources yet" in r.stderr
     assert run("coverage", "--json").stdout.strip() == "[]"
+
+
+def test_a_transcript_deleted_after_capture_is_gone_and_its_record_stays(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Claude Code deletes transcripts after 30 days: coverage says which, and when it noticed."""
+    from tests.claude_fixtures import SESSION, records, write_project
+
+    main, sub = write_project(tmp_path / "projects")
+    assert run("ingest", "claude", str(tmp_path / "projects")).exit_code == 0
+    rows = {r["source"]: r for r in json.loads(run("coverage", "--json").stdout)}
+    t = rows[str(main)]
+    assert (t["kind"], t["versions"], t["gone"]) == ("transcript", len(records()), False)
+    assert t["last_identity"]["lines"] == len(records()) and t["last_identity"]["end"] == main.stat().st_size
+    main.unlink()
+    rows = {r["source"]: r for r in json.loads(run("coverage", "--json").stdout)}
+    assert rows[str(main)]["gone"] is True and rows[str(main)]["gone_noticed_at"]
+    assert rows[str(sub)]["gone"] is False
+    events = run("log", rows[str(main)]["stream"], "--json").stdout.splitlines()
+    assert len(events) >= len(records())  # the record stays
+    assert SESSION in rows[str(main)]["stream"]
