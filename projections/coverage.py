@@ -168,4 +168,27 @@ def coverage(store: EventStore, *, notice: bool = True) -> list[SourceCoverage]:
     return sorted(found.values(), key=lambda r: (r.last_capture or "", r.stream, r.source), reverse=True)
 
 
-__all__ = ["GONE", "NOTICES", "SourceCoverage", "coverage"]
+def identity_text(ident: dict[str, Any]) -> str:
+    """A source identity in a few characters, as ``evstore log`` shows the capture-once identity
+    (``meta.source.id``: its digest or commit cut to 12 hex digits); without one, the commit and
+    SHA-256 cut to 12 and the rest as recorded."""
+    ident_id = ident.get("id")
+    if isinstance(ident_id, str):
+        kind, _, rest = ident_id.partition(":")
+        if kind == "file" and "@" in rest:
+            where, _, sha = rest.rpartition("@")
+            return f"file:{where}@{sha[:12]}"
+        if kind == "git":
+            commit, _, path = rest.partition(":")
+            return f"git:{commit[:12]}:{path}"
+        return f"{kind}:{rest[:12]}" if kind in ("spool", "http") else ident_id
+    parts = []
+    for key, value in ident.items():
+        if key in ("file", "repo", "dir"):
+            continue
+        text = str(value)
+        parts.append(f"{key} {text[:12] if key in ('sha256', 'commit', 'prefix_sha256') else text}")
+    return ", ".join(parts)
+
+
+__all__ = ["GONE", "NOTICES", "SourceCoverage", "coverage", "identity_text"]

@@ -149,7 +149,7 @@ def coverage_cmd(ctx: click.Context, as_json: bool) -> None:
     recorded it.  A recorded file that no longer exists is gone: the record stays, and the store
     records, once, that it noticed (and when); every later look says that time.
     """
-    from projections.coverage import coverage
+    from projections.coverage import coverage, identity_text
 
     rows = coverage(open_store(ctx))
     if as_json:
@@ -177,22 +177,6 @@ def coverage_cmd(ctx: click.Context, as_json: bool) -> None:
     gone = sum(r.gone for r in rows)
     click.echo(f"{len(rows)} source(s), {sum(r.versions for r in rows)} version(s), "
                f"{sum(r.unreadable for r in rows)} unreadable, {gone} gone", err=True)
-
-
-def identity_text(ident: dict[str, Any]) -> str:
-    """A source identity in a few characters: the capture-once identity (``meta.source.id``) as
-    ``evstore log`` shows it, else commit and SHA-256 cut to 12 and the rest as recorded."""
-    if isinstance(ident.get("id"), str):
-        from eventstore.cli.documents import _short_source
-
-        return str(_short_source(ident["id"]))
-    parts = []
-    for key, value in ident.items():
-        if key in ("file", "repo", "dir"):
-            continue
-        text = str(value)
-        parts.append(f"{key} {text[:12] if key in ('sha256', 'commit', 'prefix_sha256') else text}")
-    return ", ".join(parts)
 
 
 # ---------------------------------------------------------------- demo

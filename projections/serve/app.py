@@ -360,8 +360,7 @@ class Server:
                          sid=None)
 
     def coverage(self, request: Request) -> Response:
-        from projections.cli.runs import identity_text
-        from projections.coverage import coverage
+        from projections.coverage import coverage, identity_text
 
         rows = coverage(self.store)
         if request.url.path.startswith("/api/"):
