@@ -20,11 +20,12 @@ gone (a later notice is written if it goes again).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from eventstore import codec
-from eventstore.store import EventStore, NewEvent, utcnow
+from eventstore.store import EventStore, NewEvent, RecordedEvent, utcnow
 
 #: The stream recording the sources the store noticed gone (not a run: the runs index skips it).
 NOTICES = "evstore:sources"
@@ -89,51 +90,63 @@ def _origin(meta: dict[str, Any]) -> tuple[str, str, str | None, dict[str, Any]]
     return None
 
 
-def _scan(store: EventStore) -> tuple[dict[tuple[str, str], SourceCoverage], dict[tuple[str, str], dict[str, Any]]]:
-    """Every capture in the log, by (stream, source); the notices of sources gone, latest per source."""
-    found: dict[tuple[str, str], SourceCoverage] = {}
-    by_stream: dict[str, SourceCoverage] = {}  # a stream's file source, to fold a folder's files into
-    notices: dict[tuple[str, str], dict[str, Any]] = {}
+def _events(store: EventStore, streams: Iterable[str] | None) -> Iterator[RecordedEvent]:
+    """The whole log in position order, or the notices and then each of ``streams``."""
+    if streams is not None:
+        for sid in (NOTICES, *streams):
+            if store.stream_info(sid) is not None:
+                yield from store.read_stream(sid)
+        return
     after = 0
     while True:
         batch = store.read_all(after_position=after, limit=5000)
         if not batch:
-            break
+            return
         after = batch[-1].position
-        for e in batch:
-            raw = e.meta
-            if e.stream_id == NOTICES:
-                if e.type == GONE:
-                    data = codec.decode(e.data)
-                    notices[(str(data.get("stream")), str(data.get("source")))] = {**data, "at": e.recorded_at}
-                continue
-            if b'"source"' not in raw and b'"transcript"' not in raw:
-                continue
-            meta = codec.decode(raw)
-            if not isinstance(meta, dict):
-                continue
-            origin = _origin(meta)
-            if origin is None:
-                continue
-            kind, source, file, ident = origin
-            row = found.get((e.stream_id, source))
-            if row is None and kind == "file":
-                row = by_stream.get(e.stream_id)
-                if row is not None and source not in row.files:  # another file of the stream: their folder
-                    if row.kind == "file":
-                        del found[(e.stream_id, row.source)]
-                        row.kind, row.source = "folder", os.path.dirname(row.source) or "."
-                        found[(e.stream_id, row.source)] = row
-            if row is None:
-                row = found[(e.stream_id, source)] = SourceCoverage(source, kind, e.stream_id)
-                if kind == "file":
-                    by_stream[e.stream_id] = row
-            if file is not None:
-                row.files.add(file)
-            row.versions += 1 if kind != "transcript" else max(int(ident.get("lines", 0)) - _lines(row), 0)
-            row.unreadable += e.type == "document.unreadable"
-            row.first_capture = row.first_capture or e.recorded_at
-            row.last_capture, row.last_version, row.last_identity = e.recorded_at, e.version, ident
+        yield from batch
+
+
+def _scan(store: EventStore, streams: Iterable[str] | None = None,
+          ) -> tuple[dict[tuple[str, str], SourceCoverage], dict[tuple[str, str], dict[str, Any]]]:
+    """Every capture in the log (or in ``streams``), by (stream, source); the notices of sources
+    gone, latest per source."""
+    found: dict[tuple[str, str], SourceCoverage] = {}
+    by_stream: dict[str, SourceCoverage] = {}  # a stream's file source, to fold a folder's files into
+    notices: dict[tuple[str, str], dict[str, Any]] = {}
+    for e in _events(store, streams):
+        raw = e.meta
+        if e.stream_id == NOTICES:
+            if e.type == GONE:
+                data = codec.decode(e.data)
+                notices[(str(data.get("stream")), str(data.get("source")))] = {**data, "at": e.recorded_at}
+            continue
+        if b'"source"' not in raw and b'"transcript"' not in raw:
+            continue
+        meta = codec.decode(raw)
+        if not isinstance(meta, dict):
+            continue
+        origin = _origin(meta)
+        if origin is None:
+            continue
+        kind, source, file, ident = origin
+        row = found.get((e.stream_id, source))
+        if row is None and kind == "file":
+            row = by_stream.get(e.stream_id)
+            if row is not None and source not in row.files:  # another file of the stream: their folder
+                if row.kind == "file":
+                    del found[(e.stream_id, row.source)]
+                    row.kind, row.source = "folder", os.path.dirname(row.source) or "."
+                    found[(e.stream_id, row.source)] = row
+        if row is None:
+            row = found[(e.stream_id, source)] = SourceCoverage(source, kind, e.stream_id)
+            if kind == "file":
+                by_stream[e.stream_id] = row
+        if file is not None:
+            row.files.add(file)
+        row.versions += 1 if kind != "transcript" else max(int(ident.get("lines", 0)) - _lines(row), 0)
+        row.unreadable += e.type == "document.unreadable"
+        row.first_capture = row.first_capture or e.recorded_at
+        row.last_capture, row.last_version, row.last_identity = e.recorded_at, e.version, ident
     return found, notices
 
 
@@ -141,10 +154,12 @@ def _lines(row: SourceCoverage) -> int:
     return int(row.last_identity.get("lines", 0)) if row.kind == "transcript" else 0
 
 
-def coverage(store: EventStore, *, notice: bool = True) -> list[SourceCoverage]:
-    """Every source the store has captured, by stream and source, newest capture first; sources
-    gone are noticed (recorded in :data:`NOTICES`, once per going) unless ``notice`` is False."""
-    found, notices = _scan(store)
+def coverage(store: EventStore, *, notice: bool = True, streams: Iterable[str] | None = None) -> list[SourceCoverage]:
+    """Every source the store has captured (of ``streams``, if given), by stream and source, newest
+    capture first; sources gone are noticed (recorded in :data:`NOTICES`, once per going) unless
+    ``notice`` is False.  A capture calls it with the streams it wrote: a file it recorded earlier
+    that is gone now is noticed at that capture."""
+    found, notices = _scan(store, streams)
     new: list[NewEvent] = []
     now = utcnow()
     for (sid, source), row in sorted(found.items()):

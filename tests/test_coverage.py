@@ -129,3 +129,18 @@ def test_a_transcript_deleted_after_capture_is_gone_and_its_record_stays(run, tm
     events = run("log", rows[str(main)]["stream"], "--json").stdout.splitlines()
     assert len(events) >= len(records())  # the record stays
     assert SESSION in rows[str(main)]["stream"]
+
+
+def test_the_next_capture_notices_files_gone(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A folder captured, one of its files deleted, a new one written: the next ingest records the new
+    version and says the earlier file went (the record stays)."""
+    folder = tmp_path / "hist"
+    folder.mkdir()
+    for i in range(2):
+        (folder / f"{i}.json").write_text(json.dumps({"taskId": "N-1", "n": i}))
+    assert run("ingest", "generic", str(folder)).exit_code == 0
+    (folder / "0.json").unlink()
+    (folder / "2.json").write_text(json.dumps({"taskId": "N-1", "n": 2}))
+    r = run("ingest", "generic", str(folder / "2.json"), "--stream", "N-1")
+    assert r.exit_code == 0, r.output
+    assert f"note: {folder} (N-1) has lost 1 recorded file(s), e.g. {folder / '0.json'}; the record stays" in r.stderr

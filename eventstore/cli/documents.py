@@ -103,6 +103,18 @@ def ingest(ctx: click.Context, dialect: str, paths: tuple[Path, ...], stream: st
     if failed:
         click.echo(f"warning: the {dialect} lens failed on {failed} snapshot(s), recorded exactly with a "
                    "lens-failed finding (`evstore log` shows it; --strict refuses such snapshots).", err=True)
+    _notice_gone(store, {r.stream for r in results})
+
+
+def _notice_gone(store: Any, streams: set[str]) -> None:
+    """At a capture: the files its streams recorded earlier that no longer exist (a folder that lost
+    versions, a source gone) are noticed, once (``projections.coverage``), and named on stderr."""
+    from projections.coverage import coverage
+
+    for row in coverage(store, streams=sorted(streams)) if streams else ():
+        if row.missing:
+            what = "is gone" if row.gone else f"has lost {len(row.missing)} recorded file(s), e.g. {row.missing[0]}"
+            click.echo(f"note: {row.source} ({row.stream}) {what}; the record stays (`evstore coverage`)", err=True)
 
 
 def _short_source(ident: str) -> str:
