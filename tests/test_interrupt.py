@@ -81,3 +81,29 @@ def test_ctrl_c_during_demo_says_how_many_runs_were_written(sqlite_url: str) -> 
         streams = {e.stream_id for e in s.iter_all()}
         assert (len(streams), _events(url)) == (int(m[1]), int(m[2]))
     assert 0 < int(m[1]) < 400
+
+
+def test_ctrl_c_during_a_transcript_ingest_says_what_was_written(sqlite_url: str, tmp_path: Path) -> None:
+    """Transcripts are recorded file by file: what the line says is what the store holds."""
+    import uuid
+
+    from tests.claude_fixtures import records
+
+    url = migrated(sqlite_url)
+    project = tmp_path / "projects" / "-work-proj"
+    project.mkdir(parents=True)
+    body = b"".join(records())
+    for _ in range(400):
+        (project / f"{uuid.uuid4()}.jsonl").write_bytes(body)
+    with evstore_child("--url", url, "ingest", "claude", str(tmp_path / "projects")) as child:
+        _opened(child.proc.pid, project)
+        out, err = child.interrupt(timeout=60)
+    assert child.proc.returncode == 130, err
+    last = err.splitlines()[-1]
+    m = re.fullmatch(r"interrupted: (?:nothing written|(\d+) event\(s\) written to (\d+) stream\(s\); the rest not "
+                     r"recorded \(run it again: what is recorded is not read twice\))", last)
+    assert m, err
+    with EventStore(url) as s:
+        streams = {e.stream_id for e in s.iter_all()}
+        assert (_events(url), len(streams)) == ((int(m[1]), int(m[2])) if m[1] else (0, 0))
+    assert len(streams) < 400

@@ -63,7 +63,13 @@ def ingest(ctx: click.Context, dialect: str, paths: tuple[Path, ...], stream: st
 
         ingest_with: Callable[..., None] = load(d.ingest_command)  # type: ignore[assignment]
         extra = {} if blob_threshold is None else {"blob_threshold": blob_threshold}
-        ingest_with(ctx, paths, stream=stream, as_json=as_json, scrub=not no_scrub, **extra)
+
+        def said_lines(written: int, streams: int) -> str:  # such a source is written file by file
+            return (f"{written} event(s) written to {streams} stream(s); the rest not recorded (run it again: "
+                    "what is recorded is not read twice)") if written else "nothing written"
+
+        with interruptible(open_store(ctx, create=True), said_lines):
+            ingest_with(ctx, paths, stream=stream, as_json=as_json, scrub=not no_scrub, **extra)
         return
     if blob_threshold is not None:
         raise click.UsageError(f"--blob-threshold is for transcripts; {dialect} ingests state-file snapshots")
