@@ -139,7 +139,7 @@ def runs_cmd(ctx: click.Context, dialect: str | None, project: str | None, statu
 
 
 @cli.command("coverage")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list (one object per source).")
+@click.option("--json", "as_json", is_flag=True, help="NDJSON: one JSON object per source and line.")
 @click.pass_context
 def coverage_cmd(ctx: click.Context, as_json: bool) -> None:
     """What the store has seen of each source, and which have gone.
@@ -153,7 +153,8 @@ def coverage_cmd(ctx: click.Context, as_json: bool) -> None:
 
     rows = coverage(open_store(ctx))
     if as_json:
-        click.echo(json.dumps([r.to_dict() for r in rows], ensure_ascii=False))
+        for r in rows:
+            click.echo(json.dumps(r.to_dict(), ensure_ascii=False))
         return
     if not rows:
         click.echo("no captured sources yet; `evstore ingest`, `evstore watch` and the hooks record them", err=True)

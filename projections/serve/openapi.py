@@ -85,7 +85,7 @@ def spec() -> dict[str, Any]:
                 "parameters": [_q("page", "integer", "Page of streams (200 per page).")],
                 "responses": {"200": _ok({"type": "object"})}}},
             "/api/coverage": {"get": {
-                "summary": "What the store has seen of each source (`evstore coverage --json`); a source gone "
+                "summary": "What the store has seen of each source (the objects of `evstore coverage --json`, in a list); a source gone "
                            "is noticed, once, when first seen gone.",
                 "responses": {"200": _ok({"type": "array", "items": {"type": "object"}})}}},
             "/api/checkpoint": {"get": {
