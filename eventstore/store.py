@@ -48,8 +48,8 @@ from eventstore.errors import (
 )
 from eventstore.events import Event, encode_event
 from eventstore.records import EventPayload, StreamHead, StreamState, StreamSummary
-from eventstore.tree import TreeSource
 from eventstore.records import RecordedEvent as RecordedEvent  # re-exported: part of the store's API
+from eventstore.tree import TreeSource
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
