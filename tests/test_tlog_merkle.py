@@ -187,3 +187,19 @@ def test_random_logs_prove_and_verify(sizes: tuple[int, int, int], salt: bytes) 
         if old > 1:
             with pytest.raises(ProofError):
                 merkle.verify_consistency(old - 1, new, merkle.root(leaves[:old - 1]), r_new, cproof)
+
+
+def _mth(data: list[bytes]) -> bytes:
+    """MTH exactly as RFC 9162 §2.1.1 defines it, recursively (slow; the oracle of root())."""
+    if not data:
+        return hashlib.sha256(b"").digest()
+    if len(data) == 1:
+        return hashlib.sha256(b"\x00" + data[0]).digest()
+    k = 1 << ((len(data) - 1).bit_length() - 1)
+    return hashlib.sha256(b"\x01" + _mth(data[:k]) + _mth(data[k:])).digest()
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 1 << 14, (1 << 14) + 1, 3 * (1 << 14) - 1, 5 * (1 << 14) + 77])
+def test_root_matches_the_rfc_definition_across_chunks(n: int) -> None:
+    data = [i.to_bytes(4, "big") for i in range(n)]
+    assert merkle.root(data) == _mth(data)

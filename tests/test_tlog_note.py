@@ -13,6 +13,8 @@ import base64
 import struct
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from eventstore.errors import ProofError
 from eventstore.tlog import note as n
@@ -147,3 +149,50 @@ def test_open_checkpoint_with_cosignatures() -> None:
         open_checkpoint(forged, log.verifier)
     with pytest.raises(ProofError, match="algorithm 0x04"):
         open_checkpoint(signed, log.verifier, witnesses=[log.verifier])
+
+
+def test_the_documented_checkpoint_opens() -> None:
+    """docs/proofs.md shows a signed, cosigned checkpoint and its keys: they are real."""
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "proofs.md").read_text()
+    blocks = re.findall(r"^```\n(.*?)^```", page, flags=re.M | re.S)
+    vkey = next(b for b in blocks if b.startswith("evstore.example/log+")).strip()
+    note = next(b for b in blocks if b.startswith("evstore.example/log\n1000\n"))
+    witness = re.search(r"`(witness\.example/w1\+[0-9a-f]{8}\+\S+)`", page)
+    assert witness is not None
+    got = open_checkpoint(note, n.NoteVerifier.parse(vkey), require_witnesses=[n.NoteVerifier.parse(witness[1])])
+    assert (got.checkpoint.size, got.cosignatures[0].timestamp) == (1000, 1764763200)
+
+
+_SIGNER = n.NoteSigner.from_skey(PETER_SKEY)
+
+
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=300))
+def test_signed_notes_round_trip_and_reject_edits(text: str) -> None:
+    """Any text that is a valid note text signs and opens back to itself; flipping one character
+    of it fails verification (or makes the note malformed), never anything but ProofError."""
+    text = "".join(c for c in text if c == "\n" or ord(c) >= 0x20) + "\n"
+    signed = n.sign_note(text, [_SIGNER])
+    assert n.open_note(signed, [_SIGNER.verifier]).text == text
+    i = len(text) // 2
+    edited = text[:i] + ("x" if text[i] != "x" else "y") + text[i + 1:]
+    with pytest.raises(ProofError):
+        n.open_note(edited + signed[len(text):], [_SIGNER.verifier])
+
+
+@given(st.binary(max_size=400) | st.text(max_size=400).map(str.encode))
+def test_garbage_is_a_proof_error(data: bytes) -> None:
+    """Notes, checkpoints and witness requests from anyone: malformed input is a ProofError (a 400
+    from the witness), never another exception."""
+    from eventstore.tlog.witness import _parse_request
+
+    for parse in (lambda: n.open_note(data, [_SIGNER.verifier]), lambda: Checkpoint.parse(data.decode("utf-8")),
+                  lambda: _parse_request(data), lambda: n.NoteVerifier.parse(data.decode("utf-8"))):
+        try:
+            parse()
+        except ProofError:
+            pass
+        except UnicodeDecodeError:
+            pass  # our own .decode above, not the parser's

@@ -30,8 +30,9 @@ def _subtree(start: int, end: int) -> bytes:
     return merkle.root(LEAVES[start:end])
 
 
-def _checkpoint(log: NoteSigner, size: int, *cosigners: NoteSigner, leaves: list[bytes] = LEAVES) -> str:
-    cp = Checkpoint(ORIGIN, size, merkle.root(leaves[:size]))
+def _checkpoint(log: NoteSigner, size: int, *cosigners: NoteSigner, leaves: list[bytes] = LEAVES,
+                origin: str = ORIGIN) -> str:
+    cp = Checkpoint(origin, size, merkle.root(leaves[:size]))
     return sign_checkpoint(cp, log) + "".join(w.signature_line(cp.body, timestamp=1764000000) for w in cosigners)
 
 
@@ -68,6 +69,9 @@ def test_inclusion_and_consistency_proofs_verify(tmp_path: Path, keys: Any) -> N
     assert r.exit_code == 0, r.output
     assert r.stdout.startswith(f"OK: event {LEAVES[5].hex()[:16]}… (stream 'PROJ-1' version 6) is leaf 5 of log "
                                f"'{ORIGIN}' at size 13")
+    r = run(tmp_path, inclusion_file(log, 12, 13, witness), "--vkey", str(vkey), "--witness-vkey", str(wkey))
+    assert r.exit_code == 0 and r.stdout.endswith("; cosigned by witness.example/w1 at 2025-11-24T16:00:00Z "
+                                                  "(1764000000)\n"), r.output
     r = run(tmp_path, inclusion_file(log, 12, 13, witness), "--vkey", str(vkey), "--witness-vkey", str(wkey), "--json")
     assert r.exit_code == 0, r.output
     got = json.loads(r.stdout)
@@ -112,6 +116,17 @@ def test_tampered_proofs_fail_naming_why(tmp_path: Path, keys: Any) -> None:
     forked_new = _checkpoint(log, 13, leaves=[*LEAVES[:3], hashlib.sha256(b"rewritten").digest(), *LEAVES[4:]])
     _fails(run(tmp_path, {**fork, "new_checkpoint": forked_new}, "--vkey", str(vkey)),
            "is not proven to extend its checkpoint at size 5")
+
+
+def test_origin_other_than_the_key_name(tmp_path: Path, keys: Any) -> None:
+    """A log may sign checkpoints of another origin line (`checkpoint --origin`): verify-proof then
+    needs --origin, and a checkpoint of another log signed with the same key never passes for this one."""
+    log, _, vkey, _ = keys
+    proof = {**inclusion_file(log, 2, 5), "checkpoint": _checkpoint(log, 5, origin="example.org/other")}
+    _fails(run(tmp_path, proof, "--vkey", str(vkey)), "for the log 'example.org/other', not 'evstore.example/test-log'")
+    r = run(tmp_path, proof, "--vkey", str(vkey), "--origin", "example.org/other")
+    assert r.exit_code == 0 and "of log 'example.org/other'" in r.stdout, r.output
+    _fails(run(tmp_path, proof, "--vkey", str(vkey), "--origin", "example.org/third"), "not 'example.org/third'")
 
 
 def test_malformed_files(tmp_path: Path, keys: Any) -> None:

@@ -27,7 +27,7 @@ from serve_fixtures import http_client
 from eventstore.errors import WitnessError
 from eventstore.tlog import merkle
 from eventstore.tlog.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
-from eventstore.tlog.note import ALG_COSIGNATURE_V1, NoteSigner, NoteVerifier
+from eventstore.tlog.note import ALG_COSIGNATURE_V1, NoteSigner, NoteVerifier, sign_note
 from eventstore.tlog.witness import add_cosignatures, format_request, submit_to_witness
 from tests.test_serve_drain import free_port, wait_until
 
@@ -68,6 +68,17 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, NoteVeri
     return d / "w.key", d / "log.vkey", witness, log
 
 
+def _wait_up(proc: subprocess.Popen[str], base: str) -> None:
+    def up() -> bool:
+        try:
+            with http_client(base, timeout=2) as http:
+                return http.get("/").status_code == 200
+        except httpx2.HTTPError:
+            return proc.poll() is not None
+    wait_until(up, 60, "evstore witness serve answering")
+    assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+
+
 @contextmanager
 def witness_server(keys: tuple[Path, Path, NoteVerifier, NoteSigner], db: Path, port: int | None = None
                    ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
@@ -77,14 +88,7 @@ def witness_server(keys: tuple[Path, Path, NoteVerifier, NoteSigner], db: Path, 
                        "--db", str(db), "--port", str(port)) as child:
         base = f"http://127.0.0.1:{port}"
 
-        def up() -> bool:
-            try:
-                with http_client(base, timeout=2) as http:
-                    return http.get("/").status_code == 200
-            except httpx2.HTTPError:
-                return child.proc.poll() is not None
-        wait_until(up, 60, "evstore witness serve answering")
-        assert child.proc.poll() is None, child.proc.stderr.read() if child.proc.stderr else ""
+        _wait_up(child.proc, base)
         yield base, child.proc
 
 
@@ -127,7 +131,9 @@ def test_add_checkpoint_answers(keys: tuple[Path, Path, NoteVerifier, NoteSigner
         for body in [b"old 10\n" + log.checkpoint(20).encode(), b"old 010\n\n" + log.checkpoint(20).encode(),
                      b"new 10\n\n" + log.checkpoint(20).encode(), format_request(30, [], log.checkpoint(20)),
                      format_request(10, [b"\x00" * 32] * 64, log.checkpoint(20)), b"old 10\nnot base64!\n\n" +
-                     log.checkpoint(20).encode(), b"\xff\xfe", b"old 10\n\n" + b"no signature\n"]:
+                     log.checkpoint(20).encode(), b"\xff\xfe", b"old 10\n\n" + b"no signature\n",
+                     b"old 99999999999999999999\n\n" + log.checkpoint(20).encode(),
+                     format_request(10, [], sign_note(f"{ORIGIN}\n99999999999999999999\n{'A' * 43}=\n", [signer]))]:
             r = post(base, body)
             assert r.status_code == 400, (body[:40], r.status_code, r.text)
         # none of that moved it: 10 is still the size to extend
@@ -135,6 +141,16 @@ def test_add_checkpoint_answers(keys: tuple[Path, Path, NoteVerifier, NoteSigner
         assert r.status_code == 200, r.text
         # the same checkpoint again (old = size, same root) is cosigned again
         assert post(base, format_request(20, [], log.checkpoint(20))).status_code == 200
+    # the signed checkpoints it refused as a fork are kept: with what it cosigned, evidence of the fork
+    with sqlite3.connect(tmp_path / "w.db") as conn:
+        refused = conn.execute("SELECT size, checkpoint, reason FROM refused ORDER BY rowid").fetchall()
+        cosigned = dict(conn.execute("SELECT size, checkpoint FROM cosigned").fetchall())
+    assert [(size, reason.split(":")[0]) for size, _, reason in refused] == [
+        (20, "The consistency proof does not lead to the old root (size 10)"),
+        (10, "another root for the size last cosigned")]
+    fork_note = open_checkpoint(refused[1][1], signer.verifier).checkpoint
+    cosigned_note = open_checkpoint(cosigned[10], signer.verifier).checkpoint
+    assert fork_note.size == cosigned_note.size == 10 and fork_note.root != cosigned_note.root
 
 
 def test_client(keys: tuple[Path, Path, NoteVerifier, NoteSigner], tmp_path: Path) -> None:
@@ -197,6 +213,9 @@ def test_sigkill_never_leads_to_cosigning_a_fork(keys: tuple[Path, Path, NoteVer
                 if r.status_code == 200:
                     open_checkpoint(which.checkpoint(new) + r.text, signer.verifier, require_witnesses=[witness])
                     cosigned.setdefault(new, set()).add(merkle.root(which.leaves[:new]))
+            submit(log, size, size + 1)  # one answered before the burst: every round makes progress
+            assert size + 1 in cosigned, "the witness refused the log's next checkpoint"
+            size += 1
             with ThreadPoolExecutor(4) as pool:
                 futures = []
                 for _ in range(6):
@@ -233,3 +252,36 @@ def test_sigkill_never_leads_to_cosigning_a_fork(keys: tuple[Path, Path, NoteVer
         forked.leaves = [hashlib.sha256(b"another history %d" % i).digest() for i in range(200)]
         r = post(base, format_request(size, [], forked.checkpoint(size)))
         assert (r.status_code, r.text) == (409, f"{size}\n")
+
+
+def test_witness_key_name_and_errors(keys: tuple[Path, Path, NoteVerifier, NoteSigner], tmp_path: Path) -> None:
+    """The witness's name: --name, else PREFIX.witness.vkey beside PREFIX.key (which must be that
+    key's); without either, and for a database it cannot open, `Error: ...` and exit 1."""
+    from click.testing import CliRunner
+
+    from eventstore.cli import register
+
+    key, log_vkey, witness, _ = keys
+    own = tmp_path / "w.key"
+    own.write_bytes(key.read_bytes())
+    args = ["witness", "serve", "--key-file", str(own), "--trust", str(log_vkey), "--db", str(tmp_path / "w.db")]
+    r = CliRunner().invoke(register(), args)
+    assert r.exit_code == 1
+    assert r.stderr == (f"Error: The witness has no name: give --name NAME, or keep w.witness.vkey (of `evstore "
+                        f"keygen`) beside {own}.\n")
+    (tmp_path / "w.witness.vkey").write_text(NoteSigner.generate(WITNESS, ALG_COSIGNATURE_V1).verifier.vkey + "\n")
+    r = CliRunner().invoke(register(), args)
+    assert r.exit_code == 1 and "is not the witness key of" in r.stderr, r.stderr
+    r = CliRunner().invoke(register(), [*args[:-1], str(tmp_path / "no" / "such" / "w.db"), "--name", "x.example/w"])
+    assert r.exit_code == 1 and "Cannot open the witness database" in r.stderr, r.stderr
+    r = CliRunner().invoke(register(), [*args, "--name", "x.example/w", "--trust", str(tmp_path / "w.witness.vkey")])
+    assert r.exit_code == 1 and "is not a log's note key (algorithm 0x01)" in r.stderr, r.stderr
+    # the name from the vkey beside the key
+    (tmp_path / "w.witness.vkey").write_text(witness.vkey + "\n")
+    port = free_port()
+    with evstore_child(*args, "--port", str(port)) as child:
+        base = f"http://127.0.0.1:{port}"
+
+        _wait_up(child.proc, base)
+        with http_client(base) as http:
+            assert http.get("/").text.startswith(f"C2SP tlog-witness {witness.vkey}\nlogs:\n  {ORIGIN}\n")

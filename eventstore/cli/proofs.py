@@ -27,10 +27,12 @@ _VKEY = click.Path(exists=True, dir_okay=False, path_type=Path)
               help="The log's verifier key (PREFIX.vkey of `evstore keygen`).")
 @click.option("--witness-vkey", "witness_vkeys", type=_VKEY, multiple=True,
               help="Require a valid cosignature by this witness (its PREFIX.witness.vkey); repeatable.")
+@click.option("--origin", default=None, help="The log's origin line (default: the key's name, as evstore writes it).")
 @click.option("--json", "as_json", is_flag=True, help="Print what was proven as JSON.")
-def verify_proof_command(proof_file: Path, vkey: Path, witness_vkeys: tuple[Path, ...], as_json: bool) -> None:
-    """Check a proof file of `evstore prove` with nothing but the file and the log's key (no store,
-    no network); exit 1 saying what does not hold."""
+def verify_proof_command(proof_file: Path, vkey: Path, witness_vkeys: tuple[Path, ...], origin: str | None,
+                         as_json: bool) -> None:
+    """Check an inclusion or consistency proof file with nothing but the file and the log's key (no
+    store, no network); exit 1 saying what does not hold."""
     from eventstore.tlog import note, proofs
 
     log = note.read_verifier_key(vkey)
@@ -40,7 +42,7 @@ def verify_proof_command(proof_file: Path, vkey: Path, witness_vkeys: tuple[Path
     except OSError as exc:
         raise EvstoreError(f"Cannot read the proof file {proof_file}: {exc.strerror}.") from exc
     try:
-        report = proofs.verify_proof(data, log, witnesses=witnesses)
+        report = proofs.verify_proof(data, log, witnesses=witnesses, origin=origin)
     except EvstoreError as exc:
         raise type(exc)(f"{proof_file}: {exc} — the proof does not hold; do not trust this record.") from exc
     click.echo(json.dumps(report.to_dict()) if as_json else report.summary)

@@ -38,8 +38,8 @@ class Checkpoint:
     def __post_init__(self) -> None:
         if not self.origin or "\n" in self.origin:
             raise ProofError("A checkpoint's origin must be one non-empty line.")
-        if self.size < 0:
-            raise ProofError(f"A checkpoint's tree size cannot be negative ({self.size}).")
+        if not 0 <= self.size < 1 << 63:
+            raise ProofError(f"A checkpoint's tree size must be from 0 to 2^63 - 1, not {self.size}.")
         if len(self.root) != HASH_SIZE:
             raise ProofError(f"A checkpoint's root hash is {HASH_SIZE} bytes, not {len(self.root)}.")
         if any(not e or "\n" in e for e in self.extensions):

@@ -54,19 +54,39 @@ def split(n: int) -> int:
     return 1 << ((n - 1).bit_length() - 1)
 
 
+_CHUNK = 1 << 14  # leaves hashed level by level at a time (memory: one chunk's hashes)
+
+
+def _level_root(leaf_data: Sequence[bytes]) -> bytes:
+    """MTH of 1 or more leaves, level by level: a lone last node moves up unchanged, which builds
+    the RFC's tree (its left subtrees are the complete ones)."""
+    sha = hashlib.sha256
+    level = [sha(b"\x00" + d).digest() for d in leaf_data]
+    while len(level) > 1:
+        paired = [sha(b"\x01" + level[i] + level[i + 1]).digest() for i in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            paired.append(level[-1])
+        level = paired
+    return level[0]
+
+
 def root(leaf_data: Sequence[bytes]) -> bytes:
-    """MTH(D[n]) of the leaves' data (RFC 9162 §2.1.1), computed bottom-up in O(n) time and
-    O(log n) memory (a stack of the perfect subtrees seen so far, as a compact range)."""
-    if not leaf_data:
+    """MTH(D[n]) of the leaves' data (RFC 9162 §2.1.1), in O(n) time and O(log n + 16k) memory:
+    complete chunks of 2^14 leaves hashed level by level, their roots merged on a stack of the
+    complete subtrees so far, the short last chunk (its own MTH) and that stack folded from the
+    right as the RFC's tree is."""
+    n = len(leaf_data)
+    if n == 0:
         return EMPTY_ROOT
-    stack: list[tuple[int, bytes]] = []  # (height, hash) of perfect subtrees, left to right
-    for data in leaf_data:
-        h, height = leaf_hash(data), 0
+    stack: list[tuple[int, bytes]] = []  # (height, hash) of complete subtrees, left to right
+    tail = n - n % _CHUNK
+    for start in range(0, tail, _CHUNK):
+        h, height = _level_root(leaf_data[start:start + _CHUNK]), 0
         while stack and stack[-1][0] == height:
             h, height = node_hash(stack.pop()[1], h), height + 1
         stack.append((height, h))
-    h = stack.pop()[1]
-    while stack:  # the RFC's tree: the right-most, smaller subtrees fold in from the right
+    h = _level_root(leaf_data[tail:]) if tail < n else stack.pop()[1]
+    while stack:
         h = node_hash(stack.pop()[1], h)
     return h
 

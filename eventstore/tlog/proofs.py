@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -126,7 +127,8 @@ class ProofReport:
             text = (f"OK: log {self.origin!r} at size {d['new_size']} (root {d['new_root'][:16]}…) extends "
                     f"its checkpoint at size {d['old_size']} (root {d['old_root'][:16]}…)")
         for c in self.cosignatures:
-            text += f"; cosigned by {c.witness.name} at {c.timestamp}"
+            when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(c.timestamp)) if c.timestamp < 1 << 38 else "?"
+            text += f"; cosigned by {c.witness.name} at {when} ({c.timestamp})"
         return text
 
     def to_dict(self) -> dict[str, Any]:
@@ -136,11 +138,11 @@ class ProofReport:
 
 
 def verify_inclusion_proof(proof: InclusionProof, log: notes.NoteVerifier, *,
-                           witnesses: Sequence[notes.NoteVerifier] = ()) -> ProofReport:
+                           witnesses: Sequence[notes.NoteVerifier] = (), origin: str | None = None) -> ProofReport:
     """Check an inclusion proof: the checkpoint is signed by ``log`` (and cosigned by every one of
     ``witnesses``), its size is the proof's tree size, and the proof leads from the event's leaf
     hash to its root."""
-    cp = open_checkpoint(proof.checkpoint, log, require_witnesses=witnesses)
+    cp = open_checkpoint(proof.checkpoint, log, require_witnesses=witnesses, origin=origin)
     if cp.checkpoint.size != proof.tree_size:
         raise ProofError(f"The proof is for a tree of size {proof.tree_size} but its checkpoint is at size "
                          f"{cp.checkpoint.size}; ask `evstore prove` for a proof against that checkpoint.")
@@ -164,11 +166,11 @@ def verify_inclusion_proof(proof: InclusionProof, log: notes.NoteVerifier, *,
 
 
 def verify_consistency_proof(proof: ConsistencyProof, log: notes.NoteVerifier, *,
-                             witnesses: Sequence[notes.NoteVerifier] = ()) -> ProofReport:
+                             witnesses: Sequence[notes.NoteVerifier] = (), origin: str | None = None) -> ProofReport:
     """Check a consistency proof between two checkpoints signed by ``log`` (the newer one cosigned
     by every one of ``witnesses``): the newer log extends the older."""
-    old = open_checkpoint(proof.old_checkpoint, log)
-    new = open_checkpoint(proof.new_checkpoint, log, require_witnesses=witnesses)
+    old = open_checkpoint(proof.old_checkpoint, log, origin=origin)
+    new = open_checkpoint(proof.new_checkpoint, log, require_witnesses=witnesses, origin=origin)
     for label, cp, size in (("old", old, proof.old_size), ("new", new, proof.new_size)):
         if cp.checkpoint.size != size:
             raise ProofError(f"$.{label}_size is {size} but the {label} checkpoint is at size {cp.checkpoint.size}.")
@@ -183,10 +185,11 @@ def verify_consistency_proof(proof: ConsistencyProof, log: notes.NoteVerifier, *
     return ProofReport("consistency", new.checkpoint.origin, [old, new], details)
 
 
-def verify_proof(data: bytes, log: notes.NoteVerifier, *,
-                 witnesses: Sequence[notes.NoteVerifier] = ()) -> ProofReport:
-    """Check a proof file's bytes (either kind) against the log's verifier key (and witnesses)."""
+def verify_proof(data: bytes, log: notes.NoteVerifier, *, witnesses: Sequence[notes.NoteVerifier] = (),
+                 origin: str | None = None) -> ProofReport:
+    """Check a proof file's bytes (either kind) against the log's verifier key (and witnesses); the
+    checkpoints' origin must be ``origin`` (default: the key's name)."""
     proof = decode_proof(data)
     if isinstance(proof, InclusionProof):
-        return verify_inclusion_proof(proof, log, witnesses=witnesses)
-    return verify_consistency_proof(proof, log, witnesses=witnesses)
+        return verify_inclusion_proof(proof, log, witnesses=witnesses, origin=origin)
+    return verify_consistency_proof(proof, log, witnesses=witnesses, origin=origin)

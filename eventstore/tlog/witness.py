@@ -10,8 +10,9 @@ its verifier key) after checking that each extends the last one it cosigned for 
   409 (``text/x.tlog.size``: the size it last cosigned) when ``old`` is not that size or the same
   size comes with another root, 422 consistency proof that does not verify.
 
-State is one SQLite file: per origin the latest cosigned size and root, and every checkpoint
-it cosigned.  Checking ``old`` against the stored size and storing the new one happen in one
+State is one SQLite file: per origin the latest cosigned size and root, every checkpoint it
+cosigned, and every validly signed checkpoint it refused as not extending them (a 422, or a 409 for
+another root at the same size): two such signed checkpoints are evidence of a forked log.  Checking ``old`` against the stored size and storing the new one happen in one
 ``BEGIN IMMEDIATE`` transaction (the race the spec describes cannot roll a log back), committed
 with ``synchronous=FULL`` before the cosignature is made: a witness killed at any point either
 never cosigned the checkpoint or has it on disk, so it never cosigns two roots for one size.
@@ -54,6 +55,14 @@ CREATE TABLE IF NOT EXISTS cosigned (
     cosigned_at INTEGER NOT NULL,
     PRIMARY KEY (origin, size)
 );
+CREATE TABLE IF NOT EXISTS refused (
+    origin TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    root BLOB NOT NULL,
+    checkpoint TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    refused_at INTEGER NOT NULL
+);
 """
 
 
@@ -81,6 +90,8 @@ def _parse_request(body: bytes) -> tuple[int, list[bytes], str]:
     if not old_line.startswith("old ") or not number.isascii() or not number.isdigit() or \
             (number != "0" and number.startswith("0")):
         raise ProofError(f"The first line {old_line[:40]!r} is not 'old <size>'.")
+    if len(number) > 19 or int(number) >= 1 << 63:
+        raise ProofError(f"The old size {number[:40]} is too large.")
     if len(proof_lines) > MAX_PROOF_LINES:
         raise ProofError(f"The request has {len(proof_lines)} consistency proof lines, more than {MAX_PROOF_LINES}.")
     proof = []
@@ -168,8 +179,10 @@ class Witness:
             if old != latest_size:
                 conn.execute("ROLLBACK")
                 return Answer(409, f"{latest_size}\n", SIZE_CONTENT_TYPE)
+            stamp = int(time.time()) if now is None else now
             if latest_root is not None and cp.size == latest_size and cp.root != latest_root:
-                conn.execute("ROLLBACK")
+                # a second root for a size it cosigned, signed by the log's key: evidence of a fork, kept
+                self._keep_refused(conn, cp, note_text, "another root for the size last cosigned", stamp)
                 return Answer(409, f"{latest_size}\n", SIZE_CONTENT_TYPE)
             try:
                 if old == 0:
@@ -178,9 +191,10 @@ class Witness:
                 elif latest_root is not None:
                     merkle.verify_consistency(old, cp.size, latest_root, cp.root, proof)
             except ProofError as exc:
-                conn.execute("ROLLBACK")
+                # signed by the log's key yet not extending what it cosigned: kept (tlog-witness allows
+                # logging it) as possible evidence of the log's misbehaviour
+                self._keep_refused(conn, cp, note_text, str(exc), stamp)
                 return Answer(422, f"{exc}\n")
-            stamp = int(time.time()) if now is None else now
             conn.execute("INSERT INTO latest (origin, size, root) VALUES (?, ?, ?) ON CONFLICT (origin) "
                          "DO UPDATE SET size = excluded.size, root = excluded.root", (origin, cp.size, cp.root))
             conn.execute("INSERT OR IGNORE INTO cosigned (origin, size, root, checkpoint, cosigned_at) "
@@ -193,6 +207,24 @@ class Witness:
         finally:
             conn.close()
         return Answer(200, self.signer.signature_line(text, timestamp=stamp))
+
+
+    @staticmethod
+    def _keep_refused(conn: sqlite3.Connection, cp: Checkpoint, note_text: str, reason: str, stamp: int) -> None:
+        """Record a validly signed checkpoint it refused, ending the transaction (nothing else changes)."""
+        conn.execute("INSERT INTO refused (origin, size, root, checkpoint, reason, refused_at) VALUES (?, ?, ?, ?, ?, ?)",
+                     (cp.origin, cp.size, cp.root, note_text, reason, stamp))
+        conn.execute("COMMIT")
+
+    def refused(self, origin: str) -> list[tuple[int, bytes, str, str]]:
+        """The validly signed checkpoints of ``origin`` it refused (size, root, signed note, reason), oldest first."""
+        conn = self._connect()
+        try:
+            rows = conn.execute("SELECT size, root, checkpoint, reason FROM refused WHERE origin = ? ORDER BY rowid",
+                                (origin,)).fetchall()
+        finally:
+            conn.close()
+        return [(int(r[0]), bytes(r[1]), str(r[2]), str(r[3])) for r in rows]
 
 
 def witness_app(witness: Witness) -> Any:

@@ -12,6 +12,11 @@
 //	 "old": m, "timestamp": t}
 //	  -> {"log_vkey", "witness_vkey", "inclusion": {proof file}, "consistency": {proof file},
 //	      "note": "<a plain signed note>"}
+//	{"op": "keygen", "origin": "..."} -> {"skey", "vkey"}
+//	{"op": "submit", "url": "...", "skey": "...", "witness_vkeys": ["..."], "leaves": [...],
+//	 "steps": [[old, new], ...]}
+//	  -> {"answers": [{"status": 200, "cosigned": true, "body": "..."}, ...]}: a tlog-witness client
+//	     (request bodies, checkpoints and proofs made here; cosignatures checked here)
 package main
 
 import (
@@ -25,6 +30,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -46,6 +53,9 @@ type request struct {
 	Index        int64           `json:"index"`
 	Old          int64           `json:"old"`
 	Timestamp    uint64          `json:"timestamp"`
+	URL          string          `json:"url"`
+	Skey         string          `json:"skey"`
+	Steps        [][2]int64      `json:"steps"`
 }
 
 type proofFile struct {
@@ -339,6 +349,94 @@ func make_(req request) (map[string]any, error) {
 	}, nil
 }
 
+// tree stores the hashes of leaves (hex) and returns a reader over them.
+func tree(hexLeaves []string) (tlog.HashReader, error) {
+	var storage []tlog.Hash
+	reader := tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
+		out := make([]tlog.Hash, len(idx))
+		for i, x := range idx {
+			out[i] = storage[x]
+		}
+		return out, nil
+	})
+	for i, l := range hexLeaves {
+		data, err := hex.DecodeString(l)
+		if err != nil {
+			return nil, err
+		}
+		hs, err := tlog.StoredHashes(int64(i), data, reader)
+		if err != nil {
+			return nil, err
+		}
+		storage = append(storage, hs...)
+	}
+	return reader, nil
+}
+
+func submit(req request) (map[string]any, error) {
+	signer, err := note.NewSigner(req.Skey)
+	if err != nil {
+		return nil, err
+	}
+	var witnesses []note.Verifier
+	for _, w := range req.WitnessVkeys {
+		v, err := newCosigVerifier(w)
+		if err != nil {
+			return nil, err
+		}
+		witnesses = append(witnesses, v)
+	}
+	reader, err := tree(req.Leaves)
+	if err != nil {
+		return nil, err
+	}
+	var answers []map[string]any
+	for _, step := range req.Steps {
+		old, n := step[0], step[1]
+		th, err := tlog.TreeHash(n, reader)
+		if err != nil {
+			return nil, err
+		}
+		signed, err := note.Sign(&note.Note{Text: fmt.Sprintf("%s\n%d\n%s\n", signer.Name(), n, th)}, signer)
+		if err != nil {
+			return nil, err
+		}
+		var body bytes.Buffer
+		fmt.Fprintf(&body, "old %d\n", old)
+		if old > 0 && old < n {
+			proof, err := tlog.ProveTree(n, old, reader)
+			if err != nil {
+				return nil, err
+			}
+			for _, h := range proof {
+				fmt.Fprintf(&body, "%s\n", h)
+			}
+		}
+		body.WriteString("\n")
+		body.Write(signed)
+		resp, err := http.Post(strings.TrimSuffix(req.URL, "/")+"/add-checkpoint", "text/plain", &body)
+		if err != nil {
+			return nil, err
+		}
+		content, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		answer := map[string]any{"status": resp.StatusCode, "body": string(content),
+			"content_type": resp.Header.Get("Content-Type"), "cosigned": false}
+		if resp.StatusCode == 200 {
+			opened, err := note.Open(append(signed, content...), note.VerifierList(witnesses...))
+			answer["cosigned"] = err == nil && len(opened.Sigs) == len(witnesses)
+			if err != nil {
+				answer["error"] = err.Error()
+			}
+		}
+		answers = append(answers, answer)
+	}
+	return map[string]any{"answers": answers}, nil
+}
+
 func main() {
 	var req request
 	dec := json.NewDecoder(os.Stdin)
@@ -353,6 +451,12 @@ func main() {
 		out, err = verify(req)
 	case "make":
 		out, err = make_(req)
+	case "keygen":
+		var skey, vkey string
+		skey, vkey, err = note.GenerateKey(rand.Reader, req.Origin)
+		out = map[string]any{"skey": skey, "vkey": vkey}
+	case "submit":
+		out, err = submit(req)
 	default:
 		err = fmt.Errorf("unknown op %q", req.Op)
 	}
