@@ -1,6 +1,6 @@
 """Least privilege on PostgreSQL: a writer role that can append and a reader role that can only read.
 
-The writer may INSERT into the log (``events``, ``streams``, ``blobs``, the Merkle tree's
+The writer may INSERT into the log (``events``, ``streams``, ``blobs``, ``source_versions``, the Merkle tree's
 ``tree_nodes`` and ``tree_checkpoints``) and read what appending needs; the
 only row it may change is a stream's head (``streams.version``, ``head_hash``: appending moves
 it; ``verify`` reports a rewritten head) and the inline runs index with its checkpoint.  It can

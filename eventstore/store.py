@@ -676,13 +676,13 @@ class _Transaction:
 
     def _raise_if_full(self, exc: BaseException) -> None:
         """The driver's "no space" error (rolled back already) as StorageFull, naming the database."""
-        if is_disk_full(exc):
-            path = config.sqlite_file(self.store.url)
+        path = config.sqlite_file(self.store.url)
+        if is_disk_full(exc, path):
             where = f"the disk holding {path}" if path is not None else \
                 f"the database server ({self.store.backend.display_url()})"
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StorageFull(f"No space left on {where} ({reason}); nothing of this append was written. "
-                              "Free space and retry.") from exc
+                              "The disk is full: free space and retry.") from exc
 
     def abandon(self) -> None:
         self.be.rollback(self.raw)

@@ -56,6 +56,13 @@ class VerifyReport:
     failures: list[Failure] = field(default_factory=list)
     seal: dict[str, Any] | None = None
     checkpoint: dict[str, Any] | None = None  # the signed checkpoint checked (verify --checkpoint)
+    #: The database engine's own file check that ran (empty: the backend has none, PostgreSQL).
+    storage_check: str = ""
+
+    @property
+    def damaged(self) -> bool:
+        """Whether the database engine's own check found the file damaged."""
+        return any(f.field_class == "storage" for f in self.failures)
 
     @property
     def ok(self) -> bool:
@@ -63,7 +70,7 @@ class VerifyReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "streams": self.streams, "events": self.events, "cached": self.cached,
-                "blobs": self.blobs,
+                "blobs": self.blobs, "storage_check": self.storage_check or None,
                 "failures": [f.to_dict() for f in self.failures], "seal": self.seal,
                 **({"checkpoint": self.checkpoint} if self.checkpoint is not None else {})}
 
@@ -72,7 +79,16 @@ def verify(store: EventStore, stream_id: str | None = None,
            progress: Callable[[int], None] | None = None) -> VerifyReport:
     """Recompute every chain (or one stream's), report the first chain failure per stream, and
     check every replay-cache row against the log."""
-    report = VerifyReport()
+    report = VerifyReport(storage_check=store.backend.storage_check_name)
+    if stream_id is None and report.storage_check:
+        # The engine's own check first: a damaged page (of an index, say) that the chain walk below
+        # never reads, and a clear report instead of a read failing half-way.
+        with store.reading() as cur:
+            problems = store.backend.storage_check(cur)
+        if problems:
+            report.failures.extend(Failure("", 0, "storage", f"{report.storage_check}: {' '.join(p.split())}")
+                                   for p in problems)
+            return report
     if stream_id and store.stream_info(stream_id) is None:
         raise StreamNotFound(f'No stream "{stream_id}"; `evstore runs` lists the streams.')
     with store.reading() as cur:

@@ -32,7 +32,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-from eventstore.errors import DatabaseError, EvstoreError, StorageFull, is_disk_full
+from eventstore.errors import (
+    DatabaseError,
+    EvstoreError,
+    StorageFull,
+    StoreDamaged,
+    damaged_message,
+    is_damaged,
+    is_disk_full,
+)
 from eventstore.records import (
     CachedState,
     CacheEntry,
@@ -262,9 +270,14 @@ class Backend(abc.ABC):
 
     def translate(self, exc: BaseException, what: str) -> EvstoreError:
         """The driver's ``exc``, raised while doing ``what``, as an evstore error."""
+        from eventstore.config import sqlite_file
+
         reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]
-        if is_disk_full(exc):
-            return StorageFull(f"No space left while {what} ({reason}); free space and retry.")
+        path = sqlite_file(self.url)
+        if is_disk_full(exc, path):
+            return StorageFull(f"No space left while {what} ({reason}). The disk is full: free space and retry.")
+        if is_damaged(exc):
+            return StoreDamaged(damaged_message(path or "the database", reason))
         if self.is_permission_denied(exc):
             return DatabaseError(f"The database refused {what} ({reason}); this database role may not do it.")
         return DatabaseError(f"The database failed {what} ({reason}); check --url / EVSTORE_URL "
@@ -426,6 +439,14 @@ class Backend(abc.ABC):
         """Every stream id in the database's collation order (how v1 seals ordered their leaves)."""
         cur.execute(self.sql_stream_ids)
         return [r[0] for r in cur.fetchall()]
+
+    #: What :meth:`storage_check` runs, in words (empty: this backend has none).
+    storage_check_name = ""
+
+    def storage_check(self, cur: Any) -> list[str]:
+        """The database engine's own check of its files (:attr:`storage_check_name`): the problems
+        it reports, empty if none (or if the backend has no such check)."""
+        return []
 
     # -- source versions (migration 0006; written by the append path: insert_source_versions) -------
 

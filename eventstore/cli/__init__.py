@@ -25,7 +25,7 @@ from typing import Any
 
 import click
 
-from eventstore.errors import EvstoreError, is_disk_full
+from eventstore.errors import EvstoreError, database_failure
 
 
 def _database_error(exc: BaseException) -> bool:
@@ -168,34 +168,64 @@ class EvstoreGroup(click.Group):
         except EvstoreError as exc:
             if ctx.obj and ctx.obj.get("traceback"):
                 raise
-            click.echo(f"Error: {exc}", err=True)
+            from eventstore.display import printable
+
+            click.echo(f"Error: {printable(str(exc), multiline=True)}", err=True)
             ctx.exit(1)
         except (BrokenPipeError, KeyboardInterrupt):  # before Exception: a closed pipe is an OSError
             ctx.exit(130 if sys.exc_info()[0] is KeyboardInterrupt else 1)
         except Exception as exc:
-            full = is_disk_full(exc)
-            if not (full or _database_error(exc)) or (ctx.obj and ctx.obj.get("traceback")):
+            if ctx.obj and ctx.obj.get("traceback"):
+                raise
+            known = database_failure(exc, store_file(ctx))  # the URL is right: the disk is full, the file damaged
+            if known is not None:
+                click.echo(f"Error: {known}", err=True)
+                ctx.exit(1)
+            if not _database_error(exc):
                 raise
             reason = (str(getattr(exc, "orig", exc)).strip() or type(exc).__name__).splitlines()[0]
-            if full:  # the URL is right: the disk under it is full
-                click.echo(f"Error: no space left ({reason}); free space and retry.", err=True)
-            else:
-                click.echo(f"Error: cannot use the database ({reason}); check --url / EVSTORE_URL.", err=True)
+            click.echo(f"Error: cannot use the database ({reason}); check --url / EVSTORE_URL.", err=True)
             ctx.exit(1)
 
 
 @click.group(cls=EvstoreGroup)
 @click.option("--url", envvar="EVSTORE_URL", default=None, metavar="URL",
               help="Database URL (default: $EVSTORE_URL or sqlite:///./.evstore/events.db).")
+@click.option("--url-file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Read the database URL from FILE (no password on the command line).")
 @click.option("--synchronous", type=click.Choice(["NORMAL", "FULL"], case_sensitive=False), default=None,
               help="SQLite durability (default NORMAL; FULL syncs every commit).")
 @click.option("--traceback", is_flag=True, help="Show Python tracebacks for errors.")
 @click.version_option(package_name="evstore")
 @click.pass_context
-def cli(ctx: click.Context, url: str | None, synchronous: str | None, traceback: bool) -> None:
+def cli(ctx: click.Context, url: str | None, url_file: str | None, synchronous: str | None, traceback: bool) -> None:
     """evstore: the append-only, hash-chained audit store for AI coding-agent runs."""
     ctx.ensure_object(dict)
-    ctx.obj.update(url=url, synchronous=synchronous, traceback=traceback)
+    if url_file is not None:
+        if url is not None and ctx.get_parameter_source("url") is click.core.ParameterSource.COMMANDLINE:
+            raise click.UsageError("give --url or --url-file, not both")
+        url = read_url_file(url_file)
+    ctx.obj.update(url=url, url_file=url_file, synchronous=synchronous, traceback=traceback)
+
+
+def read_url_file(path: str) -> str:
+    """The database URL a ``--url-file`` holds (its first non-empty line)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = [line.strip() for line in fh.read().splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise EvstoreError(f"--url-file {path}: cannot read it ({exc}); name a file holding the database URL.") from exc
+    if not lines:
+        raise EvstoreError(f"--url-file {path}: the file is empty; write the database URL into it.")
+    return lines[0]
+
+
+def store_file(ctx: click.Context) -> Any:
+    """The SQLite file of this invocation's store (None: not SQLite, or no URL parsed yet)."""
+    from eventstore import config
+
+    obj = ctx.find_root().obj
+    return config.sqlite_file(config.database_url(obj.get("url"))) if isinstance(obj, dict) else None
 
 
 def store_url(ctx: click.Context, *, create: bool = False) -> str:

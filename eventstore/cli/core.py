@@ -14,6 +14,7 @@ import click
 
 from eventstore import codec
 from eventstore.cli import cli, open_store
+from eventstore.display import printable
 from eventstore.errors import EvstoreError, InvalidEvent
 
 
@@ -303,6 +304,11 @@ def verify(ctx: click.Context, stream: str | None, as_json: bool, seal: Path | N
             raise InvalidEvent(f"{seal}: a seal is a JSON object.")
     store = open_store(ctx)
     report = v.verify(store, stream)
+    from projections.runs import check_index  # the CLI is the top layer
+
+    # The runs index is written by whoever may append (PostgreSQL's writer role too): re-derived, not trusted.
+    report.failures.extend(v.Failure(sid, version, "projection", detail)
+                           for sid, version, detail in check_index(store, stream))
     if signed is not None:
         report.failures.extend(v.check_seal(store, signed, verifier))
         report.seal = {"file": str(seal), "ok": report.ok}
@@ -322,9 +328,20 @@ def verify(ctx: click.Context, stream: str | None, as_json: bool, seal: Path | N
         blobs = f", {report.blobs} blobs" if report.blobs else ""
         click.echo(f"verified {report.streams} streams, {report.events} events, {report.cached} cached documents"
                    f"{blobs}: all hash chains intact{extra}")
-    else:
+        if stream is None:
+            click.echo(f"file check: {report.storage_check} ok" if report.storage_check else
+                       f"file check: none on {store.backend.name} (the server keeps its own files)", err=True)
+    elif report.damaged:
+        from eventstore.config import sqlite_file
+        from eventstore.errors import damaged_message
+
         for f in report.failures:
             click.echo(f"FAIL {f}", err=True)
+        path = sqlite_file(store.url)
+        click.echo(f"Error: {damaged_message(path or 'the database', report.storage_check + ' failed')}", err=True)
+    else:
+        for f in report.failures:
+            click.echo(f"FAIL {printable(str(f))}", err=True)
         click.echo(f"Error: {len(report.failures)} integrity failure(s) in {report.streams} streams, "
                    f"{report.events} events", err=True)
     if not report.ok:

@@ -162,6 +162,11 @@ def _int_param(params: Any, name: str, default: int | None = None, *, minimum: i
     return value
 
 
+def _fresh(params: Any) -> bool:
+    """``?fresh=1``: fold every event instead of starting from a replay-cache row."""
+    return params.get("fresh", "") in ("1", "true", "yes")
+
+
 def _expected(value: Any) -> Any:
     """``expected_version`` as ``append --batch`` lines take it."""
     if value is None or value == "any":
@@ -232,7 +237,7 @@ class Server:
         self.pool = ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="evstore-serve")
         self.stopping = asyncio.Event()
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True,
-                               trim_blocks=True, lstrip_blocks=True)
+                               trim_blocks=True, lstrip_blocks=True, finalize=views.visible)
         self.env.filters["cell"] = _cell
         self.env.filters["source"] = views.describe_source
         self.env.filters["when"] = lambda s: (s or "")[:19].replace("T", " ")
@@ -319,14 +324,15 @@ class Server:
         latest = self.store.stream_version(sid)
         version = _int_param(q, "version", latest)
         v_from, v_to = _int_param(q, "from"), _int_param(q, "to")
+        fresh = _fresh(q)
         state = diff = tree = None
         problem = None
         try:  # a stream whose events no dialect folds (free-form `append` types) still has a timeline
-            state = replay(self.store, sid, upto_version=version)
+            state = replay(self.store, sid, upto_version=version, use_cache=not fresh)
             tree = views.json_tree(state.doc)
             if v_from is not None and v_to is not None:
-                a = replay(self.store, sid, upto_version=v_from).doc
-                b = replay(self.store, sid, upto_version=v_to).doc
+                a = replay(self.store, sid, upto_version=v_from, use_cache=not fresh).doc
+                b = replay(self.store, sid, upto_version=v_to, use_cache=not fresh).doc
                 diff = {"from": v_from, "to": v_to, "ops": documents.diff(a, b), "rows": views.side_by_side(a, b)}
         except EvstoreError as exc:
             problem = str(exc)
@@ -337,7 +343,8 @@ class Server:
                          timeline_html=views.timeline_html(rows, run_path), options=views.version_options,
                          after=after, more=after + len(rows) < latest, page_size=TIMELINE_PAGE,
                          version=shown, state=state, tree=tree, diff=diff, source=source, problem=problem,
-                         quote=lambda s: urllib.parse.quote(s, safe=""), live_poll=self.cfg.live_poll)
+                         quote=lambda s: urllib.parse.quote(s, safe=""), live_poll=self.cfg.live_poll,
+                         fresh_link=f"{run_path}?" + urllib.parse.urlencode({**q, "fresh": 1}))
 
     def run_metrics(self, request: Request) -> Response:
         sid = self.resolve(request.path_params["stream_id"])
@@ -457,9 +464,11 @@ class Server:
         from projections.replay import replay
 
         sid = self.resolve(request.path_params["stream_id"])
-        result = replay(self.store, sid, upto_version=_int_param(request.query_params, "version"))
+        result = replay(self.store, sid, upto_version=_int_param(request.query_params, "version"),
+                        use_cache=not _fresh(request.query_params))
         return JSONResponse({"stream": sid, "dialect": result.dialect, "version": result.version,
-                             "stream_version": result.stream_version, "doc": result.doc})
+                             "stream_version": result.stream_version, "doc": result.doc,
+                             "cached_from": result.cached_from})
 
     def api_diff(self, request: Request) -> Response:
         from projections.replay import diff_versions

@@ -59,7 +59,8 @@ def spec() -> dict[str, Any]:
                 "responses": {"200": _ok({"type": "array", "items": {"$ref": ref + "Event"}}), "404": _ERROR}}},
             "/api/runs/{stream_id}/state": {"get": {
                 "summary": "The state document at a version (`evstore replay --json`).",
-                "parameters": [_STREAM, _q("version", "integer", "Default: the latest.")],
+                "parameters": [_STREAM, _q("version", "integer", "Default: the latest."),
+                               _q("fresh", "integer", "1: fold every event, not from the replay cache.")],
                 "responses": {"200": _ok({"$ref": ref + "State"}), "400": _ERROR, "404": _ERROR}}},
             "/api/runs/{stream_id}/diff": {"get": {
                 "summary": "RFC 6902 JSON Patch between two versions (`evstore replay --diff V1 V2`).",
@@ -142,7 +143,9 @@ def spec() -> dict[str, Any]:
                     "prev_hash": {"type": "string"}, "hash": {"type": "string"}}},
                 "State": {"type": "object", "properties": {
                     "stream": {"type": "string"}, "dialect": {"type": "string"}, "version": {"type": "integer"},
-                    "stream_version": {"type": "integer"}, "doc": {}}},
+                    "stream_version": {"type": "integer"}, "doc": {},
+                    "cached_from": {"type": ["integer", "null"], "description": "The replay-cache row the fold "
+                                    "started from (null: every event was folded; ?fresh=1 forces that)."}}},
                 "NewEvent": {"type": "object", "required": ["type"], "additionalProperties": False, "properties": {
                     "type": {"type": "string"}, "data": {"type": "object"}, "meta": {"type": "object"},
                     "event_id": {"type": "string", "format": "uuid"}, "occurred_at": {"type": "string"},

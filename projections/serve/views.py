@@ -24,6 +24,7 @@ from markupsafe import Markup, escape
 
 from eventstore import codec
 from eventstore.dialects import Dialect
+from eventstore.display import printable
 from eventstore.errors import EvstoreError
 from eventstore.store import EventStore, RecordedEvent
 from projections.runs import RunRow, count_runs, list_runs, refresh, run_choices
@@ -315,6 +316,10 @@ class IntegrityState:
         with self.lock:  # one full verify at a time
             before = {s.stream_id: s.version for s in store.list_streams()}
             report = v.verify(store)
+            from projections.runs import check_index
+
+            report.failures.extend(v.Failure(sid, version, "projection", detail)
+                                   for sid, version, detail in check_index(store))
             signed = self.seal()
             if signed is not None and "error" not in signed:
                 try:
@@ -349,5 +354,19 @@ class IntegrityState:
 
 def iter_sse(rows: list[TimelineRow]) -> Iterator[str]:
     """Server-sent events (one ``append`` event per timeline row; its id is the version)."""
-    for row in rows:
-        yield f"id: {row.version}\nevent: append\ndata: {json.dumps(row.to_dict(), ensure_ascii=False)}\n\n"
+    for row in rows:  # the page's script shows these values as text: controls and bidi made visible first
+        yield f"id: {row.version}\nevent: append\ndata: {json.dumps(visible(row.to_dict()), ensure_ascii=False)}\n\n"
+
+
+def visible(value: Any) -> Any:
+    """``value`` with each string as a page shows it (:func:`eventstore.display.printable`): a
+    Jinja ``finalize`` for every ``{{ }}`` of the templates, and the live rows' values."""
+    if isinstance(value, Markup):
+        return Markup(printable(str(value), multiline=True))
+    if isinstance(value, str):
+        return printable(value, multiline=True)
+    if isinstance(value, dict):
+        return {k: visible(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [visible(v) for v in value]
+    return value
