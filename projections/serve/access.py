@@ -181,7 +181,7 @@ class Policy:
         auth = headers.get("authorization", "")
         scheme, _, value = auth.partition(" ")
         if scheme.lower() == "bearer":
-            return value.strip() or None
+            return value.strip(" \t") or None  # HTTP's own blanks only: any other byte is part of the token
         if basic and scheme.lower() == "basic":  # any user name; the token is the password
             try:
                 decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
