@@ -322,3 +322,22 @@ def test_a_record_truncated_by_its_hook_on_purpose_is_whole(tmp_path: Path, monk
     [record] = spool.read(tmp_path / spool.SPOOL)
     assert record.stdin == _call(0)[:10] and record.header["truncated"] is True
     assert record.header["bytes"] == len(_call(0))
+
+
+def test_a_record_with_its_copied_file_cut_short_is_not_whole(tmp_path: Path) -> None:
+    """The file a Write hook copies is counted in the header: a record whose copy is short is not whole."""
+    written = tmp_path / "tasks.json"
+    written.write_bytes(b'{"tasks": []}')
+    call = json.dumps({"session_id": "S", "hook_event_name": "PostToolUse", "tool_name": "Write",
+                       "tool_input": {"file_path": str(written)}}).encode()
+    spool.write(tmp_path / "s", call, now=1.0)
+    path = tmp_path / "s" / spool.SPOOL
+    [record] = spool.read(path)
+    assert (record.file_bytes, record.header["file_bytes"], record.header["file"]) == (
+        b'{"tasks": []}', 13, str(written))
+    header, stdin, copy = path.read_bytes().rstrip(b"\n").split(b"\t")
+    for short in (base64.b64encode(b'{"tasks": ]}'), b""):
+        path.write_bytes(b"\t".join([header, stdin, short]) + b"\n")
+        assert [r.header for r in spool.read(path)] == [{"corrupt": True}]
+    path.write_bytes(b"\t".join([header, stdin]) + b"\n")  # the copy's field gone altogether
+    assert [r.header for r in spool.read(path)] == [{"corrupt": True}]
