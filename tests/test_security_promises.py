@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import secrets
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from starlette.testclient import TestClient
 
 from eventstore import capture, replay_cache, spool
 from eventstore.dialects import get_dialect
+from eventstore.errors import EvstoreError
 from eventstore.store import EventStore, NewEvent
 from projections.serve import ServeConfig, create_app
 from projections.serve.access import Grant, HTTPError, Policy
@@ -124,6 +126,64 @@ def test_the_compare_is_constant_time_over_every_grant(policy: Policy, monkeypat
     with pytest.raises(HTTPError):
         policy.authorize(bearer(TOKEN[:-1]), "write")
     assert [b for _, b in calls] == [TOKEN.encode(), READER.encode()]
+
+
+def test_the_token_as_the_rfc_writes_it(policy: Policy) -> None:
+    """``Bearer`` and ``Basic`` take one or more spaces before the credentials (RFC 9110, 11.4)
+    and the scheme in any case; the Basic password is everything after the first colon."""
+    for header in (f"Bearer  {TOKEN}", f"bearer {TOKEN}", f"BEARER {TOKEN}\t"):
+        assert policy.authorize({"authorization": header}, "write") is not None, header
+    with pytest.raises(HTTPError) as err:
+        policy.authorize({"authorization": f"Bearer {TOKEN} {TOKEN}"}, "write")
+    assert err.value.status == 403
+    colons = "Zq:" + TOKEN + ":x"
+    with_colons = Policy.of(host="0.0.0.0", token=colons, read_token=None, allowed_hosts=())
+    assert with_colons.authorize(basic(colons), "read") is not None
+    assert with_colons.authorize(basic(colons, user="me"), "read") is not None
+    x_token = "X" + TOKEN + "X"  # a token that begins and ends with a letter a sloppy strip would eat
+    xs = Policy.of(host="0.0.0.0", token=x_token, read_token=None, allowed_hosts=())
+    assert xs.authorize(bearer(x_token), "write") is not None
+    for given in (x_token[1:], x_token[:-1]):
+        with pytest.raises(HTTPError):
+            xs.authorize(bearer(given), "write")
+
+
+def test_basic_credentials_that_are_not_strict_base64_are_refused(policy: Policy) -> None:
+    good = base64.b64encode(f"anyone:{TOKEN}".encode()).decode()
+    for value in (good[:4] + "*" + good[4:], good[:4] + "\n" + good[4:], good + "!", good[:-1]):
+        with pytest.raises(HTTPError) as err:
+            policy.authorize({"authorization": "Basic " + value}, "read")
+        assert err.value.status == 401, value  # no token could be read from it
+    not_utf8 = base64.b64encode(b"anyone:\xff" + TOKEN.encode()).decode()
+    with pytest.raises(HTTPError) as err:
+        policy.authorize({"authorization": "Basic " + not_utf8}, "read")
+    assert err.value.status == 401
+
+
+def test_a_token_with_a_lone_surrogate_is_refused_not_a_crash(policy: Policy) -> None:
+    for given in (TOKEN + "\udcff", "\ud800"):
+        for scope in ("read", "write"):
+            with pytest.raises(HTTPError) as err:
+                policy.authorize({}, scope, form_token=given)  # type: ignore[arg-type]
+            assert err.value.status == 403
+
+
+def test_token_strength_is_counted_in_bits() -> None:
+    from projections.serve.access import check_token_strength, token_bits
+
+    digits = "0123456789" * 4  # every digit: the digits alphabet itself, not a bigger one
+    assert token_bits(digits) == pytest.approx(40 * math.log2(10))
+    assert token_bits(digits.replace("0", "a")) == pytest.approx(40 * 4)  # hex
+    assert token_bits("é" * 20) == 320.0  # beyond ASCII: 8 bits per UTF-8 byte
+    check_token_strength("0123456789abcdef" * 2)  # exactly 128 bits is enough
+    with pytest.raises(EvstoreError, match=r"too short to be secret \(31 characters, at most 124 bits"):
+        check_token_strength(("0123456789abcdef" * 2)[:-1])
+
+
+def test_refusals_say_why(policy: Policy) -> None:
+    assert str(HTTPError(403, "the token is not valid for this server.")) == "the token is not valid for this server."
+    assert policy.host_problem(None) == policy.host_problem("") == (
+        "the request has no Host header; send the address of this server as its Host.")
 
 
 @pytest.fixture

@@ -192,7 +192,7 @@ class Policy:
 
     def _match(self, given: str) -> Grant | None:
         found = None
-        raw = given.encode("utf-8", "surrogateescape")
+        raw = given.encode("utf-8", "surrogatepass")  # any str, even one with a lone surrogate, is bytes
         for grant in self.grants:  # every grant compared, in constant time each
             if hmac.compare_digest(raw, grant.secret.encode("utf-8")) and found is None:
                 found = grant
