@@ -186,6 +186,21 @@ def test_refusals_say_why(policy: Policy) -> None:
         "the request has no Host header; send the address of this server as its Host.")
 
 
+def test_the_host_check_reads_the_name_exactly() -> None:
+    from projections.serve.access import host_name
+
+    assert host_name("[::1]:8765") == host_name("[::1]") == "::1"
+    assert host_name("[::1]]:8765") == "::1"  # the first closing bracket ends the address
+    assert host_name("[]") == "" and host_name("[::1") == "[::1"  # no address inside, no closing bracket
+    v6 = Policy(host="[2001:db8::1]", allowed_hosts=frozenset(), grants=(), reads_need_token=True)
+    assert v6.host_problem("[2001:db8::1]:8765") is None  # a host given in brackets is its address
+    assert v6.host_problem("[2001:db8::2]:8765") is not None
+    local = Policy.of(host="127.0.0.1", token=None, read_token=None, allowed_hosts=())
+    long_name = "a" * 100 + ".example"
+    assert f'Host "{"a" * 80}" is not a name' in (local.host_problem(long_name) or "")  # shown cut to 80
+    assert 'Host "ex\\xe4mple.com" is not a name' in (local.host_problem("exämple.com") or "")  # escaped
+
+
 @pytest.fixture
 def app_client(sqlite_url: str) -> TestClient:
     return TestClient(create_app(ServeConfig(url=migrated(sqlite_url), token=TOKEN, read_token=READER)), base_url=LOCAL)
