@@ -201,6 +201,18 @@ def test_the_host_check_reads_the_name_exactly() -> None:
     assert 'Host "ex\\xe4mple.com" is not a name' in (local.host_problem("exämple.com") or "")  # escaped
 
 
+def test_a_server_without_the_token_refuses_every_write_saying_why() -> None:
+    read_only = Policy.of(host="0.0.0.0", token=None, read_token=READER, allowed_hosts=())
+    assert not read_only.writable
+    for headers in ({}, bearer(READER), bearer(TOKEN), basic(READER)):
+        with pytest.raises(HTTPError) as err:
+            read_only.authorize(headers, "write", READER)
+        assert (err.value.status, err.value.message) == (403, "writes are disabled on this server; start `evstore "
+                                                                "serve` with EVSTORE_SERVE_TOKEN or --token-file to "
+                                                                "allow them.")
+    assert read_only.authorize(bearer(READER), "read") is not None
+
+
 @pytest.fixture
 def app_client(sqlite_url: str) -> TestClient:
     return TestClient(create_app(ServeConfig(url=migrated(sqlite_url), token=TOKEN, read_token=READER)), base_url=LOCAL)
