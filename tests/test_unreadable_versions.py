@@ -85,10 +85,19 @@ def test_not_utf8_and_wrong_dialect_versions(run, tmp_path: Path) -> None:  # ty
     codes = [json.loads(x)["meta"].get("findings", [{}])[0].get("code")
              for x in run("log", "F", "--json").stdout.splitlines()]
     assert "unreadable-utf-8" in codes and "unreadable-dialect" in codes
-    # the same unreadable bytes again add nothing; other unreadable bytes are a new version
-    assert json.loads(run("ingest", "friday", str(d / "3.json"), "--stream", "F", "--json").stdout)["events"] == 1
+    # a version recorded before is not recorded again (capture-once: 3.json with these bytes is version 3);
+    # the same unreadable bytes from another file are a new version (the stream is at 4.json's), once
     again = run("ingest", "friday", str(d / "3.json"), "--stream", "F", "--json")
-    assert json.loads(again.stdout)["events"] == 0
+    assert json.loads(again.stdout) | {"source_id": None} == {
+        "file": str(d / "3.json"), "stream": "F", "version": 3, "events": 0, "lens_failures": 0, "status": "recorded",
+        "source_id": None}
+    (d / "5.json").write_bytes((d / "3.json").read_bytes())
+    assert json.loads(run("ingest", "friday", str(d / "5.json"), "--stream", "F", "--json").stdout)["events"] == 1
+    again = run("ingest", "friday", str(d / "5.json"), "--stream", "F", "--json")
+    assert json.loads(again.stdout)["events"] == 0 and json.loads(again.stdout)["status"] == "recorded"
+    (d / "6.json").write_bytes((d / "3.json").read_bytes())  # the bytes the stream is at, from a new place
+    again = run("ingest", "friday", str(d / "6.json"), "--stream", "F", "--json")
+    assert json.loads(again.stdout)["events"] == 0 and json.loads(again.stdout)["status"] == "unchanged"
 
 
 @contextmanager
