@@ -95,6 +95,8 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
                                              "timeline, iterations and deltas)."),
     "query": ("projections.cli.analytics", "Run DuckDB SQL over the analytics views (runs, phases, "
                                            "review_findings, review_deltas, gates, ...)."),
+    "usage": ("projections.cli.analytics", "Tokens and cost of the agent sessions in the store, by session, task, "
+                                           "model, subagent, day or project."),
     "serve": ("projections.cli.serve", "Serve runs, states, diffs, metrics and integrity in a browser, and a JSON "
                                        "API (writes need a token)."),
 }

@@ -49,6 +49,7 @@ from eventstore.store import NewEvent
 from projections.report import _cell, charts
 from projections.serve import views
 from projections.serve.drainer import SpoolDrainer
+from projections.usage import cost_text
 from projections.writers import writers
 
 HERE = Path(__file__).resolve().parent
@@ -279,6 +280,23 @@ class Server:
             check_scope(con, scope)  # a filter matching nothing is named, as `evstore metrics` does
             return cross_run_report(con, scope)
 
+    def usage_of(self, stream_ids: list[str], *, detail: bool = False) -> tuple[dict[str, Any], str | None]:
+        """Tokens and cost per stream (``detail``: the one stream's usage section), from the analytics
+        tables caught up first, and what went wrong if they could not be read (the page still shows)."""
+        from projections.analytics import reading, refresh
+        from projections.usage import stream_costs, stream_usage
+
+        try:
+            with self.metrics_lock:
+                refresh(self.store, self.cfg.analytics_dir)
+            with reading(self.store, self.cfg.analytics_dir, fresh=False) as con:
+                if detail:
+                    found = stream_usage(con, stream_ids[0])
+                    return ({stream_ids[0]: found} if found else {}), None
+                return stream_costs(con, stream_ids), None
+        except EvstoreError as exc:
+            return {}, f"usage unavailable: {exc}"
+
     # -- pages ------------------------------------------------------------------
 
     def runs(self, request: Request) -> Response:
@@ -286,15 +304,17 @@ class Server:
         page_no = _int_param(request.query_params, "page", 1, minimum=1) or 1
         size = _int_param(request.query_params, "size", views.PAGE_SIZE, minimum=1) or views.PAGE_SIZE
         page = views.runs_page(self.store, filters, page=page_no, size=size)
+        costs, usage_problem = self.usage_of([r.stream_id for r in page.rows])
         if request.url.path.startswith("/api/"):
-            return JSONResponse(page.to_dict())
+            return JSONResponse({**page.to_dict(), "usage": costs})
         query = filters.to_query()
 
         def link(n: int) -> str:
             return "/?" + urllib.parse.urlencode({**query, "page": n, **({"size": size} if size != views.PAGE_SIZE
                                                                          else {})})
 
-        return self.page("runs.html", title="Runs", page=page, filters=filters,
+        return self.page("runs.html", title="Runs", page=page, filters=filters, costs=costs,
+                         usage_problem=usage_problem, cost_text=cost_text,
                          choices=views.filter_choices(self.store), link=link)
 
     def run(self, request: Request) -> Response:
@@ -324,7 +344,9 @@ class Server:
         shown = version if state is None else state.version
         source = views.source_of(rows, shown) if shown is not None and shown > after else None
         run_path = "/runs/" + urllib.parse.quote(sid, safe="")
-        return self.page("run.html", title=sid, sid=sid, dialect=dialect.name, rows=rows, latest=latest,
+        usage, usage_problem = self.usage_of([sid], detail=True)
+        return self.page("run.html", title=sid, sid=sid, usage=usage.get(sid), usage_problem=usage_problem,
+                         cost_text=cost_text, dialect=dialect.name, rows=rows, latest=latest,
                          timeline_html=views.timeline_html(rows, run_path), options=views.version_options,
                          after=after, more=after + len(rows) < latest, page_size=TIMELINE_PAGE,
                          version=shown, state=state, tree=tree, diff=diff, source=source, problem=problem,
