@@ -89,6 +89,8 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "demo": ("projections.cli.runs", "Create the store if needed and fill it with a realistic simulated portfolio."),
     "projections": ("projections.cli.runs", "Projection status, rebuilds and the async runner."),
     "runs": ("projections.cli.runs", "List runs (one per stream), newest activity first."),
+    "search": ("projections.cli.runs", "Full-text search over event payloads, transcripts, hook calls and state "
+                                       "documents, newest first."),
     "export": ("projections.cli.analytics", "Export the events and the analytics tables for other tools."),
     "metrics": ("projections.cli.analytics", "Cross-run metrics (reviewer acceptance, review deltas, gates, "
                                              "breaker trips, phases, ...), or with TASK the same for one run (its "

@@ -239,3 +239,37 @@ def projections_run(ctx: click.Context, follow: bool, poll: float) -> None:
             return
     for name, n in applied.items():
         click.echo(f"{name}: applied {n} events")
+
+
+@cli.command("search")
+@click.argument("query")
+@click.option("--dialect", default=None, help="Only events of this dialect.")
+@click.option("--stream", default=None, help="Only this stream (a session's subagent streams included).")
+@click.option("--type", "event_type", default=None, metavar="TYPE",
+              help="Only this event type, or a prefix ending in '.' (claude.).")
+@click.option("--since", default=None, metavar="ISO", help="Only events at or after this date/time (UTC if no zone).")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000), help="At most this many hits.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per hit (NDJSON).")
+@click.pass_context
+def search_cmd(ctx: click.Context, query: str, dialect: str | None, stream: str | None, event_type: str | None,
+               since: str | None, limit: int, as_json: bool) -> None:
+    """Full-text search over event payloads, transcripts, hook calls and state documents, newest first."""
+    from projections.search import MARK_END, MARK_START, search
+
+    store = open_store(ctx)
+    hits = search(store, query, dialect=dialect, stream=stream, type=event_type, since=since, limit=limit)
+    if as_json:
+        for h in hits:
+            click.echo(json.dumps(h.to_dict(), ensure_ascii=False))
+    else:
+        color = sys.stdout.isatty()
+        for h in hits:
+            where = f"{h.stream_id} v{h.version}" + (f" line {h.lineno}" if h.lineno is not None else "")
+            snippet = " ".join(h.snippet.split())
+            if color:
+                snippet = snippet.replace(MARK_START, "\x1b[1;33m").replace(MARK_END, "\x1b[0m")
+            else:
+                snippet = snippet.replace(MARK_START, "«").replace(MARK_END, "»")
+            click.echo(f"{where}  {(h.at or '')[:19].replace('T', ' ')}  {h.type} [{h.kind}]\n    {snippet}")
+    click.echo(f"{len(hits)} hit{'s' if len(hits) != 1 else ''}{' (--limit reached)' if len(hits) == limit else ''}",
+               err=True)

@@ -352,6 +352,28 @@ class Server:
                          version=shown, state=state, tree=tree, diff=diff, source=source, problem=problem,
                          quote=lambda s: urllib.parse.quote(s, safe=""), live_poll=self.cfg.live_poll)
 
+    def search(self, request: Request) -> Response:
+        from projections.search import search
+
+        q = request.query_params
+        query = (q.get("q") or "").strip()
+        filters = {k: (q.get(k) or None) for k in ("dialect", "stream", "type", "since")}
+        hits, problem = [], None
+        if query:
+            try:
+                hits = search(self.store, query, dialect=filters["dialect"], stream=filters["stream"],
+                              type=filters["type"], since=filters["since"],
+                              limit=_int_param(q, "limit", 50, minimum=1) or 50)
+            except EvstoreError as exc:
+                if request.url.path.startswith("/api/"):
+                    raise
+                problem = str(exc)
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"query": query, "hits": [h.to_dict() for h in hits]})
+        return self.page("search.html", title=f"Search: {query}" if query else "Search", query=query,
+                         filters=filters, hits=hits, problem=problem, snippet=views.snippet_html,
+                         hit_link=views.hit_link)
+
     def run_metrics(self, request: Request) -> Response:
         sid = self.resolve(request.path_params["stream_id"])
         report = self.metrics_report(None, sid)
@@ -584,6 +606,8 @@ def create_app(cfg: ServeConfig) -> Starlette:
         Route("/runs/{stream_id:path}/live", live_endpoint),
         Route("/runs/{stream_id:path}", guarded(server.run)),
         Route("/metrics", guarded(server.metrics)),
+        Route("/search", guarded(server.search)),
+        Route("/api/search", guarded(server.search)),
         Route("/integrity", guarded(server.integrity)),
         Route("/integrity/verify", verify_endpoint, methods=["POST"]),
         Route("/api/runs", guarded(server.runs)),

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -333,3 +335,29 @@ def iter_sse(rows: list[TimelineRow]) -> Iterator[str]:
     """Server-sent events (one ``append`` event per timeline row; its id is the version)."""
     for row in rows:
         yield f"id: {row.version}\nevent: append\ndata: {json.dumps(row.to_dict(), ensure_ascii=False)}\n\n"
+
+
+def snippet_html(snippet: str) -> Markup:
+    """A search hit's snippet as HTML: every part escaped, the matches in ``<mark>``."""
+    from projections.search import MARK_END, MARK_START
+
+    out, inside = [], False
+    for part in re.split(f"([{MARK_START}{MARK_END}])", snippet):
+        if part == MARK_START:
+            out.append("<mark>")
+            inside = True
+        elif part == MARK_END:
+            if inside:
+                out.append("</mark>")
+            inside = False
+        else:
+            out.append(str(escape(part)))
+    if inside:
+        out.append("</mark>")
+    return Markup("".join(out))
+
+
+def hit_link(hit: Any) -> str:
+    """The run page opened at a hit's version (its timeline starting there, the row targeted)."""
+    return (f"/runs/{urllib.parse.quote(hit.stream_id, safe='')}?after={max(hit.version - 1, 0)}"
+            f"#v{hit.version}")
