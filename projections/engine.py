@@ -58,8 +58,8 @@ if TYPE_CHECKING:
 Progress = Callable[[int, int], None]  # (events applied so far, total events to apply)
 
 #: Modules that define and register projections; imported by :func:`registered`.
-PROJECTION_MODULES: list[str] = ["projections.runs", "projections.writers", "projections.analytics.projection",
-                                  "projections.search"]
+PROJECTION_MODULES: list[str] = ["projections.runs", "projections.writers", "projections.search",
+                                  "projections.analytics.projection"]
 
 REGISTRY: dict[str, Projection] = {}
 

@@ -180,12 +180,18 @@ class _Sqlite:
         text = " ".join('"' + t.replace('"', '""') + '"' + ("*" if prefix else "") for t, prefix in found)
         return ("?", [text]) if found else ("", [])
 
-    def select(self, match: str, where: list[str]) -> str:
+    def select(self, match: str, where: list[str], *, by_stream: bool = False) -> str:
         cond = "".join(f" AND {w}" for w in where)
+        # Within a stream, its rows (by the stream index, newest first) are the outer loop and each is
+        # looked up in the index by rowid (CROSS JOIN fixes that order): a common word matches far more
+        # rows in the whole log than one stream holds.  Otherwise the full-text index drives, newest first.
+        source = ("proj_search s INDEXED BY ix_proj_search_stream CROSS JOIN proj_search_fts "
+                  "ON proj_search_fts.rowid = s.position" if by_stream else
+                  "proj_search_fts JOIN proj_search s ON s.position = proj_search_fts.rowid")
+        order = "s.position" if by_stream else "proj_search_fts.rowid"
         return ("SELECT s.position, s.stream_id, s.version, s.lineno, s.type, s.dialect, s.kind, s.occurred_at, "
-                f"snippet(proj_search_fts, 0, char(2), char(3), '…', 24) "
-                "FROM proj_search_fts JOIN proj_search s ON s.position = proj_search_fts.rowid "
-                f"WHERE proj_search_fts MATCH {match}{cond} ORDER BY proj_search_fts.rowid DESC LIMIT ?")
+                f"snippet(proj_search_fts, 0, char(2), char(3), '…', 24) FROM {source} "
+                f"WHERE proj_search_fts MATCH {match}{cond} ORDER BY {order} DESC LIMIT ?")
 
 
 _NOT_WORD = re.compile(r"[\W_]+")
@@ -219,7 +225,7 @@ class _Postgres:
             params.append(" <-> ".join(lexemes))
         return " && ".join(parts), params
 
-    def select(self, match: str, where: list[str]) -> str:
+    def select(self, match: str, where: list[str], *, by_stream: bool = False) -> str:
         cond = "".join(f" AND {w}" for w in where)
         return (f"WITH q AS (SELECT {match} AS q), hits AS ("
                 "SELECT s.position, s.stream_id, s.version, s.lineno, s.type, s.dialect, s.kind, s.occurred_at, s.body "
@@ -292,8 +298,10 @@ def search(store: EventStore, query: str, *, dialect: str | None = None, stream:
         where.append(f"s.dialect = {p}")
         params.append(dialect)
     if stream is not None:
-        where.append(f"(s.stream_id = {p} OR substr(s.stream_id, 1, {p}) = {p})")
-        params += [stream, len(stream) + 1, stream + "/"]
+        # the stream, or one of its subagents' (<stream>/...); the range first, for the stream index
+        # ("<stream>" up to "<stream>0" holds both: "/" comes just before "0")
+        where.append(f"s.stream_id >= {p} AND s.stream_id < {p} AND (s.stream_id = {p} OR substr(s.stream_id, 1, {p}) = {p})")
+        params += [stream, stream + "0", stream, len(stream) + 1, stream + "/"]
     if type is not None:
         if type.endswith("."):
             where.append(f"substr(s.type, 1, {p}) = {p}")
@@ -315,7 +323,7 @@ def search(store: EventStore, query: str, *, dialect: str | None = None, stream:
 
         def read(cur: Any) -> list[Hit]:
             try:
-                cur.execute(engine.select(match, where), tuple(params))
+                cur.execute(engine.select(match, where, by_stream=stream is not None), tuple(params))
             except Exception as exc:  # a query FTS5 or PostgreSQL refuses: say which, never a traceback
                 if type_name(exc) in ("OperationalError", "SyntaxError", "DataError"):
                     raise EvstoreError(f'Cannot search for "{query}": {exc} — use words, "phrases" and prefix*.') from exc

@@ -128,6 +128,18 @@ class Unreadable:
 
 
 @dataclass(frozen=True)
+class StateVersion:
+    """One state version as a file held it, for :meth:`Dialect.simulate_writers`: the run's stream and
+    version, when it was recorded, the file's path (relative) and its bytes."""
+
+    stream_id: str
+    version: int
+    at: datetime
+    path: str
+    content: bytes
+
+
+@dataclass(frozen=True)
 class FileWrite:
     """A tool call that wrote (or tried to write) a file, as an event of a session records it
     (:meth:`Dialect.file_writes`).  Several events may describe one call (its use, then its
@@ -466,6 +478,12 @@ class Dialect:
         return None
 
     # -- simulating -------------------------------------------------------------
+
+    def simulate_writers(self, store: Any, rng: random.Random, versions: list[StateVersion]) -> int:
+        """A dialect of agent sessions: record sessions that wrote ``versions`` (one run's state
+        versions, in order) into ``store``, as ``evstore demo`` shows them; the number of sessions.
+        Default: none."""
+        return 0
 
     def simulate(self, rng: random.Random, *, run_id: str, start: datetime) -> Iterator[Snapshot]:
         """Snapshots of one realistic run (subclasses)."""

@@ -117,9 +117,13 @@ def runs_cmd(ctx: click.Context, dialect: str | None, project: str | None, statu
 @click.option("--url", default=None, metavar="URL", help="Database URL (overrides the global --url).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Simulation processes (default: all cores for 200+ runs).")
+@click.option("--sessions", "n_sessions", type=click.IntRange(min=0), default=3, show_default=True,
+              help="Runs whose state files Claude Code sessions write (their timelines, usage and search show the "
+                   "conversations); 0: none.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_context
-def demo_cmd(ctx: click.Context, n_runs: int, seed: int, url: str | None, workers: int | None, as_json: bool) -> None:
+def demo_cmd(ctx: click.Context, n_runs: int, seed: int, url: str | None, workers: int | None, n_sessions: int,
+             as_json: bool) -> None:
     """Create the store if needed and fill it with a realistic simulated portfolio."""
     from eventstore import migrate
     from eventstore.store import EventStore
@@ -135,7 +139,7 @@ def demo_cmd(ctx: click.Context, n_runs: int, seed: int, url: str | None, worker
     store = _open_indexed(ctx, target)
     try:
         with progress_bar(f"simulating {n_runs} runs") as update:
-            summary = run_demo(store, runs=n_runs, seed=seed, workers=workers, progress=update)
+            summary = run_demo(store, runs=n_runs, seed=seed, workers=workers, progress=update, sessions=n_sessions)
         where = store.engine.url.render_as_string(hide_password=True)
     finally:
         store.close()
@@ -157,6 +161,9 @@ def demo_cmd(ctx: click.Context, n_runs: int, seed: int, url: str | None, worker
     out.print(table)
     click.echo(f"{summary.events} events written in {summary.seconds:.1f} s "
                f"({summary.events_per_second:,.0f} events/s)")
+    if summary.sessions:
+        click.echo(f"{summary.sessions} Claude Code sessions wrote the state files of {min(n_sessions, summary.runs)} "
+                   "run(s): `evstore usage`, `evstore log TASK --timeline`, `evstore search`")
     task = summary.example_task or "<task-id>"
     url_opt = f" --url {url}" if url else ""
     click.echo("\nNext, try:")

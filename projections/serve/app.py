@@ -345,7 +345,18 @@ class Server:
         source = views.source_of(rows, shown) if shown is not None and shown > after else None
         run_path = "/runs/" + urllib.parse.quote(sid, safe="")
         usage, usage_problem = self.usage_of([sid], detail=True)
+        story = conversation_items = None
+        if after == 0:  # the first page of a run: what happened, with the sessions that wrote it
+            from projections import timeline as tl
+
+            if tl.is_session(self.store, sid):
+                conversation_items = views.items_html(tl.conversation(self.store, sid))
+            else:
+                items = tl.task_timeline(self.store, sid)
+                if any(i.kind not in ("state", "event") for i in items):  # sessions or commits to interleave
+                    story = views.items_html(items)
         return self.page("run.html", title=sid, sid=sid, usage=usage.get(sid), usage_problem=usage_problem,
+                         story=story, conversation=conversation_items,
                          cost_text=cost_text, dialect=dialect.name, rows=rows, latest=latest,
                          timeline_html=views.timeline_html(rows, run_path), options=views.version_options,
                          after=after, more=after + len(rows) < latest, page_size=TIMELINE_PAGE,

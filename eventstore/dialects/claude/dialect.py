@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import msgspec
 
 from eventstore.dialects.analytics import Analytics
-from eventstore.dialects.base import Dialect, FileWrite, Finding, HookAnswer, RunInfo
+from eventstore.dialects.base import Dialect, FileWrite, Finding, HookAnswer, RunInfo, StateVersion
 from eventstore.dialects.claude import events as ev
 from eventstore.dialects.claude.links import Linker
 from eventstore.dialects.claude.secrets import Scrubber
@@ -114,6 +114,23 @@ class ClaudeDialect(Dialect):
         whole = splice_blobs(data["input"].encode("utf-8"), refs, blob).decode("utf-8")
         return {**data, "input": whole, "blobs": None}
 
+    def simulate_writers(self, store: Any, rng: Any, versions: list[StateVersion]) -> int:
+        """Two Claude Code sessions (and a subagent) that wrote ``versions``, ingested as transcripts
+        (:mod:`eventstore.dialects.claude.simulate`)."""
+        import tempfile
+
+        from eventstore import capture
+        from eventstore.dialects.claude.simulate import sessions_for
+
+        files = sessions_for(rng, versions)
+        with tempfile.TemporaryDirectory(prefix="evstore-demo-sessions-") as tmp:
+            for rel, data in files.items():
+                path = Path(tmp, rel)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+            capture.ingest_transcripts(store, [Path(tmp)], scrub=False)
+        return sum(1 for rel in files if "/subagents/" not in rel)
+
     def search_text(self, event_type: str, raw_data: bytes, *, blob: Callable[[str], bytes]) -> tuple[str, str]:
         """A transcript line's words (a prompt, assistant text, a tool's input, a tool's output), its
         long strings put back from their blobs; a hook call's input."""
@@ -166,7 +183,11 @@ class ClaudeDialect(Dialect):
                     texts.extend(strings(b.get("input")))
                 elif t == "tool_result":
                     kind = "tool_result"
-                    texts.extend(strings(b.get("content")))
+                    inner = b.get("content")
+                    if isinstance(inner, list):  # blocks: their text, not their "type"s
+                        texts.extend(x["text"] for x in inner if isinstance(x, dict) and isinstance(x.get("text"), str))
+                    else:
+                        texts.extend(strings(inner))
         if not texts:
             texts = strings({k: v for k, v in rec.items() if k in ("summary", "content", "subtype")})
         return kind, "\n".join(texts)
