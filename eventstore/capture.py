@@ -383,14 +383,15 @@ def record_hook(store: EventStore, body: bytes, *, key: str | None = None, recei
     result = HookResult(sid, r.version, duplicate=r.duplicate)
     name = event.hook_event_name
     if name == "PostToolUse" and event.tool_name in FILE_TOOLS:
-        _record_state(store, payload, written, key, session, event, at, result)
+        _record_state(store, payload, written, key, session, event, at, result, via)
     if name in DRAIN_TRANSCRIPT_ON:
         _record_transcript(store, payload, transcript_roots, scrubber, result, threshold)
     return result
 
 
 def _record_state(store: EventStore, payload: dict[str, Any], written: WrittenFile | None, key: str,
-                  session: str | None, event: ev.HookReceived, at: datetime | None, result: HookResult) -> None:
+                  session: str | None, event: ev.HookReceived, at: datetime | None, result: HookResult,
+                  via: str = "spool") -> None:
     tool_input = payload.get("tool_input")
     path = written.path if written is not None else _s(tool_input, "file_path") if isinstance(tool_input, dict) \
         else None
@@ -407,7 +408,9 @@ def _record_state(store: EventStore, payload: dict[str, Any], written: WrittenFi
         return
     from eventstore.ingest import Ingestor
 
-    source = {"file": path, "claude": {"session_id": session, "tool_use_id": event.tool_use_id,
+    # The version's identity is the hook call's (its spool record, or the request body's SHA-256):
+    # its events' ids derive from it too, so a call drained twice is recorded once.
+    source = {"file": path, "id": f"{via}:{key}", "claude": {"session_id": session, "tool_use_id": event.tool_use_id,
                                        "tool_name": event.tool_name, "hook": "PostToolUse",
                                        "sha256": hashlib.sha256(raw).hexdigest()}}
     for attempt in range(_RETRIES):

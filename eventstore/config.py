@@ -10,6 +10,10 @@ if TYPE_CHECKING:  # pathlib costs milliseconds to import: the hook's fast path 
 
 DEFAULT_URL = "sqlite:///./.evstore/events.db"
 
+#: The largest stream version (and count, page, limit) a command or query parameter takes: versions are
+#: 32-bit integers on PostgreSQL, and beyond 64 bits SQLite's driver overflows.  Larger is a usage error.
+MAX_INT = 2**31 - 1
+
 #: Largest accepted ``data`` or ``meta`` of one event, in bytes of canonical JSON.
 MAX_EVENT_BYTES = int(os.environ.get("EVSTORE_MAX_EVENT_BYTES", str(4 * 1024 * 1024)))
 #: Deepest accepted nesting of arrays/objects in ``data`` or a snapshot document.

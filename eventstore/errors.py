@@ -57,6 +57,11 @@ class IngestError(EvstoreError):
     """A snapshot could not be ingested; nothing was written."""
 
 
+class SourceConflict(IngestError):
+    """A capture's earlier versions differ from what its stream recorded of the same source
+    (history rewritten, a version changed in the middle); nothing was written."""
+
+
 class LensError(EvstoreError):
     """A dialect's lens broke its law: its events do not rebuild the snapshot they were derived from."""
 

@@ -51,7 +51,7 @@ from eventstore.dialects.base import (
     natural_key,
     read_snapshot,
 )
-from eventstore.errors import IngestError, InvalidEvent
+from eventstore.errors import IngestError, InvalidEvent, SourceConflict
 from eventstore.events import Event
 from eventstore.store import EventStore, NewEvent, check_stream_id
 
@@ -131,15 +131,104 @@ class IngestResult:
     unreadable: str | None = None  # the error, when this version was recorded as unreadable
     removed: bool = False
     lens_failures: int = 0  # 1: the dialect's lens failed; recorded exactly, with a lens-failed finding
+    #: "recorded": this source version was recorded before (``version`` is where), nothing written;
+    #: otherwise "new" (events appended) or "unchanged" (the stream's bytes already: no version).
+    recorded: bool = False
+    source_id: str | None = None  # the source version's identity (``meta.source.id``)
+
+    @property
+    def status(self) -> str:
+        return "recorded" if self.recorded else "new" if self.events else "unchanged"
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"file": self.file, "stream": self.stream, "version": self.version,
-                               "events": self.events, "lens_failures": self.lens_failures}
+                               "events": self.events, "lens_failures": self.lens_failures, "status": self.status}
+        if self.source_id is not None:
+            out["source_id"] = self.source_id
         if self.unreadable is not None:
             out["unreadable"] = self.unreadable
         if self.removed:
             out["removed"] = True
         return out
+
+
+def _source_id(snap: Snapshot) -> str | None:
+    ident = snap.source.get("id")
+    return ident if isinstance(ident, str) and ident else None
+
+
+def _locator(ident: str) -> str:
+    """Where a source version is, without which version it is: ``file:<path>`` of
+    ``file:<path>@<sha256>``, ``git:<path>`` of ``git:<commit>:<path>``."""
+    kind, _, rest = ident.partition(":")
+    if kind == "file":
+        return "file:" + rest.rpartition("@")[0]
+    if kind == "git":
+        return "git:" + rest.partition(":")[2]
+    return ident
+
+
+def _named(snap: Snapshot) -> str:
+    """Which version a snapshot is, for a message: its file, or ``REPO:FILE@COMMIT``."""
+    git = snap.source.get("git")
+    if isinstance(git, dict) and isinstance(git.get("commit"), str):
+        return f"{git.get('repo')}:{snap.source.get('file')}@{git['commit'][:12]}"
+    return _where(snap)
+
+
+def _describe(ident: str | None) -> str:
+    """A source identity in a message: which file or commit, shortened."""
+    kind, _, rest = (ident or "").partition(":")
+    if kind == "file":
+        where, _, sha = rest.rpartition("@")
+        return f"{where} sha256 {sha[:12]}"
+    if kind == "git":
+        commit, _, path = rest.partition(":")
+        return f"{path} at commit {commit[:12]}"
+    return ident or "no identity"
+
+
+def _content_sha(snap: Snapshot) -> str:
+    """The SHA-256 of what a snapshot holds: its bytes, else its canonical document; "" if it
+    holds nothing (a removal)."""
+    if snap.raw is not None:
+        return chain.digest(snap.raw).hex()
+    if snap.doc is not None:
+        return chain.digest(codec.encode(snap.doc)).hex()
+    return "removed" if snap.removed else ""
+
+
+def file_identity(snap: Snapshot, named: Path) -> str | None:
+    """``file:<path relative to what was named>@<SHA-256>`` of a snapshot read from ``named``."""
+    where = snap.source.get("file") or snap.source.get("dir")
+    if not isinstance(where, str):
+        return None
+    path = Path(where)
+    if named.is_dir():
+        try:
+            rel = path.resolve().relative_to(named.resolve()).as_posix()
+        except ValueError:
+            rel = path.name
+        if rel == ".":
+            rel = named.resolve().name
+    else:
+        rel = path.name
+    return f"file:{rel}@{_content_sha(snap)}"
+
+
+def legacy_source_id(meta: dict[str, Any]) -> str | None:
+    """The identity migration 0006 gave a version recorded before capture-once, from its event's
+    meta: ``git:<commit>:<path>``, or ``file:<name>@<SHA-256>`` (not a hook's: its ids are keyed)."""
+    source = meta.get("source")
+    if not isinstance(source, dict):
+        return None
+    git, file, snap = source.get("git"), source.get("file"), meta.get("snapshot")
+    if isinstance(git, dict) and isinstance(git.get("commit"), str) and isinstance(file, str):
+        return f"git:{git['commit']}:{file}"
+    if isinstance(file, str) and "claude" not in source and isinstance(snap, dict) \
+            and isinstance(snap.get("sha256"), str):
+        return f"file:{os.path.basename(file)}@{snap['sha256']}"
+    return None
 
 
 def current_document(store: EventStore, dialect: Dialect, stream_id: str) -> tuple[int, Any]:
@@ -192,8 +281,10 @@ class Ingestor:
     """
 
     def __init__(self, store: EventStore, dialect: Dialect, *, stream: str | None = None,
-                 strict: bool = False) -> None:
+                 strict: bool = False, force_new_stream: bool = False) -> None:
         self.store, self.dialect, self.stream, self.strict = store, dialect, stream, strict
+        self.force_new_stream = force_new_stream
+        self._renamed: dict[str, str] = {}  # a stream whose recorded history conflicts -> its new stream
         self._docs: dict[str, tuple[int, Any]] = {}
         self._raw_sha: dict[str, str | None] = {}  # SHA-256 of each stream's last recorded snapshot bytes
         self._last_stream: str | None = None  # where a version that names no stream goes (watch)
@@ -249,6 +340,7 @@ class Ingestor:
             sid = self._fallback_stream(snap)  # a broken or deleted version belongs to its history
         if not sid:
             raise IngestError(f"{_where(snap)}: the document names no task id; pass --stream ID.")
+        sid = self._renamed.get(sid, sid)
         try:
             return check_stream_id(sid)
         except InvalidEvent as exc:
@@ -316,22 +408,23 @@ class Ingestor:
         meta: dict[str, Any] = {"dialect": self.dialect.name, "source": snap.source}
         if snap.removed:
             if prev is None:  # nothing recorded, or removed already: nothing to observe
-                return IngestResult(file, stream_id, version, 0), version, []
+                return IngestResult(file, stream_id, version, 0, source_id=_source_id(snap)), version, []
             new = _new_event(snap, stream_id, DocumentRemoved(), meta, keyed_event_id(key, 0))
             sha, doc = None, None
-            result = IngestResult(file, stream_id, version + 1, 1, removed=True)
+            result = IngestResult(file, stream_id, version + 1, 1, removed=True, source_id=_source_id(snap))
         else:
             why, raw = snap.unreadable, snap.raw
             assert why is not None and raw is not None
             sha = chain.digest(raw).hex()
-            if version and sha == self._last_raw_sha(stream_id, version):
-                return IngestResult(file, stream_id, version, 0), version, []  # the same bytes again
+            if version and sha == self._last_raw_sha(stream_id, version):  # the same bytes again
+                return IngestResult(file, stream_id, version, 0, source_id=_source_id(snap)), version, []
             finding = Finding("", f"unreadable-{why.reason}", why.error, "error")
             meta["snapshot"] = {"sha256": sha, "bytes": len(raw), "unreadable": True}
             meta["findings"] = [finding.to_dict()]
             new = _new_event(snap, stream_id, unreadable_event(raw, why), meta, keyed_event_id(key, 0))
             doc = prev
-            result = IngestResult(file, stream_id, version + 1, 1, [finding], unreadable=why.error)
+            result = IngestResult(file, stream_id, version + 1, 1, [finding], unreadable=why.error,
+                                  source_id=_source_id(snap))
         new.document = doc
         self._raw_sha[stream_id] = sha
         self._docs[stream_id] = (version + 1, doc)
@@ -358,7 +451,7 @@ class Ingestor:
             # bytes too, as an empty patch whose meta records them (``replay --raw`` gives them back).
             events = [DocumentPatched(ops=[])]
         if not events:
-            return IngestResult(file, stream_id, version, 0), version, []
+            return IngestResult(file, stream_id, version, 0, source_id=_source_id(snap)), version, []
         # Every event encoded (once) and its data checked before the costlier steps below
         # (validation, raw bytes); the last one then takes the snapshot's meta.
         new = [_new_event(snap, stream_id, ev, {"dialect": self.dialect.name}, keyed_event_id(key, i))
@@ -377,7 +470,7 @@ class Ingestor:
         self._raw_sha[stream_id] = rec["sha256"] if rec is not None else None
         self._docs[stream_id] = (version + len(new), doc)
         return IngestResult(file, stream_id, version + len(new), len(new), findings,
-                            lens_failures=int(lens_failure is not None)), version, new
+                            lens_failures=int(lens_failure is not None), source_id=_source_id(snap)), version, new
 
     def forget(self) -> None:
         """Drop the cached documents (after a failed write)."""
@@ -416,14 +509,21 @@ class Ingestor:
         return result
 
     def ingest_all(self, snaps: Iterable[Snapshot]) -> list[IngestResult]:
-        """Ingest several snapshots all-or-nothing: every event in one transaction."""
+        """Ingest several snapshots all-or-nothing: every event in one transaction.
+
+        A snapshot whose source version (``source["id"]``) its stream recorded already is not
+        recorded again (its result says ``recorded``); see :meth:`plan`."""
         planned = []
         items: list[tuple[str, NewEvent, Any]] = []
         try:
             snaps = [self.classify(s) for s in snaps]
             self._refuse_if_nothing_readable(snaps)
             self._place_docless(snaps)
-            for snap in snaps:
+            known = self.plan(snaps)
+            for snap, before in zip(snaps, known, strict=True):
+                if before is not None:
+                    planned.append(before)
+                    continue
                 result, version, new = self.prepare(snap)
                 planned.append(result)
                 for i, event in enumerate(new):
@@ -434,6 +534,88 @@ class Ingestor:
             self.forget()
             raise
         return planned
+
+    def plan(self, snaps: list[Snapshot]) -> list[IngestResult | None]:
+        """What each snapshot is against what its stream recorded of the same source: an
+        IngestResult for one recorded already (``recorded``) or one the source itself wrote with
+        the bytes of the version before it (``unchanged``), None for one to ingest.  One query
+        reads every stream's recorded source versions (:meth:`EventStore.recorded_sources`).
+
+        A *live* source's snapshot (one file named alone, ``watch``) is recorded unless it is the
+        last version recorded from the same place.  The snapshots of a *history* (a folder, a file
+        list, a git range) in one stream must begin with what that stream recorded of it (in
+        order; a version whose bytes equal the one before it was never a version and is passed
+        over): what follows is new.  A version that differs from the recorded one at its place
+        raises :class:`SourceConflict` naming both, unless ``force_new_stream``: then the stream's
+        snapshots all go to a new stream (``<stream>~2``, ``~3``, ...).
+        """
+        out: list[IngestResult | None] = [None] * len(snaps)
+        groups: dict[str, list[int]] = {}
+        for i, snap in enumerate(snaps):
+            if _source_id(snap) is not None:
+                groups.setdefault(self.stream_for(snap), []).append(i)
+        if not groups:
+            return out
+        recorded = self.store.recorded_sources(groups)
+        for sid, indexes in groups.items():
+            rows = recorded.get(sid, [])
+            if not rows:
+                continue
+            live = len(indexes) == 1 and snaps[indexes[0]].live
+            try:
+                found = self._match_live(snaps[indexes[0]], rows) if live else self._match_history(
+                    [snaps[i] for i in indexes], rows, sid)
+            except SourceConflict:
+                if not self.force_new_stream:
+                    raise
+                self._renamed[sid] = self._fresh_stream(sid)
+                continue
+            for i, hit in zip(indexes, found, strict=True):
+                if hit is not None:
+                    snap = snaps[i]
+                    out[i] = IngestResult(snap.source.get("file") or snap.source.get("dir"), sid, hit[0], 0,
+                                          recorded=hit[1], source_id=_source_id(snap))
+        return out
+
+    @staticmethod
+    def _match_live(snap: Snapshot, rows: list[tuple[int, str]]) -> list[tuple[int, bool] | None]:
+        ident = _source_id(snap)
+        assert ident is not None
+        place = _locator(ident)
+        last = next((r for r in reversed(rows) if _locator(r[1]) == place), None)
+        return [(last[0], True) if last is not None and last[1] == ident else None]
+
+    def _match_history(self, snaps: list[Snapshot], rows: list[tuple[int, str]],
+                       sid: str) -> list[tuple[int, bool] | None]:
+        """(version, recorded?) of each snapshot the stream holds already, None for the new ones."""
+        places = {_locator(i) for s in snaps if (i := _source_id(s)) is not None}
+        ours = [r for r in rows if _locator(r[1]) in places]  # what this source recorded (not another's)
+        found: list[tuple[int, bool] | None] = []
+        j, before = 0, ""
+        for snap in snaps:
+            ident = _source_id(snap)
+            content = _content_sha(snap)
+            if j < len(ours) and ident == ours[j][1]:
+                found.append((ours[j][0], True))
+                j += 1
+            elif before and content == before:  # the same bytes as the version before it: never a version
+                found.append((ours[j - 1][0] if j else 0, False))
+            elif j < len(ours):
+                version, was = ours[j]
+                raise SourceConflict(
+                    f'{_named(snap)} differs from version {version} of stream "{sid}" (recorded {_describe(was)}, '
+                    f"now {_describe(ident)}): the source's history was rewritten or a version in it changed; "
+                    "nothing was written — pass --force-new-stream to record this capture as a new stream.")
+            else:
+                found.append(None)
+            before = content
+        return found
+
+    def _fresh_stream(self, sid: str) -> str:
+        n = 2
+        while self.store.stream_info(f"{sid}~{n}") is not None or f"{sid}~{n}" in self._renamed.values():
+            n += 1
+        return f"{sid}~{n}"
 
     def _place_docless(self, snaps: list[Snapshot]) -> None:
         """An unreadable or removed version that names no stream joins the stream of the version
@@ -532,19 +714,31 @@ def load_paths(dialect: Dialect, paths: Iterable[Path], *, order: str = "name",
         # The stream a version takes when nothing names one (generic): a folder's name, a file's
         # name, or for several files from one folder, that folder's name.
         name = path.resolve().name if len(paths) == 1 or path.is_dir() or len(parents) > 1 else path.resolve().parent.name
+        # Each version's identity (capture-once): where it is relative to what was named, and its
+        # bytes' SHA-256.  Only a folder of versions is a history by itself; a file, or a folder of
+        # task folders, is the current state of live sources (unless several of its snapshots go to
+        # one stream: Ingestor.plan).
+        live = not (path.is_dir() and dialect.versions_in_folders)
+        seen: dict[str, int] = {}
         for snap in batch:
             snap.source_stream = snap.source_stream or name
+            ident = file_identity(snap, path)
+            if ident is not None:
+                n = seen[ident] = seen.get(ident, 0) + 1
+                snap.source["id"] = ident if n == 1 else f"{ident}#{n}"  # one file, several snapshots
+            snap.live = live
         loaded.extend(batch)
     stamp_times(dialect, loaded)
     return loaded
 
 
 def ingest(store: EventStore, dialect: Dialect, paths: Iterable[Path], *, stream: str | None = None,
-           order: str = "name", strict: bool = False,
+           order: str = "name", strict: bool = False, force_new_stream: bool = False,
            report: Callable[[str], None] | None = None) -> list[IngestResult]:
-    """Ingest every snapshot under ``paths`` (a folder: its files in ``order``), all-or-nothing."""
+    """Ingest every snapshot under ``paths`` (a folder: its files in ``order``), all-or-nothing;
+    source versions recorded before are not recorded again (:meth:`Ingestor.plan`)."""
     snaps = load_paths(dialect, paths, order=order, report=report)
-    return Ingestor(store, dialect, stream=stream, strict=strict).ingest_all(snaps)
+    return Ingestor(store, dialect, stream=stream, strict=strict, force_new_stream=force_new_stream).ingest_all(snaps)
 
 
 GIT_ORDER = "commit time, a parent never after its child (git log --date-order --reverse)"
@@ -584,7 +778,7 @@ def git_snapshots(spec: str, *, first_parent: bool = False) -> Iterator[Snapshot
         end = blobs.index(b"\n", pos)
         header = blobs[pos:end].split(b" ")
         pos = end + 1
-        source: dict[str, Any] = {"file": file, "git": {
+        source: dict[str, Any] = {"file": file, "id": f"git:{sha}:{file}", "git": {
             "repo": repo_path, "commit": sha, "parents": parents.split(),
             "author": {"name": an, "email": ae, "time": at}, "committer": {"name": cn, "email": ce, "time": ct},
             "walk": "first-parent" if first_parent else "full-history", "order": GIT_ORDER}}
@@ -603,12 +797,13 @@ def git_snapshots(spec: str, *, first_parent: bool = False) -> Iterator[Snapshot
 
 
 def ingest_git(store: EventStore, dialect: Dialect, spec: str, *, stream: str | None = None,
-               first_parent: bool = False, strict: bool = False) -> list[IngestResult]:
-    """Every committed version of ``REPO_DIR:FILE`` (see :func:`git_snapshots`), all-or-nothing."""
+               first_parent: bool = False, strict: bool = False, force_new_stream: bool = False) -> list[IngestResult]:
+    """Every committed version of ``REPO_DIR:FILE`` (see :func:`git_snapshots`), all-or-nothing;
+    commits recorded before are not recorded again (:meth:`Ingestor.plan`)."""
     snaps = list(git_snapshots(spec, first_parent=first_parent))
     stamp_times(dialect, snaps)
-    return Ingestor(store, dialect, stream=stream, strict=strict).ingest_all(snaps)
+    return Ingestor(store, dialect, stream=stream, strict=strict, force_new_stream=force_new_stream).ingest_all(snaps)
 
 
-__all__ = ["GIT_ORDER", "ORDERS", "IngestResult", "Ingestor", "current_document", "detect_format", "git_snapshots",
+__all__ = ["GIT_ORDER", "ORDERS", "IngestResult", "Ingestor", "current_document", "detect_format", "file_identity", "git_snapshots",
            "ingest", "ingest_git", "load_paths", "order_files", "raw_bytes", "raw_record", "render", "stamp_times"]

@@ -22,6 +22,7 @@ _NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 WRITER_GRANTS = {
     "events": "SELECT, INSERT",
     "blobs": "SELECT, INSERT",
+    "source_versions": "SELECT, INSERT",
     "streams": "SELECT, INSERT, UPDATE (version, head_hash)",
     "store_identity": "SELECT",
     "alembic_version": "SELECT",

@@ -16,6 +16,7 @@ from sqlalchemy import (
     SmallInteger,
     String,
     Table,
+    Text,
     UniqueConstraint,
 )
 
@@ -101,6 +102,14 @@ blobs = Table(  # content-addressed bytes, append-only (migration 0005)
     Column("size", BigInteger, nullable=False),
     Column("data", LargeBinary, nullable=False),
     Column("created_at", String(32), nullable=False),
+)
+
+source_versions = Table(  # which source version each snapshot event recorded (migration 0006)
+    "source_versions",
+    metadata,
+    Column("stream_pk", BigId, ForeignKey("streams.stream_pk"), primary_key=True),
+    Column("version", Integer, primary_key=True),  # the event whose meta.source.id this repeats
+    Column("source_id", Text, nullable=False),
 )
 
 OWNED_TABLES = frozenset(metadata.tables)

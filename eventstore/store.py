@@ -165,7 +165,7 @@ class NewEvent:
     instead of decoding and folding the event again.  Not stored; ``UNKNOWN`` by default."""
 
     __slots__ = ("type", "data", "meta", "event_id", "occurred_at", "schema_version", "_client_id", "document",
-                 "blob_refs")
+                 "blob_refs", "source_id")
 
     def __init__(
         self,
@@ -220,6 +220,11 @@ class NewEvent:
         fails an event naming a blob the store does not hold, so the store never writes one."""
         self.meta = codec.encode_checked(meta, self.type, part="meta") if meta else _EMPTY_META
         self.blob_refs = _blob_refs(meta["blobs"], self.type) if meta and "blobs" in meta else ()
+        # ``meta.source.id``: the source version this event records (ingest's capture-once), kept
+        # in ``source_versions`` too, where a capture finds a stream's recorded ones in one query.
+        source = meta.get("source") if meta else None
+        ident = source.get("id") if type(source) is dict else None
+        self.source_id: str | None = ident if type(ident) is str and ident else None
 
 
 class InlineBatch(list[RecordedEvent]):
@@ -449,6 +454,19 @@ class EventStore:
         with self.reading() as cur:
             return self.backend.stream_state(cur, stream_id)
 
+    def recorded_sources(self, stream_ids: Iterable[str]) -> dict[str, list[tuple[int, str]]]:
+        """The source versions each of ``stream_ids`` recorded (``meta.source.id`` of its events),
+        as ``(version, identity)`` in version order; one indexed query for all of them.
+
+            >>> store.recorded_sources(["h"])  # doctest: +SKIP
+            {'h': [(1, 'file:1-a.json@9f86d0…'), (2, 'file:2-b.json@60303a…')]}
+        """
+        ids = [check_stream_id(s) for s in dict.fromkeys(stream_ids)]
+        if not ids:
+            return {}
+        with self.reading() as cur:
+            return self.backend.recorded_sources(cur, ids)
+
     def stream_head(self, stream_id: str) -> StreamHead | None:
         """The stream's key, version and dialect, or None (one indexed lookup)."""
         check_stream_id(stream_id)
@@ -537,6 +555,12 @@ class EventStore:
         """The position of the last committed event (0 for an empty store)."""
         with self.reading() as cur:
             return self.backend.max_position(cur)
+
+    def hash_at(self, position: int) -> bytes | None:
+        """The hash of the event at ``position``, None if the log has none there: what derived data
+        bound to a log position (the analytics manifest) checks, without reading the event."""
+        with self.reading() as cur:
+            return self.backend.hash_at(cur, position)
 
     def list_streams(self) -> list[StreamSummary]:
         """Every stream (its id, dialect and version), by stream id."""
@@ -680,6 +704,7 @@ class _Transaction:
         prev_param = blob(prev)  # each hash is bound twice (hash, then the next row's prev_hash)
         fresh = iter(new_event_ids(sum(1 for e in batch if e.event_id is None)))
         naming_blobs: list[tuple[int, NewEvent]] = []  # (version, event) of events whose meta.blobs name some
+        sources: list[tuple[int, int, str]] = []  # (stream_pk, version, meta.source.id)
         for e in batch:
             event_id = e.event_id
             if e.blob_refs:
@@ -688,6 +713,8 @@ class _Transaction:
                 event_id = next(fresh)  # not written back: the same NewEvent may be appended again
             position += 1
             version += 1
+            if e.source_id is not None:
+                sources.append((stream_pk, version, e.source_id))
             data, meta = e.data, e.meta
             dsha = sha(data).digest()
             if meta is _EMPTY_META:
@@ -709,6 +736,8 @@ class _Transaction:
         if naming_blobs:  # before anything is written: the transaction then rolls back whole
             self._check_blob_refs(stream_id, head[1], naming_blobs)
         self.be.insert_events(self.cur, rows)
+        if sources:
+            self.be.insert_source_versions(self.cur, sources)
         first = self.position + 1
         self.position = position
         head[1], head[2] = version, prev

@@ -8,7 +8,8 @@ the event hash does not recompute), ``link``
 (prev_hash is not the previous event's hash), ``sequence`` (a version is missing), ``head`` (the
 stream's recorded head is not its last event: truncated tail), ``position`` (positions do not
 increase with versions within a stream: events reordered), ``cache`` (a replay-cache row does not
-match the log or the document folded from it) and ``seal`` (the log no longer contains what
+match the log or the document folded from it), ``source`` (a ``source_versions`` row does not say
+what its event's ``meta.source.id`` says, or is missing) and ``seal`` (the log no longer contains what
 a signed seal covered: count, stream heads or the global order).
 """
 
@@ -78,6 +79,7 @@ def verify(store: EventStore, stream_id: str | None = None,
         failed = False
         head: tuple[int, bytes] = (0, chain.GENESIS)
         referenced: dict[bytes, tuple[str, int]] = {}  # blob digest -> first (stream, version) naming it
+        sources: dict[tuple[str, int], tuple[str | None, str | None]] = {}  # -> (meta.source.id, derived)
 
         def close_stream() -> None:
             if current is not None and not failed and (expect_version, prev) != head:
@@ -131,7 +133,10 @@ def verify(store: EventStore, stream_id: str | None = None,
             prev, expect_version = h, version
             if b'"blobs"' in meta:
                 _note_blobs(meta, sid, version, referenced, report)
+            if b'"source":' in meta:
+                _note_source(meta, sid, version, sources)
         close_stream()
+    _verify_sources(store, stream_id, sources, report)
     _verify_cache(store, stream_id, report)
     _verify_blobs(store, referenced, report, every=stream_id is None)
     return report
@@ -178,6 +183,44 @@ def _verify_blobs(store: EventStore, referenced: dict[bytes, tuple[str, int]], r
     for key, (sid, version) in referenced.items():
         if key not in found:
             report.failures.append(Failure(sid, version, "blob", f"blob {key.hex()} is referenced but not stored"))
+
+
+# ------------------------------------------------------------------ source versions (capture-once)
+
+
+def _note_source(meta: bytes, sid: str, version: int,
+                 sources: dict[tuple[str, int], tuple[str | None, str | None]]) -> None:
+    from eventstore.ingest import legacy_source_id
+
+    try:
+        decoded = codec.decode(meta)
+    except Exception:  # a meta that does not decode is reported by the chain checks
+        return
+    source = decoded.get("source") if isinstance(decoded, dict) else None
+    if not isinstance(source, dict):
+        return
+    ident = source.get("id")
+    sources[(sid, version)] = (ident if isinstance(ident, str) and ident else None, legacy_source_id(decoded))
+
+
+def _verify_sources(store: EventStore, stream_id: str | None,
+                    sources: dict[tuple[str, int], tuple[str | None, str | None]], report: VerifyReport) -> None:
+    """Each ``source_versions`` row says what its event's ``meta.source.id`` says (or, for an event
+    recorded before migration 0006, what the migration derived from its meta), and each event with
+    a ``meta.source.id`` has its row: a capture reads the table to decide what is recorded."""
+    with store.reading() as cur:
+        rows = {(sid, v): ident for sid, v, ident in store.backend.source_rows(cur, stream_id)}
+    for key, ident in rows.items():
+        said, derived = sources.get(key, (None, None))
+        if ident != said and not (said is None and ident == derived):
+            what = f"meta.source.id is {said}" if said else "its event's meta names no such source"
+            report.failures.append(Failure(key[0], key[1], "source",
+                                           f"source_versions says {ident} but {what}"))
+    for key, (said, _) in sources.items():
+        if said is not None and key not in rows:
+            report.failures.append(Failure(key[0], key[1], "source",
+                                           f"meta.source.id {said} has no source_versions row "
+                                           "(a capture would record this version again)"))
 
 
 # ------------------------------------------------------------------ the replay cache

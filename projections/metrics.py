@@ -7,7 +7,7 @@ SQL over the views, a title, a note): each dialect declares its own in its folde
 :func:`projections.analytics.connect`; :func:`cross_run_report` and :func:`run_report` collect
 them into a :class:`Report` that :mod:`projections.report` renders (table, JSON, CSV, HTML).
 This module names no dialect.
-The formulas are documented in the README (section "Metrics"); the tests recompute each one from raw
+The formulas are documented in docs/metrics.md; the tests recompute each one from raw
 simulator snapshots.
 
     >>> con = open_analytics(store)
@@ -18,15 +18,26 @@ simulator snapshots.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import duckdb
+import msgspec
 
 from eventstore.dialects.analytics import Chart, MetricSection, wilson
 from eventstore.errors import EvstoreError
 from projections.analytics.facts import CORE_RUN_SECTIONS, catalog
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from eventstore.store import EventStore
+    from projections.analytics.files import RefreshResult
 
 
 @dataclass(frozen=True)
@@ -178,4 +189,105 @@ def run_report(con: duckdb.DuckDBPyConnection, stream_id: str) -> Report:
     return Report(f"evstore metrics {stream_id}", {"stream": stream_id, **run[0]}, sections)
 
 
-__all__ = ["Report", "Scope", "Section", "check_scope", "cross_run_report", "run_report", "section", "wilson"]
+# ---------------------------------------------------------------- computed once per log position
+
+
+#: Bump when a kept report's layout (or what a section computes, outside its declared SQL) changes.
+REPORT_FORMAT = 1
+#: The folder, in the analytics directory, of the reports kept for the current log position.
+REPORTS = "reports"
+
+
+def report(store: EventStore, directory: str | os.PathLike[str] | None = None, *, stream_id: str | None = None,
+           scope: Scope | None = None, fresh: bool = True,
+           refreshed: Callable[[RefreshResult], None] | None = None) -> Report:
+    """The cross-run report for ``scope`` (or with ``stream_id`` one run's), computed once per log position
+    and kept: the report of tables whose checkpoint, store and catalog are the same, for the same scope, is
+    read back from ``REPORTS/`` in the analytics directory without reading an event or opening DuckDB.
+    A new event moves the checkpoint (after the refresh, unless ``fresh`` is False) and so the key; reports
+    kept for older positions are deleted when a new one is kept.  ``refreshed`` is told what a refresh
+    applied (``evstore metrics`` says it on stderr)."""
+    from projections.analytics import Manifest, analytics_dir, mismatch, reading, refresh
+
+    out = analytics_dir(store, directory)
+    if fresh:
+        result = refresh(store, out)
+        if refreshed is not None and result.events:
+            refreshed(result)
+    scope = scope or Scope()
+    m = Manifest.load(out)
+    key = _key(store, m, stream_id, scope) if m is not None and mismatch(store, m) is None else None
+    if key is not None:
+        kept = _kept(out, key)
+        if kept is not None:
+            return kept
+    with reading(store, out, fresh=False, materialize=True) as con:  # never another store's tables
+        if stream_id is not None:
+            rep = run_report(con, stream_id)
+        else:
+            check_scope(con, scope)  # a filter matching nothing is named, never kept
+            rep = cross_run_report(con, scope)
+    if key is not None:
+        _keep(out, key, rep)
+    return rep
+
+
+def _key(store: EventStore, m: Any, stream_id: str | None, scope: Scope) -> tuple[int, str]:
+    """(the checkpoint, a digest of everything the report depends on): the tables (store, checkpoint and
+    its hash, catalog version), the log's end (the run/session links are read from the store), what is
+    asked (the scope's bound values: a relative time is resolved) and what the sections compute."""
+    cat = catalog()
+    where = Scope(stream_id=stream_id).where() if stream_id is not None else scope.where()
+    parts = [REPORT_FORMAT, m.store_id, m.position, m.hash, m.version, store.max_position(),
+             "run" if stream_id is not None else "cross", where, scope.to_dict(), _sections_digest(cat)]
+    return m.position, hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:32]
+
+
+_digests: dict[str, str] = {}
+
+
+def _sections_digest(cat: Any) -> str:
+    """A digest of every section's declaration (SQL, columns, chart, finish's name), per catalog."""
+    if cat.version not in _digests:
+        every = [m for _d, m in cat.sections] + list(CORE_RUN_SECTIONS) + list(cat.every_run_sections) + [
+            m for ms in cat.run_sections.values() for m in ms]
+        text = repr([(m.name, m.title, m.columns, m.sql, m.summary_sql, m.note, m.chart,
+                      getattr(m.finish, "__qualname__", None)) for m in every])
+        _digests[cat.version] = hashlib.sha256(text.encode()).hexdigest()
+    return _digests[cat.version]
+
+
+def _path(out: Path, key: tuple[int, str]) -> Path:
+    return out / REPORTS / f"{key[0]}-{key[1]}.json"
+
+
+def _kept(out: Path, key: tuple[int, str]) -> Report | None:
+    try:
+        return msgspec.json.decode(_path(out, key).read_bytes(), type=Report)
+    except (OSError, msgspec.DecodeError):
+        return None  # none kept (or deleted under us, or not ours): compute it
+
+
+def _keep(out: Path, key: tuple[int, str], rep: Report) -> None:
+    """Keep ``rep`` if the tables are still at ``key``'s checkpoint (a refresh between the key and the
+    connection would make it another position's report), and delete reports of other positions.  A folder
+    that cannot be written keeps nothing: the report was still computed and is still shown."""
+    from projections.analytics import Manifest, replacing
+
+    now = Manifest.load(out)
+    if now is None or now.position != key[0]:
+        return
+    try:
+        folder = out / REPORTS
+        folder.mkdir(exist_ok=True)
+        with replacing(_path(out, key)) as tmp:
+            tmp.write_bytes(msgspec.json.encode(rep))
+        for p in folder.iterdir():
+            if not p.name.startswith(f"{key[0]}-"):
+                p.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+__all__ = ["REPORTS", "Report", "Scope", "Section", "check_scope", "cross_run_report", "report", "run_report",
+           "section", "wilson"]

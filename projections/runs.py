@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -359,11 +359,13 @@ def _conditions(dialect: str | None, project: str | None, status: str | None, si
 
 def list_runs(store: EventStore, *, dialect: str | None = None, project: str | None = None,
               status: str | None = None, since: str | None = None, q: str | None = None,
-              limit: int | None = None, offset: int = 0, fresh: bool = True, sessions: bool = False) -> list[RunRow]:
+              limit: int | None = None, offset: int = 0, fresh: bool = True, sessions: bool = False,
+              after: tuple[str, str] | None = None) -> list[RunRow]:
     """Rows of the runs index, newest activity first; ``since`` keeps runs active since then,
     ``q`` those whose stream id, task id, title or project contains it (any case);
-    ``sessions``: with the sessions that wrote each run's state versions."""
-    from sqlalchemy import select
+    ``sessions``: with the sessions that wrote each run's state versions; ``after``: only the rows
+    listed after the row with this (last_event_at, stream_id) (keyset paging: :func:`iter_runs`)."""
+    from sqlalchemy import and_, or_, select
 
     if fresh:
         refresh(store)
@@ -372,6 +374,9 @@ def list_runs(store: EventStore, *, dialect: str | None = None, project: str | N
                     t.c.started_at, t.c.last_event_at, t.c.events, t.c.findings)
              .where(*_conditions(dialect, project, status, since, q))
              .order_by(t.c.last_event_at.desc(), t.c.stream_id))
+    if after is not None:  # the order above, continued after that row
+        query = query.where(or_(t.c.last_event_at < after[0],
+                                and_(t.c.last_event_at == after[0], t.c.stream_id > after[1])))
     if limit:
         query = query.limit(limit)
     if offset:
@@ -383,6 +388,45 @@ def list_runs(store: EventStore, *, dialect: str | None = None, project: str | N
                    status=r.status, phase=r.phase, started_at=r.started_at, last_event_at=r.last_event_at,
                    events=int(r.events), findings=None if r.findings is None else int(r.findings),
                    sessions=tuple(links.get(r.stream_id, ()))) for r in rows]
+
+
+def iter_runs(store: EventStore, *, dialect: str | None = None, project: str | None = None,
+              status: str | None = None, since: str | None = None, limit: int | None = None, offset: int = 0,
+              after: str | None = None, sessions: bool = False, batch: int = 1000) -> Iterator[RunRow]:
+    """:func:`list_runs`' rows streamed in batches of ``batch`` (memory holds one batch, whatever the
+    index's size), each batch continuing after the last row of the one before (keyset, not OFFSET);
+    ``after`` names the stream the listing starts after (``evstore runs --after``)."""
+    refresh(store)
+    start = cursor = _position_of(store, after) if after is not None else None
+    first, done, left = offset, 0, limit
+    while left is None or left > 0:
+        size = batch if left is None else min(batch, left)
+        rows = list_runs(store, dialect=dialect, project=project, status=status, since=since, limit=size,
+                         offset=offset, fresh=False, sessions=sessions, after=cursor)
+        yield from rows
+        if len(rows) < size:
+            return
+        done += len(rows)
+        left = None if left is None else left - len(rows)
+        last = rows[-1]
+        if last.last_event_at is None:  # no time to continue after: count from where the listing began
+            cursor, offset = start, first + done
+        else:
+            cursor, offset = (last.last_event_at, last.stream_id), 0
+
+
+def _position_of(store: EventStore, stream_id: str) -> tuple[str, str]:
+    """Where ``stream_id`` is in the runs' order (its last_event_at and id), for ``--after``."""
+    from sqlalchemy import select
+
+    t = _runs_table()
+    with store.engine.connect() as conn:
+        row = conn.execute(select(t.c.last_event_at, t.c.stream_id).where(t.c.stream_id == stream_id)).first()
+    if row is None:
+        raise EvstoreError(f'No run "{stream_id}" for --after; pass a stream id `evstore runs` lists.')
+    if row[0] is None:
+        raise EvstoreError(f'Run "{stream_id}" has no activity time to list after; use --page instead.')
+    return str(row[0]), str(row[1])
 
 
 def count_runs(store: EventStore, *, dialect: str | None = None, project: str | None = None,
@@ -417,5 +461,5 @@ def find_streams_by_task(store: EventStore, task_id: str) -> list[str]:
         return [r[0] for r in conn.execute(q).all()]
 
 
-__all__ = ["RUNS", "IndexedEventStore", "RunRow", "RunsIndex", "attach", "count_runs", "find_streams_by_task",
+__all__ = ["RUNS", "IndexedEventStore", "RunRow", "RunsIndex", "attach", "count_runs", "find_streams_by_task", "iter_runs",
            "list_runs", "rebuild", "refresh", "run_choices"]  # and runs_table, made on first use (__getattr__)

@@ -86,6 +86,7 @@ class SearchIndex(Projection):
     name = "search"
     version = 1
     event_types = None
+    caught_up_by = "evstore search and serve's search (each catches up first), evstore projections run"
 
     def tables(self) -> list[Table]:
         return list(_metadata().sorted_tables)

@@ -14,6 +14,10 @@ from typing import Any
 import httpx2
 import uvicorn
 
+# The base URL of a TestClient: the server answers only to its own names (access.Policy.host_problem),
+# and TestClient's default Host, "testserver", is none of them.
+LOCAL = "http://127.0.0.1"
+
 
 @contextmanager
 def serving(app: Any) -> Iterator[str]:

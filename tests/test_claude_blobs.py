@@ -221,6 +221,7 @@ def _big_state(rng: random.Random) -> str:
 
 def test_a_hook_write_is_stored_once_with_its_transcript_and_read_back_whole(run, store_url: str,
                                                                             tmp_path: Path) -> None:
+    from serve_fixtures import LOCAL
     from starlette.testclient import TestClient
 
     from eventstore import capture, spool
@@ -254,7 +255,7 @@ def test_a_hook_write_is_stored_once_with_its_transcript_and_read_back_whole(run
     shown = logged[0]["data"]
     assert shown["input"].encode("utf-8") == body and json.loads(shown["input"]) == json.loads(body)
     assert shown["blobs"] is None and shown["tool_name"] == "Write" and shown["tool_use_id"] == "toolu_big"
-    with TestClient(create_app(ServeConfig(url=store_url))) as client:
+    with TestClient(create_app(ServeConfig(url=store_url)), base_url=LOCAL) as client:
         assert client.get(f"/api/runs/{SESSION}/events").json() == logged
     # The state version the hook recorded is the file written, linked to the call by the hook.
     assert run("replay", "PROJ-BIG", "--raw").stdout_bytes == content.encode("utf-8")

@@ -128,7 +128,7 @@ def test_runs_list_the_sessions_that_wrote_them(run, tmp_path: Path) -> None:
     claude_fixtures.write_project(tmp_path / "other")  # a session that wrote no state
     assert run("ingest", "claude", str(tmp_path / "other")).exit_code == 0
     assert run("append", "PLAIN-1", "note", "--data", "{}").exit_code == 0
-    rows = {r["stream_id"]: r for r in json.loads(run("runs", "--json").stdout)}
+    rows = {r["stream_id"]: r for r in [json.loads(line) for line in run("runs", "--json").stdout.splitlines()]}
     assert rows[F.TASK]["sessions"] == [F.SESSION]
     assert rows["PLAIN-1"]["sessions"] == [] and rows[claude_fixtures.SESSION]["sessions"] == []
     wide = run("runs", "--wide").stdout.splitlines()
@@ -256,6 +256,7 @@ def test_an_ingest_of_state_files_loads_no_session_dialect(tmp_path: Path) -> No
 
 
 def test_the_run_page_and_its_events_api_say_who_wrote_each_version(run, store_url: str, tmp_path: Path) -> None:
+    from serve_fixtures import LOCAL
     from starlette.testclient import TestClient
 
     from projections.serve import ServeConfig, create_app
@@ -264,7 +265,7 @@ def test_the_run_page_and_its_events_api_say_who_wrote_each_version(run, store_u
     project.mkdir()
     _ingest_session(run, tmp_path, project)
     versions = _ingest_states(run, project)
-    with TestClient(create_app(ServeConfig(url=store_url, analytics_dir=str(tmp_path / "analytics")))) as client:
+    with TestClient(create_app(ServeConfig(url=store_url, analytics_dir=str(tmp_path / "analytics"))), base_url=LOCAL) as client:
         page = client.get(f"/runs/{F.TASK}")
         assert page.status_code == 200
         assert f"written by session {F.SESSION}, message a2, tool call toolu_e1 (Edit; content match)" in page.text

@@ -95,7 +95,7 @@ def test_demo_human_summary_names_real_next_commands(sqlite_url: str) -> None:
     for cmd in ("runs", f"log {task}", "verify"):
         assert cmd in out
     # the default portfolio covers several dialects
-    rows = json.loads(CliRunner().invoke(register(), ["--url", sqlite_url, "runs", "--json"]).stdout)
+    rows = [json.loads(line) for line in CliRunner().invoke(register(), ["--url", sqlite_url, "runs", "--json"]).stdout.splitlines()]
     assert len(rows) == 8
     # seed 1 always draws this mix (the dialects' weights, one RNG): any drift is a change of the demo
     assert Counter(r["dialect"] for r in rows) == {"taskflow": 3, "mapipe": 2, "taskmaster": 2, "friday": 1}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -37,7 +38,8 @@ def test_ingest_replay_log_diff(run, tmp_path: Path) -> None:  # type: ignore[no
     # identical snapshot again: nothing appended
     r = run("ingest", "generic", str(files[-1]), "--json")
     assert json.loads(r.output) == {"file": str(files[-1]), "stream": "T-1", "version": 3, "events": 0,
-                                    "lens_failures": 0}
+                                    "lens_failures": 0, "status": "recorded",
+                                    "source_id": f"file:02.json@{hashlib.sha256(files[-1].read_bytes()).hexdigest()}"}
     for v, (doc, f) in enumerate(zip(docs, files, strict=False), 1):
         out = run("replay", "T-1", "--upto", str(v), "--json").output
         assert exact(json.loads(out), doc)
@@ -58,7 +60,8 @@ def test_reformatted_snapshot_keeps_its_bytes(run, tmp_path: Path) -> None:  # t
     assert a.read_bytes() != b.read_bytes()
     assert json.loads(run("ingest", "generic", str(a), "--json").output)["version"] == 1
     r = run("ingest", "generic", str(b), "--json")
-    assert json.loads(r.output) == {"file": str(b), "stream": "T-9", "version": 2, "events": 1, "lens_failures": 0}
+    assert json.loads(r.output) == {"file": str(b), "stream": "T-9", "version": 2, "events": 1, "lens_failures": 0,
+                                    "status": "new", "source_id": f"file:b.json@{hashlib.sha256(b.read_bytes()).hexdigest()}"}
     [last] = [json.loads(line) for line in run("log", "T-9", "--json", "--after", "1").output.splitlines()]
     assert last["type"] == "document.patched" and last["data"]["ops"] == []
     assert last["meta"]["snapshot"]["sha256"] != json.loads(run("log", "T-9", "--json").output.splitlines()[0])[
@@ -66,9 +69,12 @@ def test_reformatted_snapshot_keeps_its_bytes(run, tmp_path: Path) -> None:  # t
     assert run("replay", "T-9", "--upto", "1", "--raw").stdout_bytes == a.read_bytes()
     assert run("replay", "T-9", "--raw").stdout_bytes == b.read_bytes()
     assert exact(json.loads(run("replay", "T-9", "--json").output), doc)
-    for again in (b, a):  # b's bytes are the latest: nothing; a's bytes are new again: one event
+    c = tmp_path / "c.json"
+    c.write_bytes(a.read_bytes())
+    # b and a were recorded (capture-once: nothing); c, a new file with a's bytes, moves the stream back to them
+    for again, events in ((b, 0), (a, 0), (c, 1)):
         r = run("ingest", "generic", str(again), "--json")
-        assert json.loads(r.output)["events"] == (0 if again == b else 1)
+        assert json.loads(r.output)["events"] == events
     assert run("replay", "T-9", "--raw").stdout_bytes == a.read_bytes()
 
 

@@ -320,8 +320,8 @@ def test_a_failing_lens_is_recorded_counted_and_strict_refuses_it(run, store_url
     failed = [x["lens_failures"] for x in results]
     assert failed[0] == 0 and all(f == 1 for f in failed[1:]), results  # the first snapshot is observed whole
     assert f"the mapipe lens failed on {len(files) - 1} snapshot(s)" in r.stderr
-    r = run("ingest", "mapipe", str(files[-1]))  # unchanged now: nothing to observe, no failure
-    assert r.exit_code == 0 and "unchanged" in r.stdout and "lens" not in r.stderr
+    r = run("ingest", "mapipe", str(files[-1]))  # recorded already: nothing to observe, no failure
+    assert r.exit_code == 0 and "(already recorded)" in r.stdout and "lens" not in r.stderr
     stream = results[0]["stream"]
     events = [json.loads(line) for line in run("log", stream, "--json").stdout.splitlines()]
     closing = [e for e in events if "source" in e["meta"]]

@@ -202,7 +202,7 @@ def test_git_sources_name_everything_and_a_folder_before_the_file_is_nothing(tmp
     first, file = _git(repo, "rev-list", "--reverse", "HEAD").split()
     [snap] = list(git_snapshots(f"{repo}:state.json", first_parent=True))
     assert snap.raw == b'{"step": 1}\n' and not snap.removed
-    assert snap.source == {"file": "state.json", "git": {
+    assert snap.source == {"file": "state.json", "id": f"git:{file}:state.json", "git": {
         "repo": str(repo.resolve()), "commit": file, "parents": [first],
         "author": {"name": "Ren\ufffd L", "email": "a@example.org", "time": "2026-01-01T00:02:00+00:00"},
         "committer": {"name": "Cy", "email": "c@example.org", "time": "2026-01-01T00:02:00+00:00"},

@@ -193,12 +193,12 @@ def test_cli_runs_json_table_and_errors(store_url: str) -> None:
     cli, runner = register(), CliRunner()
     res = runner.invoke(cli, ["--url", store_url, "runs", "--json"])
     assert res.exit_code == 0, res.output
-    rows = json.loads(res.stdout)
+    rows = [json.loads(line) for line in res.stdout.splitlines()]  # NDJSON: one run per line
     assert len(rows) == len(DIALECTS)
     assert list(rows[0]) == ["stream_id", "dialect", "project", "task_id", "title", "status", "phase",
                              "started_at", "last_event_at", "events", "findings", "sessions"]
     res = runner.invoke(cli, ["--url", store_url, "runs", "--json", "--dialect", DIALECTS[0]])
-    assert [r["dialect"] for r in json.loads(res.stdout)] == [DIALECTS[0]]
+    assert [json.loads(line)["dialect"] for line in res.stdout.splitlines()] == [DIALECTS[0]]
     res = runner.invoke(cli, ["--url", store_url, "runs"])
     assert res.exit_code == 0
     for r in rows:

@@ -15,7 +15,7 @@ import httpx2
 import pytest
 from click.testing import CliRunner, Result
 from conftest import migrated
-from serve_fixtures import http_client, serving
+from serve_fixtures import LOCAL, http_client, serving
 from starlette.testclient import TestClient
 
 from eventstore import config
@@ -26,7 +26,7 @@ from projections.runs import IndexedEventStore
 from projections.serve import ServeConfig, create_app, is_loopback
 from projections.serve.app import CSP
 
-TOKEN = "s3cret-token"
+TOKEN = "s3cret-token-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 HOSTILE = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">'
 
@@ -44,14 +44,14 @@ def demo_url(store_url: str) -> str:
 @pytest.fixture
 def client(demo_url: str, tmp_path) -> Iterator[TestClient]:
     app = create_app(ServeConfig(url=demo_url, token=TOKEN, analytics_dir=str(tmp_path / "analytics")))
-    with TestClient(app) as c:
+    with TestClient(app, base_url=LOCAL) as c:
         yield c
 
 
 @pytest.fixture
 def empty(store_url: str) -> Iterator[TestClient]:
     """A client of an empty store that takes writes."""
-    with TestClient(create_app(ServeConfig(url=store_url, token=TOKEN))) as c:
+    with TestClient(create_app(ServeConfig(url=store_url, token=TOKEN)), base_url=LOCAL) as c:
         yield c
 
 
@@ -64,7 +64,7 @@ def sqlite_demo(sqlite_url: str, tmp_path) -> Iterator[tuple[str, TestClient]]:
         run_demo(store, runs=6, seed=3)
     finally:
         store.close()
-    with TestClient(create_app(ServeConfig(url=url, analytics_dir=str(tmp_path / "analytics")))) as c:
+    with TestClient(create_app(ServeConfig(url=url, analytics_dir=str(tmp_path / "analytics"))), base_url=LOCAL) as c:
         yield url, c
 
 
@@ -83,7 +83,7 @@ def post(c: TestClient | httpx2.Client, stream: str, events: list[dict], expecte
 
 
 def test_runs_page_api_and_cli_agree(client: TestClient, demo_url: str) -> None:
-    cli_rows = json.loads(cli(demo_url, "runs", "--json").stdout)
+    cli_rows = [json.loads(line) for line in cli(demo_url, "runs", "--json").stdout.splitlines()]
     page = client.get("/api/runs", params={"size": 500}).json()
     assert page["runs"] == cli_rows and page["total"] == len(cli_rows) == 6
     # Paginated, newest first, each row links to its run.
@@ -96,7 +96,7 @@ def test_runs_page_api_and_cli_agree(client: TestClient, demo_url: str) -> None:
     # The `runs` filters.
     dialect = cli_rows[0]["dialect"]
     filtered = client.get("/api/runs", params={"dialect": dialect}).json()["runs"]
-    assert filtered == json.loads(cli(demo_url, "runs", "--json", "--dialect", dialect).stdout)
+    assert filtered == [json.loads(line) for line in cli(demo_url, "runs", "--json", "--dialect", dialect).stdout.splitlines()]
     target = cli_rows[-1]
     assert [r["stream_id"] for r in client.get("/api/runs", params={"q": target["stream_id"].upper()}).json()["runs"]] \
         == [target["stream_id"]]
@@ -115,7 +115,7 @@ def test_query_values_stay_data(client: TestClient) -> None:
 
 
 def test_run_page_api_and_cli_agree(client: TestClient, demo_url: str) -> None:
-    sid = json.loads(cli(demo_url, "runs", "--json").stdout)[0]["stream_id"]
+    sid = [json.loads(line) for line in cli(demo_url, "runs", "--json").stdout.splitlines()][0]["stream_id"]
     log_lines = [json.loads(line) for line in cli(demo_url, "log", sid, "--json").stdout.splitlines()]
     assert client.get(f"/api/runs/{sid}/events").json() == log_lines
     assert client.get(f"/api/runs/{sid}/events?after=2&limit=3").json() == log_lines[2:5]
@@ -159,7 +159,7 @@ def test_ingested_versions_show_their_source(store_url: str, tmp_path) -> None:
         results = list(ingest(store, d, files, stream="gen-1"))
     finally:
         store.close()
-    with TestClient(create_app(ServeConfig(url=store_url))) as c:
+    with TestClient(create_app(ServeConfig(url=store_url)), base_url=LOCAL) as c:
         v = results[-1].version
         html = c.get("/runs/gen-1", params={"version": v}).text
         assert "Ingested from" in html and str(files[-1]) in html
@@ -173,7 +173,7 @@ def test_metrics_page_renders_the_report_and_its_charts(sqlite_demo: tuple[str, 
     reference = cli(url, "metrics", "--format", "html", "--no-refresh", *analytics).stdout
     assert re.findall(r'<section id="([^"]+)"', html) == re.findall(r'<section id="([^"]+)"', reference)
     assert html.count('<svg class="chart"') == reference.count('<svg class="chart"') > 0
-    runs = json.loads(cli(url, "runs", "--json").stdout)
+    runs = [json.loads(line) for line in cli(url, "runs", "--json").stdout.splitlines()]
     dialect, sid = runs[0]["dialect"], runs[0]["stream_id"]
     scoped = client.get("/metrics", params={"dialect": dialect}).text  # the same filters as `metrics`
     assert f"dialect={dialect}, runs={sum(r['dialect'] == dialect for r in runs)}" in scoped
@@ -223,12 +223,12 @@ def test_hostile_values_render_as_text_under_a_strict_csp(empty: TestClient) -> 
 
 def test_writes_need_a_configured_token(store_url: str) -> None:
     demo_url = store_url
-    with TestClient(create_app(ServeConfig(url=demo_url))) as c:
+    with TestClient(create_app(ServeConfig(url=demo_url)), base_url=LOCAL) as c:
         r = post(c, "w-1", [{"type": "demo.note", "data": {}}])
         assert r.status_code == 403 and "writes are disabled" in r.json()["error"]
         assert c.post("/api/verify", headers=AUTH).status_code == 403
         assert "read-only" in c.get("/").text
-    with TestClient(create_app(ServeConfig(url=demo_url, token=TOKEN))) as c:
+    with TestClient(create_app(ServeConfig(url=demo_url, token=TOKEN)), base_url=LOCAL) as c:
         r = post(c, "w-1", [{"type": "demo.note", "data": {}}], headers={})
         assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
         assert post(c, "w-1", [{"type": "demo.note", "data": {}}],
@@ -279,7 +279,7 @@ BAD_BODIES = [
 
 
 def test_bad_append_bodies_are_named_and_write_nothing(sqlite_url: str) -> None:
-    with TestClient(create_app(ServeConfig(url=migrated(sqlite_url), token=TOKEN))) as c:
+    with TestClient(create_app(ServeConfig(url=migrated(sqlite_url), token=TOKEN)), base_url=LOCAL) as c:
         for body, message in BAD_BODIES:
             r = c.post("/api/streams/bad/events", content=body, headers={**AUTH, "content-type": "application/json"})
             assert r.status_code == 400 and message in r.json()["error"], (body, r.text)
@@ -288,7 +288,7 @@ def test_bad_append_bodies_are_named_and_write_nothing(sqlite_url: str) -> None:
 
 def test_size_limits_answer_413(sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(config, "MAX_EVENT_BYTES", 1000)
-    with TestClient(create_app(ServeConfig(url=migrated(sqlite_url), token=TOKEN, max_body=5000))) as c:
+    with TestClient(create_app(ServeConfig(url=migrated(sqlite_url), token=TOKEN, max_body=5000)), base_url=LOCAL) as c:
         r = post(c, "big", [{"type": "a", "data": {"x": "y" * 2000}}])
         assert r.status_code == 413 and "exceeds the limit of 1000 bytes" in r.json()["error"]
         r = post(c, "big", [{"type": "a", "data": {"x": "y" * 900}}] * 6)
@@ -330,7 +330,7 @@ def test_integrity_shows_and_checks_a_configured_seal(sqlite_url: str, tmp_path,
     assert cli(url, "seal", "--out", str(cp)).exit_code == 0
     assert cli(url, "keygen", "--out", str(tmp_path / "k")).exit_code == 0
     assert cli(url, "seal", "--out", str(signed), "--key-file", str(tmp_path / "k.key")).exit_code == 0
-    with TestClient(create_app(ServeConfig(url=url, token=TOKEN, seal=cp))) as c:
+    with TestClient(create_app(ServeConfig(url=url, token=TOKEN, seal=cp)), base_url=LOCAL) as c:
         assert json.loads(cp.read_text())["merkle_root"] in c.get("/integrity").text
         report = c.post("/api/verify", headers=AUTH).json()
         assert report["ok"] and report["seal"] == {"file": str(cp), "ok": True}
@@ -340,7 +340,7 @@ def test_integrity_shows_and_checks_a_configured_seal(sqlite_url: str, tmp_path,
         assert bad.status_code == 409 and "signature does not verify" in bad.text
         assert "FAILS" in c.get("/integrity").text
     with TestClient(create_app(ServeConfig(url=url, token=TOKEN, seal=signed,
-                                           public_key=tmp_path / "k.pub"))) as c:
+                                           public_key=tmp_path / "k.pub")), base_url=LOCAL) as c:
         assert c.post("/api/verify", headers=AUTH).json()["seal"] == {"file": str(signed), "ok": True}
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import httpx2
 import pytest
 from click.testing import CliRunner, Result
-from serve_fixtures import http_client, serving
+from serve_fixtures import LOCAL, http_client, serving
 from starlette.testclient import TestClient
 
 from eventstore import capture
@@ -22,7 +22,7 @@ from eventstore.store import EventStore
 from projections.serve import ServeConfig, create_app
 from tests.claude_fixtures import SESSION, records
 
-TOKEN = "hook-token"
+TOKEN = "hook-token-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
@@ -77,10 +77,10 @@ def hook_events(store_url: str, stream: str) -> list[dict[str, Any]]:
 
 def test_hooks_need_the_token(store_url: str) -> None:
     body = write(SESSION, "toolu_1", "running")
-    with TestClient(create_app(ServeConfig(url=store_url))) as c:  # no token configured: writes are off
+    with TestClient(create_app(ServeConfig(url=store_url)), base_url=LOCAL) as c:  # no token configured: writes are off
         r = c.post("/hooks/claude-code", json=body, headers=AUTH)
         assert r.status_code == 403 and "writes are disabled" in r.json()["error"]
-    with TestClient(create_app(ServeConfig(url=store_url, token=TOKEN))) as c:
+    with TestClient(create_app(ServeConfig(url=store_url, token=TOKEN)), base_url=LOCAL) as c:
         r = c.post("/hooks/claude-code", json=body)
         assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
         assert c.post("/hooks/claude-code", json=body, headers={"Authorization": "Bearer nope"}).status_code == 403
@@ -195,7 +195,7 @@ def test_a_body_that_is_no_hook_call_is_a_400_naming_why_and_writes_nothing(sqli
     from conftest import migrated
 
     url = migrated(sqlite_url)
-    with TestClient(create_app(ServeConfig(url=url, token=TOKEN, max_body=1_000_000))) as c:
+    with TestClient(create_app(ServeConfig(url=url, token=TOKEN, max_body=1_000_000)), base_url=LOCAL) as c:
         for body, message in BAD_BODIES:
             r = c.post("/hooks/claude-code", content=body, headers={**AUTH, "content-type": "application/json"})
             assert r.status_code == 400 and message in r.json()["error"], (body[:40], r.text)
@@ -217,7 +217,7 @@ def test_a_failure_inside_is_a_json_503_never_a_traceback(sqlite_url: str, monke
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(capture, "record_hook", broken)
-    with TestClient(create_app(ServeConfig(url=migrated(sqlite_url), token=TOKEN)), raise_server_exceptions=False) as c:
+    with TestClient(create_app(ServeConfig(url=migrated(sqlite_url), token=TOKEN)), raise_server_exceptions=False, base_url=LOCAL) as c:
         r = c.post("/hooks/claude-code", json={"session_id": "S", "hook_event_name": "Stop"}, headers=AUTH)
     assert r.status_code == 503 and r.json()["status"] == 503 and "Traceback" not in r.text
     assert "disk on fire" not in r.text and r.headers["retry-after"] == "1"

@@ -1,6 +1,6 @@
 """Tamper evidence, class by class: rows are altered behind the store's back (the append-only
 triggers dropped first) and `verify` / `verify --seal` must name what each check catches,
-on SQLite and on PostgreSQL.  The README's Guarantees table is this matrix in prose."""
+on SQLite and on PostgreSQL.  The tamper matrix of docs/proofs.md is this matrix in prose."""
 
 from __future__ import annotations
 

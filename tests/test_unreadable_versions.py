@@ -85,10 +85,19 @@ def test_not_utf8_and_wrong_dialect_versions(run, tmp_path: Path) -> None:  # ty
     codes = [json.loads(x)["meta"].get("findings", [{}])[0].get("code")
              for x in run("log", "F", "--json").stdout.splitlines()]
     assert "unreadable-utf-8" in codes and "unreadable-dialect" in codes
-    # the same unreadable bytes again add nothing; other unreadable bytes are a new version
-    assert json.loads(run("ingest", "friday", str(d / "3.json"), "--stream", "F", "--json").stdout)["events"] == 1
+    # a version recorded before is not recorded again (capture-once: 3.json with these bytes is version 3);
+    # the same unreadable bytes from another file are a new version (the stream is at 4.json's), once
     again = run("ingest", "friday", str(d / "3.json"), "--stream", "F", "--json")
-    assert json.loads(again.stdout)["events"] == 0
+    assert json.loads(again.stdout) | {"source_id": None} == {
+        "file": str(d / "3.json"), "stream": "F", "version": 3, "events": 0, "lens_failures": 0, "status": "recorded",
+        "source_id": None}
+    (d / "5.json").write_bytes((d / "3.json").read_bytes())
+    assert json.loads(run("ingest", "friday", str(d / "5.json"), "--stream", "F", "--json").stdout)["events"] == 1
+    again = run("ingest", "friday", str(d / "5.json"), "--stream", "F", "--json")
+    assert json.loads(again.stdout)["events"] == 0 and json.loads(again.stdout)["status"] == "recorded"
+    (d / "6.json").write_bytes((d / "3.json").read_bytes())  # the bytes the stream is at, from a new place
+    again = run("ingest", "friday", str(d / "6.json"), "--stream", "F", "--json")
+    assert json.loads(again.stdout)["events"] == 0 and json.loads(again.stdout)["status"] == "unchanged"
 
 
 @contextmanager
@@ -170,7 +179,7 @@ def test_runs_counts_the_findings_of_versions_that_could_not_be_read(run, tmp_pa
     (turns / "turn-2.md").write_text("---\nrun: R-1\nturn: 2\n---\nno block at all\n")
     r = run("ingest", "envelope", str(turns))
     assert r.exit_code == 0, r.output
-    row = json.loads(run("runs", "--json").stdout)[0]
+    row = [json.loads(line) for line in run("runs", "--json").stdout.splitlines()][0]
     assert (row["stream_id"], row["events"], row["findings"]) == ("R-1", 2, 1)
     events = [json.loads(x) for x in run("log", "R-1", "--json").stdout.splitlines()]
     assert [e["type"] for e in events] == ["envelope.turn_rejected"] * 2
@@ -185,9 +194,9 @@ def test_runs_counts_the_findings_of_versions_that_could_not_be_read(run, tmp_pa
     good.write_text('{"taskId": "S-1"}')
     bad.write_text('{"taskId": "S-1",')
     assert run("ingest", "generic", str(good)).exit_code == 0
-    assert json.loads(run("runs", "--json").stdout)[0]["findings"] == 0
+    assert [json.loads(line) for line in run("runs", "--json").stdout.splitlines()][0]["findings"] == 0
     assert run("ingest", "generic", "--stream", "S-1", str(bad)).exit_code == 0
-    row = next(x for x in json.loads(run("runs", "--json").stdout) if x["stream_id"] == "S-1")
+    row = next(x for x in [json.loads(line) for line in run("runs", "--json").stdout.splitlines()] if x["stream_id"] == "S-1")
     assert (row["events"], row["findings"]) == (2, 1)
 
 

@@ -1,5 +1,6 @@
 """The recorder: every statement evstore runs against the log's tables (``events``, ``streams``,
-``projection_checkpoints``, ``replay_cache``, ``store_identity``, ``blobs``), as typed methods on a backend.
+``projection_checkpoints``, ``replay_cache``, ``store_identity``, ``blobs``, ``source_versions``), as typed
+methods on a backend.
 
 A method takes the DB-API cursor of the caller's transaction (the streamed reads open a
 streaming cursor on its connection), so a projection's rows and its checkpoint still commit together, and it
@@ -123,6 +124,7 @@ class Backend(abc.ABC):
         self.sql_read_all_types = sel + f"WHERE e.position > {p} AND e.type IN ({{types}}) ORDER BY e.position LIMIT {p}"
         self.sql_list_streams = "SELECT stream_id, dialect, version FROM streams ORDER BY stream_id"
         self.sql_store_id = "SELECT store_id FROM store_identity"
+        self.sql_hash_at = f"SELECT hash FROM events WHERE position = {p}"
         self.sql_count_after = f"SELECT COUNT(*) FROM events WHERE position > {p}"
         self.sql_count_after_types = f"SELECT COUNT(*) FROM events WHERE position > {p} AND type IN ({{types}})"
         self.sql_read_checkpoint = (
@@ -154,6 +156,16 @@ class Backend(abc.ABC):
         self.sql_blobs_present = "SELECT sha256 FROM blobs WHERE sha256 IN ({ids})"
         self.sql_read_blob = f"SELECT size, data FROM blobs WHERE sha256 = {p}"
         self.sql_blobs = "SELECT sha256, size, data FROM blobs {where} ORDER BY sha256"
+        # Capture-once (migration 0006): the source versions streams recorded, by the primary key's prefix.
+        self.sql_insert_source = f"INSERT INTO source_versions (stream_pk, version, source_id) VALUES ({p}, {p}, {p})"
+        self.sql_recorded_sources = (
+            "SELECT s.stream_id, v.version, v.source_id FROM source_versions v "
+            "JOIN streams s ON s.stream_pk = v.stream_pk WHERE s.stream_id IN ({ids}) ORDER BY v.stream_pk, v.version"
+        )
+        self.sql_source_rows = (
+            "SELECT s.stream_id, v.version, v.source_id FROM source_versions v "
+            "JOIN streams s ON s.stream_pk = v.stream_pk {where} ORDER BY s.stream_id, v.version"
+        )
         self.sql_find_ids = (
             "SELECT e.event_id, s.stream_id, e.version, e.position, e.type, e.data_sha256, e.meta_sha256, "
             "e.occurred_at, e.schema_version FROM events e JOIN streams s ON s.stream_pk = e.stream_pk WHERE e.event_id IN ({ids})"
@@ -208,6 +220,13 @@ class Backend(abc.ABC):
         return [RecordedIdentity(r[0], r[1], r[2], r[3], r[4], bytes(r[5]), bytes(r[6]), r[7], r[8])
                 for r in cur.fetchall()]
 
+    def insert_source_versions(self, cur: Any, rows: list[tuple[int, int, str]]) -> None:
+        """Record ``(stream_pk, version, meta.source.id)`` of the events an append writes."""
+        if len(rows) == 1:
+            cur.execute(self.sql_insert_source, rows[0])
+        else:
+            cur.executemany(self.sql_insert_source, rows)
+
     def move_stream_heads(self, cur: Any, heads: Iterable[tuple[int, int, bytes]]) -> None:
         """Set each ``(stream_pk, version, head_hash)`` as its stream's head."""
         for pk, version, head in heads:
@@ -256,6 +275,13 @@ class Backend(abc.ABC):
         """Every stream, by stream id (the database's collation)."""
         cur.execute(self.sql_list_streams)
         return [StreamSummary(*r) for r in cur.fetchall()]
+
+    @recorder("reading an event's hash")
+    def hash_at(self, cur: Any, position: int) -> bytes | None:
+        """The hash of the event at ``position`` (None if there is none): one indexed row, one column."""
+        cur.execute(self.sql_hash_at, (position,))
+        row = cur.fetchone()
+        return None if row is None else bytes(row[0])
 
     @recorder("reading the store's identity")
     def store_id(self, cur: Any) -> str:
@@ -380,6 +406,25 @@ class Backend(abc.ABC):
         """Every stream id in the database's collation order (how v1 seals ordered their leaves)."""
         cur.execute(self.sql_stream_ids)
         return [r[0] for r in cur.fetchall()]
+
+    # -- source versions (migration 0006; written by the append path: insert_source_versions) -------
+
+    @recorder("reading the recorded source versions")
+    def recorded_sources(self, cur: Any, stream_ids: Sequence[str]) -> dict[str, list[tuple[int, str]]]:
+        """``stream_id -> [(version, source id), ...]`` by version, for the streams that have any."""
+        out: dict[str, list[tuple[int, str]]] = {}
+        for i in range(0, len(stream_ids), 500):
+            chunk = stream_ids[i:i + 500]
+            cur.execute(self.sql_recorded_sources.format(ids=", ".join([self.p] * len(chunk))), list(chunk))
+            for sid, version, ident in cur.fetchall():
+                out.setdefault(sid, []).append((int(version), str(ident)))
+        return out
+
+    def source_rows(self, cur: Any, stream_id: str | None = None) -> Iterator[tuple[str, int, str]]:
+        """Every ``(stream_id, version, source id)`` row (of one stream, if given), streamed (verify)."""
+        where, params = ("", []) if stream_id is None else (f"WHERE s.stream_id = {self.p}", [stream_id])
+        for r in self._streamed(cur, self.sql_source_rows.format(where=where), params, "reading the source versions"):
+            yield str(r[0]), int(r[1]), str(r[2])
 
     # -- content-addressed blobs (migration 0005; written by the append path: insert_blobs) --------
 

@@ -111,7 +111,7 @@ def _read_data_arg(value: str) -> bytes:
 
 
 #: The keys of one ``append --batch`` line: (type, default, what it is).  ``--help`` and the
-#: README describe the format from this table.
+#: docs/capture.md describe the format from this table.
 BATCH_KEYS: dict[str, tuple[str, str, str]] = {
     "stream": ("string, required", "", "stream id, 1-255 characters"),
     "type": ("string, required", "", "event type, e.g. demo.note"),

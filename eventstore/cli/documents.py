@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from eventstore import config
 from eventstore.cli import cli, open_store
 from eventstore.errors import EvstoreError, IngestError
 
@@ -33,7 +34,11 @@ def _dialect(name: str) -> Any:
 @click.option("--strict", is_flag=True, help="Refuse the whole input, writing nothing, if a version is unreadable "
               "(invalid JSON, not UTF-8, not the dialect's document) or the dialect's lens fails on it, instead of "
               "recording it (as document.unreadable, or exactly with a lens-failed finding).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON line per snapshot.")
+@click.option("--force-new-stream", is_flag=True, help="When what a stream recorded of this source differs from the "
+              "source now (history rewritten, a version changed), record the capture as a new stream (STREAM~2) "
+              "instead of refusing it.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON line per snapshot, with its status: new, recorded "
+              "(already, nothing written) or unchanged (the same bytes as the version before it).")
 @click.option("--no-scrub", is_flag=True, help="Dialects that scrub secrets from transcripts: store them as they are "
               "(not advised).")
 @click.option("--blob-threshold", type=click.IntRange(min=0), default=None, metavar="BYTES",
@@ -42,12 +47,14 @@ def _dialect(name: str) -> Any:
                    "(default 4096, or $EVSTORE_BLOB_THRESHOLD; 0: never).")
 @click.pass_context
 def ingest(ctx: click.Context, dialect: str, paths: tuple[Path, ...], stream: str | None, git_spec: str | None,
-           first_parent: bool, order: str, strict: bool, as_json: bool, no_scrub: bool,
+           first_parent: bool, order: str, strict: bool, force_new_stream: bool, as_json: bool, no_scrub: bool,
            blob_threshold: int | None) -> None:
     """Ingest state-file snapshots with DIALECT (a directory: its files in name order).
 
-    A version that is no readable document is recorded as document.unreadable with its exact
-    bytes (--strict refuses it); a git commit deleting the file, as document.removed."""
+    Each source version is recorded once: the same folder, files or git range again records
+    nothing, and a folder that grew records only its new versions.  A version that is no
+    readable document is recorded as document.unreadable with its exact bytes (--strict refuses
+    it); a git commit deleting the file, as document.removed."""
     from eventstore import ingest as ing
 
     d = _dialect(dialect)
@@ -70,12 +77,13 @@ def ingest(ctx: click.Context, dialect: str, paths: tuple[Path, ...], stream: st
         click.echo(text, err=True)
 
     if git_spec:
-        results = ing.ingest_git(store, d, git_spec, stream=stream, first_parent=first_parent, strict=strict)
+        results = ing.ingest_git(store, d, git_spec, stream=stream, first_parent=first_parent, strict=strict,
+                                 force_new_stream=force_new_stream)
     else:
-        results = ing.ingest(store, d, list(paths), stream=stream, order=order, strict=strict, report=note)
-    n = events = unreadable = 0
+        results = ing.ingest(store, d, list(paths), stream=stream, order=order, strict=strict,
+                             force_new_stream=force_new_stream, report=note)
+    events = unreadable = 0
     for r in results:
-        n += 1
         events += r.events
         unreadable += r.unreadable is not None and r.events > 0
         if as_json:
@@ -86,13 +94,40 @@ def ingest(ctx: click.Context, dialect: str, paths: tuple[Path, ...], stream: st
     if not as_json:
         bad = f", {unreadable} unreadable version(s) recorded as such" if unreadable else ""
         bad += f", {failed} lens failure(s)" if failed else ""
-        click.echo(f"ingested {n} snapshot(s), {events} event(s){bad}", err=True)
+        click.echo(f"{capture_summary(results)}; {events} event(s){bad}", err=True)
     if failed:
         click.echo(f"warning: the {dialect} lens failed on {failed} snapshot(s), recorded exactly with a "
                    "lens-failed finding (`evstore log` shows it; --strict refuses such snapshots).", err=True)
 
 
+def _short_source(ident: str) -> str:
+    """A source identity with its digest or commit cut to 12 hex digits (``log --json`` has it whole)."""
+    kind, _, rest = ident.partition(":")
+    if kind == "file" and "@" in rest:
+        where, _, sha = rest.rpartition("@")
+        return f"file:{where}@{sha[:12]}"
+    if kind == "git":
+        commit, _, path = rest.partition(":")
+        return f"git:{commit[:12]}:{path}"
+    if kind in ("spool", "http"):
+        return f"{kind}:{rest[:12]}"
+    return ident
+
+
+def capture_summary(results: list[Any]) -> str:
+    """"7 versions already recorded, 0 new" (and the versions that repeat the bytes before them)."""
+    counts = {"recorded": 0, "new": 0, "unchanged": 0}
+    for r in results:
+        counts[r.status] += 1
+    return (f"ingested {len(results)} snapshot(s): {counts['recorded']} version(s) already recorded, "
+            f"{counts['new']} new"
+            + (f", {counts['unchanged']} unchanged (the same bytes as the version before)" if counts["unchanged"]
+               else ""))
+
+
 def _ingest_note(r: Any) -> str:
+    if r.status == "recorded":
+        return "already recorded"
     if r.events == 0:
         return "unchanged"
     if r.unreadable is not None:
@@ -132,12 +167,13 @@ def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, inte
           as_json: bool) -> None:
     """Follow a state file (or folder) and ingest each new write; Ctrl-C stops.
 
-    Polls (inode, mtime, size), so atomic renames and in-place writes are both seen.  A write
+    Polls (inode, mtime, size), so atomic renames and in-place writes are both seen.  A version
+    recorded before (by an earlier watch, say) is not recorded again.  A write
     that reads as no valid document may be caught half-way: it is read again each tick, and
     once it has stayed the same for half a second (or one interval, if longer) it is recorded as
     document.unreadable (--strict: reported, skipped).
     """
-    from eventstore.ingest import Ingestor, stamp_times
+    from eventstore.ingest import Ingestor, load_paths
 
     d = _dialect(dialect)
     if d.watch_command:  # a source that is no state-file snapshots (see Dialect.watch_command)
@@ -157,7 +193,7 @@ def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, inte
             sig = _signature(path)
             if sig is not None and sig != last:
                 try:
-                    snaps = list(d.load(path))
+                    snaps = load_paths(d, [path])  # with each version's identity: a restart records none again
                     if not strict and any(s.unreadable is not None for s in snaps):
                         now = time.monotonic()  # perhaps caught mid-write: wait until it has been quiet
                         if sig != settling:
@@ -165,11 +201,7 @@ def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, inte
                         if now < quiet_until:
                             time.sleep(interval)
                             continue
-                    stamp_times(d, snaps)
-                    for snap in snaps:
-                        if snap.source_stream is None:
-                            snap.source_stream = path.resolve().name
-                        r = ing.ingest(snap)
+                    for r in ing.ingest_all(snaps):
                         if r.events:
                             if as_json:
                                 click.echo(json.dumps(r.to_dict()))
@@ -186,11 +218,13 @@ def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, inte
 
 @cli.command()
 @click.argument("task")
-@click.option("--upto", "upto", type=int, default=None, metavar="VERSION", help="Rebuild up to this version.")
+@click.option("--upto", "upto", type=click.IntRange(max=config.MAX_INT), default=None, metavar="VERSION",
+              help="Rebuild up to this version.")
 @click.option("--at", "at", default=None, metavar="ISO-TIME", help="Rebuild as of this time.")
 @click.option("--json", "as_json", is_flag=True, help="Print the document as compact JSON.")
 @click.option("--raw", "raw", is_flag=True, help="Print the exact bytes of the ingested snapshot.")
-@click.option("--diff", "diff", type=int, nargs=2, default=None, metavar="V1 V2", help="JSON Patch from V1 to V2.")
+@click.option("--diff", "diff", type=click.IntRange(max=config.MAX_INT), nargs=2, default=None, metavar="V1 V2",
+              help="JSON Patch from V1 to V2.")
 @click.option("--validate", "schema", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Check the document against a JSON Schema.")
 @click.option("--check", "check", is_flag=True, help="List the dialect's validation findings (exit 1 if any).")
@@ -281,7 +315,8 @@ def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_j
 @cli.command()
 @click.argument("task")
 @click.option("--json", "as_json", is_flag=True, help="NDJSON: one event per line.")
-@click.option("--after", "after", type=int, default=None, metavar="N", help="Only events after version N.")
+@click.option("--after", "after", type=click.IntRange(max=config.MAX_INT), default=None, metavar="N",
+              help="Only events after version N.")
 @click.option("--findings/--no-findings", default=True, help="Show validation findings under snapshots.")
 @click.option("--timeline", is_flag=True, help="Interleave, by time, the state versions (with their diffs), the turns "
                                               "and hook calls of the sessions that wrote them, and git commits.")
@@ -318,6 +353,9 @@ def log(ctx: click.Context, task: str, as_json: bool, after: int | None, finding
         when = (rec.occurred_at or rec.recorded_at)[:19].replace("T", " ")
         click.echo(f"{rec.version:>5}  {when}  {rec.type:<40}  {summary}")
         meta = rec.metadata
+        source = meta.get("source") if isinstance(meta, dict) else None
+        if isinstance(source, dict) and isinstance(source.get("id"), str):  # which source version (capture-once)
+            click.echo(f"{'':>5}  {'':19}  source {_short_source(source['id'])}")
         if writer is not None:  # who wrote this state: the session, message and tool call
             click.echo(f"{'':>5}  {'':19}  {writer.line()}")
         if made and event is not None and rec.type in d.file_write_types:

@@ -196,6 +196,10 @@ class Snapshot:
     # Findings the loader made about this version (a turn whose JSON it could not read): recorded
     # with the snapshot's events like the document's own.
     findings: list[Finding] = field(default_factory=list)
+    # The current state of one live source (a file named alone, a task folder, what ``watch``
+    # sees), not one version of a history: capture-once compares it with the last version recorded
+    # from the same place, not with the whole recorded history (see eventstore.ingest).
+    live: bool = False
 
 
 # ------------------------------------------------------------------ the interface

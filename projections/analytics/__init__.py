@@ -54,38 +54,52 @@ Bumping :data:`FLATTEN_VERSION` rebuilds: a manifest with another version is dis
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from projections.analytics import facts
-from projections.analytics.export import export_jsonl, export_parquet, jsonable
-from projections.analytics.facts import FLATTEN_VERSION, Catalog, Flattener, catalog
-from projections.analytics.files import (
-    COMPACT_AT,
-    FLUSH_EVENTS,
-    LOCK,
-    MANIFEST,
-    NAME,
-    SMALL_ROWS,
-    AnalyticsIOError,
-    Manifest,
-    RefreshResult,
-    analytics_dir,
-    compact_tables,
-    io_error,
-    mismatch,
-    refresh,
-    replacing,
-    status,
-)
-from projections.analytics.views import QueryError, connect, open_analytics, query, reading, table_names
+if TYPE_CHECKING:
+    from projections.analytics.export import export_jsonl, export_parquet, jsonable
+    from projections.analytics.facts import FLATTEN_VERSION, Catalog, Flattener, catalog
+    from projections.analytics.files import (
+        COMPACT_AT,
+        FLUSH_EVENTS,
+        LOCK,
+        MANIFEST,
+        NAME,
+        SMALL_ROWS,
+        AnalyticsIOError,
+        Manifest,
+        RefreshResult,
+        analytics_dir,
+        compact_tables,
+        io_error,
+        mismatch,
+        refresh,
+        replacing,
+        status,
+    )
+    from projections.analytics.views import QueryError, connect, open_analytics, query, reading, table_names
+
+#: Where each public name lives.  The package imports a submodule when one of its names is first asked
+#: for (PEP 562), so a command that only refreshes or reads a kept report (``metrics`` on an unchanged
+#: store, ``projections status``) never imports DuckDB (0.2-0.4 s): export and views import it.
+_WHERE = {
+    **dict.fromkeys(("export_jsonl", "export_parquet", "jsonable"), "export"),
+    **dict.fromkeys(("FLATTEN_VERSION", "SCHEMAS", "VIEWS", "Catalog", "Flattener", "catalog"), "facts"),
+    **dict.fromkeys(("COMPACT_AT", "FLUSH_EVENTS", "LOCK", "MANIFEST", "NAME", "SMALL_ROWS", "AnalyticsIOError",
+                     "Manifest", "RefreshResult", "analytics_dir", "compact_tables", "io_error", "mismatch",
+                     "refresh", "replacing", "status"), "files"),
+    **dict.fromkeys(("QueryError", "connect", "open_analytics", "query", "reading", "table_names"), "views"),
+}
 
 
 def __getattr__(name: str) -> Any:
-    # SCHEMAS (fact table -> Arrow schema) and VIEWS (view -> SQL): the catalog of the dialects
-    # registered when asked (a plugin installed later is seen), not frozen at import.
-    if name in ("SCHEMAS", "VIEWS"):
-        return getattr(facts, name)
-    raise AttributeError(name)
+    # SCHEMAS (fact table -> Arrow schema) and VIEWS (view -> SQL) are the catalog of the dialects
+    # registered when asked (a plugin installed later is seen), not frozen at import: facts computes them.
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{where}"), name)
 
 
 __all__ = ["AnalyticsIOError", "COMPACT_AT", "Catalog", "FLATTEN_VERSION", "FLUSH_EVENTS", "Flattener",

@@ -122,10 +122,10 @@ def mismatch(store: EventStore, m: Manifest) -> str | None:
     if m.store_id != sid:
         return f"they were built from store {m.store_id or '(unnamed)'}, not from this store ({sid})"
     if m.position:
-        at = store.read_all(after_position=m.position - 1, limit=1)
-        if not at or at[0].position != m.position:
+        at = store.hash_at(m.position)
+        if at is None:
             return f"the log has no event at their checkpoint (position {m.position}) any more"
-        if at[0].hash.hex() != m.hash:
+        if at.hex() != m.hash:
             return f"the event at their checkpoint (position {m.position}) is not the one they were built from"
     return None
 
@@ -235,6 +235,12 @@ def refresh(store: EventStore, directory: str | os.PathLike[str] | None = None, 
     stays bounded however far behind the tables are."""
     started = time.perf_counter()
     out = analytics_dir(store, directory)
+    if not rebuild and upto is None:
+        # Caught up already (what most `metrics`, `query` and page views find): no lock, no directory
+        # listing, no read of the log; the manifest and the hash at its checkpoint say so.
+        current = Manifest.load(out)
+        if current is not None and current.position == store.max_position() and mismatch(store, current) is None:
+            return RefreshResult(0, current.position, {}, 0, [], False, time.perf_counter() - started)
     with _refresh_lock(out):
         try:
             return _refresh(store, out, started, batch_size=batch_size, rebuild=rebuild, compact=compact,

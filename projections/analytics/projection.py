@@ -26,6 +26,7 @@ class AnalyticsProjection(engine.ExternalProjection):
     name = NAME
     version = FLATTEN_VERSION  # the shared part; status() reports the catalog's full version
     storage: ClassVar[str] = "parquet"
+    caught_up_by: ClassVar[str | None] = "evstore metrics, query, export, serve (each refreshes first)"
 
     def catch_up(self, store: EventStore, *, progress: engine.Progress | None = None) -> int:
         return refresh(store, progress=progress).events

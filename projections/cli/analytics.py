@@ -16,22 +16,20 @@ from eventstore.errors import EvstoreError
 
 _analytics_dir = click.option("--analytics-dir", type=click.Path(file_okay=False), default=None,
                               envvar="EVSTORE_ANALYTICS_DIR",
-                              help="Where the Parquet tables live (default: the store's own folder; see README).")
+                              help="Where the Parquet tables live (default: the store's own folder; see docs/metrics.md).")
 
 
 @contextmanager
-def _tables(store: Any, directory: str | None, no_refresh: bool, sql: str | None = None,
-            materialize: bool = False) -> Iterator[Any]:
+def _tables(store: Any, directory: str | None, no_refresh: bool, sql: str | None = None) -> Iterator[Any]:
     """The store's analytics tables as a DuckDB connection (caught up first unless ``no_refresh``; for
-    the one query ``sql`` if given: :func:`projections.analytics.views.reads`; with ``materialize``, for
-    the many queries of a report: :func:`projections.analytics.views.reading`)."""
+    the one query ``sql`` if given: :func:`projections.analytics.views.reads`)."""
     from projections.analytics import reading, refresh
 
     if not no_refresh:
         result = refresh(store, directory)
         if result.events:
             click.echo(f"analytics: {result.events} new events applied (checkpoint {result.position})", err=True)
-    with reading(store, directory, fresh=False, sql=sql, materialize=materialize) as con:
+    with reading(store, directory, fresh=False, sql=sql) as con:
         yield con
 
 
@@ -79,20 +77,24 @@ def metrics_cmd(ctx: click.Context, task: str | None, project: str | None, diale
     """Cross-run metrics (reviewer acceptance, review deltas, gates, breaker trips, phases, ...),
     or with TASK the same for one run (its timeline, iterations and deltas)."""
     from projections.analytics import io_error, replacing
-    from projections.metrics import Scope, check_scope, cross_run_report, run_report
+    from projections.metrics import Scope, report
     from projections.report import render
 
     store = open_store(ctx)
-    with _tables(store, analytics_dir, no_refresh, materialize=True) as con:
-        if task:
-            from projections.replay import resolve
+    stream_id = None
+    if task:
+        from projections.replay import resolve
 
-            report = run_report(con, resolve(store, task))
-        else:
-            scope = Scope(project=project, dialect=dialect, since=since)
-            check_scope(con, scope)
-            report = cross_run_report(con, scope)
-    text = render(report, fmt)
+        stream_id = resolve(store, task)
+
+    def refreshed(result: Any) -> None:
+        click.echo(f"analytics: {result.events} new events applied (checkpoint {result.position})", err=True)
+
+    # Computed once per log position and kept (projections.metrics.report): on an unchanged store this
+    # reads no event and opens no DuckDB connection.
+    text = render(report(store, analytics_dir, stream_id=stream_id,
+                         scope=Scope(project=project, dialect=dialect, since=since),
+                         fresh=not no_refresh, refreshed=refreshed), fmt)
     if out:
         try:
             with replacing(Path(out)) as tmp:

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from eventstore import config
 from eventstore.cli import cli, open_store
 
 
@@ -57,27 +58,53 @@ def _open_indexed(ctx: click.Context, url: str | None = None) -> Any:
 # ---------------------------------------------------------------- runs
 
 
+def _screen_lines() -> int | None:
+    """The terminal's height when stdout is one (``runs`` then shows one screen), else None."""
+    return shutil.get_terminal_size((120, 24)).lines if sys.stdout.isatty() else None
+
+
 @cli.command("runs")
 @click.option("--dialect", default=None, help="Only runs of this dialect.")
 @click.option("--project", default=None, help="Only runs of this project.")
 @click.option("--status", default=None, help="Only runs with this status.")
 @click.option("--since", default=None, metavar="ISO", help="Only runs active since this date/time (UTC if no zone).")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many runs.")
+@click.option("--limit", type=click.IntRange(1, config.MAX_INT), default=None,
+              help="At most this many runs (default: one screen on a terminal, else all).")
+@click.option("--page", type=click.IntRange(1, config.MAX_INT), default=None,
+              help="Page N, of --limit runs (default: one screen on a terminal, else 50).")
+@click.option("--after", default=None, metavar="STREAM",
+              help="Only the runs listed after STREAM (the last stream id of the page before).")
 @click.option("--wide", is_flag=True, help="Every column (task id, start time, the agent sessions that wrote the "
               "run's state), nothing cut (default: fit the terminal).")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+@click.option("--json", "as_json", is_flag=True,
+              help="NDJSON: one JSON object per run and line, streamed (every run unless --limit/--page).")
 @click.pass_context
 def runs_cmd(ctx: click.Context, dialect: str | None, project: str | None, status: str | None, since: str | None,
-             limit: int | None, wide: bool, as_json: bool) -> None:
+             limit: int | None, page: int | None, after: str | None, wide: bool, as_json: bool) -> None:
     """List runs (one per stream), newest activity first."""
-    from projections.runs import list_runs
+    from projections.runs import iter_runs
 
+    if page is not None and after is not None:
+        raise click.UsageError("--page and --after are exclusive (--after continues after a stream id).")
     store = open_store(ctx)
-    rows = list_runs(store, dialect=dialect, project=project, status=status, since=since, limit=limit,
-                     sessions=as_json or wide)
+    screen = _screen_lines() if not as_json else None
+    size = limit or (max(screen - 5, 5) if screen else 50 if page else None)
+    offset = (page - 1) * size if page is not None and size is not None else 0
+    # Filters and paging run in the database; rows stream in batches (constant memory for --json).
     if as_json:
-        click.echo(json.dumps([r.to_dict() for r in rows], ensure_ascii=False))
+        for r in iter_runs(store, dialect=dialect, project=project, status=status, since=since, limit=size,
+                           offset=offset, after=after, sessions=True):
+            click.echo(json.dumps(r.to_dict(), ensure_ascii=False))
         return
+    # One more row than shown says whether there are more.
+    rows = list(iter_runs(store, dialect=dialect, project=project, status=status, since=since,
+                          limit=None if size is None else size + 1, offset=offset, after=after, sessions=wide))
+    more = size is not None and len(rows) > size
+    if more:
+        del rows[size:]
+        last = rows[-1].stream_id
+        other = "" if after else f" (or --page {(page or 1) + 1})"
+        click.echo(f"more runs: --after {last}{other} lists the next ones; --limit N shows N", err=True)
     if not rows:
         click.echo("no runs match" if (dialect or project or status or since) else
                    "no runs yet; try `evstore demo` or `evstore ingest`", err=True)
@@ -184,6 +211,7 @@ def projections_group() -> None:
 @click.pass_context
 def projections_status(ctx: click.Context, as_json: bool) -> None:
     """Name, version, checkpoint, lag (events behind) and last run of every projection."""
+    # The table says, beside each lag, which commands catch that projection up.
     from projections.engine import ProjectionRunner
 
     store = open_store(ctx)
@@ -195,12 +223,12 @@ def projections_status(ctx: click.Context, as_json: bool) -> None:
     from rich.table import Table
 
     table = Table()
-    for col in ("name", "mode", "version", "checkpoint", "lag", "last run"):
+    for col in ("name", "mode", "version", "checkpoint", "lag", "last run", "caught up by"):
         table.add_column(col, justify="right" if col in ("version", "checkpoint", "lag") else "left")
     for r in rows:
         version = str(r.version) if r.stored_version in (None, r.version) else f"{r.stored_version} → {r.version}"
         mode = "inline" if r.inline else "async" if r.storage == "database" else f"async ({r.storage})"
-        table.add_row(r.name, mode, version, str(r.position), str(r.lag), r.updated_at or "never")
+        table.add_row(r.name, mode, version, str(r.position), str(r.lag), r.updated_at or "never", r.caught_up_by)
     _stdout_console().print(table)
     for r in rows:  # projections that keep files: where they are, and whether they are this store's
         if r.details.get("directory"):

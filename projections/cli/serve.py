@@ -12,7 +12,7 @@ from eventstore.cli import cli, store_url
 from eventstore.errors import EvstoreError
 
 
-def _token(token_file: Path | None) -> str | None:
+def _token(token_file: Path | None, env: str = "EVSTORE_SERVE_TOKEN") -> str | None:
     if token_file is not None:
         try:
             token = token_file.read_text(encoding="utf-8").strip()
@@ -21,15 +21,22 @@ def _token(token_file: Path | None) -> str | None:
         if not token:
             raise EvstoreError(f"The token file {token_file} is empty; put the token on its first line.")
         return token
-    return os.environ.get("EVSTORE_SERVE_TOKEN") or None
+    return os.environ.get(env) or None
 
 
 @cli.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to listen on (anything but loopback needs a token).")
+              help="Address to listen on (anything but loopback needs a token, for reads too).")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
+              help="A name clients reach the server by (its Host header), besides the --host address; others get "
+                   "421 (DNS rebinding guard). Repeatable.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="TCP port.")
 @click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="A file holding the write token (default: $EVSTORE_SERVE_TOKEN; none: read-only).")
+              help="A file holding the token that reads and writes (default: $EVSTORE_SERVE_TOKEN; none: read-only). "
+                   "At least 128 bits.")
+@click.option("--read-token-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="A file holding a token that only reads (default: $EVSTORE_SERVE_READ_TOKEN); with one, reads "
+                   "need a token on loopback too.")
 @click.option("--seal", type=click.Path(dir_okay=False, path_type=Path), default=None,
               envvar="EVSTORE_SERVE_SEAL", help="A seal (`evstore seal`) the integrity page shows and checks.")
 @click.option("--checkpoint", "old_seal", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -37,7 +44,7 @@ def _token(token_file: Path | None) -> str | None:
 @click.option("--public-key", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="The Ed25519 public key the --seal is signed with (default: HMAC, EVSTORE_SIGNING_KEY).")
 @click.option("--analytics-dir", type=click.Path(file_okay=False), default=None, envvar="EVSTORE_ANALYTICS_DIR",
-              help="Where the Parquet tables live (default: the store's own folder; see README).")
+              help="Where the Parquet tables live (default: the store's own folder; see docs/metrics.md).")
 @click.option("--live-poll", type=click.FloatRange(0.05, 60), default=0.5, show_default=True,
               help="Seconds between polls for a run page in live mode.")
 @click.option("--hook-files", "hook_files", multiple=True, type=click.Path(file_okay=False, path_type=Path),
@@ -48,13 +55,15 @@ def _token(token_file: Path | None) -> str | None:
 @click.option("--drain-interval", type=click.FloatRange(0.05, 3600), default=1.0, show_default=True,
               help="Seconds between drains of the hook spool.")
 @click.pass_context
-def serve_cmd(ctx: click.Context, host: str, port: int, token_file: Path | None, seal: Path | None,
+def serve_cmd(ctx: click.Context, host: str, allowed_hosts: tuple[str, ...], port: int, token_file: Path | None,
+              read_token_file: Path | None, seal: Path | None,
               old_seal: Path | None, public_key: Path | None, analytics_dir: str | None, live_poll: float,
               hook_files: tuple[Path, ...], no_drain: bool, drain_interval: float) -> None:
     """Serve runs, states, diffs, metrics and integrity in a browser, and a JSON API (writes need a token)."""
     import uvicorn
 
     from projections.serve import ServeConfig, create_app, is_loopback
+    from projections.serve.access import Policy
 
     if old_seal is not None:
         if seal is None:
@@ -63,20 +72,23 @@ def serve_cmd(ctx: click.Context, host: str, port: int, token_file: Path | None,
                    "EVSTORE_SERVE_SEAL (a checkpoint is a projection's position, the signed digest of the log is a "
                    "seal).", err=True)
     token = _token(token_file)
+    read_token = _token(read_token_file, "EVSTORE_SERVE_READ_TOKEN")
     if not is_loopback(host) and token is None:
         raise EvstoreError(f"Refusing to listen on {host} without a token; set EVSTORE_SERVE_TOKEN or --token-file, "
                            "or serve on a loopback address (--host 127.0.0.1).")
+    # Weak tokens are refused before anything is opened; the policy also words the start-up line.
+    policy = Policy.of(host=host, token=token, read_token=read_token, allowed_hosts=allowed_hosts)
     obj = ctx.find_root().obj
     store_url(ctx)  # serving never creates a store: a mistyped --url is an error, not an empty database
     # The folder `evstore hook claude-code` spools to for this store (same URL, EVSTORE_SPOOL_DIR, XDG rules).
     drain_dir = None if no_drain else spool.spool_dir(obj.get("url"))
-    app = create_app(ServeConfig(url=obj.get("url"), token=token, analytics_dir=analytics_dir, seal=seal,
+    app = create_app(ServeConfig(url=obj.get("url"), token=token, read_token=read_token, host=host,
+                                 allowed_hosts=allowed_hosts, analytics_dir=analytics_dir, seal=seal,
                                  public_key=public_key, live_poll=live_poll, synchronous=obj.get("synchronous"),
                                  hook_files=hook_files or None, drain_dir=drain_dir,
                                  drain_interval=drain_interval))
     shown = f"[{host}]" if ":" in host else host
-    click.echo(f"evstore serving on http://{shown}:{port}/ ({'writes on' if token else 'read-only'}); Ctrl-C stops",
-               err=True)
+    click.echo(f"evstore serving on http://{shown}:{port}/ ({policy.describe()}); Ctrl-C stops", err=True)
     if drain_dir is not None:
         click.echo(f"draining the hook spool {drain_dir} every {drain_interval:g} s (--no-drain: off)", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)

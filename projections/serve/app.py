@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hmac
-import ipaddress
 import json
 import logging
 import threading
@@ -48,6 +46,8 @@ from eventstore.errors import (
 from eventstore.store import NewEvent
 from projections.report import _cell, charts
 from projections.serve import views
+from projections.serve.access import HTTPError, Policy, is_loopback
+from projections.serve.access import Scope as Access
 from projections.serve.drainer import SpoolDrainer
 from projections.usage import cost_text
 from projections.writers import writers
@@ -70,7 +70,12 @@ T = TypeVar("T")
 @dataclass
 class ServeConfig:
     url: str | None = None
-    token: str | None = None
+    token: str | None = None  # reads and writes (at least 128 bits)
+    read_token: str | None = None  # reads only; when set, reads need a token even on loopback
+    # The address served on: the Host headers answered (see access.Policy.host_problem) and whether
+    # reads need a token (anything but loopback).
+    host: str = "127.0.0.1"
+    allowed_hosts: tuple[str, ...] = ()  # more names clients reach the server by (a proxy's, a DNS name)
     analytics_dir: str | None = None
     seal: Path | None = None
     public_key: Path | None = None  # checks an Ed25519-signed seal (else HMAC, EVSTORE_SIGNING_KEY)
@@ -84,22 +89,6 @@ class ServeConfig:
     # The hook spool to drain into the store while serving (None: no draining; see drainer.py).
     drain_dir: Path | None = None
     drain_interval: float = 1.0  # seconds between drains
-
-
-def is_loopback(host: str) -> bool:
-    """True for addresses only this machine reaches (127.0.0.0/8, ::1, localhost)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-class HTTPError(Exception):
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.headers = status, message, headers or {}
 
 
 class SecurityHeaders:
@@ -124,6 +113,25 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+class HostCheck:
+    """Answers 421 (Misdirected Request) to a request whose ``Host`` is no name of this server
+    (:meth:`access.Policy.host_problem`), before any route runs: the DNS rebinding guard."""
+
+    def __init__(self, app: ASGIApp, policy: Policy, refuse: Callable[[Request, HTTPError], Response]) -> None:
+        self.app, self.policy, self.refuse = app, policy, refuse
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            request = Request(scope)
+            problem = self.policy.host_problem(request.headers.get("host"))
+            if problem is not None:
+                log.warning("%s %s refused: %s", request.method, request.url.path, problem)
+                await self.refuse(request, HTTPError(421 if request.headers.get("host") else 400, problem))(
+                    scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def _status_of(exc: EvstoreError) -> int:
     if isinstance(exc, StreamNotFound):
         return 404
@@ -132,16 +140,26 @@ def _status_of(exc: EvstoreError) -> int:
     return 400
 
 
+# The largest integer any query parameter takes (versions are 32-bit on PostgreSQL); a page number
+# times a page size then stays within the 64-bit integers both databases bind.
+MAX_INT_PARAM = config.MAX_INT
+
+
 def _int_param(params: Any, name: str, default: int | None = None, *, minimum: int = 0) -> int | None:
+    """An integer query parameter in ``minimum..MAX_INT_PARAM``; else a 400 naming it (never a 500
+    from the database: SQLite's OverflowError, PostgreSQL's NumericValueOutOfRange)."""
     raw = params.get(name)
     if raw in (None, ""):
         return default
+    shown = raw[:40] + ("…" if len(raw) > 40 else "")
     try:
         value = int(raw)
     except ValueError:
-        raise HTTPError(400, f'query parameter "{name}" must be an integer, got "{raw[:40]}".') from None
+        raise HTTPError(400, f'query parameter "{name}" must be an integer, got "{shown}".') from None
     if value < minimum:
-        raise HTTPError(400, f'query parameter "{name}" must be >= {minimum}, got {value}.')
+        raise HTTPError(400, f'query parameter "{name}" must be >= {minimum}, got {shown}.')
+    if value > MAX_INT_PARAM:
+        raise HTTPError(400, f'query parameter "{name}" must be at most {MAX_INT_PARAM}, got {shown}.')
     return value
 
 
@@ -202,6 +220,8 @@ class Server:
         from projections.runs import IndexedEventStore
 
         self.cfg = cfg
+        self.policy = Policy.of(host=cfg.host, token=cfg.token, read_token=cfg.read_token,
+                                allowed_hosts=cfg.allowed_hosts)  # a weak token: EvstoreError, nothing opened
         self.store = IndexedEventStore(cfg.url, synchronous=cfg.synchronous)
         from eventstore import chain
 
@@ -217,7 +237,7 @@ class Server:
         self.env.filters["cell"] = _cell
         self.env.filters["source"] = views.describe_source
         self.env.filters["when"] = lambda s: (s or "")[:19].replace("T", " ")
-        self.env.globals["writable"] = cfg.token is not None
+        self.env.globals["writable"] = self.policy.writable
         self._session_locks: weakref.WeakValueDictionary[str, threading.Lock] = weakref.WeakValueDictionary()
         self._locks_lock = threading.Lock()
         self.drainer = SpoolDrainer(self.store, cfg.drain_dir, interval=cfg.drain_interval) \
@@ -232,20 +252,10 @@ class Server:
     def page(self, name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
         return HTMLResponse(self.env.get_template(name).render(**ctx), status_code=status)
 
-    def check_token(self, request: Request, form_token: str | None = None) -> None:
-        """401 without a token, 403 with a wrong one (or when writes are off)."""
-        if self.cfg.token is None:
-            raise HTTPError(403, "writes are disabled on this server; start `evstore serve` with "
-                                 "EVSTORE_SERVE_TOKEN or --token-file to allow them.")
-        given = form_token
-        auth = request.headers.get("authorization", "")
-        if auth[:7].lower() == "bearer ":
-            given = auth[7:].strip()
-        if not given:
-            raise HTTPError(401, "this needs a token: send \"Authorization: Bearer TOKEN\".",
-                            {"www-authenticate": 'Bearer realm="evstore"'})
-        if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), self.cfg.token.encode()):
-            raise HTTPError(403, "the token is not valid for this server.")
+    def authorize(self, request: Request, scope: Access, form_token: str | None = None) -> None:
+        """401 without a token, 403 with a wrong one or when ``scope`` is not allowed
+        (:meth:`access.Policy.authorize`: the one place that decides)."""
+        self.policy.authorize(request.headers, scope, form_token)
 
     async def read_body(self, request: Request) -> bytes:
         limit = self.cfg.max_body
@@ -267,18 +277,17 @@ class Server:
         return resolve(self.store, stream_id)
 
     def metrics_report(self, filters: views.RunFilters | None, stream_id: str | None = None) -> Any:
-        from projections.analytics import reading, refresh
-        from projections.metrics import Scope, check_scope, cross_run_report, run_report
+        from projections.analytics import refresh
+        from projections.metrics import Scope, report
 
         with self.metrics_lock:
             refresh(self.store, self.cfg.analytics_dir)
-        with reading(self.store, self.cfg.analytics_dir, fresh=False, materialize=True) as con:  # never another store's tables
-            if stream_id is not None:
-                return run_report(con, stream_id)
-            f = filters or views.RunFilters()
-            scope = Scope(project=f.project, dialect=f.dialect, since=f.since)
-            check_scope(con, scope)  # a filter matching nothing is named, as `evstore metrics` does
-            return cross_run_report(con, scope)
+        f = filters or views.RunFilters()
+        # Kept per log position (projections.metrics.report): an unchanged store is answered from the
+        # kept report; a filter matching nothing is named, as `evstore metrics` does.
+        return report(self.store, self.cfg.analytics_dir, stream_id=stream_id, fresh=False,
+                      scope=None if stream_id is not None else Scope(project=f.project, dialect=f.dialect,
+                                                                     since=f.since))
 
     def usage_of(self, stream_ids: list[str], *, detail: bool = False) -> tuple[dict[str, Any], str | None]:
         """Tokens and cost per stream (``detail``: the one stream's usage section), from the analytics
@@ -420,7 +429,7 @@ class Server:
         sid = self.resolve(request.path_params["stream_id"])
         after = _int_param(request.query_params, "after", 0)
         limit = _int_param(request.query_params, "limit", None, minimum=1)
-        upto = None if limit is None else (after or 0) + limit
+        upto = None if limit is None else min((after or 0) + limit, MAX_INT_PARAM)
         found = writers(self.store, sid)
         dialect = dialect_of(self.store, sid)
         out = []
@@ -530,6 +539,7 @@ def create_app(cfg: ServeConfig) -> Starlette:
     def guarded(handler: Callable[[Request], Response]) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             try:
+                server.authorize(request, "read")
                 return await server.call(handler, request)
             except (HTTPError, EvstoreError) as exc:
                 return error_response(request, exc)
@@ -549,7 +559,7 @@ def create_app(cfg: ServeConfig) -> Starlette:
 
     async def append_endpoint(request: Request) -> Response:
         try:
-            server.check_token(request)
+            server.authorize(request, "write")
             body = await server.read_body(request)
             return await server.call(server.append, request.path_params["stream_id"], body)
         except (HTTPError, EvstoreError) as exc:
@@ -563,7 +573,7 @@ def create_app(cfg: ServeConfig) -> Starlette:
                 body = await server.read_body(request)
                 tokens = urllib.parse.parse_qs(body.decode("utf-8", "replace")).get("token")
                 form_token = tokens[0] if tokens else None
-            server.check_token(request, form_token)
+            server.authorize(request, "write", form_token)
             return await server.call(server.verify, request, html=html)
         except (HTTPError, EvstoreError) as exc:
             return error_response(request, exc)
@@ -571,7 +581,7 @@ def create_app(cfg: ServeConfig) -> Starlette:
     def hook_endpoint(dialect: Any) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             try:
-                server.check_token(request)
+                server.authorize(request, "write")
                 body = await server.read_body(request)
                 return await server.call(server.record_hook, dialect, body)
             except (HTTPError, EvstoreError) as exc:
@@ -584,6 +594,7 @@ def create_app(cfg: ServeConfig) -> Starlette:
 
     async def live_endpoint(request: Request) -> Response:
         try:
+            server.authorize(request, "read")
             return await server.live(request)
         except (HTTPError, EvstoreError) as exc:
             return error_response(request, exc)
@@ -591,6 +602,10 @@ def create_app(cfg: ServeConfig) -> Starlette:
     async def openapi(request: Request) -> Response:
         from projections.serve.openapi import spec
 
+        try:
+            server.authorize(request, "read")
+        except HTTPError as exc:
+            return error_response(request, exc)
         return JSONResponse(spec())
 
     async def not_found(request: Request, exc: Exception) -> Response:
@@ -635,7 +650,8 @@ def create_app(cfg: ServeConfig) -> Starlette:
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found},
-                    middleware=[Middleware(SecurityHeaders)])
+                    middleware=[Middleware(SecurityHeaders),
+                                Middleware(HostCheck, policy=server.policy, refuse=error_response)])
     app.state.server = server
     return app
 

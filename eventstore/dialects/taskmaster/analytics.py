@@ -13,7 +13,7 @@ when the next one came), ``taskmaster_task_stats`` (per task: current status, cy
 reopenings, blocked time, subtasks) and the sections' SQL over them.  The project is the run's
 ``project`` (legacy ``metadata.projectName``), else its stream id.
 
-Definitions (README, "task-master"):
+Definitions (docs/metrics.md, "task-master"):
 
 * cycle time: from the task's first ``in-progress`` to its first ``done`` after that;
 * a reopening: a status change from ``done`` to another status (removal is not one);

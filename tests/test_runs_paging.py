@@ -1,0 +1,97 @@
+"""`evstore runs` pages in the database (--limit, --page, --after; one screen on a terminal) and `--json`
+streams NDJSON, one run per line, read in batches (keyset paging, constant memory).  SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+import projections.runs
+from eventstore.cli import register
+from eventstore.store import EventStore
+from projections.cli import runs as runs_cli
+from projections.runs import iter_runs, list_runs
+
+
+def _runs(url: str, *args: str) -> Any:
+    return CliRunner().invoke(register(), ["--url", url, "runs", *args])
+
+
+def _ndjson(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines()]
+
+
+@pytest.fixture
+def demo(store_url: str) -> str:
+    r = CliRunner().invoke(register(), ["--url", store_url, "demo", "--runs", "11", "--seed", "2"])
+    assert r.exit_code == 0, r.output
+    return store_url
+
+
+def test_json_is_ndjson_and_pages_cover_it_once(demo: str) -> None:
+    r = _runs(demo, "--json")
+    assert r.exit_code == 0, r.output
+    every = _ndjson(r.stdout)
+    assert len(every) == 11 and all(isinstance(row, dict) for row in every)
+    ids = [row["stream_id"] for row in every]
+    pages = [_ndjson(_runs(demo, "--json", "--limit", "4", "--page", str(n)).stdout) for n in (1, 2, 3, 4)]
+    assert [row["stream_id"] for p in pages for row in p] == ids and pages[-1] == []
+    chained, after = [], None
+    while True:  # --after the last stream id of each page gives the next one
+        page = _ndjson(_runs(demo, "--json", "--limit", "3", *(["--after", after] if after else [])).stdout)
+        if not page:
+            break
+        chained += [row["stream_id"] for row in page]
+        after = page[-1]["stream_id"]
+    assert chained == ids
+    table = _runs(demo, "--limit", "4", "--page", "2")
+    assert [line.split()[0] for line in table.stdout.splitlines()[2:]] == ids[4:8]
+    assert f"--after {ids[7]}" in table.stderr  # where the next page starts
+    dialect = every[0]["dialect"]
+    assert _ndjson(_runs(demo, "--json", "--dialect", dialect).stdout) == [row for row in every
+                                                                             if row["dialect"] == dialect]
+
+
+def test_rows_are_read_in_batches_of_bounded_size(demo: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    sizes: list[int | None] = []
+    real = projections.runs.list_runs
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        sizes.append(kwargs.get("limit"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(projections.runs, "list_runs", counting)
+    store = EventStore(demo)
+    try:
+        streamed = list(iter_runs(store, batch=2, sessions=True))
+        assert streamed == real(store, sessions=True)
+        assert len(sizes) == 6 and all(s == 2 for s in sizes)  # 11 rows: five full batches and a last one
+        sizes.clear()
+        assert list(iter_runs(store, batch=4, limit=5, offset=2)) == real(store, limit=5, offset=2)
+        assert sizes == [4, 1]
+    finally:
+        store.close()
+
+
+def test_a_terminal_gets_one_screen(demo: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runs_cli, "_screen_lines", lambda: 10)  # 10 lines: 5 runs, header, rule, room
+    r = _runs(demo)
+    assert len(r.stdout.splitlines()) == 2 + 5
+    assert "--after" in r.stderr and "--page 2" in r.stderr
+    assert len(_ndjson(_runs(demo, "--json").stdout)) == 11  # machines get every run
+
+
+def test_paging_errors(demo: str) -> None:
+    r = _runs(demo, "--after", "no-such-run")
+    assert r.exit_code == 1 and r.stderr == ('Error: No run "no-such-run" for --after; pass a stream id '
+                                             "`evstore runs` lists.\n")
+    r = _runs(demo, "--page", "2", "--after", "x")
+    assert r.exit_code == 2 and "--page and --after are exclusive" in r.stderr
+    store = EventStore(demo)
+    try:
+        assert list_runs(store, limit=3) == list(iter_runs(store, limit=3))
+    finally:
+        store.close()
