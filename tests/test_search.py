@@ -118,7 +118,8 @@ def test_serve_search_box_and_hit_links(run: Any, filled: str, tmp_path: Path) -
     from projections.serve.app import ServeConfig, create_app
 
     assert run("append", "XSS", "note.added", "--data", json.dumps({"text": "<script>alert(1)</script> evilword"})).exit_code == 0
-    with TestClient(create_app(ServeConfig(url=filled, analytics_dir=str(tmp_path / "a")))) as c:
+    with TestClient(create_app(ServeConfig(url=filled, analytics_dir=str(tmp_path / "a"))),
+                    base_url="http://127.0.0.1") as c:
         for page in ("/", f"/runs/{F.S1}", "/metrics", "/integrity"):
             assert 'action="/search"' in c.get(page).text, page
         found = c.get("/search", params={"q": "discount field"}).text

@@ -92,7 +92,8 @@ def test_run_page_shows_what_happened_in_time_order(run: Any, store_url: str, tw
 
     from projections.serve.app import ServeConfig, create_app
 
-    with TestClient(create_app(ServeConfig(url=store_url, analytics_dir=str(tmp_path / "a")))) as c:
+    with TestClient(create_app(ServeConfig(url=store_url, analytics_dir=str(tmp_path / "a"))),
+                    base_url="http://127.0.0.1") as c:
         page = c.get(f"/runs/{two_sessions}").text
         assert 'id="story"' in page
         story = page[page.index('id="story"'):page.index("</section>", page.index('id="story"'))]
@@ -123,7 +124,8 @@ def test_session_page_nests_subagents_under_their_call(run: Any, store_url: str,
             assert calls and all(t.children for t in calls), sid  # every subagent under its call
             assert all(c.depth == 1 for t in calls for c in t.children)
             assert not any(t.depth for t in turns)  # none left at the top
-    with TestClient(create_app(ServeConfig(url=store_url, analytics_dir=str(tmp_path / "a")))) as c:
+    with TestClient(create_app(ServeConfig(url=store_url, analytics_dir=str(tmp_path / "a"))),
+                    base_url="http://127.0.0.1") as c:
         page = c.get(f"/runs/{sessions[0]}").text
         assert 'id="conversation"' in page and 'class="tl-children"' in page
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from projections.prices import PRICE_KEY_SQL, load_prices, price_key
@@ -236,6 +236,7 @@ def test_a_task_costs_the_sessions_that_wrote_it(run: Any, tmp_path: Path) -> No
     assert usage["summary"]["cost_usd"] == pytest.approx(rows[task]["cost_usd"], abs=1e-4)  # rounded in reports
 
 
+@settings(deadline=None)  # DuckDB's first connection takes a while on a loaded machine
 @given(st.sampled_from(["claude-sonnet-4-5", "claude-3-5-sonnet", "claude-opus-4-1", "x"]),
        st.sampled_from(["", "-20250929", "@20241022", "-20241022-v2:0", "-v1"]),
        st.sampled_from(["", "anthropic.", "us.anthropic.", "eu.anthropic."]), st.booleans())
@@ -264,7 +265,8 @@ def test_serve_shows_costs_on_the_runs_index_and_usage_on_a_session_page(run: An
     from projections.serve.app import ServeConfig, create_app
 
     by_session = _grouped(ingested, "session")
-    with TestClient(create_app(ServeConfig(url=store_url, analytics_dir=str(tmp_path / "a")))) as c:
+    with TestClient(create_app(ServeConfig(url=store_url, analytics_dir=str(tmp_path / "a"))),
+                    base_url="http://127.0.0.1") as c:
         api = c.get("/api/runs").json()
         assert api["usage"][F.S1]["output_tokens"] == by_session[F.S1]["output_tokens"]
         assert api["usage"][F.S1]["cost_usd"] == pytest.approx(by_session[F.S1]["cost_usd"])
