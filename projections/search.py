@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -285,10 +285,12 @@ def unmark(snippet: str) -> tuple[str, list[list[int]]]:
 
 
 def search(store: EventStore, query: str, *, dialect: str | None = None, stream: str | None = None,
-           type: str | None = None, since: str | None = None, limit: int = 50, refresh: bool = True) -> list[Hit]:
+           type: str | None = None, since: str | None = None, limit: int = 50, refresh: bool = True,
+           progress: Callable[[int, int], None] | None = None) -> list[Hit]:
     """The events matching ``query``, newest first (the index caught up first unless ``refresh`` is
     False).  ``stream`` also matches a session's subagent streams (``<stream>/...``); ``type`` an
-    event type or a prefix ending in ``.`` (``claude.``); ``since`` an ISO date or time."""
+    event type or a prefix ending in ``.`` (``claude.``); ``since`` an ISO date or time; ``progress(done,
+    total)`` while the index catches up (the first search of a large store builds it)."""
     engine = _ENGINES[store.backend.name]
     match, params = engine.match(query)
     if not match:
@@ -318,7 +320,7 @@ def search(store: EventStore, query: str, *, dialect: str | None = None, stream:
     params.append(limit)
     with ProjectionRunner(store) as runner:
         if refresh:
-            runner.catch_up(SEARCH)
+            runner.catch_up(SEARCH, progress=progress)
         else:
             runner.ensure(SEARCH)
 

@@ -234,6 +234,13 @@ def test_a_task_costs_the_sessions_that_wrote_it(run: Any, tmp_path: Path) -> No
     for t in TOKENS:
         assert usage["summary"][t] == L.RUN_TOTALS[t], t
     assert usage["summary"]["cost_usd"] == pytest.approx(rows[task]["cost_usd"], abs=1e-4)  # rounded in reports
+    html = tmp_path / "report.html"
+    assert run("metrics", "--format", "html", "--out", str(html)).exit_code == 0
+    assert "Model usage and cost (per model)" in html.read_text() and "claude-sonnet-4-5" in html.read_text()
+    # and for notebooks, the views (evstore query, projections.analytics.open_analytics)
+    q = run("query", "SELECT sum(output_tokens) AS out, sum(cost_usd) > 0 AS priced FROM usage", "--json")
+    assert q.exit_code == 0, q.output
+    assert json.loads(q.stdout) == [{"out": L.RUN_TOTALS["output_tokens"], "priced": True}]
 
 
 @settings(deadline=None)  # DuckDB's first connection takes a while on a loaded machine

@@ -292,7 +292,9 @@ def search_cmd(ctx: click.Context, query: str, dialect: str | None, stream: str 
     from projections.search import MARK_END, MARK_START, search
 
     store = open_store(ctx)
-    hits = search(store, query, dialect=dialect, stream=stream, type=event_type, since=since, limit=limit)
+    with progress_bar("indexing for search", enabled=sys.stderr.isatty()) as update:
+        hits = search(store, query, dialect=dialect, stream=stream, type=event_type, since=since, limit=limit,
+                      progress=update)
     if as_json:
         for h in hits:
             click.echo(json.dumps(h.to_dict(), ensure_ascii=False))
