@@ -1,7 +1,8 @@
 """Capture Claude Code sessions: transcripts into the store, and hook calls recorded.
 
 * :func:`ingest_transcript` records the new lines of one transcript file (see
-  :mod:`eventstore.dialects.claude`), incrementally and all-or-nothing per file.
+  :mod:`eventstore.dialects.claude`), incrementally and streamed: one append per batch of lines,
+  each a resumable point (peak memory does not grow with the file).
 * :func:`record_hook` records one hook call from its JSON body: a ``claude.hook`` event in its
   session's stream; a ``PostToolUse`` of ``Write``/``Edit`` whose file is a state file some dialect
   recognises (``Dialect.state_file_names``) is ingested as that file's new version, with the
@@ -19,11 +20,11 @@ import hashlib
 import json
 import os
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from eventstore import config, spool
 from eventstore.codec import parse_json_text
@@ -36,7 +37,6 @@ from eventstore.dialects.claude.dialect import (
     LongStrings,
     apply_edits,
     cut_blobs,
-    digest,
     events_for_line,
     split_lines,
     stream_for,
@@ -93,27 +93,83 @@ def transcript_state(store: EventStore, stream_id: str) -> tuple[int, dict[str, 
     return version, None
 
 
+#: Transcript lines recorded per append, in bytes: peak memory is this plus the longest line, whatever
+#: the size of the file (benchmarks/bench_ingest.py --transcript-memory holds it).
+BATCH_BYTES = 4 * 1024 * 1024
+_CHUNK = 1024 * 1024
+
+
+def iter_lines(f: BinaryIO, *, final: bool, limit: int | None = None) -> Iterator[bytes]:
+    """The lines :func:`split_lines` finds in the rest of ``f``, read one at a time (``limit``: stop
+    after that many bytes, the last line cut there)."""
+    pending: bytes | None = None
+    taken = 0
+    for chunk in f:
+        for piece in chunk.splitlines(keepends=True):
+            if pending is not None:
+                yield pending
+            if limit is not None and taken + len(piece) >= limit:
+                piece = piece[:limit - taken]
+                if piece:
+                    yield piece
+                return
+            taken += len(piece)
+            pending = piece
+    if pending is not None:
+        if pending.endswith(b"\n"):
+            yield pending
+        else:
+            yield from split_lines(pending, final=final)[0]
+
+
+def _digest_upto(f: BinaryIO, n: int) -> tuple[Any, int]:
+    """(SHA-256 of the first ``n`` bytes of ``f``, how many there were), read in chunks."""
+    h = hashlib.sha256()
+    f.seek(0)
+    left = n
+    while left > 0:
+        chunk = f.read(min(_CHUNK, left))
+        if not chunk:
+            break
+        h.update(chunk)
+        left -= len(chunk)
+    return h, n - left
+
+
 def ingest_transcript(store: EventStore, path: Path, *, scrubber: Scrubber | None,
                       stream: str | None = None, final: bool = False,
                       extra_meta: dict[str, Any] | None = None,
                       blob_threshold: int | None = None) -> TranscriptResult:
-    """Record the lines of ``path`` not recorded yet (one atomic append).  Strings of
-    ``blob_threshold`` bytes or more (default :data:`eventstore.config.BLOB_THRESHOLD`; 0: none)
-    are stored once as content-addressed blobs."""
+    """Record the lines of ``path`` not recorded yet, streamed: one append per :data:`BATCH_BYTES` of
+    lines, each carrying the offset and prefix digest it reached (``meta.transcript``), so an ingest
+    stopped between two appends resumes where the last one ended.  Strings of ``blob_threshold`` bytes
+    or more (default :data:`eventstore.config.BLOB_THRESHOLD`; 0: none) are stored once as
+    content-addressed blobs."""
     threshold = config.BLOB_THRESHOLD if blob_threshold is None else blob_threshold
     try:
-        data = path.read_bytes()
+        f = open(path, "rb")  # noqa: SIM115 (closed below; the generators read it)
     except OSError as exc:
         raise IngestError(f"{path}: cannot read ({exc.strerror or exc}).") from exc
-    sid, parent = stream_for(path, data[:data.find(b"\n")] if path.stem.startswith("agent-") else None)
+    with f:
+        return _ingest_open_transcript(store, path, f, scrubber=scrubber, stream=stream, final=final,
+                                       extra_meta=extra_meta, threshold=threshold)
+
+
+def _ingest_open_transcript(store: EventStore, path: Path, f: BinaryIO, *, scrubber: Scrubber | None,
+                            stream: str | None, final: bool, extra_meta: dict[str, Any] | None,
+                            threshold: int) -> TranscriptResult:
+    first = f.readline()[:-1] if path.stem.startswith("agent-") else None  # as data[:data.find(b"\n")]
+    sid, parent = stream_for(path, first)
     sid = stream or sid
     version, state = transcript_state(store, sid)
     result = TranscriptResult(str(path), sid, version)
     start = 0
+    h = hashlib.sha256()
     if state is not None:
         end = int(state.get("end", 0))
-        if len(data) < end or digest(data[:end]) != state.get("prefix_sha256"):
-            found = digest(data[:end]) if len(data) >= end else digest(data)
+        h, have = _digest_upto(f, end)
+        if have < end or h.hexdigest() != state.get("prefix_sha256"):
+            found = h.hexdigest()
             event = ev.PrefixRewritten(file=str(path), recorded_bytes=end,
                                        recorded_sha256=str(state.get("prefix_sha256")), found_sha256=found)
             finding = Finding(path="", code="transcript-prefix-rewritten",
@@ -127,41 +183,60 @@ def ingest_transcript(store: EventStore, path: Path, *, scrubber: Scrubber | Non
             result.events = 0 if r.version == version else 1
             return result
         start = end
-    lines, covered = split_lines(data[start:], final=final)
-    if not lines:
-        return result
-    planned: list[tuple[Any, dict[str, Any], datetime | None]] = []
+    f.seek(start)
     offset, lineno = start, int(state.get("lines", 0)) if state else 0
-    prefix = data[:start]
-    linker = Linker(sid, subagent=parent is not None,
-                    earlier=(lambda: split_lines(prefix, final=True)[0]) if start else None)
+
+    def earlier() -> Iterator[bytes]:
+        with open(path, "rb") as g:
+            yield from iter_lines(g, final=True, limit=start)
+
+    linker = Linker(sid, subagent=parent is not None, earlier=earlier if start else None)
     link_meta: dict[str, Any] = {"dialect": "claude"}
+    seen_blobs: dict[str, int] = {}
+    planned: list[tuple[Any, dict[str, Any], datetime | None]] = []
     blobs: dict[str, bytes] = {}
-    for line in lines:
+    batch = 0
+
+    def flush(last: bool) -> None:
+        nonlocal planned, blobs, batch
+        transcript: dict[str, Any] = {"file": str(path), "end": offset, "lines": lineno,
+                                      "prefix_sha256": h.hexdigest()}
+        if parent:
+            transcript["parent_session"] = parent
+        last_event, last_meta, last_when = planned[-1]
+        planned[-1] = (last_event, {**last_meta, **((extra_meta or {}) if last else {}), "transcript": transcript},
+                       last_when)
+        new = [NewEvent(None, e, meta=meta, occurred_at=when) for e, meta, when in planned]
+        r = store.append(sid, new, expected_version=result.version if result.version else "no stream",
+                         dialect="claude", blobs=blobs or None)
+        result.version = r.version
+        result.events += len(new)
+        planned, blobs, batch = [], {}, 0
+
+    for line in iter_lines(f, final=final):
         lineno += 1
         got = events_for_line(line, lineno, offset, scrubber, linker, threshold)
         meta: dict[str, Any] = {"dialect": "claude"}
         if got.findings:
-            meta["findings"] = [f.to_dict() for f in got.findings]
+            meta["findings"] = [x.to_dict() for x in got.findings]
             result.findings.extend(got.findings)
         if got.blobs:
             meta["blobs"] = list(got.blobs)
             blobs.update(got.blobs)
+            seen_blobs.update((k, len(v)) for k, v in got.blobs.items())
         when = parse_time(getattr(got.events[-1], "timestamp", None))
         planned.extend((e, meta, when) for e in got.events)
         planned.extend((e, link_meta, when) for e in got.links)
         offset += len(line)
-    end = start + covered
-    transcript: dict[str, Any] = {"file": str(path), "end": end, "lines": lineno, "prefix_sha256": digest(data[:end])}
-    if parent:
-        transcript["parent_session"] = parent
-    last_event, last_meta, last_when = planned[-1]
-    planned[-1] = (last_event, {**last_meta, **(extra_meta or {}), "transcript": transcript}, last_when)
-    new = [NewEvent(None, e, meta=meta, occurred_at=when) for e, meta, when in planned]
-    r = store.append(sid, new, expected_version=version if version else "no stream", dialect="claude",
-                     blobs=blobs or None)
-    result.version, result.events, result.lines, result.bytes = r.version, len(new), len(lines), covered
-    result.blobs, result.blob_bytes = len(blobs), sum(map(len, blobs.values()))
+        h.update(line)
+        result.lines += 1
+        result.bytes += len(line)
+        batch += len(line)
+        if batch >= BATCH_BYTES:
+            flush(last=False)
+    if planned:
+        flush(last=True)
+    result.blobs, result.blob_bytes = len(seen_blobs), sum(seen_blobs.values())
     return result
 
 
@@ -517,7 +592,8 @@ def claude_projects_dirs() -> list[Path]:
 
 
 def drain(store: EventStore, directory: Path, *, scrub: bool = True,
-          stop: Callable[[], bool] | None = None, blob_threshold: int | None = None) -> DrainResult:
+          stop: Callable[[], bool] | None = None, blob_threshold: int | None = None,
+          lock: int | None = None) -> DrainResult:
     """Record every spooled hook call; a claimed spool file is deleted only once recorded.
 
     One drain at a time per folder: when another holds it (``evstore serve``, ``watch``, a hook's
@@ -526,32 +602,44 @@ def drain(store: EventStore, directory: Path, *, scrub: bool = True,
     claimed file to the next one, which records it without doubling what is in (ids derive
     from the spooled bytes).  Problems with single calls are in ``result.errors`` and appended
     to the folder's ``drain-errors.log`` (``evstore doctor``); what stops the drain raises.
-    ``blob_threshold``: as :func:`record_hook`'s.
+    ``blob_threshold``: as :func:`record_hook`'s.  ``lock``: the folder's drain lock
+    (:func:`spool.drain_lock`) if the caller holds it already; this closes it.
 
         >>> drain(store, spool.spool_dir(url)).hooks  # doctest: +SKIP
         3
     """
     result = DrainResult()
-    lock = spool.drain_lock(directory)
-    if lock is None:
-        result.skipped = True
-        return result
-    try:
-        scrubber = None
-        for claimed in spool.claim(directory):
-            if scrubber is None and scrub:  # made only when there is something to scrub (it reads a key file)
-                scrubber = Scrubber()
-            for record in spool.read(claimed):
-                if stop is not None and stop():
-                    result.stopped = True
-                    return result
-                errors = len(result.errors)
-                _drain_one(store, record, scrubber, result, blob_threshold)
-                for problem in result.errors[errors:]:
-                    spool.log_drain_error(directory, problem)
-            claimed.unlink()
-    finally:
-        os.close(lock)
+    scrubber = None
+    first = True
+    # A hook that finds the lock taken starts no drain of its own (eventstore.entry): records it
+    # spooled meanwhile are this drain's to take, so it looks again before and after letting go.
+    while first or spool.waiting(directory):
+        if not first or lock is None:
+            lock = spool.drain_lock(directory)
+        if lock is None:
+            result.skipped = first
+            return result
+        first = False
+        try:
+            while True:
+                claims = spool.claim(directory)
+                if not claims:
+                    break
+                for claimed in claims:
+                    if scrubber is None and scrub:  # made only when there is something to scrub (it reads a key file)
+                        scrubber = Scrubber()
+                    for record in spool.read(claimed):
+                        if stop is not None and stop():
+                            result.stopped = True
+                            return result
+                        errors = len(result.errors)
+                        _drain_one(store, record, scrubber, result, blob_threshold)
+                        for problem in result.errors[errors:]:
+                            spool.log_drain_error(directory, problem)
+                    claimed.unlink()
+            spool.mark_drained(directory)
+        finally:
+            os.close(lock)
     return result
 
 

@@ -1,8 +1,14 @@
 """Ingest state-file snapshots: derive events with a dialect, check the lens law, append.
 
     >>> results = list(ingest(store, get_dialect("mapipe"), [Path("agent-state.json")]))
-    >>> results[0].to_dict()
-    {'file': 'agent-state.json', 'stream': 'PROJ-1', 'version': 1, 'events': 1}
+    >>> results[0].status, results[0].stream, results[0].version, results[0].source_id
+    ('new', 'PROJ-1', 1, 'file:agent-state.json@9f86d081884c7d65…')
+
+Each source version is recorded once per stream (capture-once, docs/capture.md): a snapshot's
+identity (``source["id"]``: ``file:<path relative to what was named>@<SHA-256>``,
+``git:<commit>:<path>``, ``spool:<record>``) goes into the meta of its last event and into
+``source_versions``; :meth:`Ingestor.plan` reads what the streams of a capture recorded (one
+query) and passes over what is there, so the same capture again writes nothing.
 
 Each snapshot is one atomic append at the stream's current version (optimistic concurrency),
 so a concurrent writer makes the ingest fail cleanly instead of interleaving.  The last event
@@ -38,7 +44,7 @@ from typing import Any
 
 import msgspec
 
-from eventstore import chain, codec, documents, replay_cache
+from eventstore import chain, codec, documents, reading, replay_cache
 from eventstore.dialects.base import (
     Dialect,
     DocumentObserved,
@@ -205,10 +211,13 @@ def file_identity(snap: Snapshot, named: Path) -> str | None:
         return None
     path = Path(where)
     if named.is_dir():
-        try:
-            rel = path.resolve().relative_to(named.resolve()).as_posix()
+        try:  # a loader names a folder's files under the path it was given: no need to resolve
+            rel = path.relative_to(named).as_posix()
         except ValueError:
-            rel = path.name
+            try:
+                rel = path.resolve().relative_to(named.resolve()).as_posix()
+            except ValueError:
+                rel = path.name
         if rel == ".":
             rel = named.resolve().name
     else:
@@ -703,8 +712,7 @@ def load_paths(dialect: Dialect, paths: Iterable[Path], *, order: str = "name",
         if not path.exists():
             raise IngestError(f"{path}: no such file or directory.")
         if path.is_dir() and dialect.versions_in_folders:
-            files, notes = order_files([p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")],
-                                       order)
+            files, notes = order_files([p for p in reading.entries(path)[0] if not p.name.startswith(".")], order)
             for note in notes:
                 if report is not None:
                     report(note)

@@ -188,3 +188,24 @@ class StoredBlob(msgspec.Struct, frozen=True):
     sha256: bytes
     size: int
     data: bytes
+
+
+class LeafEvent(msgspec.Struct, frozen=True):
+    """Where an event sits in the Merkle tree: leaf ``position - 1``, its data ``hash``."""
+
+    position: int
+    stream_id: str
+    version: int
+    event_id: str
+    hash: bytes
+
+
+class CheckpointNote(msgspec.Struct, frozen=True):
+    """A signed checkpoint the store recorded (``tree_checkpoints``)."""
+
+    checkpoint_pk: int
+    origin: str
+    tree_size: int
+    root_hash: bytes
+    note: str
+    created_at: str

@@ -1,6 +1,7 @@
 """Least privilege on PostgreSQL: a writer role that can append and a reader role that can only read.
 
-The writer may INSERT into the log (``events``, ``streams``, ``blobs``) and read what appending needs; the
+The writer may INSERT into the log (``events``, ``streams``, ``blobs``, ``source_versions``, the Merkle tree's
+``tree_nodes`` and ``tree_checkpoints``) and read what appending needs; the
 only row it may change is a stream's head (``streams.version``, ``head_hash``: appending moves
 it; ``verify`` reports a rewritten head) and the inline runs index with its checkpoint.  It can
 never UPDATE, DELETE or TRUNCATE ``events``, nor drop the triggers (only the owner can).  The
@@ -22,6 +23,8 @@ _NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 WRITER_GRANTS = {
     "events": "SELECT, INSERT",
     "blobs": "SELECT, INSERT",
+    "tree_nodes": "SELECT, INSERT",
+    "tree_checkpoints": "SELECT, INSERT",
     "source_versions": "SELECT, INSERT",
     "streams": "SELECT, INSERT, UPDATE (version, head_hash)",
     "store_identity": "SELECT",

@@ -104,6 +104,25 @@ blobs = Table(  # content-addressed bytes, append-only (migration 0005)
     Column("created_at", String(32), nullable=False),
 )
 
+tree_nodes = Table(  # the log's Merkle tree, levels that are multiples of 4 (eventstore/tree.py; migration 0007)
+    "tree_nodes",
+    metadata,
+    Column("level", SmallInteger, primary_key=True, autoincrement=False),
+    Column("idx", BigInteger, primary_key=True, autoincrement=False),  # MTH(D[idx*2^level:(idx+1)*2^level])
+    Column("hash", LargeBinary(32), nullable=False),
+)
+
+tree_checkpoints = Table(  # every signed checkpoint `evstore checkpoint` made (eventstore/checkpoints.py)
+    "tree_checkpoints",
+    metadata,
+    Column("checkpoint_pk", BigId, primary_key=True, autoincrement=True),
+    Column("origin", String(255), nullable=False),
+    Column("tree_size", BigInteger, nullable=False),
+    Column("root_hash", LargeBinary(32), nullable=False),
+    Column("note", Text, nullable=False),  # the signed note as written (with the witnesses' cosignatures)
+    Column("created_at", String(32), nullable=False),
+)
+
 source_versions = Table(  # which source version each snapshot event recorded (migration 0006)
     "source_versions",
     metadata,

@@ -102,7 +102,7 @@ def write(directory: str | os.PathLike[str], stdin: bytes, *, now: float | None 
     parts[0] = _b64(_header(header))
     record = b"\t".join(parts) + b"\n"
     directory = os.fspath(directory)
-    os.makedirs(directory, exist_ok=True)
+    os.makedirs(directory, mode=0o700, exist_ok=True)  # calls wait here unscrubbed: the owner only
     path = os.path.join(directory, SPOOL)
     while True:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -205,10 +205,20 @@ def read(path: Path) -> Iterator[Record]:
             yield Record(header if isinstance(header, dict) else {"corrupt": True}, stdin, file_bytes, digest)
 
 
-def drain_lock(directory: Path) -> int | None:
-    """An exclusive, non-blocking lock for one drain at a time (None: another drain runs)."""
-    os.makedirs(directory, exist_ok=True)
-    fd = os.open(os.path.join(directory, "drain.lock"), os.O_WRONLY | os.O_CREAT, 0o600)
+#: The environment variable by which a hook hands the drain it starts the drain lock it took (a descriptor number).
+LOCK_FD_VAR = "EVSTORE_DRAIN_LOCK_FD"
+
+
+def drain_lock(directory: str | os.PathLike[str]) -> int | None:
+    """An exclusive, non-blocking lock for one drain at a time (None: another drain runs).
+    The first call in a process started with :data:`LOCK_FD_VAR` takes over the lock the hook
+    that started it holds on this folder."""
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    path = os.path.join(directory, "drain.lock")
+    inherited = _inherited_lock(path)
+    if inherited is not None:
+        return inherited
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -217,10 +227,62 @@ def drain_lock(directory: Path) -> int | None:
     return fd
 
 
+def _inherited_lock(path: str) -> int | None:
+    """The lock descriptor :data:`LOCK_FD_VAR` names, if it is open on ``path`` (taken once)."""
+    value = os.environ.pop(LOCK_FD_VAR, None)
+    if value is None:
+        return None
+    try:
+        fd = int(value)
+        mine, there = os.fstat(fd), os.stat(path)
+    except (ValueError, OSError):
+        return None
+    if (mine.st_dev, mine.st_ino) != (there.st_dev, there.st_ino):
+        return None
+    try:  # the same open file holds the lock already: this succeeds at once
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return None
+    return fd
+
+
+def waiting(directory: str | os.PathLike[str]) -> bool:
+    """Whether the folder holds spooled records no drain has claimed yet."""
+    try:
+        return os.stat(os.path.join(directory, SPOOL)).st_size > 0
+    except OSError:
+        return False
+
+
+#: Beside the spool: the UTC time of the last drain that ended without an error stopping it.
+DRAIN_OK = "drain-ok"
+
+
+def _stamp() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def mark_drained(directory: str | os.PathLike[str]) -> None:
+    """Note that a drain of the folder ran to its end (``evstore doctor`` compares it with the last error)."""
+    tmp = os.path.join(directory, f"{DRAIN_OK}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(_stamp() + "\n")
+    os.replace(tmp, os.path.join(directory, DRAIN_OK))
+
+
+def last_drained(directory: str | os.PathLike[str]) -> str | None:
+    """The UTC time (ISO 8601) of the last drain that ran to its end, if any."""
+    try:
+        with open(os.path.join(directory, DRAIN_OK), encoding="utf-8") as fh:
+            return fh.read().strip() or None
+    except OSError:
+        return None
+
+
 def log_drain_error(directory: str | os.PathLike[str], message: str) -> None:
     """Append one line to the folder's ``drain-errors.log`` (UTC time, pid, ``message``)."""
-    os.makedirs(directory, exist_ok=True)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
     line = " ".join(message.split())  # one line per error, whatever the message holds
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    stamp = _stamp()
     with open(os.path.join(directory, DRAIN_ERRORS), "a", encoding="utf-8") as fh:
         fh.write(f"{stamp} pid {os.getpid()}: {line}\n")

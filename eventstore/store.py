@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import msgspec
 
-from eventstore import chain, codec, config
+from eventstore import chain, codec, config, tree
 from eventstore.backends import Backend, backend_for
 from eventstore.errors import (
     ConcurrencyError,
@@ -551,6 +551,23 @@ class EventStore:
                 cached = self._store_id = self.backend.store_id(cur)
         return cached
 
+    @contextmanager
+    def tree(self, size: int | None = None) -> Iterator[tree.Tree]:
+        """The log's Merkle tree of its first ``size`` leaves (default: all of them), read in one
+        transaction while the block runs (``eventstore.tree.Tree``: ``root()``, ``subtree()``).
+
+            >>> with store.tree() as t:
+            ...     proof = merkle.inclusion_proof(0, t.size, t.subtree)
+        """
+        with self.reading() as cur:
+            last = self.backend.max_position(cur)
+            if size is None:
+                size = last
+            elif not 0 <= size <= last:
+                raise IntegrityViolation(f"The log has {last} events, fewer than the {size} asked for "
+                                         "(truncated, or another store).")
+            yield tree.Tree(_CursorSource(self.backend, cur), size)
+
     def max_position(self) -> int:
         """The position of the last committed event (0 for an empty store)."""
         with self.reading() as cur:
@@ -599,6 +616,25 @@ def _merge(a: AppendResult | None, b: AppendResult) -> AppendResult:
     return AppendResult(b.stream_id, b.version, a.positions + b.positions)
 
 
+class _CursorSource:
+    """The stored tree as :mod:`eventstore.tree` reads it, through one cursor (one transaction)."""
+
+    __slots__ = ("be", "cur")
+
+    def __init__(self, be: Backend, cur: Any) -> None:
+        self.be, self.cur = be, cur
+
+    def leaf_data(self, start: int, end: int) -> list[bytes]:
+        return self.be.leaf_data(self.cur, start, end)
+
+    def nodes(self, level: int, start: int, end: int) -> list[bytes]:
+        return self.be.tree_nodes(self.cur, level, start, end)
+
+    def many(self, node_ranges: Sequence[tuple[int, int, int]], leaf_ranges: Sequence[tuple[int, int]]
+             ) -> tuple[dict[tuple[int, int], bytes], dict[int, bytes]]:
+        return self.be.tree_ranges(self.cur, node_ranges, leaf_ranges)
+
+
 class _Transaction:
     """One write transaction holding the append lock; caches stream heads while it runs."""
 
@@ -613,12 +649,15 @@ class _Transaction:
         self.done = False
         self.recorded = InlineBatch()  # only filled when inline handlers exist
         self.client_ids: dict[str, tuple[str, str, bytes, bytes]] = {}  # client ids written by this txn
+        self.tree_size = 0  # leaves in the Merkle tree before this transaction (= the last position)
+        self.leaves: list[Any] = []  # the chain hashes this transaction appended, in position order
 
     def __enter__(self) -> _Transaction:
         self.cur = self.raw.cursor()
         try:
             self.be.begin_write(self.raw)
             self.position, found = self.be.begin_append(self.cur, self.first_stream)
+            self.tree_size = self.position
             if found is not None and self.first_stream is not None:
                 self.heads[self.first_stream] = [found.stream_pk, found.version, found.head_hash]
         except BaseException as exc:
@@ -631,13 +670,13 @@ class _Transaction:
 
     def _raise_if_full(self, exc: BaseException) -> None:
         """The driver's "no space" error (rolled back already) as StorageFull, naming the database."""
-        if is_disk_full(exc):
-            path = config.sqlite_file(self.store.url)
+        path = config.sqlite_file(self.store.url)
+        if is_disk_full(exc, path):
             where = f"the disk holding {path}" if path is not None else \
                 f"the database server ({self.store.backend.display_url()})"
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StorageFull(f"No space left on {where} ({reason}); nothing of this append was written. "
-                              "Free space and retry.") from exc
+                              "The disk is full: free space and retry.") from exc
 
     def abandon(self) -> None:
         self.be.rollback(self.raw)
@@ -650,6 +689,9 @@ class _Transaction:
             failed = exc
             if failed is None:
                 try:
+                    if self.leaves:  # the Merkle tree's nodes these events complete, in the same transaction
+                        self.be.insert_tree_nodes(self.cur, tree.new_nodes(
+                            self.tree_size, self.leaves, _CursorSource(self.be, self.cur)))
                     self.be.move_stream_heads(self.cur, ((h[0], h[1], h[2]) for h in self.heads.values()))
                     if self.store._inline and self.recorded:
                         for handler in self.store._inline:
@@ -736,6 +778,7 @@ class _Transaction:
         if naming_blobs:  # before anything is written: the transaction then rolls back whole
             self._check_blob_refs(stream_id, head[1], naming_blobs)
         self.be.insert_events(self.cur, rows)
+        self.leaves += [r[13] for r in rows]
         if sources:
             self.be.insert_source_versions(self.cur, sources)
         first = self.position + 1

@@ -7,7 +7,9 @@ Failure classes: ``data`` / ``meta`` (the stored bytes no longer match their rec
 the event hash does not recompute), ``link``
 (prev_hash is not the previous event's hash), ``sequence`` (a version is missing), ``head`` (the
 stream's recorded head is not its last event: truncated tail), ``position`` (positions do not
-increase with versions within a stream: events reordered), ``cache`` (a replay-cache row does not
+increase with versions within a stream: events reordered), ``tree`` (positions are not gapless, or
+the Merkle tree's stored nodes do not match the leaves, :mod:`eventstore.tree`), ``checkpoint`` (the
+log's first N leaves no longer hash to a signed checkpoint's root), ``cache`` (a replay-cache row does not
 match the log or the document folded from it), ``source`` (a ``source_versions`` row does not say
 what its event's ``meta.source.id`` says, or is missing) and ``seal`` (the log no longer contains what
 a signed seal covered: count, stream heads or the global order).
@@ -17,11 +19,11 @@ from __future__ import annotations
 
 import os
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from eventstore import chain, codec, documents
+from eventstore import chain, codec, documents, tree
 from eventstore.dialects import FALLBACK, Dialect, get_dialect
 from eventstore.errors import EvstoreError, IntegrityViolation, StreamNotFound
 from eventstore.events import decode_event
@@ -53,6 +55,14 @@ class VerifyReport:
     blobs: int = 0  # content-addressed blobs re-hashed
     failures: list[Failure] = field(default_factory=list)
     seal: dict[str, Any] | None = None
+    checkpoint: dict[str, Any] | None = None  # the signed checkpoint checked (verify --checkpoint)
+    #: The database engine's own file check that ran (empty: the backend has none, PostgreSQL).
+    storage_check: str = ""
+
+    @property
+    def damaged(self) -> bool:
+        """Whether the database engine's own check found the file damaged."""
+        return any(f.field_class == "storage" for f in self.failures)
 
     @property
     def ok(self) -> bool:
@@ -60,15 +70,25 @@ class VerifyReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "streams": self.streams, "events": self.events, "cached": self.cached,
-                "blobs": self.blobs,
-                "failures": [f.to_dict() for f in self.failures], "seal": self.seal}
+                "blobs": self.blobs, "storage_check": self.storage_check or None,
+                "failures": [f.to_dict() for f in self.failures], "seal": self.seal,
+                **({"checkpoint": self.checkpoint} if self.checkpoint is not None else {})}
 
 
 def verify(store: EventStore, stream_id: str | None = None,
            progress: Callable[[int], None] | None = None) -> VerifyReport:
     """Recompute every chain (or one stream's), report the first chain failure per stream, and
     check every replay-cache row against the log."""
-    report = VerifyReport()
+    report = VerifyReport(storage_check=store.backend.storage_check_name)
+    if stream_id is None and report.storage_check:
+        # The engine's own check first: a damaged page (of an index, say) that the chain walk below
+        # never reads, and a clear report instead of a read failing half-way.
+        with store.reading() as cur:
+            problems = store.backend.storage_check(cur)
+        if problems:
+            report.failures.extend(Failure("", 0, "storage", f"{report.storage_check}: {' '.join(p.split())}")
+                                   for p in problems)
+            return report
     if stream_id and store.stream_info(stream_id) is None:
         raise StreamNotFound(f'No stream "{stream_id}"; `evstore runs` lists the streams.')
     with store.reading() as cur:
@@ -139,7 +159,119 @@ def verify(store: EventStore, stream_id: str | None = None,
     _verify_sources(store, stream_id, sources, report)
     _verify_cache(store, stream_id, report)
     _verify_blobs(store, referenced, report, every=stream_id is None)
+    if stream_id is None:
+        report.failures.extend(verify_tree(store))
     return report
+
+
+# ------------------------------------------------------------------ the Merkle tree
+
+def _leaf_failure(store: EventStore, leaf: int, field_class: str, detail: str) -> Failure:
+    """A failure about leaf ``leaf``, named by the event stored at its position (if any)."""
+    with store.reading() as cur:
+        e = store.backend.leaf_event(cur, position=leaf + 1)
+    if e is None:
+        return Failure("*", 0, field_class, f"leaf {leaf} (position {leaf + 1}): {detail}")
+    return Failure(e.stream_id, e.version, field_class, f"leaf {leaf} (position {leaf + 1}): {detail}")
+
+
+def verify_tree(store: EventStore) -> list[Failure]:
+    """Positions must be gapless (leaf i is position i + 1) and every stored node of the Merkle tree
+    must be the one its leaves make, none missing; the first difference only (one failure per kind)."""
+    out: list[Failure] = []
+    expected: dict[int, list[bytes]] = {}
+    with store.reading() as cur:
+        gap: list[int] = []
+
+        def leaves() -> Any:
+            n = 0
+            for position, h in store.backend.leaves(cur, MAX_POSITION):
+                if position != n + 1 and not gap:
+                    gap.append(n)
+                n += 1
+                yield h
+
+        for level, _idx, h in tree.all_nodes(leaves()):
+            expected.setdefault(level, []).append(h)
+        bad: int | None = None  # the first leaf under a stored node that differs
+        seen: dict[int, int] = {}
+        for level, idx, h in store.backend.all_tree_nodes(cur):
+            want = expected.get(level, [])
+            seen[level] = max(seen.get(level, 0), idx + 1)
+            if idx >= len(want) or want[idx] != h:
+                first = idx << level
+                bad = first if bad is None else min(bad, first)
+        for level, want in expected.items():
+            if seen.get(level, 0) < len(want):  # a node missing: the first one is at most here
+                first = seen.get(level, 0) << level
+                bad = first if bad is None else min(bad, first)
+    if gap:
+        out.append(Failure("*", 0, "tree", f"position {gap[0] + 1} is missing (leaf {gap[0]}): events deleted "
+                           "or positions rewritten; positions are gapless"))
+    if bad is not None:
+        out.append(_leaf_failure(store, bad, "tree", f"the stored Merkle tree differs from the leaves from here on "
+                                 f"(within the {tree.FAN} leaves from {bad}; events or tree nodes rewritten)"))
+    return out
+
+
+def check_tree_checkpoint(store: EventStore, size: int, root: bytes,
+                          signed: Sequence[tuple[int, bytes]] = ()) -> list[Failure]:
+    """Failures if the log's first ``size`` leaves no longer hash to ``root`` (a signed checkpoint's),
+    naming the first leaf that differs where the store can tell: a leaf missing (the log is shorter,
+    or has a gap), or a stored tree node that disagrees with the leaves.  Otherwise ``signed``, the
+    (size, root) of other checkpoints whose signatures the caller checked (those the store recorded),
+    brackets it: after the largest one that still holds, up to the smallest one that fails."""
+    last = store.max_position()
+    if last < size:
+        return [Failure("*", 0, "checkpoint", f"leaf {last} (position {last + 1}) is missing: the log has {last} "
+                        f"events, the checkpoint covers {size} (tail truncated or events deleted)")]
+    with store.reading() as cur:
+        n = 0
+        for position, _h in store.backend.leaves(cur, size):
+            if position != n + 1:
+                break
+            n += 1
+    if n != size:
+        return [Failure("*", 0, "checkpoint", f"leaf {n} (position {n + 1}) is missing: events deleted or positions "
+                        f"rewritten (the checkpoint covers {size} leaves)")]
+    with store.tree(size) as t:
+        got = t.root()
+    if got == root:
+        return []
+    if size == 0:
+        return [Failure("*", 0, "checkpoint", "the checkpoint's root is not the empty tree's")]
+    located = [f for f in verify_tree(store) if f.stream_id != "*"]
+    if located:
+        where = f"; {located[0]}"
+    else:
+        low, high = _bracket(store, size, signed)
+        if high - low == 1:
+            where = "; " + str(_leaf_failure(store, low, "checkpoint", "the first leaf that differs (the signed "
+                                             f"checkpoints of sizes {low} and {high} bracket it)"))
+        else:
+            where = (f"; the first leaf that differs is one of leaves {low}..{high - 1} (positions {low + 1}.."
+                     f"{high}){', bracketed by the signed checkpoints recorded here' if signed else ''}: the "
+                     "stored tree was rebuilt to match, so the root alone cannot say which (checkpoint more often, "
+                     "or compare with a copy of the log)")
+    return [Failure("*", 0, "checkpoint", f"the log's first {size} leaves hash to {got.hex()[:16]}…, not to the "
+                    f"checkpoint's root {root.hex()[:16]}… (the log was rewritten after the checkpoint){where}")]
+
+
+def _bracket(store: EventStore, size: int, signed: Sequence[tuple[int, bytes]]) -> tuple[int, int]:
+    """(low, high): the first differing leaf is in ``[low, high)``, from the signed (size, root) pairs
+    below ``size``: low is the largest size whose root still holds, high the smallest above it that fails."""
+    low, high = 0, size
+    for s, r in sorted({(s, r) for s, r in signed if 0 < s < size}):
+        if s <= low or s >= high:
+            continue
+        with store.tree(s) as t:
+            holds = t.root() == r
+        if holds:
+            low = s
+        else:
+            high = s
+            break
+    return low, high
 
 
 # ------------------------------------------------------------------ content-addressed blobs

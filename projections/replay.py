@@ -40,6 +40,10 @@ class ReplayResult:
     version: int  # the version the document is at
     stream_version: int  # the stream's latest version
     doc: Any
+    # The version of the replay-cache row the fold started from (None: folded from the first event).  A
+    # cached row is checked against the log's event hash and its own digest, which someone who can
+    # write the database can recompute: a reader is told, and ``use_cache=False`` folds every event.
+    cached_from: int | None = None
 
 
 def dialect_of(store: EventStore, stream_id: str) -> Dialect:
@@ -101,7 +105,8 @@ def replay(store: EventStore, stream_id: str, *, upto_version: int | None = None
             replay_cache.save(store, stream_pk, replay_cache.cache_name(dialect), last, doc)
         except Exception:  # noqa: BLE001
             pass
-    return ReplayResult(stream_id, dialect.name, target, stream_version, doc)
+    start = target - folded  # versions are contiguous: the fold began after this one
+    return ReplayResult(stream_id, dialect.name, target, stream_version, doc, cached_from=start if start > 0 else None)
 
 
 def replay_raw(store: EventStore, stream_id: str, version: int | None = None, *, doc: Any = _UNFOLDED) -> bytes:

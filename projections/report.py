@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from eventstore.dialects.analytics import Chart
+from eventstore.display import printable
 
 if TYPE_CHECKING:  # only for annotations: `evstore serve` imports this module, and DuckDB when a metrics page is asked for
     from projections.metrics import Report, Section
@@ -100,8 +101,8 @@ def table_text(columns: Sequence[str], rows: Sequence[dict[str, Any]], *, max_wi
     Numbers take one format per column (:func:`_column_format`); a ``*_s`` column is a duration.
     """
     formats = [_column_format(c, [r.get(c) for r in rows]) for c in columns]
-    headers = [c[:-2] if c.endswith("_s") else c for c in columns]
-    cells = [[_cut(f(r.get(c)), max_width) for c, f in zip(columns, formats, strict=True)] for r in rows]
+    headers = [printable(c[:-2] if c.endswith("_s") else c) for c in columns]
+    cells = [[_cut(printable(f(r.get(c))), max_width) for c, f in zip(columns, formats, strict=True)] for r in rows]
     widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
     if width is not None:
         order = [columns.index(c) for c in shrink if c in columns]

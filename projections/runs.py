@@ -463,3 +463,99 @@ def find_streams_by_task(store: EventStore, task_id: str) -> list[str]:
 
 __all__ = ["RUNS", "IndexedEventStore", "RunRow", "RunsIndex", "attach", "count_runs", "find_streams_by_task", "iter_runs",
            "list_runs", "rebuild", "refresh", "run_choices"]  # and runs_table, made on first use (__getattr__)
+
+
+# ------------------------------------------------------------------ checking the index against the log
+
+
+class _Capture:
+    """A cursor that keeps the rows :class:`RunsIndex` would upsert and runs everything else."""
+
+    def __init__(self, cur: Any) -> None:
+        self.cur, self.rows = cur, []  # type: Any, list[tuple[Any, ...]]
+
+    def executemany(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
+        self.rows.extend(rows)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.cur, name)
+
+
+def _merge(old: tuple[Any, ...] | None, new: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``new`` upserted over ``old``, as ``_UPSERT`` does in the database."""
+    if old is None:
+        return new
+    o, n = dict(zip(_COLUMNS, old, strict=True)), dict(zip(_COLUMNS, new, strict=True))
+    out = dict(n)
+    out["dialect"] = n["dialect"] if n["dialect"] is not None else o["dialect"]
+    for f in _FIELDS:
+        out[f] = n[f] if n["described"] == 1 else o[f]
+    out["started_at"] = o["started_at"] if o["started_at"] is not None else n["started_at"]
+    out["events"] = o["events"] + n["events"]
+    out["findings"] = n["findings"] if n["findings"] is not None else o["findings"]
+    return tuple(out[c] for c in _COLUMNS)
+
+
+def expected_row(store: EventStore, stream_id: str, upto_position: int, *, batch: int = 1000) -> tuple[Any, ...] | None:
+    """The ``proj_runs`` row the log gives for ``stream_id`` (its events up to ``upto_position``),
+    computed by the index's own code in memory, a batch of events at a time."""
+    index = RunsIndex(cache_size=2)
+    row: tuple[Any, ...] | None = None
+    events: list[RecordedEvent] = []
+
+    def apply() -> None:
+        nonlocal row
+        with store.reading() as cur:
+            capture = _Capture(cur)
+            index.apply(capture, store.backend, events)
+        for r in capture.rows:
+            row = _merge(row, r)
+        events.clear()
+
+    for e in store.read_stream(stream_id):
+        if e.position > upto_position:
+            break
+        events.append(e)
+        if len(events) >= batch:
+            apply()
+    if events:
+        apply()
+    return row
+
+
+def check_index(store: EventStore, stream_id: str | None = None) -> list[tuple[str, int, str]]:
+    """``(stream, version, what differs)`` for each run whose ``proj_runs`` row is not what its
+    events give (as of the index's checkpoint).  Whoever may append may write the index (the
+    PostgreSQL writer role too: it is kept in the append's transaction), so ``evstore verify``
+    re-derives it instead of trusting it."""
+    from sqlalchemy import select
+
+    with engine.ProjectionRunner(store) as runner:
+        cp = runner.checkpoint(RUNS.name)
+    upto = 0 if cp is None else cp.position
+    t = _runs_table()
+    query = select(*(t.c[c] for c in _COLUMNS))
+    if stream_id is not None:
+        query = query.where(t.c.stream_id == stream_id)
+    with store.engine.connect() as conn:
+        stored = {r[0]: tuple(r) for r in conn.execute(query).all()}
+    names = [stream_id] if stream_id is not None else sorted({s.stream_id for s in store.list_streams()} | set(stored))
+    problems = []
+    for sid in names:
+        want = expected_row(store, sid, upto) if store.stream_head(sid) is not None else None
+        have = stored.get(sid)
+        if want is None and have is None:
+            continue
+        if want is None or have is None:
+            problems.append((sid, 0 if want is None else int(want[-2]),
+                             "runs index: a row for a stream the log does not hold" if want is None
+                             else "runs index: the stream's row is missing"))
+            continue
+        differs = [c for c, a, b in zip(_COLUMNS, have, want, strict=True)
+                   if (int(a) if isinstance(a, int) else a) != b]
+        if differs:
+            shown = ", ".join(f"{c} {have[_COLUMNS.index(c)]!r} (the log gives {want[_COLUMNS.index(c)]!r})"
+                              for c in differs[:3])
+            problems.append((sid, int(want[-2]), f"runs index (proj_runs) differs from the log: {shown}; "
+                                                 "`evstore projections rebuild runs` rewrites it from the log"))
+    return problems

@@ -149,9 +149,12 @@ def hooked_spool(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[subproc
     """200 hook processes, 16 at a time, and the spool they wrote (no drain has read it).
 
     A hook only spools (eventstore/entry.py): it opens no store, so one spool serves the drain tests
-    of both backends.  The store it names does not exist, so the drain that the truncated "Stop"
-    input starts in the background refuses to run and leaves the spool to the tests."""
+    of both backends.  The drain lock is held meanwhile, as by a drain running, so the hook that
+    the truncated "Stop" input reaches starts none (a drain creates the store it names) and the
+    spool is left to the tests."""
     where = tmp_path_factory.mktemp("hooks")
+    lock = spool.drain_lock(where / "spool")
+    assert lock is not None
     env = {**os.environ, "EVSTORE_URL": f"sqlite:///{where}/no-store/events.db", "EVSTORE_SPOOL_DIR": str(where / "spool")}
     inputs = [json.dumps({"session_id": f"s-{i % 7}", "hook_event_name": name, "tool_name": "Bash",
                           "tool_use_id": f"toolu_{i}", "tool_input": {"command": "ls"}},
@@ -159,8 +162,11 @@ def hooked_spool(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[subproc
               for i, name in enumerate(["PreToolUse", "PostToolUse", "PostToolUseFailure", "SessionStart",
                                         "SomethingNew"] * 39)]
     inputs += [b"not json", b"", b"\xff\xfe", b'{"hook_event_name":"Stop"', b"[]"]
-    with ThreadPoolExecutor(max_workers=16) as pool:
-        results = list(pool.map(lambda data: _hook(data, env), inputs))
+    try:
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            results = list(pool.map(lambda data: _hook(data, env), inputs))
+    finally:
+        os.close(lock)
     return results, where / "spool"
 
 
@@ -168,7 +174,7 @@ def test_200_concurrent_hooks_are_silent(hooked_spool: tuple[list[subprocess.Com
     results, directory = hooked_spool
     assert len(results) == 200
     assert all(r.returncode == 0 and r.stdout == b"" for r in results), [r for r in results if r.returncode][:1]
-    assert sorted(p.name for p in directory.iterdir()) == [spool.SPOOL]  # no claim, no hook error logged
+    assert sorted(p.name for p in directory.iterdir()) == ["drain.lock", spool.SPOOL]  # no claim, no hook error logged
     assert len(list(spool.read(directory / spool.SPOOL))) == 200
 
 

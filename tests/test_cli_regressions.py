@@ -69,7 +69,8 @@ def test_log_tolerates_free_form_meta(run) -> None:  # type: ignore[no-untyped-d
 def test_seal_edge_cases(run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("EVSTORE_SIGNING_KEY", "k")
     run("append", "S", "note", "--data", "{}")
-    clean_error(run("seal", "--out", str(tmp_path / "missing" / "seal.json")))
+    r = run("seal", "--out", str(tmp_path / "missing" / "seal.json"))  # deprecated: a warning, then the error
+    assert r.exit_code == 1 and r.stderr.splitlines()[-1].startswith("Error: Cannot write"), r.stderr
     sealed = tmp_path / "seal.json"
     assert run("seal", "--out", str(sealed)).exit_code == 0
     d = json.loads(sealed.read_text())
@@ -79,26 +80,28 @@ def test_seal_edge_cases(run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert r.exit_code == 1 and "signature does not verify" in r.stderr
 
 
-def test_the_old_checkpoint_spelling_still_works_and_warns(run, tmp_path: Path,  # type: ignore[no-untyped-def]
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """Scripts written for `evstore checkpoint` and `verify --checkpoint` keep working: the same seal,
-    the same check, and a warning on stderr naming the new spelling; --help shows only the new one."""
+def test_seals_still_work_and_warn(run, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seals gave way to signed checkpoints (issue 34: `evstore checkpoint`, a C2SP signed note):
+    `evstore seal` still writes one, hidden from --help, warning on stderr; `verify --seal` and the
+    old spelling `verify --checkpoint SEAL.json` still check it (the latter warning)."""
     monkeypatch.setenv("EVSTORE_SIGNING_KEY", "k")
     run("append", "S", "note", "--data", "{}")
     old = tmp_path / "cp.json"
-    r = run("checkpoint", "--out", str(old))
+    r = run("seal", "--out", str(old))
     assert r.exit_code == 0 and r.stdout.startswith("seal: 1 events, 1 streams")
-    assert r.stderr.startswith("Warning: `evstore checkpoint` is deprecated; use `evstore seal`")
+    assert r.stderr.startswith("Warning: `evstore seal` is deprecated; use `evstore checkpoint --key-file")
     assert json.loads(old.read_text())["format"] == "evstore.checkpoint.v2"  # the signed format tag is stable
+    r = run("verify", "--seal", str(old))
+    assert r.exit_code == 0 and f"seal {old} holds" in r.stdout and r.stderr == ""
     r = run("verify", "--checkpoint", str(old))
     assert r.exit_code == 0 and f"seal {old} holds" in r.stdout
-    assert "Warning: `verify --checkpoint FILE` is deprecated; use `verify --seal FILE`" in r.stderr
+    assert "Warning: `verify --checkpoint SEAL.json` is deprecated; use `verify --seal SEAL.json`" in r.stderr
     r = run("verify", "--checkpoint", str(old), "--seal", str(old))
-    assert r.exit_code == 2 and "old spelling of --seal" in r.stderr
-    assert run("seal", "--out", str(tmp_path / "new.json")).stderr == ""  # the new spelling does not warn
+    assert r.exit_code == 2 and "--checkpoint got a seal file and --seal another" in r.stderr
     top, verify_help = run("--help").stdout, run("verify", "--help").stdout
-    assert "seal" in top and "checkpoint" not in top
-    assert "--seal" in verify_help and "--checkpoint" not in verify_help
+    assert "checkpoint" in top and " seal " not in top
+    assert "--seal" in verify_help and "--checkpoint" in verify_help and "--vkey" in verify_help
 
 
 def test_lone_surrogates_are_refused(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

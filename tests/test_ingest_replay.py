@@ -47,7 +47,8 @@ def test_ingest_replay_log_diff(run, tmp_path: Path) -> None:  # type: ignore[no
         assert raw == f.read_bytes()
     patch = json.loads(run("replay", "T-1", "--diff", "1", "3").output)
     assert exact(documents.apply(documents.copy(docs[0]), patch), docs[2])
-    log = run("log", "T-1").output.splitlines()
+    # one line per event (version first), each followed by its detail lines (changes, source)
+    log = [line for line in run("log", "T-1").output.splitlines() if line.lstrip()[:1].isdigit()]
     assert len(log) == 3 and "document.observed" in log[0] and "document.patched" in log[2]
 
 

@@ -459,3 +459,62 @@ def test_serve_takes_the_old_checkpoint_spelling_with_a_warning(store_url: str, 
     r = CliRunner().invoke(register(), ["--url", migrated(store_url), "serve", "--seal", str(sealed)])
     assert r.exit_code == 0 and "deprecated" not in r.stderr
     assert [cfg.seal for cfg in made] == [sealed] * 4
+
+
+def test_checkpoints_and_proofs_served(sqlite_url: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`evstore serve` publishes the latest checkpoint, answers inclusion and consistency proofs (the
+    files `evstore prove` prints, which verify-proof accepts), and the integrity page lists the
+    checkpoints with their witnesses and shows a run's inclusion proof (escaped)."""
+    from starlette.testclient import TestClient
+
+    from eventstore.tlog.note import ALG_COSIGNATURE_V1, NoteSigner
+    from eventstore.tlog.witness import add_cosignatures
+    from projections.serve import ServeConfig, create_app
+
+    url = migrated(sqlite_url)
+    assert cli(url, "keygen", "--out", str(tmp_path / "log"), "--name", "log.example").exit_code == 0
+    hostile = "<b>x</b>"
+    for sid in (hostile, "b"):
+        assert cli(url, "append", sid, "demo.note", "--data", "{}").exit_code == 0
+    with TestClient(create_app(ServeConfig(url=url)), base_url=LOCAL) as c:
+        r = c.get("/api/checkpoint")
+        assert r.status_code == 404 and "no checkpoint is recorded" in r.json()["error"]
+        assert "No checkpoint recorded yet" in c.get("/integrity").text
+        assert cli(url, "checkpoint", "--key-file", str(tmp_path / "log.key"), "--out", str(tmp_path / "cp1")
+                   ).exit_code == 0
+        assert cli(url, "append", "b", "demo.note", "--data", "{}").exit_code == 0
+        assert cli(url, "checkpoint", "--key-file", str(tmp_path / "log.key"), "--out", str(tmp_path / "cp2")
+                   ).exit_code == 0
+        r = c.get("/api/checkpoint")
+        assert r.status_code == 200 and r.text == (tmp_path / "cp2").read_text()
+        assert r.headers["content-type"].startswith("text/plain")
+        proof = c.get("/api/proofs/inclusion", params={"stream": hostile, "version": 1}).json()
+        assert proof == json.loads(cli(url, "prove", hostile, "--version", "1", "--checkpoint",
+                                       str(tmp_path / "cp2")).stdout)
+        (tmp_path / "p.json").write_text(json.dumps(proof))
+        assert cli(url, "verify-proof", str(tmp_path / "p.json"), "--vkey", str(tmp_path / "log.vkey")).exit_code == 0
+        by_id = c.get("/api/proofs/inclusion", params={"event_id": proof["event_id"]}).json()
+        assert by_id == proof
+        con = c.get("/api/proofs/consistency", params={"old": 2}).json()
+        assert (con["old_size"], con["new_size"]) == (2, 3) and con["old_checkpoint"] == (tmp_path / "cp1").read_text()
+        assert c.get("/api/proofs/consistency", params={"old": 7}).status_code == 404
+        assert c.get("/api/proofs/inclusion", params={"stream": "b", "version": 9}).status_code == 404
+        assert c.get("/api/proofs/inclusion", params={"stream": "b"}).status_code == 400
+        page = c.get("/integrity", params={"stream": hostile, "version": "1"}).text
+        assert "<b>x</b>" not in page and "&lt;b&gt;x&lt;/b&gt;" in page
+        assert proof["inclusion"][0] in page and "log.example" in page and ">none<" in page
+        assert "No version 5 of stream" in c.get("/integrity", params={"stream": "b", "version": "5"}).text
+    # a witness's cosignature, as `checkpoint --witness` adds it, is listed with its time
+    witness = NoteSigner.generate("witness.example", ALG_COSIGNATURE_V1)
+    body = (tmp_path / "cp2").read_text().split("\n\n")[0] + "\n"
+    cosigned = add_cosignatures((tmp_path / "cp2").read_text(), [witness.signature_line(body, timestamp=1_800_000_000)])
+    from eventstore import checkpoints
+    from eventstore.store import EventStore
+
+    with EventStore(url) as store:
+        checkpoints.record_checkpoint(store, cosigned, checkpoints.read_checkpoint(cosigned))
+    with TestClient(create_app(ServeConfig(url=url)), base_url=LOCAL) as c:
+        rows = c.get("/api/integrity").json()["checkpoints"]
+        assert [w["name"] for w in rows[0]["witnesses"]] == ["witness.example"]
+        assert rows[0]["witnesses"][0]["cosigned_at"] == "2027-01-15T08:00:00Z"
+        assert "witness.example+" in c.get("/integrity").text

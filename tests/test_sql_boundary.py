@@ -22,8 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("eventstore", "projections")
 ALLOWED = ("eventstore/backends/", "eventstore/schema.py", "eventstore/migrate.py")
 LOG_TABLES = ("events", "streams", "projection_checkpoints", "replay_cache", "store_identity", "blobs",
-              "source_versions")
-ONLY_IN_THE_LOG = ("projection_checkpoints", "replay_cache", "store_identity", "blobs", "source_versions")
+              "source_versions", "tree_nodes", "tree_checkpoints")
+ONLY_IN_THE_LOG = ("projection_checkpoints", "replay_cache", "store_identity", "blobs", "source_versions",
+                   "tree_nodes", "tree_checkpoints")
 
 _KEYWORD = r"\b(?:FROM|JOIN|INTO|UPDATE|TABLE|TRUNCATE|ON)\s+"
 LOG_SQL = re.compile(_KEYWORD + r"(?:" + "|".join(LOG_TABLES) + r")\b", re.IGNORECASE)

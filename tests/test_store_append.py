@@ -217,7 +217,7 @@ def test_a_failure_to_begin_an_append_is_reported_as_itself(store: EventStore, m
     with pytest.raises(StorageFull) as info:
         store.append("S", [NewEvent("x.y", {})])
     assert str(info.value) == (f"No space left on {where} ({reason}); nothing of this append was written. "
-                               "Free space and retry.")
+                               "The disk is full: free space and retry.")
     assert info.value.__cause__ is full
     monkeypatch.setattr(backend, "begin_append", real)
     assert store.append("S", [NewEvent("x.y", {})]).version == 1  # the connection is usable again

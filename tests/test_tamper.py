@@ -20,7 +20,7 @@ from eventstore import chain, codec, replay_cache
 from eventstore.dialects import get_dialect
 from eventstore.errors import ConcurrencyError
 from eventstore.store import EventStore, NewEvent
-from eventstore.verify import check_seal, make_seal, verify
+from eventstore.verify import check_seal, check_tree_checkpoint, make_seal, verify
 from projections import replay as rp
 
 KEY = "tamper-k3y"
@@ -63,8 +63,16 @@ def log(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Ev
     report = verify(store)
     assert report.ok and (report.streams, report.events, report.cached) == (2, 7, 2)
     assert check_seal(store, cp) == []
+    with store.tree() as t:  # what a signed checkpoint of this log commits to: its size and root
+        _TREES[id(store)] = (t.size, t.root())
+    assert check_tree_checkpoint(store, *_TREES[id(store)]) == []
     _drop_triggers(store)
     yield store, cp
+    del _TREES[id(store)]
+
+
+#: id(store) -> (size, root) of the log fixture's tree before the tampering
+_TREES: dict[int, tuple[int, bytes]] = {}
 
 
 def _found(failures: list[Any]) -> Found:
@@ -91,6 +99,15 @@ def _swap_positions(store: EventStore, a: int, b: int) -> None:
     _exec(store, "UPDATE events SET position = -1 WHERE position = :a", a=a)
     _exec(store, "UPDATE events SET position = :a WHERE position = :b", a=a, b=b)
     _exec(store, "UPDATE events SET position = :b WHERE position = -1", b=b)
+
+
+def _close_the_gaps(store: EventStore) -> None:
+    """Renumber the positions 1..n in their order, as an attacker who deleted events would."""
+    with store.engine.connect() as conn:
+        positions = [r[0] for r in conn.execute(text("SELECT position FROM events ORDER BY position"))]
+    for i, p in enumerate(positions, 1):
+        if p != i:
+            _exec(store, "UPDATE events SET position = :i WHERE position = :p", i=i, p=p)
 
 
 def _swap_contents(store: EventStore) -> None:
@@ -142,7 +159,7 @@ CASES: dict[str, tuple[Callable[[EventStore], None], Found, bool]] = {
                                        f"WHERE {_where('A', 3)}"), [("A", 3, "header")], False),
     "swapped contents": (_swap_contents, [("A", 3, "header"), ("B", 3, "header")], False),
     "middle delete": (lambda s: _exec(s, f"DELETE FROM events WHERE {_where('A', 3)}"),
-                      [("A", 4, "sequence")], True),
+                      [("*", 0, "tree"), ("A", 4, "sequence")], True),
     "tail truncation": (lambda s: _exec(s, f"DELETE FROM events WHERE {_where('A', 4)}"), [("A", 3, "head")], True),
     "tail truncation, head rewritten": (
         lambda s: (_exec(s, f"DELETE FROM events WHERE {_where('A', 4)}"),
@@ -151,7 +168,12 @@ CASES: dict[str, tuple[Callable[[EventStore], None], Found, bool]] = {
     "stream deleted": (
         lambda s: (_exec(s, f"DELETE FROM replay_cache WHERE stream_pk = {_pk('B')}"),
                    _exec(s, f"DELETE FROM events WHERE stream_pk = {_pk('B')}"),
-                   _exec(s, "DELETE FROM streams WHERE stream_id = 'B'")), _NO_VERIFY_FAILURE, True),
+                   _exec(s, "DELETE FROM streams WHERE stream_id = 'B'")), [("*", 0, "tree")], True),
+    "stream deleted, positions renumbered": (
+        lambda s: (_exec(s, f"DELETE FROM replay_cache WHERE stream_pk = {_pk('B')}"),
+                   _exec(s, f"DELETE FROM events WHERE stream_pk = {_pk('B')}"),
+                   _exec(s, "DELETE FROM streams WHERE stream_id = 'B'"), _close_the_gaps(s)),
+        _NO_VERIFY_FAILURE, True),
     "forged and re-chained: middle": (lambda s: _rechain(s, "A", {3: _FORGED}), _NO_VERIFY_FAILURE, True),
     "forged and re-chained: one stream": (
         lambda s: _rechain(s, "A", {1: b'{"doc":{"n":0,"who":"mallory"}}'}), _NO_VERIFY_FAILURE, True),
@@ -184,6 +206,27 @@ def test_tamper_matrix(log: tuple[EventStore, dict[str, Any]], case: str) -> Non
     from_seal = _found(check_seal(store, cp))
     assert bool(from_seal) == seal_catches, from_seal
     assert {c for _, _, c in from_seal} <= {"seal"}
+    # The column "caught by an earlier checkpoint": `verify --checkpoint FILE` (verify, then the first
+    # N leaves against the signed root) fails for every tampering; what was appended after it is no tampering.
+    from_checkpoint = check_tree_checkpoint(store, *_TREES[id(store)])
+    assert bool(expected or from_checkpoint) == (case != "appended after the seal"), from_checkpoint
+    assert {f.field_class for f in from_checkpoint} <= {"checkpoint"}
+    if case in LEAF_NAMED:
+        assert LEAF_NAMED[case] in from_checkpoint[0].detail, from_checkpoint
+
+
+#: Tamperings whose first differing leaf the checkpoint check names from the store alone (the others,
+#: the leaves rewritten in place, fail it with both roots: with the stored tree rebuilt to match, a root alone
+#: cannot say which leaf moved).
+LEAF_NAMED = {
+    "tail truncation": "leaf 6 (position 7) is missing",
+    "tail truncation, head rewritten": "leaf 6 (position 7) is missing",
+    "stream deleted": "leaf 2 (position 3) is missing",
+    "middle delete": "leaf 3 (position 4) is missing",
+    "stream deleted, positions renumbered": "leaf 4 (position 5) is missing",
+    "empty table": "leaf 0 (position 1) is missing",
+    "everything erased": "leaf 0 (position 1) is missing",
+}
 
 
 def test_verify_of_one_stream_reads_that_streams_cache_rows(log: tuple[EventStore, dict[str, Any]]) -> None:

@@ -46,7 +46,10 @@ def test_ralph_status_043_is_recorded_as_unreadable(run, tmp_path: Path) -> None
     log = run("log", "ralph").stdout.splitlines()
     at = next(i for i, line in enumerate(log) if line.lstrip().startswith("43 "))
     assert "document.unreadable" in log[at] and "line 1, column 2" in log[at]
-    assert "[unreadable-json]" in log[at + 1] and bad.name in log[at + 1]
+    # the lines under event 43 (its finding, its source), up to the next event's line
+    end = next((i for i in range(at + 1, len(log)) if log[i].lstrip()[:1].isdigit()), len(log))
+    under = "\n".join(log[at + 1:end])
+    assert "[unreadable-json]" in under and bad.name in under
     [rec] = [json.loads(x) for x in run("log", "ralph", "--json", "--after", "42").stdout.splitlines()[:1]]
     assert rec["data"]["line"] == 1 and rec["data"]["column"] == 2 and rec["data"]["reason"] == "json"
     assert rec["meta"]["source"]["file"] == str(bad)

@@ -31,7 +31,7 @@ def test_report_json_and_text() -> None:
     report = VerifyReport(streams=2, events=5, cached=1, failures=[f])
     assert not report.ok and VerifyReport().ok
     assert report.to_dict() == {"ok": False, "streams": 2, "events": 5, "cached": 1, "blobs": 0,
-                                "failures": [f.to_dict()], "seal": None}
+                                "storage_check": None, "failures": [f.to_dict()], "seal": None}
 
 
 @pytest.mark.parametrize(("sql", "failures"), [
@@ -44,10 +44,14 @@ def test_report_json_and_text() -> None:
     ("UPDATE events SET prev_hash = hash WHERE {A3}",
      [("A", 3, "link", "prev_hash is not the previous event's hash")]),
     ("DELETE FROM events WHERE {A3}",
-     [("A", 4, "sequence", "expected version 3, found 4")]),
+     [("A", 4, "sequence", "expected version 3, found 4"),
+      ("*", 0, "tree", "position 3 is missing (leaf 2): events deleted or positions rewritten; positions are "
+                       "gapless")]),
     ("DELETE FROM events WHERE {A4}",
      [("A", 3, "head", "stream head says version 4 but the chain ends at version 3 (events missing or head "
-                       "rewritten)")]),
+                       "rewritten)"),
+      ("*", 0, "tree", "position 4 is missing (leaf 3): events deleted or positions rewritten; positions are "
+                       "gapless")]),
 ])
 def test_verify_failure_details(store: EventStore, sql: str, failures: list[tuple[str, int, str, str]]) -> None:
     _two_streams(store)
@@ -63,8 +67,9 @@ def test_positions_out_of_order_within_a_stream(store: EventStore) -> None:
     _two_streams(store)
     drop_append_only_triggers(store)
     exec_sql(store, f"UPDATE events SET position = 100 WHERE {_where('A', 2)}")
-    [f] = verify(store).failures
+    f, gap = verify(store).failures
     assert (f.stream_id, f.version, f.field_class) == ("A", 3, "position")
+    assert (gap.stream_id, gap.field_class) == ("*", "tree") and "position 2 is missing" in gap.detail
     assert f.detail == ("position 3 is not after position 100 of the stream's previous event (events reordered)")
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import click
 
-from eventstore.errors import EvstoreError, is_disk_full
+from eventstore.errors import EvstoreError, database_failure
 
 
 def _database_error(exc: BaseException) -> bool:
@@ -72,14 +72,23 @@ def _broken_command(name: str, why: str) -> click.Command:
 #: first paragraph; None: a hidden command).  ``tests/test_cli_startup.py`` holds this table to the commands.
 COMMANDS: dict[str, tuple[str, str | None]] = {
     "append": ("eventstore.cli.core", "Append one event to STREAM (or a JSONL --batch file)."),
-    "checkpoint": ("eventstore.cli.core", None),
+    "checkpoint": ("eventstore.cli.proofs", "Sign the log's Merkle tree head as a C2SP checkpoint (a signed note), "
+                                            "record it in the store and write it to --out; with --witness, add the "
+                                            "witnesses' cosignatures (a refusal is an error)."),
     "db": ("eventstore.cli.core", "Schema migrations (Alembic)."),
     "init": ("eventstore.cli.core", "Create the store (or bring it to the latest schema)."),
-    "keygen": ("eventstore.cli.core", "Create an Ed25519 key pair for signing seals (PREFIX.key, PREFIX.pub)."),
-    "seal": ("eventstore.cli.core", "Seal the log: write a signed digest of it (Ed25519 with --key-file, else HMAC "
-                                    "with EVSTORE_SIGNING_KEY) that `verify --seal` checks later."),
-    "verify": ("eventstore.cli.core", "Recompute every hash chain (or STREAM's) and check the replay cache; exit "
-                                      "1 naming what fails."),
+    "keygen": ("eventstore.cli.core", "Create an Ed25519 key pair and its signed-note verifier keys (PREFIX.key, "
+                                      ".pub, .vkey, .witness.vkey)."),
+    "prove": ("eventstore.cli.proofs", "Print an RFC 9162 proof as JSON: an event's inclusion in a checkpoint "
+                                       "(STREAM --version V --checkpoint FILE), or --consistency OLD NEW; `evstore "
+                                       "verify-proof` checks it offline."),
+    "seal": ("eventstore.cli.core", None),
+    "verify-proof": ("eventstore.cli.proofs", "Check a proof file of `evstore prove` with nothing but the file and "
+                                              "the log's key (no store, no network); exit 1 saying what does not "
+                                              "hold."),
+    "witness": ("eventstore.cli.proofs", "Run a C2SP tlog-witness that cosigns checkpoints of the logs it trusts."),
+    "verify": ("eventstore.cli.core", "Recompute every hash chain (or STREAM's), the Merkle tree and the replay "
+                                      "cache; exit 1 naming what fails."),
     "ingest": ("eventstore.cli.documents", "Ingest state-file snapshots with DIALECT (a directory: its files in "
                                            "name order)."),
     "log": ("eventstore.cli.documents", "Show TASK's events as a timeline (version, time, type, summary)."),
@@ -163,34 +172,64 @@ class EvstoreGroup(click.Group):
         except EvstoreError as exc:
             if ctx.obj and ctx.obj.get("traceback"):
                 raise
-            click.echo(f"Error: {exc}", err=True)
+            from eventstore.display import printable
+
+            click.echo(f"Error: {printable(str(exc), multiline=True)}", err=True)
             ctx.exit(1)
         except (BrokenPipeError, KeyboardInterrupt):  # before Exception: a closed pipe is an OSError
             ctx.exit(130 if sys.exc_info()[0] is KeyboardInterrupt else 1)
         except Exception as exc:
-            full = is_disk_full(exc)
-            if not (full or _database_error(exc)) or (ctx.obj and ctx.obj.get("traceback")):
+            if ctx.obj and ctx.obj.get("traceback"):
+                raise
+            known = database_failure(exc, store_file(ctx))  # the URL is right: the disk is full, the file damaged
+            if known is not None:
+                click.echo(f"Error: {known}", err=True)
+                ctx.exit(1)
+            if not _database_error(exc):
                 raise
             reason = (str(getattr(exc, "orig", exc)).strip() or type(exc).__name__).splitlines()[0]
-            if full:  # the URL is right: the disk under it is full
-                click.echo(f"Error: no space left ({reason}); free space and retry.", err=True)
-            else:
-                click.echo(f"Error: cannot use the database ({reason}); check --url / EVSTORE_URL.", err=True)
+            click.echo(f"Error: cannot use the database ({reason}); check --url / EVSTORE_URL.", err=True)
             ctx.exit(1)
 
 
 @click.group(cls=EvstoreGroup)
 @click.option("--url", envvar="EVSTORE_URL", default=None, metavar="URL",
               help="Database URL (default: $EVSTORE_URL or sqlite:///./.evstore/events.db).")
+@click.option("--url-file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Read the database URL from FILE (no password on the command line).")
 @click.option("--synchronous", type=click.Choice(["NORMAL", "FULL"], case_sensitive=False), default=None,
               help="SQLite durability (default NORMAL; FULL syncs every commit).")
 @click.option("--traceback", is_flag=True, help="Show Python tracebacks for errors.")
 @click.version_option(package_name="evstore")
 @click.pass_context
-def cli(ctx: click.Context, url: str | None, synchronous: str | None, traceback: bool) -> None:
+def cli(ctx: click.Context, url: str | None, url_file: str | None, synchronous: str | None, traceback: bool) -> None:
     """evstore: the append-only, hash-chained audit store for AI coding-agent runs."""
     ctx.ensure_object(dict)
-    ctx.obj.update(url=url, synchronous=synchronous, traceback=traceback)
+    if url_file is not None:
+        if url is not None and ctx.get_parameter_source("url") is click.core.ParameterSource.COMMANDLINE:
+            raise click.UsageError("give --url or --url-file, not both")
+        url = read_url_file(url_file)
+    ctx.obj.update(url=url, url_file=url_file, synchronous=synchronous, traceback=traceback)
+
+
+def read_url_file(path: str) -> str:
+    """The database URL a ``--url-file`` holds (its first non-empty line)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = [line.strip() for line in fh.read().splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise EvstoreError(f"--url-file {path}: cannot read it ({exc}); name a file holding the database URL.") from exc
+    if not lines:
+        raise EvstoreError(f"--url-file {path}: the file is empty; write the database URL into it.")
+    return lines[0]
+
+
+def store_file(ctx: click.Context) -> Any:
+    """The SQLite file of this invocation's store (None: not SQLite, or no URL parsed yet)."""
+    from eventstore import config
+
+    obj = ctx.find_root().obj
+    return config.sqlite_file(config.database_url(obj.get("url"))) if isinstance(obj, dict) else None
 
 
 def store_url(ctx: click.Context, *, create: bool = False) -> str:

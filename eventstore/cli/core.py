@@ -1,4 +1,5 @@
-"""Log commands: init, db, append, log, verify, seal (and its deprecated spelling checkpoint), keygen."""
+"""Log commands: init, db, append, log, verify, keygen, and the deprecated seal (a signed checkpoint,
+``evstore checkpoint`` in eventstore/cli/proofs.py, is the log's one signed head now)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import click
 
 from eventstore import codec
 from eventstore.cli import cli, open_store
+from eventstore.display import printable
 from eventstore.errors import EvstoreError, InvalidEvent
 
 
@@ -231,10 +233,17 @@ def append(ctx: click.Context, stream: str | None, type_: str | None, data: str 
         click.echo(f"{r.stream_id} @ version {r.version}, position {r.positions[-1]}{note}")
 
 
+def _read_file(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise EvstoreError(f"Cannot read {path}: {exc.strerror}.") from exc
+
+
 def _deprecated(old: str, new: str) -> None:
-    """Say on stderr that ``old`` is a deprecated spelling of ``new`` (scripts keep working)."""
-    click.echo(f"Warning: `{old}` is deprecated; use `{new}` (a checkpoint is a projection's position, "
-               "the signed digest of the log is a seal).", err=True)
+    """Say on stderr that ``old`` is deprecated for ``new`` (scripts keep working)."""
+    click.echo(f"Warning: `{old}` is deprecated; use `{new}` (a signed checkpoint of the log's Merkle tree "
+               "replaces the seal: docs/proofs.md).", err=True)
 
 
 @cli.command()
@@ -242,22 +251,45 @@ def _deprecated(old: str, new: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable report.")
 @click.option("--seal", "seal", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Also check a seal from `evstore seal` (HMAC: needs EVSTORE_SIGNING_KEY; Ed25519: --public-key).")
-@click.option("--checkpoint", "old_seal", type=click.Path(exists=True, dir_okay=False, path_type=Path), hidden=True,
-              help="Deprecated spelling of --seal.")
+@click.option("--checkpoint", "checkpoint", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Also check that the log's first N events hash to this signed checkpoint's root (with --vkey).")
+@click.option("--vkey", "vkey", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The log's verifier key (PREFIX.vkey of `evstore keygen`) that signed --checkpoint.")
 @click.option("--public-key", "public_key", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="The Ed25519 public key (PEM) an Ed25519 seal was signed for.")
 @click.pass_context
-def verify(ctx: click.Context, stream: str | None, as_json: bool, seal: Path | None, old_seal: Path | None,
-           public_key: Path | None) -> None:
-    """Recompute every hash chain (or STREAM's) and check the replay cache; exit 1 naming what fails."""
+def verify(ctx: click.Context, stream: str | None, as_json: bool, seal: Path | None, checkpoint: Path | None,
+           vkey: Path | None, public_key: Path | None) -> None:
+    """Recompute every hash chain (or STREAM's), the Merkle tree and the replay cache; exit 1 naming what fails."""
     from eventstore import chain
     from eventstore import verify as v
 
-    if old_seal is not None:
-        if seal is not None:
-            raise click.UsageError("--checkpoint is the old spelling of --seal; pass one of them.")
-        _deprecated("verify --checkpoint FILE", "verify --seal FILE")
-        seal = old_seal
+    tree_checkpoint = None
+    if checkpoint is not None:
+        raw_cp = _read_file(checkpoint)
+        if raw_cp.lstrip().startswith(b"{"):  # a seal file, passed by the spelling seals had before
+            if seal is not None:
+                raise click.UsageError("--checkpoint got a seal file and --seal another; pass one of them.")
+            _deprecated("verify --checkpoint SEAL.json", "verify --seal SEAL.json")
+            seal = checkpoint
+        else:
+            if vkey is None:
+                raise click.UsageError("--checkpoint needs the log's verifier key: --vkey PREFIX.vkey.")
+            if stream is not None:
+                raise click.UsageError("--checkpoint checks the whole log; give no STREAM.")
+            from eventstore.tlog import note
+            from eventstore.tlog.checkpoint import open_checkpoint
+
+            log_key = note.read_verifier_key(vkey)
+            try:
+                from eventstore.checkpoints import read_checkpoint
+
+                origin = read_checkpoint(raw_cp.decode("utf-8", "replace"), str(checkpoint)).origin
+                tree_checkpoint = open_checkpoint(raw_cp, log_key, origin=origin).checkpoint
+            except EvstoreError as exc:
+                raise type(exc)(f"{checkpoint}: {exc}") from exc
+    elif vkey is not None:
+        raise click.UsageError("--vkey checks a --checkpoint; pass one.")
     if public_key is not None and seal is None:
         raise click.UsageError("--public-key checks a --seal; pass one.")
     verifier = chain.load_public_key(public_key) if public_key is not None else None
@@ -272,19 +304,44 @@ def verify(ctx: click.Context, stream: str | None, as_json: bool, seal: Path | N
             raise InvalidEvent(f"{seal}: a seal is a JSON object.")
     store = open_store(ctx)
     report = v.verify(store, stream)
+    from projections.runs import check_index  # the CLI is the top layer
+
+    # The runs index is written by whoever may append (PostgreSQL's writer role too): re-derived, not trusted.
+    report.failures.extend(v.Failure(sid, version, "projection", detail)
+                           for sid, version, detail in check_index(store, stream))
     if signed is not None:
         report.failures.extend(v.check_seal(store, signed, verifier))
         report.seal = {"file": str(seal), "ok": report.ok}
+    if tree_checkpoint is not None:
+        from eventstore.checkpoints import signed_heads
+
+        report.failures.extend(v.check_tree_checkpoint(store, tree_checkpoint.size, tree_checkpoint.root,
+                                                       signed_heads(store, log_key, tree_checkpoint.origin)))
+        report.checkpoint = {"file": str(checkpoint), "origin": tree_checkpoint.origin,
+                             "tree_size": tree_checkpoint.size, "ok": report.ok}
     if as_json:
         _echo_json(report.to_dict())
     elif report.ok:
         extra = f"; seal {seal} holds" if seal else ""
+        if tree_checkpoint is not None:
+            extra += f"; checkpoint {checkpoint} holds (the first {tree_checkpoint.size} events)"
         blobs = f", {report.blobs} blobs" if report.blobs else ""
         click.echo(f"verified {report.streams} streams, {report.events} events, {report.cached} cached documents"
                    f"{blobs}: all hash chains intact{extra}")
-    else:
+        if stream is None:
+            click.echo(f"file check: {report.storage_check} ok" if report.storage_check else
+                       f"file check: none on {store.backend.name} (the server keeps its own files)", err=True)
+    elif report.damaged:
+        from eventstore.config import sqlite_file
+        from eventstore.errors import damaged_message
+
         for f in report.failures:
             click.echo(f"FAIL {f}", err=True)
+        path = sqlite_file(store.url)
+        click.echo(f"Error: {damaged_message(path or 'the database', report.storage_check + ' failed')}", err=True)
+    else:
+        for f in report.failures:
+            click.echo(f"FAIL {printable(str(f))}", err=True)
         click.echo(f"Error: {len(report.failures)} integrity failure(s) in {report.streams} streams, "
                    f"{report.events} events", err=True)
     if not report.ok:
@@ -295,18 +352,19 @@ _OUT_HELP = "Where to write the seal (keep it away from the store)."
 _KEY_HELP = "Sign with this Ed25519 private key (PEM, from `evstore keygen`) instead of HMAC."
 
 
-@cli.command()
+@cli.command(hidden=True)
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True, help=_OUT_HELP)
 @click.option("--key-file", "key_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), help=_KEY_HELP)
 @click.pass_context
 def seal(ctx: click.Context, out: Path, key_file: Path | None) -> None:
-    """Seal the log: write a signed digest of it (Ed25519 with --key-file, else HMAC with EVSTORE_SIGNING_KEY)
-    that `verify --seal` checks later."""
+    """Deprecated: write a seal, the signed digest of the log (Ed25519 with --key-file, else HMAC with
+    EVSTORE_SIGNING_KEY) that `verify --seal` checks; `evstore checkpoint` writes its successor."""
     from eventstore import chain
     from eventstore import verify as v
 
     signer = chain.load_private_key(key_file) if key_file is not None else None
     store = open_store(ctx)
+    _deprecated("evstore seal", "evstore checkpoint --key-file PREFIX.key --out FILE")
     made = v.make_seal(store, signer)
     try:
         out.write_text(json.dumps(made, indent=2) + "\n")
@@ -316,24 +374,35 @@ def seal(ctx: click.Context, out: Path, key_file: Path | None) -> None:
                f"max position {made['max_position']}, root {made['merkle_root'][:16]}…, {made['algorithm']} -> {out}")
 
 
-@cli.command("checkpoint", hidden=True)
-@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True, help=_OUT_HELP)
-@click.option("--key-file", "key_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), help=_KEY_HELP)
-@click.pass_context
-def checkpoint(ctx: click.Context, out: Path, key_file: Path | None) -> None:
-    """Deprecated spelling of `evstore seal`."""
-    _deprecated("evstore checkpoint", "evstore seal")
-    ctx.invoke(seal, out=out, key_file=key_file)
-
-
 @cli.command()
 @click.option("--out", "prefix", type=click.Path(dir_okay=False, path_type=Path), required=True, metavar="PREFIX",
-              help="Write PREFIX.key (private, mode 0600) and PREFIX.pub.")
-def keygen(prefix: Path) -> None:
-    """Create an Ed25519 key pair for signing seals (PREFIX.key, PREFIX.pub)."""
+              help="Write PREFIX.key (private, mode 0600), PREFIX.pub, PREFIX.vkey and PREFIX.witness.vkey.")
+@click.option("--name", "name", default=None,
+              help="The key's name in its verifier keys, e.g. example.com/log (default: PREFIX's file name).")
+def keygen(prefix: Path, name: str | None) -> None:
+    """Create an Ed25519 key pair and its signed-note verifier keys (PREFIX.key, .pub, .vkey, .witness.vkey)."""
     from eventstore import chain
+    from eventstore.tlog import note
 
+    name = name or prefix.name
+    note.check_key_name(name)
+    vkeys = [Path(f"{prefix}.vkey"), Path(f"{prefix}.witness.vkey")]
+    for p in (Path(f"{prefix}.key"), Path(f"{prefix}.pub"), *vkeys):
+        if p.exists():
+            raise EvstoreError(f"{p} exists; keygen never overwrites a key (choose another --out).")
     key_path, pub_path = chain.generate_keypair(prefix)
-    click.echo(f"private key {key_path} (mode 0600: keep it with whoever seals the log)")
-    click.echo(f"public key  {pub_path} (give it to auditors: `evstore verify --seal FILE --public-key "
-               f"{pub_path}`)")
+    texts = [note.NoteSigner.from_key_file(key_path, name, alg).verifier.vkey + "\n"
+             for alg in (note.ALG_ED25519, note.ALG_COSIGNATURE_V1)]
+    try:
+        for p, text in zip(vkeys, texts, strict=True):
+            with p.open("x", encoding="utf-8") as fh:
+                fh.write(text)
+    except OSError as exc:
+        for p in (*vkeys, key_path, pub_path):  # nothing half-written
+            p.unlink(missing_ok=True)
+        raise EvstoreError(f"Cannot write {exc.filename or prefix}: {exc.strerror}.") from exc
+    click.echo(f"private key {key_path} (mode 0600: keep it with whoever signs checkpoints)")
+    click.echo(f"public key  {pub_path} (PEM)")
+    click.echo(f"log key     {vkeys[0]}: {texts[0].strip()} (give it to auditors: `evstore verify-proof FILE "
+               f"--vkey {vkeys[0]}`)")
+    click.echo(f"witness key {vkeys[1]}: {texts[1].strip()} (for `evstore witness serve --key-file {key_path}`)")

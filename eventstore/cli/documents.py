@@ -12,7 +12,8 @@ import click
 
 from eventstore import config
 from eventstore.cli import cli, open_store
-from eventstore.errors import EvstoreError, IngestError
+from eventstore.display import printable
+from eventstore.errors import ConcurrencyError, EvstoreError, IngestError
 
 
 def _dialect(name: str) -> Any:
@@ -89,7 +90,7 @@ def ingest(ctx: click.Context, dialect: str, paths: tuple[Path, ...], stream: st
         if as_json:
             click.echo(json.dumps(r.to_dict()))
         else:
-            click.echo(f"{r.file or '-'} -> {r.stream} @ {r.version} ({_ingest_note(r)})")
+            click.echo(printable(f"{r.file or '-'} -> {r.stream} @ {r.version} ({_ingest_note(r)})"))
     failed = sum(r.lens_failures for r in results)
     if not as_json:
         bad = f", {unreadable} unreadable version(s) recorded as such" if unreadable else ""
@@ -206,14 +207,21 @@ def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, inte
                             if as_json:
                                 click.echo(json.dumps(r.to_dict()))
                             else:
-                                click.echo(f"{r.file or '-'} -> {r.stream} @ {r.version} ({_ingest_note(r)})")
+                                click.echo(printable(f"{r.file or '-'} -> {r.stream} @ {r.version} ({_ingest_note(r)})"))
                     last = sig
                 except IngestError as exc:  # bad file, or unreadable under --strict: report, retry on next change
                     click.echo(f"warning: {exc}", err=True)
                     last = sig
+                except ConcurrencyError as exc:  # another capture recorded first: look again next tick
+                    click.echo(f"note: {exc} Reading the stream again.", err=True)
             time.sleep(interval)
     except KeyboardInterrupt:
         click.echo("stopped", err=True)
+
+
+CACHE_NOTE = ("note: folded from the replay cache at version {version} (checked against the log's event hash, not "
+              "re-folded from the first event; --no-cache folds every event, `evstore verify` checks every cached "
+              "document)")
 
 
 @cli.command()
@@ -264,6 +272,8 @@ def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_j
         # usage: "Error: --at ..." and exit 1, as for --since (click's usage errors exit 2).
         iso(at, what="--at")
     result = rp.replay(store, sid, upto_version=upto, at=at, use_cache=not no_cache)
+    if result.cached_from is not None:
+        click.echo(CACHE_NOTE.format(version=result.cached_from), err=True)
     hidden = rp.unreadable_tail(store, sid, result.version)  # versions the document shown is not
     if restore is not None:
         written = _dialect(result.dialect).restore(result.doc, restore)
@@ -308,8 +318,9 @@ def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_j
     if as_json:
         click.echo(json.dumps(printed, ensure_ascii=False))
     else:
-        click.echo(json.dumps(printed, ensure_ascii=False, indent=2))
-        click.echo(f"{sid} @ version {result.version} of {result.stream_version} ({result.dialect})", err=True)
+        click.echo(printable(json.dumps(printed, ensure_ascii=False, indent=2), multiline=True))
+        click.echo(printable(f"{sid} @ version {result.version} of {result.stream_version} ({result.dialect})"),
+                   err=True)
 
 
 @cli.command()
@@ -351,27 +362,28 @@ def log(ctx: click.Context, task: str, as_json: bool, after: int | None, finding
         except EvstoreError:  # a free-form event type (`evstore append`): show its data
             summary = rec.data.decode("utf-8")[:100]
         when = (rec.occurred_at or rec.recorded_at)[:19].replace("T", " ")
-        click.echo(f"{rec.version:>5}  {when}  {rec.type:<40}  {summary}")
+        click.echo(printable(f"{rec.version:>5}  {when}  {rec.type:<40}  {summary}"))
         meta = rec.metadata
         source = meta.get("source") if isinstance(meta, dict) else None
         if isinstance(source, dict) and isinstance(source.get("id"), str):  # which source version (capture-once)
-            click.echo(f"{'':>5}  {'':19}  source {_short_source(source['id'])}")
+            click.echo(printable(f"{'':>5}  {'':19}  source {_short_source(source['id'])}"))
         if writer is not None:  # who wrote this state: the session, message and tool call
-            click.echo(f"{'':>5}  {'':19}  {writer.line()}")
+            click.echo(printable(f"{'':>5}  {'':19}  {writer.line()}"))
         if made and event is not None and rec.type in d.file_write_types:
             for call in {w.call_id for w in d.file_writes(event) if w.path}:
                 for stream, version, by in made.pop(call, ()):  # once: under the call, not its result too
-                    click.echo(f"{'':>5}  {'':19}  wrote {stream} version {version} ({by.how()})")
+                    click.echo(printable(f"{'':>5}  {'':19}  wrote {stream} version {version} ({by.how()})"))
         found = meta.get("findings") if isinstance(meta, dict) else None
         if findings and isinstance(found, list):
             shown = [f for f in found if isinstance(f, dict)]
             for f in shown[:20]:
-                click.echo(f"{'':>5}  {'':19}  ! {f.get('path') or '/'}: [{f.get('code')}] {f.get('message')}")
+                click.echo(printable(f"{'':>5}  {'':19}  ! {f.get('path') or '/'}: [{f.get('code')}] {f.get('message')}"))
             if len(shown) > 20:
                 click.echo(f"{'':>5}  {'':19}  ! ... {len(shown) - 20} more finding(s) (`evstore replay {task} --check`)")
 
 
 def _print_timeline(store: Any, sid: str, as_json: bool) -> None:
+    from eventstore.display import printable
     from projections.timeline import task_timeline
 
     for item in task_timeline(store, sid):
@@ -381,9 +393,9 @@ def _print_timeline(store: Any, sid: str, as_json: bool) -> None:
         when = (item.at or "")[:19].replace("T", " ")
         where = item.stream if item.kind in ("state", "commit", "event") else \
             f"{item.stream} line {item.lineno}" if item.lineno is not None else item.stream
-        click.echo(f"{when}  {'  ' * item.depth}{item.kind:<11}  {item.text}  [{where} v{item.version}]")
+        click.echo(printable(f"{when}  {'  ' * item.depth}{item.kind:<11}  {item.text}  [{where} v{item.version}]"))
         for op in (item.diff or [])[:10]:
             value = json.dumps(op.get("value"), ensure_ascii=False) if "value" in op else ""
-            click.echo(f"{'':19}  {'':11}    {op['op']} {op['path'] or '/'} {value[:100]}")
+            click.echo(printable(f"{'':19}  {'':11}    {op['op']} {op['path'] or '/'} {value[:100]}"))
         if item.diff is not None and len(item.diff) > 10:
             click.echo(f"{'':19}  {'':11}    ... {len(item.diff) - 10} more (`evstore replay {sid} --diff`)")

@@ -396,11 +396,13 @@ class Dialect:
     def load(self, path: Path) -> Iterator[Snapshot]:
         """Snapshots found at ``path`` (a JSON file by default; directories: files in natural name
         order).  A file that is no readable document is a snapshot with ``unreadable`` set."""
+        from eventstore import reading
+
         if path.is_dir():
-            for child in sorted((p for p in path.iterdir() if p.is_file()), key=natural_key):
+            for child in sorted(reading.entries(path)[0], key=natural_key):
                 yield from self.load(child)
             return
-        yield read_snapshot(path.read_bytes(), str(path), {"file": str(path)})
+        yield read_snapshot(reading.read_bounded(path), str(path), {"file": str(path)})
 
     def file_bytes(self, events: Iterator[Event], *, blob: Callable[[str], bytes] | None = None) -> bytes:
         """The recorded file of a line-based dialect, from its stream's events in order (``blob``:

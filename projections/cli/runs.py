@@ -299,14 +299,19 @@ def search_cmd(ctx: click.Context, query: str, dialect: str | None, stream: str 
         for h in hits:
             click.echo(json.dumps(h.to_dict(), ensure_ascii=False))
     else:
+        from eventstore.display import printable
+
         color = sys.stdout.isatty()
         for h in hits:
-            where = f"{h.stream_id} v{h.version}" + (f" line {h.lineno}" if h.lineno is not None else "")
-            snippet = " ".join(h.snippet.split())
+            where = printable(f"{h.stream_id} v{h.version}" + (f" line {h.lineno}" if h.lineno is not None else ""))
+            # controls and bidi characters of the stored text shown as escapes, never obeyed (the marks
+            # are ours: they become the highlight after)
+            snippet = MARK_START.join(MARK_END.join(printable(x) for x in part.split(MARK_END))
+                                      for part in " ".join(h.snippet.split()).split(MARK_START))
             if color:
                 snippet = snippet.replace(MARK_START, "\x1b[1;33m").replace(MARK_END, "\x1b[0m")
             else:
                 snippet = snippet.replace(MARK_START, "«").replace(MARK_END, "»")
-            click.echo(f"{where}  {(h.at or '')[:19].replace('T', ' ')}  {h.type} [{h.kind}]\n    {snippet}")
+            click.echo(f"{where}  {(h.at or '')[:19].replace('T', ' ')}  {printable(h.type)} [{h.kind}]\n    {snippet}")
     click.echo(f"{len(hits)} hit{'s' if len(hits) != 1 else ''}{' (--limit reached)' if len(hits) == limit else ''}",
                err=True)

@@ -163,6 +163,11 @@ def _int_param(params: Any, name: str, default: int | None = None, *, minimum: i
     return value
 
 
+def _fresh(params: Any) -> bool:
+    """``?fresh=1``: fold every event instead of starting from a replay-cache row."""
+    return params.get("fresh", "") in ("1", "true", "yes")
+
+
 def _expected(value: Any) -> Any:
     """``expected_version`` as ``append --batch`` lines take it."""
     if value is None or value == "any":
@@ -233,7 +238,7 @@ class Server:
         self.pool = ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="evstore-serve")
         self.stopping = asyncio.Event()
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True,
-                               trim_blocks=True, lstrip_blocks=True)
+                               trim_blocks=True, lstrip_blocks=True, finalize=views.visible)
         self.env.filters["cell"] = _cell
         self.env.filters["source"] = views.describe_source
         self.env.filters["when"] = lambda s: (s or "")[:19].replace("T", " ")
@@ -339,14 +344,15 @@ class Server:
         latest = self.store.stream_version(sid)
         version = _int_param(q, "version", latest)
         v_from, v_to = _int_param(q, "from"), _int_param(q, "to")
+        fresh = _fresh(q)
         state = diff = tree = None
         problem = None
         try:  # a stream whose events no dialect folds (free-form `append` types) still has a timeline
-            state = replay(self.store, sid, upto_version=version)
+            state = replay(self.store, sid, upto_version=version, use_cache=not fresh)
             tree = views.json_tree(state.doc)
             if v_from is not None and v_to is not None:
-                a = replay(self.store, sid, upto_version=v_from).doc
-                b = replay(self.store, sid, upto_version=v_to).doc
+                a = replay(self.store, sid, upto_version=v_from, use_cache=not fresh).doc
+                b = replay(self.store, sid, upto_version=v_to, use_cache=not fresh).doc
                 diff = {"from": v_from, "to": v_to, "ops": documents.diff(a, b), "rows": views.side_by_side(a, b)}
         except EvstoreError as exc:
             problem = str(exc)
@@ -370,7 +376,8 @@ class Server:
                          timeline_html=views.timeline_html(rows, run_path), options=views.version_options,
                          after=after, more=after + len(rows) < latest, page_size=TIMELINE_PAGE,
                          version=shown, state=state, tree=tree, diff=diff, source=source, problem=problem,
-                         quote=lambda s: urllib.parse.quote(s, safe=""), live_poll=self.cfg.live_poll)
+                         quote=lambda s: urllib.parse.quote(s, safe=""), live_poll=self.cfg.live_poll,
+                         fresh_link=f"{run_path}?" + urllib.parse.urlencode({**q, "fresh": 1}))
 
     def search(self, request: Request) -> Response:
         from projections.search import search
@@ -413,13 +420,80 @@ class Server:
         page_no = _int_param(request.query_params, "page", 1, minimum=1) or 1
         streams, total = self.checks.streams(self.store, page=page_no)
         state = self.checks
+        recorded = views.checkpoint_rows(self.store)
         if request.url.path.startswith("/api/"):
             return JSONResponse({"verified_at": state.verified_at,
                                  "report": None if state.report is None else state.report.to_dict(),
-                                 "seal": state.seal(), "streams": streams, "total": total,
+                                 "seal": state.seal(), "checkpoints": recorded, "streams": streams, "total": total,
                                  "page": page_no})
+        proof, problem = None, None
+        params = request.query_params
+        if params.get("stream") or params.get("event_id"):
+            try:
+                proof = self._inclusion(params)
+            except HTTPError as exc:
+                problem = exc.message
         return self.page("integrity.html", title="Integrity", state=state, seal=state.seal(),
-                         streams=streams, total=total, page_no=page_no, pages=max(1, -(-total // 200)))
+                         streams=streams, total=total, page_no=page_no, pages=max(1, -(-total // 200)),
+                         checkpoints=recorded, proof=proof, problem=problem, asked=params)
+
+    def _latest_note(self) -> str:
+        from eventstore import checkpoints
+
+        latest = checkpoints.latest_checkpoint(self.store)
+        if latest is None:
+            raise HTTPError(404, "no checkpoint is recorded in this store yet; make one with `evstore checkpoint "
+                                 "--key-file PREFIX.key --out FILE`.")
+        return latest.note
+
+    def api_checkpoint(self, request: Request) -> Response:
+        """The latest recorded checkpoint, as the signed note text (C2SP tlog-checkpoint)."""
+        return Response(self._latest_note(), media_type="text/plain; charset=utf-8")
+
+    def _inclusion(self, params: Any) -> dict[str, Any]:
+        from eventstore import checkpoints
+        from eventstore.errors import ProofError
+
+        event_id, stream = params.get("event_id") or None, params.get("stream") or None
+        version = _int_param(params, "version", None, minimum=1)
+        if event_id is None and (stream is None or version is None):
+            raise HTTPError(400, 'give "stream" and "version", or "event_id".')
+        note = self._latest_note()
+        try:
+            proof = checkpoints.inclusion(self.store, note, stream_id=None if event_id else stream,
+                                          version=None if event_id else version, event_id=event_id)
+        except StreamNotFound as exc:
+            raise HTTPError(404, str(exc)) from exc
+        except ProofError as exc:
+            raise HTTPError(409, str(exc)) from exc
+        return checkpoints.to_json(proof)
+
+    def api_inclusion(self, request: Request) -> Response:
+        """An event's inclusion proof in the latest recorded checkpoint (the file `evstore prove` writes)."""
+        return JSONResponse(self._inclusion(request.query_params))
+
+    def api_consistency(self, request: Request) -> Response:
+        """The consistency proof between two recorded checkpoints, by tree size (``new``: the latest)."""
+        from eventstore import checkpoints
+        from eventstore.errors import ProofError
+
+        old = _int_param(request.query_params, "old", None, minimum=0)
+        if old is None:
+            raise HTTPError(400, 'give "old", the tree size of an earlier recorded checkpoint.')
+        new = _int_param(request.query_params, "new", None, minimum=0)
+        notes = {}
+        for what, size in (("old", old), ("new", new)):
+            found = checkpoints.recorded_checkpoints(self.store, tree_size=size, limit=1) if size is not None \
+                else checkpoints.recorded_checkpoints(self.store, limit=1)
+            if not found:
+                raise HTTPError(404, f"no checkpoint of size {size} is recorded here (`evstore checkpoint` records "
+                                     f"each one it makes)." if size is not None else "no checkpoint is recorded yet.")
+            notes[what] = found[0].note
+        try:
+            proof = checkpoints.consistency(self.store, notes["old"], notes["new"])
+        except ProofError as exc:
+            raise HTTPError(409, str(exc)) from exc
+        return JSONResponse(checkpoints.to_json(proof))
 
     # -- JSON API ---------------------------------------------------------------
 
@@ -445,9 +519,11 @@ class Server:
         from projections.replay import replay
 
         sid = self.resolve(request.path_params["stream_id"])
-        result = replay(self.store, sid, upto_version=_int_param(request.query_params, "version"))
+        result = replay(self.store, sid, upto_version=_int_param(request.query_params, "version"),
+                        use_cache=not _fresh(request.query_params))
         return JSONResponse({"stream": sid, "dialect": result.dialect, "version": result.version,
-                             "stream_version": result.stream_version, "doc": result.doc})
+                             "stream_version": result.stream_version, "doc": result.doc,
+                             "cached_from": result.cached_from})
 
     def api_diff(self, request: Request) -> Response:
         from projections.replay import diff_versions
@@ -644,6 +720,9 @@ def create_app(cfg: ServeConfig) -> Starlette:
         Route("/api/metrics", guarded(server.metrics)),
         Route("/api/integrity", guarded(server.integrity)),
         Route("/api/verify", verify_endpoint, methods=["POST"]),
+        Route("/api/checkpoint", guarded(server.api_checkpoint)),
+        Route("/api/proofs/inclusion", guarded(server.api_inclusion)),
+        Route("/api/proofs/consistency", guarded(server.api_consistency)),
         Route("/api/streams/{stream_id:path}/events", append_endpoint, methods=["POST"]),
         *(Route(f"/hooks/{d.http_hook}", hook_endpoint(d), methods=["POST"]) for d in hook_dialects()),
         Route("/openapi.json", openapi),

@@ -59,7 +59,8 @@ def spec() -> dict[str, Any]:
                 "responses": {"200": _ok({"type": "array", "items": {"$ref": ref + "Event"}}), "404": _ERROR}}},
             "/api/runs/{stream_id}/state": {"get": {
                 "summary": "The state document at a version (`evstore replay --json`).",
-                "parameters": [_STREAM, _q("version", "integer", "Default: the latest.")],
+                "parameters": [_STREAM, _q("version", "integer", "Default: the latest."),
+                               _q("fresh", "integer", "1: fold every event, not from the replay cache.")],
                 "responses": {"200": _ok({"$ref": ref + "State"}), "400": _ERROR, "404": _ERROR}}},
             "/api/runs/{stream_id}/diff": {"get": {
                 "summary": "RFC 6902 JSON Patch between two versions (`evstore replay --diff V1 V2`).",
@@ -93,6 +94,26 @@ def spec() -> dict[str, Any]:
                 "summary": "The last full verify this server ran, the configured seal, streams' status.",
                 "parameters": [_q("page", "integer", "Page of streams (200 per page).")],
                 "responses": {"200": _ok({"type": "object"})}}},
+            "/api/checkpoint": {"get": {
+                "summary": "The latest checkpoint `evstore checkpoint` recorded: a C2SP tlog-checkpoint signed note "
+                           "(text/plain), with the witnesses' cosignatures.",
+                "responses": {"200": {"description": "The signed note",
+                                      "content": {"text/plain": {"schema": {"type": "string"}}}},
+                              "404": _ERROR}}},
+            "/api/proofs/inclusion": {"get": {
+                "summary": "An event's RFC 9162 inclusion proof in the latest checkpoint (the JSON `evstore prove` "
+                           "prints; `evstore verify-proof` checks it).",
+                "parameters": [_q("stream", "string", "The run's stream id (with version)."),
+                               _q("version", "integer", "The event's version in the stream."),
+                               _q("event_id", "string", "Or the event's id.")],
+                "responses": {"200": _ok({"type": "object"}), "400": _ERROR, "404": _ERROR,
+                              "409": _ERROR}}},
+            "/api/proofs/consistency": {"get": {
+                "summary": "The RFC 9162 consistency proof between two recorded checkpoints (by tree size).",
+                "parameters": [_q("old", "integer", "The older checkpoint's tree size."),
+                               _q("new", "integer", "The newer one's (default: the latest).")],
+                "responses": {"200": _ok({"type": "object"}), "400": _ERROR, "404": _ERROR,
+                              "409": _ERROR}}},
             "/api/verify": {"post": {
                 "summary": "Run a full verify (`evstore verify --json`); token holders only.",
                 "security": [{"bearer": []}],
@@ -134,7 +155,9 @@ def spec() -> dict[str, Any]:
                     "prev_hash": {"type": "string"}, "hash": {"type": "string"}}},
                 "State": {"type": "object", "properties": {
                     "stream": {"type": "string"}, "dialect": {"type": "string"}, "version": {"type": "integer"},
-                    "stream_version": {"type": "integer"}, "doc": {}}},
+                    "stream_version": {"type": "integer"}, "doc": {},
+                    "cached_from": {"type": ["integer", "null"], "description": "The replay-cache row the fold "
+                                    "started from (null: every event was folded; ?fresh=1 forces that)."}}},
                 "NewEvent": {"type": "object", "required": ["type"], "additionalProperties": False, "properties": {
                     "type": {"type": "string"}, "data": {"type": "object"}, "meta": {"type": "object"},
                     "event_id": {"type": "string", "format": "uuid"}, "occurred_at": {"type": "string"},

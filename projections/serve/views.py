@@ -26,6 +26,7 @@ from markupsafe import Markup, escape
 
 from eventstore import codec
 from eventstore.dialects import Dialect
+from eventstore.display import printable
 from eventstore.errors import EvstoreError
 from eventstore.store import EventStore, RecordedEvent
 from projections.runs import RunRow, count_runs, list_runs, refresh, run_choices
@@ -269,6 +270,24 @@ def side_by_side(a: Any, b: Any, *, context: int = 3) -> list[SideBySideRow]:
 # ---------------------------------------------------------------- integrity
 
 
+def checkpoint_rows(store: EventStore, limit: int = 20) -> list[dict[str, Any]]:
+    """The newest recorded checkpoints, each with the witnesses that cosigned it (name, key id, time)."""
+    import base64
+
+    from eventstore import checkpoints
+
+    rows = []
+    for c in checkpoints.recorded_checkpoints(store, limit=limit):
+        signed = checkpoints.signers(c.note)
+        rows.append({"origin": c.origin, "tree_size": c.tree_size, "root": base64.b64encode(c.root_hash).decode(),
+                     "created_at": c.created_at, "note": c.note,
+                     "witnesses": [{"name": s.name, "key_id": s.key_id,
+                                    "cosigned_at": datetime.fromtimestamp(s.cosigned_at, UTC).strftime(
+                                        "%Y-%m-%dT%H:%M:%SZ")}
+                                   for s in signed if s.cosigned_at is not None]})
+    return rows
+
+
 @dataclass
 class IntegrityState:
     """The last full verify this server ran (kept in memory) and the configured seal file."""
@@ -299,6 +318,10 @@ class IntegrityState:
         with self.lock:  # one full verify at a time
             before = {s.stream_id: s.version for s in store.list_streams()}
             report = v.verify(store)
+            from projections.runs import check_index
+
+            report.failures.extend(v.Failure(sid, version, "projection", detail)
+                                   for sid, version, detail in check_index(store))
             signed = self.seal()
             if signed is not None and "error" not in signed:
                 try:
@@ -333,8 +356,22 @@ class IntegrityState:
 
 def iter_sse(rows: list[TimelineRow]) -> Iterator[str]:
     """Server-sent events (one ``append`` event per timeline row; its id is the version)."""
-    for row in rows:
-        yield f"id: {row.version}\nevent: append\ndata: {json.dumps(row.to_dict(), ensure_ascii=False)}\n\n"
+    for row in rows:  # the page's script shows these values as text: controls and bidi made visible first
+        yield f"id: {row.version}\nevent: append\ndata: {json.dumps(visible(row.to_dict()), ensure_ascii=False)}\n\n"
+
+
+def visible(value: Any) -> Any:
+    """``value`` with each string as a page shows it (:func:`eventstore.display.printable`): a
+    Jinja ``finalize`` for every ``{{ }}`` of the templates, and the live rows' values."""
+    if isinstance(value, Markup):
+        return Markup(printable(str(value), multiline=True))
+    if isinstance(value, str):
+        return printable(value, multiline=True)
+    if isinstance(value, dict):
+        return {k: visible(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [visible(v) for v in value]
+    return value
 
 
 def snippet_html(snippet: str) -> Markup:

@@ -41,7 +41,7 @@ def _is_ours(hook: object) -> bool:
     if hook.get("type") == "http":
         return str(hook.get("url", "")).endswith(HOOK_PATH)
     command = str(hook.get("command"))
-    return "evstore" in command and "hook claude-code" in command
+    return ("evstore" in command or "eventstore" in command) and "hook claude-code" in command
 
 
 def _url(ctx: click.Context) -> str | None:
@@ -162,8 +162,31 @@ def hook_drain(ctx: click.Context, as_json: bool, quiet: bool) -> None:
     """Record the spooled hook calls in the store (and the transcripts they point at)."""
     import json
 
-    store = open_store(ctx)
-    result = _drain(ctx, store)
+    from eventstore import capture, spool
+    from eventstore.cli import store_file
+    from eventstore.errors import database_failure
+
+    directory = spool.spool_dir(_url(ctx))
+    lock = spool.drain_lock(directory)
+    if lock is None:  # before opening the store: a burst of drains costs one
+        if not quiet:
+            click.echo("a drain of this spool is running already: it records what is waiting", err=True)
+        return
+    try:
+        try:
+            store = open_store(ctx, create=True)  # hooks may run before `evstore init`: a drain creates the store
+        except BaseException:
+            os.close(lock)
+            raise
+        result = capture.drain(store, directory, lock=lock)  # it lets the lock go
+    except Exception as exc:  # what stopped the drain goes where `evstore doctor` looks
+        known = database_failure(exc, store_file(ctx))
+        what = known or exc
+        spool.log_drain_error(directory, "drain failed: " + (
+            str(what) if isinstance(what, EvstoreError) else f"{type(exc).__name__}: {(str(exc) or '?').splitlines()[0]}"))
+        if known is not None:
+            raise known from exc
+        raise
     if quiet:
         return
     if as_json:
@@ -181,19 +204,85 @@ def _settings_path(user: bool) -> Path:
     return (Path.home() / ".claude" / "settings.json") if user else Path(".claude") / "settings.json"
 
 
-def hook_command(url: str | None) -> str:
-    import shutil
+def evstore_argv() -> list[str]:
+    """The absolute command line of the evstore that is running: the console script itself when
+    ``sys.argv[0]`` is one (a venv that is not on Claude Code's PATH still works), else this
+    Python interpreter with ``-m eventstore``."""
+    exe = sys.argv[0]
+    if os.path.basename(exe).startswith("evstore") and os.path.isfile(exe) and os.access(exe, os.X_OK):
+        return [os.path.abspath(exe)]
+    return [sys.executable, "-m", "eventstore"]
 
-    exe = shutil.which("evstore") or "evstore"
-    return f"{exe} --url {url} hook claude-code" if url else f"{exe} hook claude-code"
+
+def url_file_for(url: str, *, write: bool = True) -> Path:
+    """A file holding ``url`` alone, readable by its owner only (mode 0600), under
+    ``$XDG_CONFIG_HOME/evstore/urls/`` and named by the URL's SHA-256: what an installed hook
+    names with ``--url-file`` when the URL holds a password, so the password never lands in a
+    settings file (which is often committed)."""
+    import hashlib
+    from pathlib import Path
+
+    folder = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "evstore" / "urls"
+    path = folder / (hashlib.sha256(url.encode()).hexdigest()[:16] + ".url")
+    if not write:
+        return path
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, url.encode() + b"\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    return path
 
 
-def hook_entry(url: str | None, *, serve_url: str | None = None) -> dict[str, Any]:
+def has_password(url: str) -> bool:
+    """Whether a database URL holds a password (``scheme://user:PASSWORD@host/...``)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).password is not None
+    except (ArgumentError, ValueError):  # not a URL SQLAlchemy reads: look for the userinfo's colon
+        head = url.partition("://")[2].partition("/")[0]
+        return "@" in head and ":" in head.rpartition("@")[0]
+
+
+def hook_store_args(url: str | None, *, url_file: str | None = None, write: bool = True) -> tuple[list[str], str]:
+    """The arguments by which an installed hook names its store, and a sentence saying how.
+    A URL with a password is never written out: the hook reads it from ``url_file`` (the one
+    ``--url-file`` named) or a file :func:`url_file_for` writes (unless not ``write``: a dry run)."""
+    if url_file is not None:
+        path = os.path.abspath(url_file)
+        return ["--url-file", path], f"the hook reads the store's URL from {path}"
+    if url is None:
+        return [], ("the hook uses $EVSTORE_URL from Claude Code's environment, else ./.evstore/events.db in "
+                    "the folder Claude Code runs in")
+    if not has_password(url):
+        return ["--url", url], f"the hook records into {url}"
+    held = url_file_for(url, write=write)
+    return ["--url-file", str(held)], (f"the store's URL holds a password, which is not written into the settings: "
+                                       f"the hook reads the URL from {held} (mode 0600)")
+
+
+def hook_command(url: str | None, *, url_file: str | None = None, write: bool = True) -> str:
+    """The shell command line of the installed hook, every argument quoted for ``sh -c``
+    (Claude Code runs a command hook through the shell)."""
+    import shlex
+
+    args, _ = hook_store_args(url, url_file=url_file, write=write)
+    return shlex.join([*evstore_argv(), *args, "hook", "claude-code"])
+
+
+def hook_entry(url: str | None, *, serve_url: str | None = None, url_file: str | None = None,
+               write: bool = True) -> dict[str, Any]:
     """The hook Claude Code runs: ``evstore hook claude-code``, or with ``serve_url`` an http hook
     posting to ``evstore serve`` with the token from ``$EVSTORE_SERVE_TOKEN`` (Claude Code fills a
     header only from the variables the hook lists in ``allowedEnvVars``)."""
     if serve_url is None:
-        return {"type": "command", "command": hook_command(url), "timeout": 15}
+        return {"type": "command", "command": hook_command(url, url_file=url_file, write=write), "timeout": 15}
     return {"type": "http", "url": serve_url.rstrip("/") + HOOK_PATH, "timeout": 15,
             "headers": {"Authorization": f"Bearer ${TOKEN_VAR}"}, "allowedEnvVars": [TOKEN_VAR]}
 
@@ -257,7 +346,9 @@ def hook_install(ctx: click.Context, scope: str, dry_run: bool, uninstall: bool,
         from eventstore.config import DEFAULT_URL, sqlite_file
 
         url = f"sqlite:///{sqlite_file(DEFAULT_URL).resolve()}"  # type: ignore[union-attr]
-    merged = merged_settings(current, hook_entry(url, serve_url=serve_url), uninstall=uninstall)
+    url_file = ctx.find_root().obj.get("url_file")
+    entry = hook_entry(url, serve_url=serve_url, url_file=url_file, write=not (dry_run or uninstall))
+    merged = merged_settings(current, entry, uninstall=uninstall)
     text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
     if dry_run:
         click.echo(text, nl=False)
@@ -274,6 +365,8 @@ def hook_install(ctx: click.Context, scope: str, dry_run: bool, uninstall: bool,
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
     click.echo(f"{path}: evstore's hooks {'removed' if uninstall else 'installed'} ({', '.join(HOOK_EVENTS)})")
+    if not uninstall and serve_url is None:
+        click.echo(hook_store_args(url, url_file=url_file, write=False)[1], err=True)
 
 
 @click.command()
@@ -302,5 +395,29 @@ def doctor(ctx: click.Context) -> None:
         for line in errors:
             click.echo(f"  {line}")
         failed = failed or bool(errors)
+    drained = spool.last_drained(directory)
+    click.echo(f"last complete drain: {drained or 'never'}")
+    last = _last_error(directory / spool.DRAIN_ERRORS)
+    if last is not None:
+        at, message = last
+        click.echo(f"last drain error: {at}: {message}")
+        if drained is None or at > drained:  # ISO 8601 UTC stamps compare as text
+            click.echo(f"drains are failing: none has run to its end since {at}; {n} hook record(s) wait in the "
+                       "spool (nothing is lost: the next drain that succeeds records them).")
     if failed:
         ctx.exit(1)
+
+
+def _last_error(log: Path) -> tuple[str, str] | None:
+    """(time, message) of the last line of a ``drain-errors.log`` (``<UTC time> pid N: message``)."""
+    try:
+        with log.open("rb") as fh:
+            fh.seek(max(0, log.stat().st_size - 65536))
+            lines = fh.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    if not lines:
+        return None
+    at, _, rest = lines[-1].partition(" ")
+    message = rest.partition(": ")[2] if rest.startswith("pid ") else rest
+    return at, message

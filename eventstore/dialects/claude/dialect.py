@@ -617,8 +617,10 @@ def transcript_files(path: Path) -> list[Path]:
         return [path]
     if not path.is_dir():
         raise IngestError(f"{path}: no such file or directory.")
-    files = sorted(path.rglob("*.jsonl"), key=lambda p: (p.parent.name == "subagents", str(p)))
-    return [f for f in files if f.is_file()]
+    from eventstore import reading
+
+    # Never through a symlinked folder (loops), never to a file outside ``path``.
+    return sorted(reading.walk_files(path, ".jsonl"), key=lambda p: (p.parent.name == "subagents", str(p)))
 
 
 def raw_from_events(events: Iterator[Event], blob: Callable[[str], bytes] | None = None) -> bytes:

@@ -20,7 +20,7 @@ Links are new events after the evidence; nothing recorded before is rewritten.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgspec
@@ -67,7 +67,7 @@ class Linker:
     ``earlier``: a callable giving the lines recorded before this ingest, read only when a line
     refers to one of them (an incremental ingest)."""
 
-    def __init__(self, stream: str, *, subagent: bool, earlier: Callable[[], list[bytes]] | None = None) -> None:
+    def __init__(self, stream: str, *, subagent: bool, earlier: Callable[[], Iterable[bytes]] | None = None) -> None:
         self.session = stream.split("/", 1)[0]
         self.subagent = subagent
         self._earlier = earlier

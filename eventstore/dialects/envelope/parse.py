@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eventstore import reading
 from eventstore.dialects.base import Finding, Snapshot, parse_time, read_snapshot
 from eventstore.dialects.envelope.events import RepairAttempted, TurnFailed, TurnRejected
 from eventstore.dialects.envelope.lens import unit_id
@@ -228,7 +229,7 @@ def _order(path: Path) -> tuple[int, int, str]:
 def iter_files(path: Path) -> list[Path]:
     """Files of a directory in turn order (numbers compared as numbers), or ``[path]``."""
     if path.is_dir():
-        return sorted((p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")), key=_order)
+        return sorted((p for p in reading.entries(path)[0] if not p.name.startswith(".")), key=_order)
     return [path]
 
 
@@ -237,7 +238,7 @@ def load_path(path: Path, ctx: LoadContext | None = None) -> list[Snapshot]:
     ctx = ctx or LoadContext()
     out: list[Snapshot] = []
     for p in iter_files(path):
-        raw = p.read_bytes()
+        raw = reading.read_bounded(p)
         if is_transcript(p, raw):
             out.append(load_turn(p, raw, ctx))
         else:

@@ -38,6 +38,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from eventstore import reading
 from eventstore.dialects.analytics import Analytics
 from eventstore.dialects.base import Dialect, Finding, RunInfo, Snapshot
 from eventstore.dialects.taskflow import events as ev
@@ -100,19 +101,19 @@ class TaskflowDialect(Dialect):
             path = path.parent
         if path.name in ("", ".."):  # "." or "..": the folder's own name decides what it is
             path = path.resolve()
-        if (path / "tasks").is_dir() and not any(p.is_file() and not p.name.startswith(".")
-                                                   for p in path.iterdir()):
+        if (path / "tasks").is_dir() and not (path / "tasks").is_symlink() and not any(
+                not p.name.startswith(".") for p in reading.entries(path)[0]):
             path = path / "tasks"
+        # Each folder is checked as it is listed (names only), before any file is read: `ingest
+        # taskflow /` stops at the first folder that is no task folder, not after reading the disk.
         if is_task_folder(path):
-            tree = read_task_tree(path)
+            tree = read_task_tree(path, check=_check_task_folder)
             rels = [r for r in task_folders(tree) if r == path.name or r.startswith(path.name + "/")]
             base = path.parent
         else:
-            tree = read_tree(path)
+            tree = read_tree(path, check=_check_task_folder)
             rels = task_folders(tree)
             base = path
-        for rel in rels:
-            _check_task_folder(base / rel, tree[rel])
         for rel in rels:
             folder = base / rel
             doc = lifecycle(tree, rel)
@@ -165,7 +166,7 @@ class TaskflowDialect(Dialect):
         return simulate(rng, run_id=run_id, start=start)
 
 
-def _check_task_folder(folder: Path, files: dict[str, bytes]) -> None:
+def _check_task_folder(folder: Path, files: list[str]) -> None:
     """Refuse a folder that holds files but none a task folder has (unrelated JSON, say): ingesting
     it would invent a task."""
     if not files or any(name in ARTIFACT_OF.values() or name in MARKERS for name in files):

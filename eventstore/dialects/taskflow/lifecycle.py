@@ -55,13 +55,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from eventstore import reading
 from eventstore.dialects.taskflow.verdict import parse_verdict
+from eventstore.errors import IngestError
 
 JSON = Any
 Tree = dict[str, dict[str, bytes]]
@@ -355,56 +358,85 @@ def task_folders(tree: Mapping[str, Mapping[str, bytes]]) -> list[str]:
 # ------------------------------------------------------------------ disk
 
 
-def _read_files(folder: Path) -> dict[str, bytes]:
-    out = {}
-    for p in sorted(folder.iterdir()):
-        if p.is_file() and (not p.name.startswith(".") or p.name in MARKERS):
-            out[p.name] = p.read_bytes()
-    return out
+Check = Callable[[Path, list[str]], None]
+MAX_DEPTH = 32  # nested sub-task folders; deeper is no task tree
 
 
-def _subdirs(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+def _names(files: list[Path]) -> list[str]:
+    return [p.name for p in files if not p.name.startswith(".") or p.name in MARKERS]
 
 
-def _read_task(folder: Path, rel: str, tree: Tree) -> None:
-    tree[rel] = _read_files(folder)
-    for sub in _subdirs(folder):
-        _read_task(sub, f"{rel}/{sub.name}", tree)
+def _list_task(folder: Path, rel: str, root: Path, listing: dict[str, list[Path]], check: Check | None) -> None:
+    """List ``folder`` and its sub-task folders into ``listing`` (names and ``stat`` only); ``check``
+    sees each folder's file names as it is listed, so a tree that is no task tree (``/``) is refused
+    at its first folder, before any file is read."""
+    if rel.count("/") >= MAX_DEPTH:
+        raise IngestError(f"{folder}: sub-task folders nested over {MAX_DEPTH} deep; pass a task folder or a "
+                          "tasks/ directory. Nothing was written.")
+    files, folders = reading.entries(folder, root=root)
+    kept = [p for p in files if not p.name.startswith(".") or p.name in MARKERS]
+    if check is not None:
+        check(folder, _names(kept))
+    listing[rel] = kept
+    for sub in folders:
+        if not sub.name.startswith("."):
+            _list_task(sub, f"{rel}/{sub.name}", root, listing, check)
 
 
-def read_tree(tasks_dir: Path) -> Tree:
-    """Every task folder under a ``tasks/`` directory (recursively: sub-tasks)."""
-    tree: Tree = {"": {k: v for k, v in _read_files(tasks_dir).items() if k in MARKERS}}
-    for sub in _subdirs(tasks_dir):
-        _read_task(sub, sub.name, tree)
-    return tree
+def _read(listing: dict[str, list[Path]], base: Path) -> Tree:
+    """The files of every listed folder; a folder whose files add up to more than the snapshot limit
+    (its document would) is refused before any of them is read."""
+    for rel, files in listing.items():
+        reading.check_size(base / rel if rel else base, sum(_size(p) for p in files), what="task folder")
+    return {rel: {p.name: reading.read_bounded(p) for p in files} for rel, files in listing.items()}
 
 
-def read_task_tree(task_dir: Path) -> Tree:
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError as exc:
+        raise IngestError(f"{path}: cannot read ({exc.strerror or exc}).") from exc
+
+
+def _markers(folder: Path, root: Path) -> list[Path]:
+    return [p for p in reading.entries(folder, root=root)[0] if p.name in MARKERS]
+
+
+def read_tree(tasks_dir: Path, check: Check | None = None) -> Tree:
+    """Every task folder under a ``tasks/`` directory (recursively: sub-tasks).  ``check(folder,
+    names)`` may refuse a folder as it is listed, before anything is read."""
+    listing: dict[str, list[Path]] = {"": _markers(tasks_dir, tasks_dir)}
+    for sub in reading.entries(tasks_dir)[1]:
+        if not sub.name.startswith("."):
+            _list_task(sub, sub.name, tasks_dir, listing, check)
+    return _read(listing, tasks_dir)
+
+
+def read_task_tree(task_dir: Path, check: Check | None = None) -> Tree:
     """One task folder plus what its links need: the enclosing folder's markers and the
     siblings whose names make them its parent or its follow-ups."""
     enclosing = task_dir.parent
     name = task_dir.name
-    tree: Tree = {"": {k: v for k, v in _read_files(enclosing).items() if k in MARKERS}}
-    _read_task(task_dir, name, tree)
-    for sib in _subdirs(enclosing):
+    listing: dict[str, list[Path]] = {"": _markers(enclosing, enclosing)}
+    _list_task(task_dir, name, task_dir, listing, check)
+    for sib in reading.entries(enclosing)[1]:
         if sib.name != name and (sib.name.startswith(name + "-") or name.startswith(sib.name + "-")):
-            tree[sib.name] = _read_files(sib)
-    return tree
+            listing[sib.name] = [p for p in reading.entries(sib)[0]
+                                 if not p.name.startswith(".") or p.name in MARKERS]
+    return _read(listing, enclosing)
 
 
 def is_task_folder(path: Path) -> bool:
     """A task folder holds files (or nothing at all: a new task); a tasks/ dir only folders."""
     if path.name == "tasks":
         return False
-    entries = [p for p in path.iterdir() if not p.name.startswith(".")]
-    return any(p.is_file() for p in entries) or not entries
+    files, folders = reading.entries(path)
+    return any(not p.name.startswith(".") for p in files) or not any(not p.name.startswith(".") for p in folders)
 
 
 def folder_time(folder: Path) -> datetime:
     """Newest modification time of the folder or its files (UTC)."""
-    stamps = [folder.stat().st_mtime] + [p.stat().st_mtime for p in folder.iterdir() if p.is_file()]
+    stamps = [folder.stat().st_mtime] + [p.stat().st_mtime for p in reading.entries(folder)[0]]
     return datetime.fromtimestamp(max(stamps), tz=UTC)
 
 

@@ -1,0 +1,173 @@
+"""Secrets as people write them (issue 32, item 2): each form the scrubber claims, one case each.
+
+The patterns live in one list, ``eventstore.dialects.claude.secrets.PATTERNS``; every kind in it has
+a case here (``test_every_pattern_has_a_case``).  A case is scrubbed as the text of a tool output
+inside a transcript line (JSON: its quotes are ``\\"``, its newlines ``\\n``) and as a hook body
+would carry it; what must stay (references, placeholders, names that only contain a secret word)
+has cases too.  The end-to-end test ingests them on SQLite and PostgreSQL and looks for the
+secrets in the database and in `log --json`.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from pathlib import Path
+
+import pytest
+from claude_fixtures import SESSION
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eventstore.dialects.claude.secrets import PATTERNS, Scrubber, _is_secret_value, decode_json_escapes
+from eventstore.store import EventStore
+
+SECRET = "hunter2-Xq9"
+
+#: (form, text holding SECRET, the kind that replaces it)
+FORMS: list[tuple[str, str, str]] = [
+    (".env bare", f"DB_PASSWORD={SECRET}", "env-assignment"),
+    (".env double-quoted, export", f'export DB_PASSWORD="{SECRET}"', "secret-assignment"),
+    (".env single-quoted", f"DB_PASSWORD='{SECRET}'", "secret-assignment"),
+    (".env indented", f"  API_TOKEN={SECRET}", "env-assignment"),
+    (".env lowercase", f"db_password={SECRET}", "env-assignment"),
+    (".env among others", f"DEBUG=1\nAPI_KEY={SECRET}\nPORT=80", "env-assignment"),
+    ("shell inline before a command", f"GITHUB_TOKEN={SECRET} ./release.sh", "env-assignment"),
+    ("shell option", f"mysql --password={SECRET} db", "env-assignment"),
+    ("JSON", f'{{"password": "{SECRET}"}}', "secret-assignment"),
+    ("JSON camelCase prefix", f'{{"clientSecret":"{SECRET}"}}', "secret-assignment"),
+    ("JSON nested, pretty", f'{{\n  "db": {{\n    "authToken": "{SECRET}"\n  }}\n}}', "secret-assignment"),
+    ("YAML bare", f"database:\n  password: {SECRET}\n", "config-assignment"),
+    ("YAML quoted", f"private_key: '{SECRET}'", "secret-assignment"),
+    ("YAML list item", f"- credentials: {SECRET}", "config-assignment"),
+    ("TOML", f'[db]\npassword = "{SECRET}"', "secret-assignment"),
+    ("INI bare", f"[auth]\nsecret = {SECRET}\n", "config-assignment"),
+    ("properties", f"spring.datasource.password={SECRET}", "env-assignment"),
+    ("code literal", f'API_KEY = "{SECRET}"', "secret-assignment"),
+    ("PHP array", f"'passwd' => '{SECRET}',", "secret-assignment"),
+    ("Go", f'token := "{SECRET}"', "secret-assignment"),
+    ("auth key", f"auth: {SECRET}", "config-assignment"),
+    ("HTTP header", f"Authorization: Bearer {SECRET}", "authorization-header"),
+    ("curl header", f"curl -H 'Authorization: Basic {SECRET}' https://x", "authorization-header"),
+    ("URL password", f"postgresql://me:{SECRET}@db/x", "url-password"),
+    ("AWS access key id", "AKIAIOSFODNN7EXAMPLE", "aws-access-key-id"),
+    ("AWS secret", "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws-secret-access-key"),
+    ("GitHub token", "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8", "github-token"),
+    ("Anthropic key", "sk-ant-api03-" + "Zx9" * 12, "anthropic-api-key"),
+    ("OpenAI key", "sk-proj-" + "Ab1" * 10, "openai-api-key"),
+    ("Slack token", "xoxb-123456789012-abcdefABCDEF", "slack-token"),
+    ("Google key", "AIza" + "B" * 35, "google-api-key"),
+    ("Stripe key", "sk_live_" + "a1" * 12, "stripe-key"),
+    ("JWT", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+     "jwt"),
+    ("PEM", "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBkg\n-----END EC PRIVATE KEY-----", "private-key"),
+]
+
+#: Text that names a secret but holds none: left byte for byte as it was.
+KEPT = [
+    "input_tokens: 1200", '"max_tokens": 4096', "tokenizer = bert", "author: Jane", "secretary = Bob",
+    "PASSWORD_FILE=/run/secrets/db", "password = getpass.getpass()", "password = os.environ['DB_PASSWORD']",
+    "token = self.token", "password: ${DB_PASSWORD}", 'export API_TOKEN="$(cat ~/.token)"', "auth: true",
+    "password:", "password: null", "if password == expected:", "The password is stored hashed.",
+    'password = "<your password>"', "api_key: '***'", "token: ${{ secrets.GITHUB_TOKEN }}",
+]
+
+
+def _the_secret(text: str) -> str:
+    for kind_secret in (SECRET, "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "MHcCAQEEIBkg"):
+        if kind_secret in text:
+            return kind_secret
+    return text.split("'")[0] if "'" in text else text.split()[-1]
+
+
+@pytest.fixture
+def scrubber() -> Scrubber:
+    return Scrubber(key=b"test-key")
+
+
+def test_every_pattern_has_a_case() -> None:
+    assert {kind for kind, _ in PATTERNS} == {kind for _, _, kind in FORMS}
+
+
+@pytest.mark.parametrize(("form", "text", "kind"), FORMS, ids=[f[0] for f in FORMS])
+def test_each_form_is_scrubbed_inside_a_transcript_line(form: str, text: str, kind: str, scrubber: Scrubber) -> None:
+    secret = _the_secret(text)
+    assert secret in text
+    line = json.dumps({"type": "user", "message": {"content": [{"type": "tool_result", "content": text}]}})
+    out, found = scrubber.scrub(line)
+    assert secret not in out and kind in {f.kind for f in found}, (form, out)
+    assert json.loads(out)["message"]["content"][0]["content"].count("[evstore-secret:") >= 1  # still valid JSON
+    plain, found = scrubber.scrub(text)  # and as plain text (a hook body's raw string, a file)
+    assert secret not in plain and kind in {f.kind for f in found}, (form, plain)
+
+
+@pytest.mark.parametrize("text", KEPT)
+def test_what_holds_no_secret_is_kept(text: str, scrubber: Scrubber) -> None:
+    line = json.dumps({"content": text})
+    assert scrubber.scrub(line) == (line, [])
+    assert scrubber.scrub(text) == (text, [])
+
+
+def test_json_escapes_are_decoded_before_matching(scrubber: Scrubber) -> None:
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    escaped = "gh\\u0070_" + token[4:]
+    line = '{"content": "' + escaped + '", "pass\\u0077ord": "' + SECRET + '"}'
+    assert json.loads(line)["content"] == token  # what `log --json` would print
+    out, found = scrubber.scrub(line)
+    assert {f.kind for f in found} == {"github-token", "secret-assignment"}
+    assert token not in json.dumps(json.loads(out)) and SECRET not in out
+    # an escaped backslash before "u0068" is text, not an escape; controls stay escaped
+    assert decode_json_escapes('"\\\\u0068 \\u0068 \\u001b \\u0022"') == '"\\\\u0068 h \\u001b \\u0022"'
+    plain = '{"a": "\\u0068ello \\u001b"}'
+    assert scrubber.scrub(plain) == (plain, [])  # no secret: the line keeps its bytes
+
+
+_NAMES = st.sampled_from(["password", "passwd", "secret", "token", "api_key", "apiKey", "private_key", "credential",
+                          "credentials", "auth", "access_key", "passphrase"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(prefix=st.sampled_from(["", "DB_", "my", "x.", "github-", "Client"]), name=_NAMES,
+       upper=st.booleans(), form=st.sampled_from(["env", "export", "json", "yaml", "toml", "ini"]),
+       value=st.text(string.ascii_letters + string.digits + "!%+/=@^_-", min_size=8, max_size=40)
+       .filter(lambda v: not v.lower().startswith(("@", "*")) and v[0] != "="))
+def test_any_secret_name_in_any_form_is_scrubbed(prefix: str, name: str, upper: bool, form: str, value: str) -> None:
+    key = (prefix + name).upper() if upper else prefix + name
+    text = {"env": f"{key}={value}", "export": f'  export {key}="{value}"', "json": f'{{"{key}": "{value}"}}',
+            "yaml": f"top:\n  {key}: {value}\n", "toml": f'{key} = "{value}"', "ini": f"[s]\n{key} = {value}"}[form]
+    scrubber = Scrubber(key=b"k")
+    if _is_secret_value("env-assignment", value):  # not a placeholder ("undefined") or a reference ("$X")
+        line = json.dumps({"content": text})
+        out, _ = scrubber.scrub(line)
+        assert value not in json.loads(out)["content"], (text, out)
+        assert value not in scrubber.scrub(text)[0]
+
+
+def test_forms_never_reach_the_store_or_the_log(store_url: str, tmp_path: Path, run, monkeypatch) -> None:
+    monkeypatch.setenv("EVSTORE_SCRUB_KEY", "test-key")
+    lines = []
+    for i, (_, text, _) in enumerate(FORMS):
+        rec = {"type": "user", "uuid": f"u{i}", "timestamp": "2026-03-01T10:00:00Z", "sessionId": SESSION,
+               "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": text}]}}
+        lines.append(json.dumps(rec))
+    lines.append(json.dumps({"type": "user", "uuid": "esc", "timestamp": "2026-03-01T10:00:01Z", "sessionId": SESSION,
+                             "message": {"role": "user", "content": "token \\u0068unter"}})
+                 .replace("\\\\u0068", "\\u0068").replace("token \\u0068unter", f"DB_PASSWORD=\\u0068{SECRET[1:]}"))
+    f = tmp_path / f"{SESSION}.jsonl"
+    f.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    r = run("ingest", "claude", str(f))
+    assert r.exit_code == 0, r.output
+    secrets = {_the_secret(text) for _, text, _ in FORMS}
+    log = run("log", "--json", SESSION)
+    assert log.exit_code == 0
+    for secret in secrets:
+        assert secret not in log.output and json.dumps(secret)[1:-1] not in log.output, secret
+    with EventStore(store_url) as store:
+        dump = json.dumps([e.to_dict() for e in store.read_stream(SESSION)])
+    for secret in secrets:
+        assert secret not in dump and json.dumps(secret)[1:-1] not in dump, secret
+    if store_url.startswith("sqlite"):
+        db = Path(store_url.split(":///", 1)[1])
+        raw = b"".join(p.read_bytes() for p in db.parent.glob(db.name + "*"))
+        for secret in secrets:
+            assert secret.encode() not in raw, secret

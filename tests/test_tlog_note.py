@@ -1,0 +1,198 @@
+"""C2SP signed-note, tlog-cosignature and tlog-checkpoint against the vectors others published.
+
+- signed-note: Go's golang.org/x/mod/sumdb/note test vectors (the PeterNeumann and EnochRoot keys,
+  the signer key and the exact signed note it must produce), which that package's own tests hold.
+- tlog-cosignature: transparency-dev/formats' native cosignature v1 verifier key (remora.n621.de)
+  and its timestamp vector; the C2SP checkpoint example of tlog-checkpoint.md.
+Interoperability with a running Go implementation is in tests/test_tlog_interop.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from eventstore.errors import ProofError
+from eventstore.tlog import note as n
+from eventstore.tlog.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
+from eventstore.tlog.merkle import EMPTY_ROOT
+
+PETER_VKEY = "PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW"
+PETER_SKEY = "PRIVATE+KEY+PeterNeumann+c74f20a3+AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz"
+ENOCH_VKEY = "EnochRoot+af0cfe78+ATtqJ7zOtqQtYqOo0CpvDXNlMhV3HeJDpjrASKGLWdop"
+TEXT = "If you think cryptography is the answer to your problem,\nthen you don't know what your problem is.\n"
+PETER_SIG = ("\u2014 PeterNeumann x08go/ZJkuBS9UG/SffcvIAQxVBtiFupLLr8pAcElZInNIuGUgYN1FFYC2pZSNXgKvqfqdngotpRZb6KE"
+             "6RyyBwJnAM=\n")
+ENOCH_SIG = ("\u2014 EnochRoot rwz+eBzmZa0SO3NbfRGzPCpDckykFXSdeX+MNtCOXm2/5n2tiOHp+vAF1aGrQ5ovTG01oOTGwnWLox33WWd1R"
+             "vMc+QQ=\n")
+
+
+def test_verifier_key_vector_and_manglings() -> None:
+    v = n.NoteVerifier.parse(PETER_VKEY)
+    assert (v.name, v.alg, v.key_id) == ("PeterNeumann", n.ALG_ED25519, 0xc74f20a3)
+    assert v.vkey == PETER_VKEY
+    bad = [PETER_VKEY[:-1], PETER_VKEY[1:], PETER_VKEY.replace("c74f20a3", "c74f20a4"),
+           "PeterNeumann+cc469956+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TWBADKEY==",  # wrong length
+           "PeterNeumann+173116ae+ZRpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW",  # unknown algorithm
+           "Peter Neumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW"]
+    bad += [PETER_VKEY[:i] + chr(ord(PETER_VKEY[i]) + 1) + PETER_VKEY[i + 1:] for i in range(len(PETER_VKEY))]
+    for text in bad:
+        with pytest.raises(ProofError):
+            n.NoteVerifier.parse(text)
+
+
+def test_cosignature_key_vector() -> None:
+    """A native tlog-cosignature v1 (0x04) verifier key published by transparency-dev/formats."""
+    v = n.NoteVerifier.parse("remora.n621.de+da77ade7+BOvN63jn/bLvkieywe8R6UYAtVtNbZpXh34x7onlmtw2")
+    assert v.alg == n.ALG_COSIGNATURE_V1
+    sig = base64.b64decode("ZGhGuQAAAABm/qTPeyKXD+R2rzyQsxPiP8mXum7qq/iF0u4vanlqJyocWODBt97w9uL+8qT7S5gxEHWWOworDcFiEBY"
+                           "JXORmnFBOBA==")
+    assert n.NoteSignature("w", int.from_bytes(sig[:4], "big"), sig[4:]).timestamp == 1727964367
+
+
+def test_sign_reproduces_go_vector() -> None:
+    signer = n.NoteSigner.from_skey(PETER_SKEY)
+    assert signer.verifier.vkey == PETER_VKEY
+    assert n.sign_note(TEXT, [signer]) == TEXT + "\n" + PETER_SIG  # Ed25519 is deterministic
+    # an existing signature by the same key is replaced, others kept
+    stale = n.NoteSignature("PeterNeumann", 0xc74f20a3, b"BADSIGN")
+    enoch = n.NoteSignature.parse_line(ENOCH_SIG[:-1])
+    assert n.sign_note(TEXT, [signer], keep=[stale, enoch]) == TEXT + "\n" + ENOCH_SIG + PETER_SIG
+
+
+def test_open_vectors() -> None:
+    peter, enoch = n.NoteVerifier.parse(PETER_VKEY), n.NoteVerifier.parse(ENOCH_VKEY)
+    both = TEXT + "\n" + PETER_SIG + ENOCH_SIG
+    opened = n.open_note(both, [peter])
+    assert opened.text == TEXT
+    assert [v for v, _ in opened.verified] == [peter]
+    assert [s.name for s in opened.unverified] == ["EnochRoot"]  # unknown keys are ignored
+    assert len(n.open_note(both, [peter, enoch]).verified) == 2
+    with pytest.raises(ProofError, match="No signature on the note is by a known key"):
+        n.open_note(both, [])
+    with pytest.raises(ProofError, match="PeterNeumann .*does not verify"):
+        n.open_note(TEXT + "\n" + PETER_SIG[:60] + "ABCD" + PETER_SIG[60:], [peter])
+    with pytest.raises(ProofError, match="does not verify"):
+        n.open_note(TEXT.replace("cryptography", "cryptographY") + "\n" + PETER_SIG, [peter])
+    # a key sharing the name (but not the id) of a known key is unknown, not a failure
+    same_name = n.NoteSigner.generate("PeterNeumann")
+    opened = n.open_note(TEXT + "\n" + same_name.signature_line(TEXT) + PETER_SIG, [peter])
+    assert len(opened.unverified) == 1 and len(opened.verified) == 1
+    # duplicates: one verified entry per key
+    assert len(n.open_note(TEXT + "\n" + PETER_SIG + PETER_SIG, [peter]).verified) == 1
+    with pytest.raises(ProofError, match="more than"):
+        n.open_note(TEXT + "\n" + PETER_SIG * 101, [peter])
+    malformed = [
+        TEXT, TEXT + "\n", TEXT + "\n" + PETER_SIG[:-1], "\x01" + TEXT + "\n" + PETER_SIG,
+        b"\xff" + (TEXT + "\n" + PETER_SIG).encode(),
+        TEXT + "\n" + "\u2014 Bad Name x08go/ZJkuBS9UG/SffcvIAQxVBtiFupLLr8pAcElZInNIuGUgYN1FFYC2pZSNXgKvqfqdngotpRZb6KE"
+                      "6RyyBwJnAM=",
+        TEXT + "\n" + PETER_SIG + "Unexpected line.\n",
+    ]
+    for msg in malformed:
+        with pytest.raises(ProofError):
+            n.open_note(msg, [peter])
+
+
+def test_cosignature_signs_the_spec_message() -> None:
+    """tlog-cosignature: the signature is u64 timestamp || Ed25519 over
+    'cosignature/v1\\ntime T\\n' || body, checked here with the bare Ed25519 key, not our verifier."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    body = "example.com/behind-the-sofa\n20852163\nCsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I=\n"
+    w = n.NoteSigner.generate("witness.example.com/w1", n.ALG_COSIGNATURE_V1)
+    sig = w.sign(body, timestamp=1679315147)
+    assert struct.unpack(">Q", sig[:8]) == (1679315147,)
+    Ed25519PublicKey.from_public_bytes(w.verifier.public).verify(
+        sig[8:], b"cosignature/v1\ntime 1679315147\n" + body.encode())
+    assert w.verifier.verify(body, sig)
+    assert not w.verifier.verify(body + "ext\n", sig)
+    # the same key as an ordinary note key has another key id: the lines never mix
+    assert n.NoteVerifier(w.name, n.ALG_ED25519, w.verifier.public).key_id != w.key_id
+
+
+def test_checkpoint_spec_example_and_rules() -> None:
+    body = "example.com/behind-the-sofa\n20852163\nCsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I=\n"
+    cp = Checkpoint.parse(body)
+    assert (cp.origin, cp.size, cp.extensions) == ("example.com/behind-the-sofa", 20852163, ())
+    assert cp.body == body
+    assert Checkpoint.parse(body + "ext one\n").extensions == ("ext one",)
+    for bad in ["", "o\n1\n", "o\n01\n" + body.split("\n")[2] + "\n", "o\n-1\nCsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I=\n",
+                "\n1\nCsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I=\n", "o\n1\nCsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I\n",
+                "o\n1\nAAAA\n", body + "\n", body.rstrip("\n"), "o\n１\nCsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I=\n"]:
+        with pytest.raises(ProofError):
+            Checkpoint.parse(bad)
+    assert Checkpoint.parse(f"o\n0\n{base64.b64encode(EMPTY_ROOT).decode()}\n").size == 0
+
+
+def test_open_checkpoint_with_cosignatures() -> None:
+    log = n.NoteSigner.generate("evstore.example/log")
+    w1 = n.NoteSigner.generate("w1.example", n.ALG_COSIGNATURE_V1)
+    w2 = n.NoteSigner.generate("w2.example", n.ALG_COSIGNATURE_V1)
+    cp = Checkpoint("evstore.example/log", 3, EMPTY_ROOT)
+    signed = sign_checkpoint(cp, log) + w1.signature_line(cp.body, timestamp=1700000000)
+    got = open_checkpoint(signed, log.verifier, witnesses=[w1.verifier, w2.verifier])
+    assert got.checkpoint == cp
+    assert [(c.witness.name, c.timestamp) for c in got.cosignatures] == [("w1.example", 1700000000)]
+    with pytest.raises(ProofError, match="not cosigned by the witness w2.example"):
+        open_checkpoint(signed, log.verifier, require_witnesses=[w2.verifier])
+    with pytest.raises(ProofError, match="not signed by the log key"):
+        open_checkpoint(sign_checkpoint(cp, w1), log.verifier, witnesses=[w1.verifier])
+    with pytest.raises(ProofError, match="not 'other'"):
+        open_checkpoint(signed, log.verifier, origin="other")
+    forged = signed.replace("\n3\n", "\n4\n")
+    with pytest.raises(ProofError, match="does not verify"):
+        open_checkpoint(forged, log.verifier)
+    with pytest.raises(ProofError, match="algorithm 0x04"):
+        open_checkpoint(signed, log.verifier, witnesses=[log.verifier])
+
+
+def test_the_documented_checkpoint_opens() -> None:
+    """docs/proofs.md shows a signed, cosigned checkpoint and its keys: they are real."""
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "proofs.md").read_text()
+    blocks = re.findall(r"^```\n(.*?)^```", page, flags=re.M | re.S)
+    vkey = next(b for b in blocks if b.startswith("evstore.example/log+")).strip()
+    note = next(b for b in blocks if b.startswith("evstore.example/log\n1000\n"))
+    witness = re.search(r"`(witness\.example/w1\+[0-9a-f]{8}\+\S+)`", page)
+    assert witness is not None
+    got = open_checkpoint(note, n.NoteVerifier.parse(vkey), require_witnesses=[n.NoteVerifier.parse(witness[1])])
+    assert (got.checkpoint.size, got.cosignatures[0].timestamp) == (1000, 1764763200)
+
+
+_SIGNER = n.NoteSigner.from_skey(PETER_SKEY)
+
+
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=300))
+def test_signed_notes_round_trip_and_reject_edits(text: str) -> None:
+    """Any text that is a valid note text signs and opens back to itself; flipping one character
+    of it fails verification (or makes the note malformed), never anything but ProofError."""
+    text = "".join(c for c in text if c == "\n" or ord(c) >= 0x20) + "\n"
+    signed = n.sign_note(text, [_SIGNER])
+    assert n.open_note(signed, [_SIGNER.verifier]).text == text
+    i = len(text) // 2
+    edited = text[:i] + ("x" if text[i] != "x" else "y") + text[i + 1:]
+    with pytest.raises(ProofError):
+        n.open_note(edited + signed[len(text):], [_SIGNER.verifier])
+
+
+@given(st.binary(max_size=400) | st.text(max_size=400).map(str.encode))
+def test_garbage_is_a_proof_error(data: bytes) -> None:
+    """Notes, checkpoints and witness requests from anyone: malformed input is a ProofError (a 400
+    from the witness), never another exception."""
+    from eventstore.tlog.witness import _parse_request
+
+    for parse in (lambda: n.open_note(data, [_SIGNER.verifier]), lambda: Checkpoint.parse(data.decode("utf-8")),
+                  lambda: _parse_request(data), lambda: n.NoteVerifier.parse(data.decode("utf-8"))):
+        try:
+            parse()
+        except ProofError:
+            pass
+        except UnicodeDecodeError:
+            pass  # our own .decode above, not the parser's
