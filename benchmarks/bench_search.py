@@ -54,7 +54,7 @@ def main() -> None:
         with EventStore(url) as store:
             log(f"appending {n:,} events ...")
             t0 = time.perf_counter()
-            slices = list(plan(n, 1000, 100))
+            slices = list(plan(n, 100, 100))  # streams of 100 events, appended 1,000 per transaction
             batch: list[tuple[str, NewEvent, None]] = []
             for s in slices:
                 batch.extend((f"run-{s.stream:06d}", NewEvent("bench.noted", payloads[i]), None) for i in range(s.lo, s.hi))
@@ -75,8 +75,7 @@ def main() -> None:
             queries = [("rare word (10 events)", RARE, {}), ("common word", common, {}),
                        ("two common words", f"{_WORDS[0]} {_WORDS[1]}", {}),
                        ("phrase", f'"{phrase}"', {}), ("prefix", _WORDS[4][:3] + "*", {}),
-                       ("word in one stream", str(payloads[(n // 200) * 100]["summary"]).split()[0],
-                        {"stream": f"run-{n // 200:06d}"})]
+                       ("word in one stream", "coder", {"stream": f"run-{n // 200:06d}"})]  # in every payload
             print(f"{n:,} events; ingest {ingest:.1f} s ({n / ingest:,.0f} events/s); index build {build:.1f} s "
                   f"({n / build:,.0f} events/s) = {build / ingest:.0%} of ingest (target < 30 %); "
                   f"database {size / 1e6:,.0f} MB")
