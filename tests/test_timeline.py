@@ -156,3 +156,34 @@ def test_the_demo_has_sessions_that_wrote_state_files(tmp_path: Path) -> None:
     assert states and all(s.written_by and s.written_by["tool_name"] == "Write" for s in states)
     assert len({s.written_by["session_id"] for s in states if s.written_by}) == 2
     assert any(i.depth == 1 for i in items)  # the second session's subagent
+
+
+def test_git_commits_are_on_the_timeline(run: Any, tmp_path: Path) -> None:
+    """`ingest --git`: each version's commit is on the timeline, before the version it made."""
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args: str, when: str = "2026-04-02T10:00:00+00:00") -> str:
+        env = {**os.environ, "GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when, "GIT_AUTHOR_NAME": "Ada",
+               "GIT_AUTHOR_EMAIL": "ada@example.org", "GIT_COMMITTER_NAME": "Ada",
+               "GIT_COMMITTER_EMAIL": "ada@example.org"}
+        return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                              env=env).stdout
+
+    git("init", "-q")
+    for i, when in enumerate(("2026-04-02T10:00:00+00:00", "2026-04-02T11:00:00+00:00"), 1):
+        (repo / "state.json").write_text(json.dumps({"taskId": "G-1", "step": i}))
+        git("add", "state.json", when=when)
+        git("commit", "-q", "-m", f"step {i}", when=when)
+    shas = git("rev-list", "--reverse", "HEAD").split()
+    assert run("ingest", "generic", "--git", f"{repo}:state.json", "--stream", "G-1").exit_code == 0
+    r = run("log", "G-1", "--timeline", "--json")
+    assert r.exit_code == 0, r.output
+    items = [json.loads(x) for x in r.stdout.splitlines()]
+    commits = [i for i in items if i["kind"] == "commit"]
+    assert [c["text"] for c in commits] == [f"commit {s[:12]} by Ada" for s in shas]
+    assert [c["at"][:19] for c in commits] == ["2026-04-02T10:00:00", "2026-04-02T11:00:00"]
+    kinds = [i["kind"] for i in items]
+    assert kinds.index("commit") < kinds.index("state")
