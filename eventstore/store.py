@@ -152,6 +152,12 @@ class _Unknown:
     def __repr__(self) -> str:
         return "UNKNOWN"
 
+    def __reduce__(self) -> str:
+        # Unpickled as the module's UNKNOWN itself: writers test it by identity, and `evstore demo`'s
+        # worker processes send their events through a pipe (a copy was taken for a given document,
+        # and the runs index described it: every run without a title; `verify` now names such rows).
+        return "UNKNOWN"
+
 
 #: ``NewEvent.document`` of an event whose writer does not say what its stream's document becomes.
 UNKNOWN: Any = _Unknown()
