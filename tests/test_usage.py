@@ -279,7 +279,7 @@ def test_serve_shows_costs_on_the_runs_index_and_usage_on_a_session_page(run: An
         assert api["usage"][F.S1]["cost_usd"] == pytest.approx(by_session[F.S1]["cost_usd"])
         assert api["usage"][F.S2]["unpriced_messages"] == 1
         page = c.get("/").text
-        assert '<th class="num">cost</th>' in page
+        assert '<th class="cost">cost</th>' in page
         assert f"${by_session[F.S1]['cost_usd']:,.2f}" in page and "+ 1 unpriced" in page
         session = c.get(f"/runs/{F.S2}").text
         assert 'id="usage"' in session and "claude-experimental-9" in session and "no price" in session
