@@ -85,7 +85,7 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
                                        "(STREAM --version V --checkpoint FILE), or --consistency OLD NEW; `evstore "
                                        "verify-proof` checks it offline."),
     "seal": ("eventstore.cli.core", None),
-    "verify-proof": ("eventstore.cli.proofs", "Check a proof file of `evstore prove` with nothing but the file and "
+    "verify-proof": ("eventstore.cli.proofs", "Check an inclusion or consistency proof file with nothing but the file and "
                                               "the log's key (no store, no network); exit 1 saying what does not "
                                               "hold."),
     "witness": ("eventstore.cli.proofs", "Run a C2SP tlog-witness that cosigns checkpoints of the logs it trusts."),
