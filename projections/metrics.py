@@ -184,8 +184,8 @@ def run_report(con: duckdb.DuckDBPyConnection, stream_id: str) -> Report:
         raise EvstoreError(f'No run "{stream_id}" in the analytics tables; `evstore runs` lists the runs.')
     cat = catalog()
     own = cat.run_sections.get(run[0]["dialect"] or "", ())
-    timeline, phases, gates = CORE_RUN_SECTIONS
-    sections = [section(con, m) for m in (timeline, phases, *own, gates, *cat.every_run_sections)]
+    timeline, phases, gates, usage = CORE_RUN_SECTIONS
+    sections = [section(con, m) for m in (timeline, phases, *own, gates, usage, *cat.every_run_sections)]
     return Report(f"evstore metrics {stream_id}", {"stream": stream_id, **run[0]}, sections)
 
 

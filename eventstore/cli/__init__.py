@@ -101,12 +101,16 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "demo": ("projections.cli.runs", "Create the store if needed and fill it with a realistic simulated portfolio."),
     "projections": ("projections.cli.runs", "Projection status, rebuilds and the async runner."),
     "runs": ("projections.cli.runs", "List runs (one per stream), newest activity first."),
+    "search": ("projections.cli.runs", "Full-text search over event payloads, transcripts, hook calls and state "
+                                       "documents, newest first."),
     "export": ("projections.cli.analytics", "Export the events and the analytics tables for other tools."),
     "metrics": ("projections.cli.analytics", "Cross-run metrics (reviewer acceptance, review deltas, gates, "
                                              "breaker trips, phases, ...), or with TASK the same for one run (its "
                                              "timeline, iterations and deltas)."),
     "query": ("projections.cli.analytics", "Run DuckDB SQL over the analytics views (runs, phases, "
                                            "review_findings, review_deltas, gates, ...)."),
+    "usage": ("projections.cli.analytics", "Tokens and cost of the agent sessions in the store, by session, task, "
+                                           "model, subagent, day or project."),
     "serve": ("projections.cli.serve", "Serve runs, states, diffs, metrics and integrity in a browser, and a JSON "
                                        "API (writes need a token)."),
 }

@@ -367,9 +367,11 @@ def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_j
 @click.option("--findings/--no-findings", default=True, help="Show validation findings under snapshots.")
 @click.option("--pager/--no-pager", default=True,
               help="Page the timeline when it is longer than the terminal ($PAGER, else less; never when piped).")
+@click.option("--timeline", is_flag=True, help="Interleave, by time, the state versions (with their diffs), the turns "
+                                              "and hook calls of the sessions that wrote them, and git commits.")
 @click.pass_context
 def log(ctx: click.Context, task: str, as_json: bool, after: int | None, limit: int | None,
-        type_pattern: str | None, since: str | None, findings: bool, pager: bool) -> None:
+        type_pattern: str | None, since: str | None, findings: bool, pager: bool, timeline: bool) -> None:
     """Show TASK's events as a timeline (version, time, type, summary)."""
     import collections
     import fnmatch
@@ -384,6 +386,9 @@ def log(ctx: click.Context, task: str, as_json: bool, after: int | None, limit: 
     since_at = normalize_since(since) if since is not None else None
     store = open_store(ctx)
     sid = rp.resolve(store, task)
+    if timeline:
+        _print_timeline(store, sid, as_json)
+        return
     d = rp.dialect_of(store, sid)
     written = writers.writers(store, sid)
     # A session's transcript: the state versions its tool calls wrote (the other way round).
@@ -438,3 +443,22 @@ def log(ctx: click.Context, task: str, as_json: bool, after: int | None, limit: 
     else:
         for line in lines:
             click.echo(line)
+
+
+def _print_timeline(store: Any, sid: str, as_json: bool) -> None:
+    from eventstore.display import printable
+    from projections.timeline import task_timeline
+
+    for item in task_timeline(store, sid):
+        if as_json:
+            click.echo(json.dumps(item.to_dict(), ensure_ascii=False))
+            continue
+        when = (item.at or "")[:19].replace("T", " ")
+        where = item.stream if item.kind in ("state", "commit", "event") else \
+            f"{item.stream} line {item.lineno}" if item.lineno is not None else item.stream
+        click.echo(printable(f"{when}  {'  ' * item.depth}{item.kind:<11}  {item.text}  [{where} v{item.version}]"))
+        for op in (item.diff or [])[:10]:
+            value = json.dumps(op.get("value"), ensure_ascii=False) if "value" in op else ""
+            click.echo(printable(f"{'':19}  {'':11}    {op['op']} {op['path'] or '/'} {value[:100]}"))
+        if item.diff is not None and len(item.diff) > 10:
+            click.echo(f"{'':19}  {'':11}    ... {len(item.diff) - 10} more (`evstore replay {sid} --diff`)")

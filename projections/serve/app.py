@@ -49,6 +49,7 @@ from projections.serve import views
 from projections.serve.access import HTTPError, Policy, is_loopback
 from projections.serve.access import Scope as Access
 from projections.serve.drainer import SpoolDrainer
+from projections.usage import cost_text
 from projections.writers import writers
 
 HERE = Path(__file__).resolve().parent
@@ -296,6 +297,23 @@ class Server:
                       scope=None if stream_id is not None else Scope(project=f.project, dialect=f.dialect,
                                                                      since=f.since))
 
+    def usage_of(self, stream_ids: list[str], *, detail: bool = False) -> tuple[dict[str, Any], str | None]:
+        """Tokens and cost per stream (``detail``: the one stream's usage section), from the analytics
+        tables caught up first, and what went wrong if they could not be read (the page still shows)."""
+        from projections.analytics import reading, refresh
+        from projections.usage import stream_costs, stream_usage
+
+        try:
+            with self.metrics_lock:
+                refresh(self.store, self.cfg.analytics_dir)
+            with reading(self.store, self.cfg.analytics_dir, fresh=False) as con:
+                if detail:
+                    found = stream_usage(con, stream_ids[0])
+                    return ({stream_ids[0]: found} if found else {}), None
+                return stream_costs(con, stream_ids), None
+        except EvstoreError as exc:
+            return {}, f"usage unavailable: {exc}"
+
     # -- pages ------------------------------------------------------------------
 
     def runs(self, request: Request) -> Response:
@@ -303,15 +321,17 @@ class Server:
         page_no = _int_param(request.query_params, "page", 1, minimum=1) or 1
         size = _int_param(request.query_params, "size", views.PAGE_SIZE, minimum=1) or views.PAGE_SIZE
         page = views.runs_page(self.store, filters, page=page_no, size=size)
+        costs, usage_problem = self.usage_of([r.stream_id for r in page.rows])
         if request.url.path.startswith("/api/"):
-            return JSONResponse(page.to_dict())
+            return JSONResponse({**page.to_dict(), "usage": costs})
         query = filters.to_query()
 
         def link(n: int) -> str:
             return "/?" + urllib.parse.urlencode({**query, "page": n, **({"size": size} if size != views.PAGE_SIZE
                                                                          else {})})
 
-        return self.page("runs.html", title="Runs", page=page, filters=filters,
+        return self.page("runs.html", title="Runs", page=page, filters=filters, costs=costs,
+                         usage_problem=usage_problem, cost_text=cost_text,
                          choices=views.filter_choices(self.store), link=link)
 
     def run(self, request: Request) -> Response:
@@ -343,13 +363,48 @@ class Server:
         source = views.source_of(rows, shown) if shown is not None and shown > after else None
         notices = tail_notes(unreadable_tail(self.store, sid, state.version)) if state is not None else []
         run_path = "/runs/" + urllib.parse.quote(sid, safe="")
-        return self.page("run.html", title=sid, sid=sid, dialect=dialect.name, rows=rows, latest=latest,
+        usage, usage_problem = self.usage_of([sid], detail=True)
+        story = conversation_items = None
+        if after == 0:  # the first page of a run: what happened, with the sessions that wrote it
+            from projections import timeline as tl
+
+            if tl.is_session(self.store, sid):
+                conversation_items = views.items_html(tl.conversation(self.store, sid))
+            else:
+                items = tl.task_timeline(self.store, sid)
+                if any(i.kind not in ("state", "event") for i in items):  # sessions or commits to interleave
+                    story = views.items_html(items)
+        return self.page("run.html", title=sid, sid=sid, usage=usage.get(sid), usage_problem=usage_problem,
+                         story=story, conversation=conversation_items,
+                         cost_text=cost_text, dialect=dialect.name, rows=rows, latest=latest,
                          timeline_html=views.timeline_html(rows, run_path), options=views.version_options,
                          after=after, more=after + len(rows) < latest, page_size=TIMELINE_PAGE,
                          version=shown, state=state, tree=tree, diff=diff, source=source, problem=problem,
                          notices=notices,
                          quote=lambda s: urllib.parse.quote(s, safe=""), live_poll=self.cfg.live_poll,
                          fresh_link=f"{run_path}?" + urllib.parse.urlencode({**q, "fresh": 1}))
+
+    def search(self, request: Request) -> Response:
+        from projections.search import search
+
+        q = request.query_params
+        query = (q.get("q") or "").strip()
+        filters = {k: (q.get(k) or None) for k in ("dialect", "stream", "type", "since")}
+        hits, problem = [], None
+        if query:
+            try:
+                hits = search(self.store, query, dialect=filters["dialect"], stream=filters["stream"],
+                              type=filters["type"], since=filters["since"],
+                              limit=_int_param(q, "limit", 50, minimum=1) or 50)
+            except EvstoreError as exc:
+                if request.url.path.startswith("/api/"):
+                    raise
+                problem = str(exc)
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"query": query, "hits": [h.to_dict() for h in hits]})
+        return self.page("search.html", title=f"Search: {query}" if query else "Search", query=query,
+                         filters=filters, hits=hits, problem=problem, snippet=views.snippet_html,
+                         hit_link=views.hit_link)
 
     def run_metrics(self, request: Request) -> Response:
         sid = self.resolve(request.path_params["stream_id"])
@@ -669,6 +724,8 @@ def create_app(cfg: ServeConfig) -> Starlette:
         Route("/runs/{stream_id:path}/live", live_endpoint),
         Route("/runs/{stream_id:path}", guarded(server.run)),
         Route("/metrics", guarded(server.metrics)),
+        Route("/search", guarded(server.search)),
+        Route("/api/search", guarded(server.search)),
         Route("/integrity", guarded(server.integrity)),
         Route("/coverage", guarded(server.coverage)),
         Route("/integrity/verify", verify_endpoint, methods=["POST"]),

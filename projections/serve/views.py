@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -370,3 +372,64 @@ def visible(value: Any) -> Any:
     if isinstance(value, list):
         return [visible(v) for v in value]
     return value
+
+
+def snippet_html(snippet: str) -> Markup:
+    """A search hit's snippet as HTML: every part escaped, the matches in ``<mark>``."""
+    from projections.search import MARK_END, MARK_START
+
+    out, inside = [], False
+    for part in re.split(f"([{MARK_START}{MARK_END}])", snippet):
+        if part == MARK_START:
+            out.append("<mark>")
+            inside = True
+        elif part == MARK_END:
+            if inside:
+                out.append("</mark>")
+            inside = False
+        else:
+            out.append(str(escape(part)))
+    if inside:
+        out.append("</mark>")
+    return Markup("".join(out))
+
+
+def hit_link(hit: Any) -> str:
+    """The run page opened at a hit's version (its timeline starting there, the row targeted)."""
+    return (f"/runs/{urllib.parse.quote(hit.stream_id, safe='')}?after={max(hit.version - 1, 0)}"
+            f"#v{hit.version}")
+
+
+def _item_link(item: Any) -> str:
+    return (f"/runs/{urllib.parse.quote(item.stream, safe='')}?after={max(item.version - 1, 0)}#v{item.version}")
+
+
+def _item_html(item: Any, out: list[str]) -> None:
+    when = escape((item.at or "")[:19].replace("T", " "))
+    where = f"line {item.lineno}" if item.lineno is not None else f"v{item.version}"
+    stream = "" if item.kind in ("state", "commit", "event") else f'<span class="mono stream">{escape(item.stream)}</span> '
+    out.append(f'<li class="tl-item tl-{escape(item.kind)} depth-{item.depth}" data-kind="{escape(item.kind)}" '
+               f'data-stream="{escape(item.stream)}" data-at="{escape(item.at or "")}">'
+               f'<span class="nowrap when">{when}</span> <span class="kind">{escape(item.kind)}</span> {stream}'
+               f'<a class="at" href="{_item_link(item)}">{escape(where)}</a> <span class="text">{escape(item.text)}</span>')
+    if item.diff:
+        out.append(f'<details class="tl-diff"><summary>{len(item.diff)} change(s)</summary><table class="patch"><tbody>')
+        for op in item.diff[:50]:
+            value = json.dumps(op.get("value"), ensure_ascii=False)[:300] if "value" in op else str(op.get("from", ""))
+            out.append(f'<tr class="op-{escape(op["op"])}"><td>{escape(op["op"])}</td><td class="mono">'
+                       f'{escape(op["path"] or "/")}</td><td class="mono clip-long">{escape(value)}</td></tr>')
+        out.append("</tbody></table></details>")
+    if item.children:
+        out.append('<ol class="tl-children">')
+        for child in item.children:
+            _item_html(child, out)
+        out.append("</ol>")
+    out.append("</li>\n")
+
+
+def items_html(items: list[Any]) -> Markup:
+    """A timeline's or a conversation's ``<li>``s (``projections.timeline.Item``; every value escaped)."""
+    out: list[str] = []
+    for item in items:
+        _item_html(item, out)
+    return Markup("".join(out))
