@@ -319,6 +319,23 @@ class EventStore:
         self._local = threading.local()
         self.backend.dispose()
 
+    def _discard_connection(self) -> None:
+        """Drop this thread's connection without a rollback on it: after Ctrl-C in the middle of a
+        statement, a PostgreSQL connection is still busy with it and refuses any command ("another
+        command is already in progress"), which would replace the interrupt.  Closing it is the
+        rollback (the server ends the transaction when the connection goes)."""
+        handle = getattr(self._local, "handle", None)
+        if handle is None:
+            return
+        self._local.handle = None
+        with self._lock:
+            if handle in self._conns:
+                self._conns.remove(handle)
+        try:
+            handle.invalidate()
+        except Exception:  # already gone
+            pass
+
     def __enter__(self) -> EventStore:
         return self
 
@@ -712,6 +729,9 @@ class _Transaction:
                     return
                 except BaseException as err:
                     failed = err
+            if isinstance(failed, KeyboardInterrupt):
+                self.store._discard_connection()
+                raise failed
             self.be.rollback(self.raw)
             if self.be.is_unique_violation(failed):
                 raise EvstoreError(f"Append clashed with a concurrent write ({failed}); retry.") from failed

@@ -111,17 +111,16 @@ class SearchIndex(Projection):
                 kind, body = get_dialect(dialect).search_text(e.type, e.data, blob=blob)
             else:
                 kind, body = "event", json_words(e.data)
-            found = _LINENO.search(e.data, 0, 200) if e.type.startswith(_LINE_PREFIXES) else None
+            found = _LINENO.search(e.data, 0, 200) if dialect is not None and get_dialect(dialect).line_based else None
             rows.append((e.position, e.stream_id, e.version, int(found.group(1)) if found else None, e.type, dialect,
                          kind, _utc(e.occurred_at or e.recorded_at), body[:MAX_BODY].replace("\x00", "")))
         if rows:
             _ENGINES[backend.name].insert(cur, rows)
 
 
-# The transcript line an event records (the claude dialect's line events start with "lineno"; a
+# The transcript line an event records (a line-based dialect's events start with "lineno"; a
 # look at the first bytes of the stored JSON, not a parse).
 _LINENO = re.compile(rb'"lineno":(\d+)')
-_LINE_PREFIXES = ("claude.",)
 _UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
 
 
@@ -289,7 +288,7 @@ def search(store: EventStore, query: str, *, dialect: str | None = None, stream:
            progress: Callable[[int, int], None] | None = None) -> list[Hit]:
     """The events matching ``query``, newest first (the index caught up first unless ``refresh`` is
     False).  ``stream`` also matches a session's subagent streams (``<stream>/...``); ``type`` an
-    event type or a prefix ending in ``.`` (``claude.``); ``since`` an ISO date or time; ``progress(done,
+    event type or a prefix ending in ``.`` (``document.``); ``since`` an ISO date or time; ``progress(done,
     total)`` while the index catches up (the first search of a large store builds it)."""
     engine = _ENGINES[store.backend.name]
     match, params = engine.match(query)

@@ -14,11 +14,12 @@ its input, a tool's output, a hook call).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
 from eventstore import codec, documents
-from eventstore.dialects import get_dialect
+from eventstore.dialects import available, get_dialect
 from eventstore.errors import EvstoreError
 from eventstore.store import EventStore, RecordedEvent
 from projections import writers
@@ -28,8 +29,13 @@ from projections.replay import dialect_of
 TEXT_CHARS = 300
 #: State versions whose diff is computed (a longer run shows the first ones' diffs).
 MAX_DIFFS = 500
-_SESSION_KINDS = {"claude.user_message": "prompt", "claude.assistant_message": "assistant", "claude.tool_use": "tool_use",
-                  "claude.tool_result": "tool_result", "claude.hook": "hook", "claude.subagent_linked": "subagent"}
+
+
+@functools.cache
+def _session_kinds() -> dict[str, str]:
+    """Every registered dialect's session event types and what each is in a timeline
+    (``Dialect.session_kinds``)."""
+    return {t: k for name in available() for t, k in get_dialect(name).session_kinds.items()}
 
 
 @dataclass
@@ -83,7 +89,7 @@ def session_items(store: EventStore, stream_id: str, *, depth: int = 0) -> list[
     session = stream_id.split("/", 1)[0]
     out = []
     for rec in store.read_stream(stream_id):
-        kind = _SESSION_KINDS.get(rec.type)
+        kind = _session_kinds().get(rec.type)
         if kind is None:
             continue
         payload = rec.payload
@@ -178,7 +184,7 @@ def conversation(store: EventStore, session_stream: str) -> list[Item]:
     items = session_items(store, session_stream)
     links: dict[str, tuple[str | None, str]] = {}  # tool_use_id -> (subagent stream, sidechain root)
     for rec in store.read_stream(session_stream):
-        if rec.type == "claude.subagent_linked":
+        if _session_kinds().get(rec.type) == "subagent":
             p = rec.payload
             if isinstance(p, dict) and p.get("tool_use_id"):
                 links[p["tool_use_id"]] = (p.get("stream"), p.get("agent") or "")
@@ -204,7 +210,7 @@ def _session_records(store: EventStore, stream_id: str) -> list[dict[str, Any]]:
     """The payload of each event :func:`session_items` made an item of, in the same order."""
     out = []
     for rec in store.read_stream(stream_id):
-        if rec.type in _SESSION_KINDS:
+        if rec.type in _session_kinds():
             p = rec.payload
             out.append(p if isinstance(p, dict) else {})
     return out

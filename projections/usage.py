@@ -4,11 +4,11 @@
 What is counted (docs/metrics.md, "Usage and cost"):
 
 * one row per API message: a message id and request id, with the usage of the *last* transcript
-  line of that message (Claude Code writes a line per content block, each with the usage so far);
+  line of that message (the agent writes a line per content block, each with the usage so far);
   a message recorded in two streams (a resumed session repeats earlier ones) once, in the first;
 * subagents (inline sidechains, ``agent-*.jsonl``, ``<session>/subagents/*.jsonl``) inside the
   session that started them, and on rows of their own with ``by="subagent"``;
-* a task (an orchestrator run: mapipe, FRIDAY, taskmaster, ...) costs what the sessions that wrote
+* a task (an orchestrator run of any snapshot dialect) costs what the sessions that wrote
   its state versions cost (``projections.writers``: hook, content or path+time links); a session
   that wrote two tasks counts in both, so the ``task`` rows may add up to more than the total;
 * cost from a dated price table (:mod:`projections.prices`): the price in force at the message's

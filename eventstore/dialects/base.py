@@ -242,6 +242,10 @@ class Dialect:
     #: Top-level keys holding the time the source wrote the document (ISO 8601), tried in order:
     #: ingest takes ``occurred_at`` from them before git's commit time or the file's mtime.
     time_keys: ClassVar[tuple[str, ...]] = ()
+    #: For a dialect of agent sessions: what each of its event types is in a timeline (``prompt``,
+    #: ``assistant``, ``tool_use``, ``tool_result``, ``hook``, or ``subagent``: the link to a subagent's
+    #: transcript); the timeline and session pages show these events as turns.
+    session_kinds: ClassVar[dict[str, str]] = {}
     #: Relative weight of this dialect's runs in ``evstore demo`` (0: not in the demo).
     demo_weight: ClassVar[int] = 0
     #: For a dialect whose sources are no state-file snapshots (e.g. transcripts read line by line):

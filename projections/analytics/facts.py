@@ -207,7 +207,7 @@ CORE_SECTIONS: tuple[MetricSection, ...] = (
             GROUP BY ALL ORDER BY changes DESC, dialect, key LIMIT 20""",
         None,
         "changes = document.patched events touching the key (a version's changes the dialect's domain events do "
-        "not explain, and every change of a generic document)."),
+        "not explain, and every change of a document of any dialect)."),
     MetricSection(
         "gates", "Gates: verdicts, first-pass yield, fail -> pass recovery",
         ("gate", "pass", "fail", "not_applicable", "other", "runs", "first_pass_yield", "runs_failed", "recovered",

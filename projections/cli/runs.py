@@ -191,8 +191,8 @@ def coverage_cmd(ctx: click.Context, as_json: bool) -> None:
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Simulation processes (default: all cores for 200+ runs).")
 @click.option("--sessions", "n_sessions", type=click.IntRange(min=0), default=3, show_default=True,
-              help="Runs whose state files Claude Code sessions write (their timelines, usage and search show the "
-                   "conversations); 0: none.")
+              help="Runs whose state files simulated agent sessions write (their timelines, usage and search show "
+                   "the conversations); 0: none.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_context
 def demo_cmd(ctx: click.Context, n_runs: int, seed: int, url: str | None, workers: int | None, n_sessions: int,
@@ -242,7 +242,7 @@ def demo_cmd(ctx: click.Context, n_runs: int, seed: int, url: str | None, worker
     click.echo(f"{summary.events} events written in {summary.seconds:.1f} s "
                f"({summary.events_per_second:,.0f} events/s)")
     if summary.sessions:
-        click.echo(f"{summary.sessions} Claude Code sessions wrote the state files of {min(n_sessions, summary.runs)} "
+        click.echo(f"{summary.sessions} agent sessions wrote the state files of {min(n_sessions, summary.runs)} "
                    "run(s): `evstore usage`, `evstore log TASK --timeline`, `evstore search`")
     task = summary.example_task or "<task-id>"
     url_opt = f" --url {url}" if url else ""
@@ -334,7 +334,7 @@ def projections_run(ctx: click.Context, follow: bool, poll: float) -> None:
 @click.option("--dialect", default=None, help="Only events of this dialect.")
 @click.option("--stream", default=None, help="Only this stream (a session's subagent streams included).")
 @click.option("--type", "event_type", default=None, metavar="TYPE",
-              help="Only this event type, or a prefix ending in '.' (claude.).")
+              help="Only this event type, or a prefix ending in '.' (document.).")
 @click.option("--since", default=None, metavar="ISO", help="Only events at or after this date/time (UTC if no zone).")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000), help="At most this many hits.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per hit (NDJSON).")

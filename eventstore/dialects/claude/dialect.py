@@ -33,6 +33,9 @@ class ClaudeDialect(Dialect):
     requires_object = False
     line_based = True
     file_write_types = ("claude.tool_use", "claude.tool_result")
+    session_kinds: ClassVar[dict[str, str]] = {
+        "claude.user_message": "prompt", "claude.assistant_message": "assistant", "claude.tool_use": "tool_use",
+        "claude.tool_result": "tool_result", "claude.hook": "hook", "claude.subagent_linked": "subagent"}
     lens_version = 2  # 2: the document counts linked subagents
     ingest_command = "eventstore.dialects.claude.commands:ingest_claude"
     watch_command = "eventstore.dialects.claude.commands:watch_claude"
