@@ -189,3 +189,12 @@ def database_failure(exc: BaseException, path: object = None) -> EvstoreError | 
     if is_damaged(exc):
         return StoreDamaged(damaged_message(path, _reason(exc)))
     return None
+
+
+class ContentErased(EvstoreError):
+    """The payload of an event was purged (retention policy) or erased (a request): its header,
+    digests and chain hash remain, its content does not (eventstore/erasure.py)."""
+
+
+class HoldInForce(EvstoreError):
+    """A legal hold covers what a purge or an erasure would remove."""

@@ -343,6 +343,16 @@ def log(ctx: click.Context, task: str, as_json: bool, after: int | None, finding
     made = writers.wrote(store, sid) if d.file_write_types and not as_json else {}
     for rec in store.read_stream(sid, after_version=after):
         writer = written.get(rec.version)
+        if rec.erased:  # purged or erased: the header stays, with when and why the content went
+            from eventstore.erasure import describe, explain
+
+            said = describe(explain(store, [rec.position]).get(rec.position))
+            if as_json:
+                click.echo(json.dumps({**rec.to_dict(), "erasure": said}, ensure_ascii=False))
+            else:
+                when = (rec.occurred_at or rec.recorded_at)[:19].replace("T", " ")
+                click.echo(printable(f"{rec.version:>5}  {when}  {rec.type:<40}  [content {said}]"))
+            continue
         if as_json:
             out = rec.to_dict()
             out["data"] = d.shown_data(rec.type, out["data"], blob=store.read_blob)  # blobs put back

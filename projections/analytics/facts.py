@@ -292,7 +292,7 @@ class Flattener:
     def add_one(self, e: RecordedEvent) -> None:
         cat = self.catalog
         dialect = None
-        if e.meta != b"{}":
+        if e.meta and e.meta != b"{}":  # (empty: a purged or erased payload)
             dialect = s(d(_decode(e.meta)).get("dialect"))
         if not dialect:
             prefix = e.type.split(".", 1)[0]
@@ -305,7 +305,7 @@ class Flattener:
         fn = cat.rows.get(e.type)
         if fn is None and dialect is not None:
             fn = cat.document_rows.get((dialect, e.type))
-        if fn is not None:
+        if fn is not None and e.data:  # a purged or erased event keeps its row in events, no facts
             fn(self.rows, e, d(_decode(e.data)), occurred)
 
     def tables(self) -> dict[str, pa.Table]:

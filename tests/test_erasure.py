@@ -1,0 +1,252 @@
+"""Retention, legal hold and erasure that keep every proof valid (issue 38; eventstore/erasure.py).
+
+Real Claude Code transcripts (tests/claude_fixtures.py) are ingested, a checkpoint is signed, a
+session is erased and a retention policy applied while a held session stays; then verify, an
+inclusion proof against the earlier checkpoint and consistency to a new one pass, and the bytes of
+the database files (SQLite file and WAL; PostgreSQL's relation files after a CHECKPOINT) and the
+analytics Parquet hold none of the erased strings.  SIGKILL in the middle leaves a store that
+verifies and a command that finishes when run again.  Both backends.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import random
+import signal
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import EVSTORE, exec_sql
+
+from eventstore.config import sqlite_file
+from eventstore.erasure import ADMIN_STREAM
+from eventstore.store import EventStore, NewEvent
+from tests.claude_fixtures import SESSION, records
+
+KEPT, PURGED = "11111111-2222-4333-8444-555555555555", "22222222-3333-4444-8555-666666666666"
+#: Strings only the erased session holds (and the image of its blob).
+ERASED_TEXT = ["Look at the test first.", "Reading the test.", "Ünïcödé"]
+PURGED_TEXT = ["PURGE-THOUGHT-1f4e", "PURGE-READING-77ab", "PURGE-NAME-03c9"]
+
+
+def _image(seed: int) -> str:
+    return base64.b64encode(random.Random(seed).randbytes(1_100_000)).decode("ascii")
+
+
+def _session(tmp_path: Path, seed: int, session: str, texts: list[str]) -> Path:
+    raw = b"".join(records(seed)).replace(SESSION.encode(), session.encode())
+    for old, new in zip(ERASED_TEXT, texts, strict=False):
+        raw = raw.replace(old.encode(), new.encode())
+    f = tmp_path / "projects" / f"{session}.jsonl"
+    f.parent.mkdir(exist_ok=True)
+    f.write_bytes(raw)
+    return f
+
+
+def _ingest(run: Callable[..., Any], tmp_path: Path) -> None:
+    files = [_session(tmp_path, 1, SESSION, ERASED_TEXT), _session(tmp_path, 2, KEPT, ["KEEP-1", "KEEP-2", "KEEP-3"]),
+             _session(tmp_path, 3, PURGED, PURGED_TEXT)]
+    r = run("ingest", "claude", *map(str, files))
+    assert r.exit_code == 0, r.output
+
+
+def _needles() -> list[bytes]:
+    gone = [*ERASED_TEXT, *PURGED_TEXT, _image(1)[5000:5040], _image(3)[5000:5040]]
+    return [t.encode() for t in gone]
+
+
+def _pg_files(store: EventStore) -> bytes:
+    """The bytes of the relation files (and their TOAST) of the tables holding payloads, as on disk."""
+    from sqlalchemy import text
+
+    out = b""
+    with store.engine.begin() as conn:
+        conn.execute(text("CHECKPOINT"))  # pages still only in shared buffers: written out
+        for table in ("events", "blobs", "replay_cache", "proj_runs"):
+            oids = conn.execute(text("SELECT oid, reltoastrelid FROM pg_class WHERE oid = CAST(:t AS regclass)"),
+                                {"t": table}).one()
+            for oid in oids:
+                if not oid:
+                    continue
+                path = conn.execute(text("SELECT pg_relation_filepath(:o)"), {"o": oid}).scalar_one()
+                out += conn.execute(text("SELECT pg_read_binary_file(:p)"), {"p": path}).scalar_one()
+    return out
+
+
+def _stored_bytes(store: EventStore) -> bytes:
+    path = sqlite_file(store.url)
+    if path is None:
+        return _pg_files(store)
+    return b"".join(p.read_bytes() for p in Path(path).parent.glob(Path(path).name + "*") if p.is_file())
+
+
+def _parquet_text(folder: Path) -> str:
+    import pyarrow.parquet as pq
+
+    return "".join(str(pq.read_table(p).to_pylist()) for p in folder.rglob("*.parquet"))
+
+
+def _keys(run: Callable[..., Any], tmp_path: Path) -> Path:
+    assert run("keygen", "--out", str(tmp_path / "log"), "--name", "example.com/erasure").exit_code == 0
+    return tmp_path / "log"
+
+
+def test_erase_and_purge_keep_verify_checkpoints_and_proofs(run: Callable[..., Any], store: EventStore,
+                                                            tmp_path: Path) -> None:
+    _ingest(run, tmp_path)
+    analytics = tmp_path / "analytics"
+    os.environ["EVSTORE_ANALYTICS_DIR"] = str(analytics)
+    try:
+        assert run("metrics").exit_code == 0  # the analytics Parquet, made before the erasure
+        before = _stored_bytes(store)
+        assert all(n in before for n in _needles()[:2]), "the check must see the strings while they are stored"
+        key = _keys(run, tmp_path)
+        cp1 = tmp_path / "cp1"
+        assert run("checkpoint", "--key-file", f"{key}.key", "--out", str(cp1)).exit_code == 0
+        kept_doc = run("replay", KEPT, "--json").stdout
+
+        assert run("hold", "add", KEPT, "--reason", "matter 2026-17").exit_code == 0
+        refused = run("erase", "--stream", KEPT, "--reason", "by mistake")
+        assert refused.exit_code == 1 and "is under hold" in refused.stderr and "matter 2026-17" in refused.stderr
+        r = run("erase", "--stream", SESSION, "--reason", "GDPR request 114", "--batch", "7")
+        assert r.exit_code == 0, r.output
+        assert r.stdout.startswith("21 event payload(s) erased in 1 stream(s), 1 blob(s), 3 batch(es)")
+
+        assert run("retention", "set", "--dialect", "claude", "--keep-payloads", "30d").exit_code == 1  # the floor
+        assert run("retention", "set", "--dialect", "claude", "--keep-payloads", "30d", "--below-floor",
+                   "--reason", "test").exit_code == 0
+        dry = run("retention", "apply", "--dry-run", "--as-of", "2099-01-01T00:00:00Z")
+        assert dry.exit_code == 0 and dry.stdout.startswith("21 event payload(s) would be purged"), dry.output
+        assert KEPT in dry.stdout  # kept by the hold
+        assert run("retention", "apply").stdout.startswith("0 event payload(s) purged")  # nothing is 30 days old
+        applied = run("retention", "apply", "--as-of", "2099-01-01T00:00:00Z", "--batch", "5")
+        assert applied.exit_code == 0 and applied.stdout.startswith("21 event payload(s) purged"), applied.output
+
+        # verify and the earlier checkpoint hold; the counts are reported.
+        v = run("verify", "--json")
+        assert v.exit_code == 0, v.output
+        report = json.loads(v.stdout)
+        assert (report["erased"], report["purged"], report["erased_blobs"]) == (21, 21, 2)
+        assert run("verify", "--checkpoint", str(cp1), "--vkey", f"{key}.vkey").exit_code == 0
+        # An inclusion proof of an erased event against the checkpoint taken before the erasure.
+        p = run("prove", SESSION, "--version", "3", "--checkpoint", str(cp1))
+        assert p.exit_code == 0, p.output
+        (tmp_path / "p.json").write_text(p.stdout)
+        assert run("verify-proof", str(tmp_path / "p.json"), "--vkey", f"{key}.vkey").exit_code == 0
+        cp2 = tmp_path / "cp2"
+        assert run("checkpoint", "--key-file", f"{key}.key", "--out", str(cp2)).exit_code == 0
+        c = run("prove", "--consistency", str(cp1), str(cp2))
+        assert c.exit_code == 0, c.output
+        (tmp_path / "c.json").write_text(c.stdout)
+        assert run("verify-proof", str(tmp_path / "c.json"), "--vkey", f"{key}.vkey").exit_code == 0
+
+        # Readers say what happened, never a wrong document.
+        for args in (("replay", SESSION), ("replay", SESSION, "--raw"), ("replay", PURGED, "--json")):
+            out = run(*args)
+            assert out.exit_code == 1 and "content of" in out.stderr, (args, out.output)
+        assert "was erased at" in run("replay", SESSION).stderr and "GDPR request 114" in run("replay", SESSION).stderr
+        assert "was purged at" in run("replay", PURGED).stderr
+        log = run("log", SESSION)
+        assert log.exit_code == 0 and "[content erased at" in log.stdout and "GDPR request 114" in log.stdout
+        assert run("replay", KEPT, "--json").stdout == kept_doc  # the held session is untouched
+        admin = [json.loads(x) for x in run("log", ADMIN_STREAM, "--json").stdout.splitlines()]
+        assert [a["type"] for a in admin] == ["evstore.hold_added", "evstore.erased", "evstore.erased", "evstore.erased",
+                                              "evstore.retention_set", *["evstore.purged"] * 5]
+        assert sum(a["data"]["events"] for a in admin if a["type"] == "evstore.purged") == 21
+
+        # The bytes: none of the erased strings in the database files, the WAL or the Parquet.
+        after = _stored_bytes(store)
+        for n in _needles():
+            assert n not in after, n
+        assert b"KEEP-1" in after  # the held session's content is still stored
+        text = _parquet_text(analytics)
+        assert text and "KEEP-1" in text or analytics.exists()
+        for n in _needles():
+            assert n.decode() not in text
+    finally:
+        os.environ.pop("EVSTORE_ANALYTICS_DIR", None)
+
+
+def test_erase_by_matching_text_erases_each_event_holding_it(run: Callable[..., Any], store: EventStore,
+                                                             tmp_path: Path) -> None:
+    _ingest(run, tmp_path)
+    r = run("erase", "--match", "Ünïcödé", "--reason", "a name in a prompt")
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("1 event payload(s) erased in 1 stream(s)"), r.output
+    assert "Ünïcödé" not in r.stdout + r.stderr
+    assert "Ünïcödé".encode() not in _stored_bytes(store)
+    admin = [json.loads(x) for x in run("log", ADMIN_STREAM, "--json").stdout.splitlines()]
+    assert "Ünïcödé" not in json.dumps(admin, ensure_ascii=False)  # the request does not record the text
+    assert run("verify").exit_code == 0
+    assert run("replay", KEPT).exit_code == 0
+    short = run("erase", "--match", "abc", "--reason", "x")
+    assert short.exit_code == 1 and "at least 4 characters" in short.stderr
+
+
+def test_the_database_refuses_any_other_change_of_a_payload(store: EventStore) -> None:
+    """The relaxed triggers allow the tombstone only: with its erasures row, every hashed column unchanged."""
+    store.append("S", [NewEvent("demo.note", {"i": 1})])
+    with pytest.raises(Exception, match="append-only"):  # no erasures row
+        exec_sql(store, "UPDATE events SET data = :e, meta = :e WHERE position = 1", e=b"")
+    exec_sql(store, "INSERT INTO erasures (position, kind, reason, admin_event_id, erased_at) "
+                    "VALUES (1, 'erased', 'x', 'y', 'z')")
+    with pytest.raises(Exception, match="append-only"):  # not the tombstone
+        exec_sql(store, "UPDATE events SET data = :d, meta = :e WHERE position = 1", d=b'{"i":2}', e=b"")
+    with pytest.raises(Exception, match="append-only"):  # a hashed column changed
+        exec_sql(store, "UPDATE events SET data = :e, meta = :e, type = 'x' WHERE position = 1", e=b"")
+    with pytest.raises(Exception, match="append-only"):
+        exec_sql(store, "DELETE FROM events WHERE position = 1")
+    with pytest.raises(Exception, match="append-only"):
+        exec_sql(store, "DELETE FROM erasures WHERE position = 1")
+    exec_sql(store, "UPDATE events SET data = :e, meta = :e WHERE position = 1", e=b"")
+
+
+def test_a_tombstone_without_its_record_fails_verify(store: EventStore, run: Callable[..., Any]) -> None:
+    from conftest import drop_append_only_triggers
+
+    store.append("S", [NewEvent("demo.note", {"i": 1}), NewEvent("demo.note", {"i": 2})])
+    drop_append_only_triggers(store)
+    exec_sql(store, "UPDATE events SET data = :e, meta = :e WHERE position = 2", e=b"")
+    r = run("verify")
+    assert r.exit_code == 1 and "no erasure is recorded" in r.stderr
+
+
+@pytest.mark.parametrize("command", ["erase", "retention"])
+def test_sigkill_in_the_middle_leaves_a_consistent_store_and_the_command_finishes(
+        run: Callable[..., Any], store_url: str, store: EventStore, tmp_path: Path, command: str) -> None:
+    _ingest(run, tmp_path)
+    if command == "erase":
+        args = ["erase", "--stream", SESSION, "--reason", "request 9", "--batch", "1"]
+    else:
+        assert run("retention", "set", "--dialect", "claude", "--keep-payloads", "1d", "--below-floor").exit_code == 0
+        args = ["retention", "apply", "--as-of", "2099-01-01T00:00:00Z", "--batch", "1"]
+    proc = subprocess.Popen([EVSTORE, "--url", store_url, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        assert proc.stderr is not None
+        for _ in range(3):  # a few batches committed, more to come
+            assert "payload(s)" in proc.stderr.readline()
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        proc.stdout.close()  # type: ignore[union-attr]
+        proc.stderr.close()  # type: ignore[union-attr]
+    report = json.loads(run("verify", "--json").stdout)
+    # The log, the tree and the tombstones hold; only the runs index (a projection the command rebuilds once
+    # every batch is done) may still describe what the killed run had erased, and verify says how to fix it.
+    assert all(f["field"] == "projection" and "rebuild" in f["detail"] for f in report["failures"]), report["failures"]
+    done = report["erased"] + report["purged"]
+    assert 3 <= done < (21 if command == "erase" else 63)
+    again = run(*args)
+    assert again.exit_code == 0, again.output
+    report = json.loads(run("verify", "--json").stdout)
+    assert report["ok"] and report["erased"] + report["purged"] == (21 if command == "erase" else 63), report
+    assert b"Look at the test first." not in _stored_bytes(store)
