@@ -250,3 +250,28 @@ def test_sigkill_in_the_middle_leaves_a_consistent_store_and_the_command_finishe
     report = json.loads(run("verify", "--json").stdout)
     assert report["ok"] and report["erased"] + report["purged"] == (21 if command == "erase" else 63), report
     assert b"Look at the test first." not in _stored_bytes(store)
+
+
+def test_the_pages_and_the_api_say_when_and_why(run: Callable[..., Any], store_url: str, tmp_path: Path) -> None:
+    from serve_fixtures import LOCAL
+    from starlette.testclient import TestClient
+
+    from projections.serve import ServeConfig, create_app
+
+    _ingest(run, tmp_path)
+    assert run("erase", "--event", _event_id(store_url, SESSION, 3), "--reason", "a token in a reply").exit_code == 0
+    with TestClient(create_app(ServeConfig(url=store_url, analytics_dir=str(tmp_path / "a"))), base_url=LOCAL) as c:
+        events = c.get(f"/api/runs/{SESSION}/events").json()
+        assert [e.get("erased", False) for e in events] == [v == 3 for v in range(1, 22)]
+        assert "erased at" in events[2]["erasure"] and "a token in a reply" in events[2]["erasure"]
+        assert events[2]["data"] is None and events[3]["data"] is not None
+        state = c.get(f"/api/runs/{SESSION}/state")
+        assert state.status_code == 410 and "a token in a reply" in state.text
+        assert c.get(f"/api/runs/{SESSION}/state", params={"version": 2}).status_code == 200  # before it: whole
+        page = c.get(f"/runs/{SESSION}")
+        assert page.status_code == 200 and "a token in a reply" in page.text and "[content erased at" in page.text
+
+
+def _event_id(url: str, stream: str, version: int) -> str:
+    with EventStore(url) as s:
+        return next(iter(s.read_stream(stream, after_version=version - 1, upto_version=version))).event_id
