@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EVSTORE, exec_sql
+from conftest import EVSTORE, exec_sql, migrated
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from eventstore.config import sqlite_file
 from eventstore.erasure import ADMIN_STREAM
@@ -275,3 +277,71 @@ def test_the_pages_and_the_api_say_when_and_why(run: Callable[..., Any], store_u
 def _event_id(url: str, stream: str, version: int) -> str:
     with EventStore(url) as s:
         return next(iter(s.read_stream(stream, after_version=version - 1, upto_version=version))).event_id
+
+
+def test_a_project_hold_stops_an_erasure_until_it_is_released(run: Callable[..., Any], store_url: str) -> None:
+    from projections.demo import run_demo
+    from projections.runs import IndexedEventStore, list_runs
+
+    s = IndexedEventStore(store_url)
+    try:
+        run_demo(s, runs=4, seed=3)
+        rows = list_runs(s)
+    finally:
+        s.close()
+    held = next(r for r in rows if r.project)
+    added = run("hold", "add", "--project", held.project, "--reason", "audit 5")
+    assert added.exit_code == 0 and "audit 5" in added.stdout
+    hold_id = added.stdout.split()[1]
+    refused = run("erase", "--stream", held.stream_id, "--reason", "r")
+    assert refused.exit_code == 1 and f"hold {hold_id} on project" in refused.stderr
+    assert held.project in run("retention", "show").stdout
+    assert run("hold", "release", hold_id, "--reason", "closed").exit_code == 0
+    assert run("hold", "show").stdout == ""
+    r = run("erase", "--stream", held.stream_id, "--reason", "r")
+    assert r.exit_code == 0, r.output
+    admin = [json.loads(x)["type"] for x in run("log", ADMIN_STREAM, "--json").stdout.splitlines()]
+    assert admin == ["evstore.hold_added", "evstore.hold_released", "evstore.erased"]
+    assert json.loads(run("verify", "--json").stdout)["ok"]
+
+
+def test_bad_requests_are_named(run: Callable[..., Any]) -> None:
+    r = run("erase", "--reason", "x")
+    assert r.exit_code == 2 and "say what to erase" in r.stderr
+    r = run("erase", "--stream", "nope", "--reason", "x")
+    assert r.exit_code == 1 and 'No stream "nope"' in r.stderr
+    r = run("retention", "set", "--dialect", "claude", "--keep-payloads", "soon")
+    assert r.exit_code == 1 and "180d, 26w, 1y" in r.stderr
+    r = run("hold", "release", "nothing", "--reason", "x")
+    assert r.exit_code == 1 and "No hold in force" in r.stderr
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(1, 6), min_size=1, max_size=4), data=st.data())
+def test_any_erasure_leaves_every_root_and_verify_as_they_were(sizes: list[int], data: st.DataObject,
+                                                              tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Whatever is erased, in whatever order: the tree's root at every size is unchanged and verify passes."""
+    from eventstore.erasure import erase
+    from eventstore.verify import verify
+
+    url = migrated(f"sqlite:///{tmp_path_factory.mktemp('p')}/events.db")
+    with EventStore(url) as s:
+        for i, n in enumerate(sizes):
+            s.append(f"S{i}", [NewEvent("demo.note", {"i": k, "secret": f"x{i}-{k}"}) for k in range(n)])
+        total = s.max_position()
+        roots = []
+        for size in range(total + 1):
+            with s.tree(size) as t:
+                roots.append(t.root())
+        ids = [e.event_id for e in s.iter_all()]
+        for event_id in data.draw(st.lists(st.sampled_from(ids), unique=True)):
+            erase(s, reason="p", event_id=event_id, scrub=False)
+        streams = data.draw(st.lists(st.sampled_from([f"S{i}" for i in range(len(sizes))]), max_size=2))
+        if streams:
+            erase(s, reason="q", stream_ids=streams, kind="purged")
+        for size in range(total + 1):
+            with s.tree(size) as t:
+                assert t.root() == roots[size]
+        report = verify(s)
+        assert report.ok, report.failures
+        assert report.erased + report.purged == sum(1 for e in s.iter_all() if e.erased and e.stream_id != ADMIN_STREAM)
