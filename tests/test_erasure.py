@@ -345,3 +345,19 @@ def test_any_erasure_leaves_every_root_and_verify_as_they_were(sizes: list[int],
         report = verify(s)
         assert report.ok, report.failures
         assert report.erased + report.purged == sum(1 for e in s.iter_all() if e.erased and e.stream_id != ADMIN_STREAM)
+
+
+def test_records_waiting_in_the_hook_spool_are_named(run: Callable[..., Any], store_url: str,
+                                                     store: EventStore) -> None:
+    from eventstore import spool
+
+    store.append("S", [NewEvent("demo.note", {"i": 1})])
+    folder = spool.spool_dir(store_url)
+    assert "warning" not in run("erase", "--stream", "S", "--reason", "x").stderr
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / spool.SPOOL).write_bytes(b'{"not": "drained"}\n')
+    try:
+        r = run("erase", "--stream", "S", "--reason", "x")
+        assert r.exit_code == 0 and "holds records no drain has recorded yet" in r.stderr
+    finally:
+        (folder / spool.SPOOL).unlink()

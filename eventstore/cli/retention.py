@@ -37,12 +37,25 @@ def _rebuild_projections(store: Any) -> list[str]:
     return done
 
 
+def _spool_note(store: Any) -> None:
+    """The hook spool is evstore's too: records no drain has taken yet are not in the store, so an
+    erasure cannot reach them; say so rather than claim the content is gone everywhere."""
+    from eventstore import spool
+
+    folder = spool.spool_dir(store.url)
+    claimed = sorted(folder.glob("claimed-*.jsonl")) if folder.is_dir() else []
+    if spool.waiting(folder) or claimed:
+        click.echo(f"warning: the hook spool {folder} holds records no drain has recorded yet; what they hold "
+                   "is not erased — run `evstore hook drain`, then this command again.", err=True)
+
+
 def _finish(store: Any, results: list[erasure.EraseResult], as_json: bool, dry_run: bool) -> None:
     if not dry_run:  # also after nothing new: a killed run may have erased before it got here
         rebuilt = _rebuild_projections(store)
         click.echo(f"rebuilt the projections: {', '.join(rebuilt)}", err=True)
         for line in store.backend.scrub(store._raw()):
             click.echo(line, err=True)
+        _spool_note(store)
     for r in results:
         if as_json:
             click.echo(json.dumps(r.to_dict(), ensure_ascii=False))
