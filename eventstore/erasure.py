@@ -273,9 +273,10 @@ def erase(store: EventStore, *, reason: str, stream_ids: Sequence[str] | None = 
                 # the text itself is never recorded (it is what is being erased), nor its digest
                 "match": None if match is None else f"<text of {len(match)} characters, not recorded>",
                 "recorded_before": recorded_before}
+    done_upto = 0  # positions are erased in order: each batch starts after the last one's
     while True:
         with _Transaction(store, None, ADMIN_STREAM) as txn:
-            rows = be.erasable_events(txn.cur, **filters, limit=batch)
+            rows = be.erasable_events(txn.cur, **filters, after_position=done_upto, limit=batch)
             if not rows:
                 txn.abandon()
                 break
@@ -291,6 +292,7 @@ def erase(store: EventStore, *, reason: str, stream_ids: Sequence[str] | None = 
             if gone:
                 be.tombstone_blobs(txn.cur, gone, admin_id, now)
             result.cache_rows += be.drop_cached_states(txn.cur, streams)
+        done_upto = rows[-1][0]
         result.events += len(rows)
         result.blobs += len(gone)
         result.batches += 1
