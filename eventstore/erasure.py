@@ -260,6 +260,10 @@ def erase(store: EventStore, *, reason: str, stream_ids: Sequence[str] | None = 
             break
         after = rows[-1][0]
     held = policies(store)
+    if project_of is None and any(h.scope == "project" for h in held.holds.values()):
+        # Without the runs index's projects a project hold could not be told: never erase past one.
+        raise HoldInForce(f"Project holds are in force and no project lookup was given; nothing was {kind} — "
+                          "erase with `evstore erase` (it reads the projects from the runs index).")
     for sid in touched:
         holds = held.holds_on(sid, project_of)
         if holds:

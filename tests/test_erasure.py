@@ -186,6 +186,12 @@ def test_erase_by_matching_text_erases_each_event_holding_it(run: Callable[..., 
     assert "Ünïcödé" not in json.dumps(admin, ensure_ascii=False)  # the request does not record the text
     assert run("verify").exit_code == 0
     assert run("replay", KEPT).exit_code == 0
+    # Exports made afterwards hold the tombstone, not the text.
+    out = tmp_path / "export"
+    assert run("export", "--parquet", str(out), "--analytics-dir", str(tmp_path / "a")).exit_code == 0
+    jsonl = run("export", "--jsonl", "-", "--analytics-dir", str(tmp_path / "a"))
+    assert jsonl.exit_code == 0, jsonl.output
+    assert "Ünïcödé" not in _parquet_text(out) and "Ünïcödé" not in jsonl.stdout and "KEEP-3" in jsonl.stdout
     short = run("erase", "--match", "abc", "--reason", "x")
     assert short.exit_code == 1 and "at least 4 characters" in short.stderr
 
