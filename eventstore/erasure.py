@@ -210,6 +210,23 @@ def needles(text: str) -> list[bytes]:
     return [raw] if quoted == raw else [raw, quoted]
 
 
+#: Meta keys an erasure keeps (in ``erasures.kept``): what a capture resumes from, not content.
+KEPT_META = ("transcript",)
+
+
+def _kept(meta: bytes) -> str | None:
+    """The capture bookkeeping of ``meta`` (``meta.transcript``: file, offset, lines, prefix digest),
+    so a transcript captured again resumes after what was erased instead of recording it again."""
+    if not any(f'"{k}"'.encode() in meta for k in KEPT_META):
+        return None
+    try:
+        decoded = codec.decode(meta)
+    except Exception:  # noqa: BLE001 - nothing readable to keep
+        return None
+    kept = {k: decoded[k] for k in KEPT_META if isinstance(decoded, dict) and k in decoded}
+    return codec.encode(kept).decode() if kept else None
+
+
 def _blob_names(meta: bytes) -> list[str]:
     if b'"blobs"' not in meta:
         return []
@@ -290,7 +307,7 @@ def erase(store: EventStore, *, reason: str, stream_ids: Sequence[str] | None = 
             txn.add(ADMIN_STREAM, [NewEvent(f"evstore.{kind}", {
                 "reason": reason, "selector": selector, "events": len(rows), "streams": streams,
                 "positions": [rows[0][0], rows[-1][0]], "by": actor()}, event_id=admin_id)], ANY)
-            be.tombstone_events(txn.cur, [(r[0], kind, reason, admin_id, now) for r in rows])
+            be.tombstone_events(txn.cur, [(r[0], kind, reason, admin_id, now, _kept(r[3])) for r in rows])
             candidates = {n for r in rows for n in _blob_names(r[3])}
             gone = [bytes.fromhex(n) for n in sorted(candidates) if not be.blob_still_named(txn.cur, n)]
             if gone:

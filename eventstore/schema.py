@@ -139,6 +139,7 @@ erasures = Table(  # events whose data and meta were purged or erased (eventstor
     Column("reason", Text, nullable=False),  # the policy or the request's reason
     Column("admin_event_id", String(36), nullable=False),  # the admin stream's event that did it
     Column("erased_at", String(32), nullable=False),
+    Column("kept", Text, nullable=True),  # the erased meta's capture bookkeeping (meta.transcript), JSON
 )
 
 erased_blobs = Table(  # blobs whose bytes were removed with the events naming them (migration 0010)

@@ -367,3 +367,24 @@ def test_records_waiting_in_the_hook_spool_are_named(run: Callable[..., Any], st
         assert r.exit_code == 0 and "holds records no drain has recorded yet" in r.stderr
     finally:
         (folder / spool.SPOOL).unlink()
+
+
+def test_a_transcript_captured_again_does_not_bring_back_what_was_erased(run: Callable[..., Any], store: EventStore,
+                                                                        tmp_path: Path) -> None:
+    """The capture resumes from the bookkeeping the erasure kept (erasures.kept), not from the start."""
+    f = _session(tmp_path, 1, SESSION, ERASED_TEXT)
+    assert run("ingest", "claude", str(f)).exit_code == 0
+    assert run("erase", "--match", "Look at the test first.", "--reason", "one line").exit_code == 0
+    assert run("erase", "--event", _event_id(store.url, SESSION, 21), "--reason", "the last line").exit_code == 0
+    again = run("ingest", "claude", str(f))
+    assert again.exit_code == 0 and store.stream_version(SESSION) == 21, again.output
+    line = {"type": "user", "uuid": "z1", "parentUuid": None, "sessionId": SESSION,
+            "timestamp": "2026-03-02T10:00:00.000Z", "message": {"role": "user", "content": "one more line"}}
+    with f.open("a") as fh:
+        fh.write(json.dumps(line) + "\n")
+    more = run("ingest", "claude", str(f))
+    assert more.exit_code == 0 and store.stream_version(SESSION) == 22, more.output
+    assert b"Look at the test first." not in _stored_bytes(store)
+    assert json.loads(run("verify", "--json").stdout)["ok"]
+    run("erase", "--stream", SESSION, "--reason", "all")
+    assert run("ingest", "claude", str(f)).exit_code == 0 and store.stream_version(SESSION) == 22

@@ -691,12 +691,12 @@ class Backend(abc.ABC):
         return cur.fetchone() is not None
 
     @recorder("erasing payloads")
-    def tombstone_events(self, cur: Any, rows: Sequence[tuple[int, str, str, str, str]]) -> None:
-        """Record (position, kind, reason, admin event id, time) in ``erasures`` and empty those
+    def tombstone_events(self, cur: Any, rows: Sequence[tuple[int, str, str, str, str, str | None]]) -> None:
+        """Record (position, kind, reason, admin event id, time, kept) in ``erasures`` and empty those
         events' ``data`` and ``meta`` (the one UPDATE the triggers allow)."""
         p = self.p
-        cur.executemany(f"INSERT INTO erasures (position, kind, reason, admin_event_id, erased_at) "
-                        f"VALUES ({p}, {p}, {p}, {p}, {p}) ON CONFLICT (position) DO NOTHING", list(rows))
+        cur.executemany(f"INSERT INTO erasures (position, kind, reason, admin_event_id, erased_at, kept) "
+                        f"VALUES ({p}, {p}, {p}, {p}, {p}, {p}) ON CONFLICT (position) DO NOTHING", list(rows))
         empty = self.blob(b"")
         cur.executemany(f"UPDATE events SET data = {p}, meta = {p} WHERE position = {p}",
                         [(empty, empty, r[0]) for r in rows])
@@ -728,6 +728,13 @@ class Backend(abc.ABC):
             sql += f" WHERE position IN ({', '.join([self.p] * len(positions))})"
         cur.execute(sql, list(positions or ()))
         return {int(r[0]): (str(r[1]), str(r[2]), str(r[3]), str(r[4])) for r in cur.fetchall()}
+
+    @recorder("reading what an erasure kept")
+    def kept_meta(self, cur: Any, position: int) -> str | None:
+        """The capture bookkeeping kept from an erased event's meta (JSON), if any."""
+        cur.execute(f"SELECT kept FROM erasures WHERE position = {self.p}", (position,))
+        row = cur.fetchone()
+        return None if row is None or row[0] is None else str(row[0])
 
     @recorder("reading the erased blobs")
     def erased_blob_digests(self, cur: Any) -> set[bytes]:

@@ -5,7 +5,9 @@ policy) or erased (a request), why, and the admin event that did it; ``erased_bl
 a blob.  The append-only triggers of ``events`` and ``blobs`` are relaxed for exactly one UPDATE:
 ``data`` and ``meta`` (a blob's ``data``) set to zero bytes while every other column (the ids, the
 times, the digests the chain commits to, ``prev_hash`` and ``hash``) stays the same, and only when
-the matching ``erasures`` / ``erased_blobs`` row exists.  DELETE and TRUNCATE stay rejected; both
+the matching ``erasures`` / ``erased_blobs`` row exists.  ``erasures.kept`` holds the bookkeeping of the
+erased meta a capture resumes from (``meta.transcript``: file, byte offset, line count, prefix digest),
+so a transcript captured again is not recorded again from the start.  DELETE and TRUNCATE stay rejected; both
 new tables are append-only.  The chain and the Merkle tree commit to the digests, so every proof
 stays valid (docs/proofs.md, "Retention and erasure").
 
@@ -41,6 +43,7 @@ def upgrade() -> None:
         sa.Column("reason", sa.Text, nullable=False),
         sa.Column("admin_event_id", sa.String(36), nullable=False),
         sa.Column("erased_at", sa.String(32), nullable=False),
+        sa.Column("kept", sa.Text, nullable=True),
         sa.PrimaryKeyConstraint("position", name="pk_erasures"),
     )
     op.create_table(
