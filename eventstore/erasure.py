@@ -254,6 +254,9 @@ def erase(store: EventStore, *, reason: str, stream_ids: Sequence[str] | None = 
         raise InvalidEvent("An erasure needs a reason (--reason): the request or policy it carries out.")
     if stream_ids is None and event_id is None and match is None and recorded_before is None:
         raise InvalidEvent("Say what to erase: a stream, an event id or a text to match.")
+    if stream_ids is not None and ADMIN_STREAM in stream_ids:
+        raise InvalidEvent(f'"{ADMIN_STREAM}" records every policy, hold and erasure; it is never erased (its '
+                           "events hold no payload of a run: reasons, counts, stream ids).")
     if match is not None and len(match) < 4:
         raise InvalidEvent(f"--match needs at least 4 characters ({len(match)} given): a shorter text would "
                            "erase far more than meant.")

@@ -318,6 +318,11 @@ def test_bad_requests_are_named(run: Callable[..., Any]) -> None:
     assert r.exit_code == 1 and 'No stream "nope"' in r.stderr
     r = run("retention", "set", "--dialect", "claude", "--keep-payloads", "soon")
     assert r.exit_code == 1 and "180d, 26w, 1y" in r.stderr
+    r = run("erase", "--stream", "S", "--reason", "x")
+    assert r.exit_code == 1
+    run("hold", "add", "--project", "P", "--reason", "x")  # makes the admin stream
+    r = run("erase", "--stream", ADMIN_STREAM, "--reason", "x")
+    assert r.exit_code == 1 and "it is never erased" in r.stderr
     r = run("hold", "release", "nothing", "--reason", "x")
     assert r.exit_code == 1 and "No hold in force" in r.stderr
 
