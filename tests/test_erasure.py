@@ -393,3 +393,20 @@ def test_a_transcript_captured_again_does_not_bring_back_what_was_erased(run: Ca
     assert json.loads(run("verify", "--json").stdout)["ok"]
     run("erase", "--stream", SESSION, "--reason", "all")
     assert run("ingest", "claude", str(f)).exit_code == 0 and store.stream_version(SESSION) == 22
+
+
+def test_the_sqlite_scrub_removes_what_a_build_without_secure_delete_leaves(sqlite_url: str) -> None:
+    """SQLite builds differ (Debian's turns secure_delete on by default): with it off, the old bytes stay in
+    the file's free space or the WAL until the scrub (secure_delete, VACUUM, a TRUNCATE checkpoint)."""
+    from eventstore.erasure import erase
+
+    url = migrated(sqlite_url)
+    with EventStore(url) as s:
+        s._raw().execute("PRAGMA secure_delete=OFF")
+        s.append("S", [NewEvent("demo.note", {"secret": f"ZEBRA-SECRET-{i:04d}" + "pad" * 300}) for i in range(40)])
+        s.append("T", [NewEvent("demo.note", {"kept": "KEPT-VALUE"})])
+        erase(s, reason="r", stream_ids=["S"], scrub=False)
+        assert b"ZEBRA-SECRET-" in _stored_bytes(s)  # without the scrub the bytes are still on disk
+        s.backend.scrub(s._raw())
+        stored = _stored_bytes(s)
+        assert b"ZEBRA-SECRET-" not in stored and b"KEPT-VALUE" in stored
