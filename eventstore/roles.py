@@ -26,6 +26,8 @@ WRITER_GRANTS = {
     "tree_nodes": "SELECT, INSERT",
     "tree_checkpoints": "SELECT, INSERT",
     "source_versions": "SELECT, INSERT",
+    "erasures": "SELECT",  # erasing needs the owner (the triggers allow the tombstone UPDATE; the writer has none)
+    "erased_blobs": "SELECT",
     "streams": "SELECT, INSERT, UPDATE (version, head_hash)",
     "store_identity": "SELECT",
     "alembic_version": "SELECT",

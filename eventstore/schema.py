@@ -131,4 +131,23 @@ source_versions = Table(  # which source version each snapshot event recorded (m
     Column("source_id", Text, nullable=False),
 )
 
+erasures = Table(  # events whose data and meta were purged or erased (eventstore/erasure.py; migration 0010)
+    "erasures",
+    metadata,
+    Column("position", BigId, primary_key=True, autoincrement=False),
+    Column("kind", String(16), nullable=False),  # "purged" (a retention policy) or "erased" (a request)
+    Column("reason", Text, nullable=False),  # the policy or the request's reason
+    Column("admin_event_id", String(36), nullable=False),  # the admin stream's event that did it
+    Column("erased_at", String(32), nullable=False),
+    Column("kept", Text, nullable=True),  # the erased meta's capture bookkeeping (meta.transcript), JSON
+)
+
+erased_blobs = Table(  # blobs whose bytes were removed with the events naming them (migration 0010)
+    "erased_blobs",
+    metadata,
+    Column("sha256", LargeBinary(32), primary_key=True),
+    Column("admin_event_id", String(36), nullable=False),
+    Column("erased_at", String(32), nullable=False),
+)
+
 OWNED_TABLES = frozenset(metadata.tables)

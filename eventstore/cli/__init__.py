@@ -91,6 +91,12 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "witness": ("eventstore.cli.proofs", "Run a C2SP tlog-witness that cosigns checkpoints of the logs it trusts."),
     "verify": ("eventstore.cli.core", "Recompute every hash chain (or STREAM's), the Merkle tree and the replay "
                                       "cache; exit 1 naming what fails."),
+    "erase": ("eventstore.cli.retention", "Erase payloads on request (a leaked secret, a person's data): headers, "
+                                          "digests and chain hashes stay, so verify, checkpoints and proofs stay "
+                                          "valid."),
+    "hold": ("eventstore.cli.retention", "Legal holds: nothing under a hold is purged or erased."),
+    "retention": ("eventstore.cli.retention", "Retention policies: how long payloads are kept (headers, digests and "
+                                              "hashes are kept for good)."),
     "ingest": ("eventstore.cli.documents", "Ingest state-file snapshots with DIALECT (a directory: its files in "
                                            "name order)."),
     "log": ("eventstore.cli.documents", "Show TASK's events as a timeline (version, time, type, summary)."),

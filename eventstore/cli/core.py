@@ -332,6 +332,9 @@ def verify(ctx: click.Context, stream: str | None, as_json: bool, seal: Path | N
         if tree_checkpoint is not None:
             extra += f"; checkpoint {checkpoint} holds (the first {tree_checkpoint.size} events)"
         blobs = f", {report.blobs} blobs" if report.blobs else ""
+        gone = [f"{n} {what}" for n, what in ((report.purged, "purged"), (report.erased, "erased"),
+                                              (report.erased_blobs, "blobs erased")) if n]
+        blobs += f" ({', '.join(gone)}: tombstones as recorded)" if gone else ""
         click.echo(f"verified {report.streams} streams, {report.events} events, {report.cached} cached documents"
                    f"{blobs}: all hash chains intact{extra}")
         if stream is None:

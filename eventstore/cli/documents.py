@@ -404,6 +404,16 @@ def log(ctx: click.Context, task: str, as_json: bool, after: int | None, limit: 
     emit: Callable[[str], None] = lines.append if paged else click.echo
     for rec in records:
         writer = written.get(rec.version)
+        if rec.erased:  # purged or erased: the header stays, with when and why the content went
+            from eventstore.erasure import describe, explain
+
+            said = describe(explain(store, [rec.position]).get(rec.position))
+            if as_json:
+                click.echo(json.dumps({**rec.to_dict(), "erasure": said}, ensure_ascii=False))
+            else:
+                when = (rec.occurred_at or rec.recorded_at)[:19].replace("T", " ")
+                click.echo(printable(f"{rec.version:>5}  {when}  {rec.type:<40}  [content {said}]"))
+            continue
         if as_json:
             out = rec.to_dict()
             out["data"] = d.shown_data(rec.type, out["data"], blob=store.read_blob)  # blobs put back

@@ -413,7 +413,7 @@ class Flattener:
         cat = self.catalog
         dialect = None
         meta: dict[str, Any] = {}
-        if e.meta != b"{}":
+        if e.meta and e.meta != b"{}":  # (empty: a purged or erased payload)
             meta = d(_decode(e.meta))
             dialect = s(meta.get("dialect"))
         if not dialect:
@@ -430,13 +430,13 @@ class Flattener:
             kind = _KINDS.get(e.type, "valid")
             self.rows["state_versions"].append((e.position, e.stream_id, e.version, dialect, kind, lens,
                                                 occurred or self._recorded[1]))
-        if e.type == "document.patched":
+        if e.type == "document.patched" and e.data:
             for key in _top_keys(d(_decode(e.data)).get("ops")):
                 self.rows["patched_keys"].append((e.position, e.stream_id, dialect, key, occurred or self._recorded[1]))
         fn = cat.rows.get(e.type)
         if fn is None and dialect is not None:
             fn = cat.document_rows.get((dialect, e.type))
-        if fn is not None:
+        if fn is not None and e.data:  # a purged or erased event keeps its row in events, no facts
             fn(self.rows, e, d(_decode(e.data)), occurred)
 
     def tables(self) -> dict[str, pa.Table]:

@@ -38,6 +38,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from eventstore import codec, config, documents
 from eventstore.errors import (
     ConcurrencyError,
+    ContentErased,
     DuplicateEventId,
     EvstoreError,
     InvalidEvent,
@@ -135,6 +136,8 @@ class HostCheck:
 def _status_of(exc: EvstoreError) -> int:
     if isinstance(exc, StreamNotFound):
         return 404
+    if isinstance(exc, ContentErased):  # purged or erased: the message says when and why
+        return 410
     if isinstance(exc, (ConcurrencyError, DuplicateEventId)):
         return 409
     return 400
@@ -523,6 +526,11 @@ class Server:
         out = []
         for rec in self.store.read_stream(sid, after_version=after, upto_version=upto):
             row = rec.to_dict()  # as `evstore log --json`: what the dialect stored out of line put back
+            if rec.erased:  # purged or erased: the header, and when and why
+                from eventstore.erasure import describe, explain
+
+                out.append({**row, "erasure": describe(explain(self.store, [rec.position]).get(rec.position))})
+                continue
             row["data"] = dialect.shown_data(rec.type, row["data"], blob=self.store.read_blob)
             if rec.version in found:  # as `evstore log --json`: who wrote this state version
                 row["written_by"] = found[rec.version].to_dict()

@@ -117,6 +117,9 @@ class TimelineRow:
 
 def timeline_row(dialect: Dialect, rec: RecordedEvent) -> TimelineRow:
     """One line of ``evstore log`` as data: the dialect's summary, findings, the snapshot's source."""
+    if rec.erased:  # purged or erased: the header remains (the caller adds when and why)
+        return TimelineRow(rec.version, rec.position, (rec.occurred_at or rec.recorded_at), rec.type,
+                           "[content purged or erased]")
     try:
         summary = dialect.summarize(rec.to_event())
     except EvstoreError:  # a free-form event type (`append`): show its data
@@ -154,6 +157,13 @@ def timeline(store: EventStore, stream_id: str, dialect: Dialect, *, after: int 
              limit: int | None = None) -> list[TimelineRow]:
     upto = None if limit is None else after + limit
     rows = [timeline_row(dialect, rec) for rec in store.read_stream(stream_id, after_version=after, upto_version=upto)]
+    gone = [r for r in rows if r.summary == "[content purged or erased]"]
+    if gone:  # when, and under which policy or request
+        from eventstore.erasure import describe, explain
+
+        erased = explain(store, [r.position for r in gone])
+        for r in gone:
+            r.summary = f"[content {describe(erased.get(r.position))}]"
     found = writers(store, stream_id)
     for row in rows:
         row.written_by = found.get(row.version)
