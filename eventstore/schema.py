@@ -131,4 +131,17 @@ source_versions = Table(  # which source version each snapshot event recorded (m
     Column("source_id", Text, nullable=False),
 )
 
+api_tokens = Table(  # named tokens of `evstore serve`: only each secret's SHA-256 (eventstore/tokens.py; migration 0008)
+    "api_tokens",
+    metadata,
+    Column("name", String(100), primary_key=True),
+    Column("scope", String(16), nullable=False),  # read | append | admin
+    Column("token_sha256", LargeBinary(32), nullable=False),
+    Column("created_at", String(32), nullable=False),
+    Column("expires_at", String(32), nullable=True),
+    Column("revoked_at", String(32), nullable=True),
+    Column("last_used_at", String(32), nullable=True),
+    UniqueConstraint("token_sha256"),
+)
+
 OWNED_TABLES = frozenset(metadata.tables)

@@ -86,6 +86,8 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "verify-proof": ("eventstore.cli.proofs", "Check a proof file of `evstore prove` with nothing but the file and "
                                               "the log's key (no store, no network); exit 1 saying what does not "
                                               "hold."),
+    "tokens": ("eventstore.cli.team", "Named tokens of `evstore serve`: who may read, append or administer (stored "
+                                      "as hashes)."),
     "witness": ("eventstore.cli.proofs", "Run a C2SP tlog-witness that cosigns checkpoints of the logs it trusts."),
     "verify": ("eventstore.cli.core", "Recompute every hash chain (or STREAM's), the Merkle tree and the replay "
                                       "cache; exit 1 naming what fails."),

@@ -14,6 +14,7 @@ from eventstore import config
 from eventstore.cli import cli, open_store
 from eventstore.display import printable
 from eventstore.errors import ConcurrencyError, EvstoreError, IngestError
+from eventstore.tokens import sent_by_line
 
 
 def _dialect(name: str) -> Any:
@@ -362,6 +363,9 @@ def log(ctx: click.Context, task: str, as_json: bool, after: int | None, finding
         source = meta.get("source") if isinstance(meta, dict) else None
         if isinstance(source, dict) and isinstance(source.get("id"), str):  # which source version (capture-once)
             click.echo(printable(f"{'':>5}  {'':19}  source {_short_source(source['id'])}"))
+        sender = meta.get("sent_by") if isinstance(meta, dict) else None
+        if isinstance(sender, dict):  # who sent it to a team server (token name, machine)
+            click.echo(printable(f"{'':>5}  {'':19}  {sent_by_line(sender)}"))
         if writer is not None:  # who wrote this state: the session, message and tool call
             click.echo(printable(f"{'':>5}  {'':19}  {writer.line()}"))
         if made and event is not None and rec.type in d.file_write_types:
