@@ -94,6 +94,9 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "ingest": ("eventstore.cli.documents", "Ingest state-file snapshots with DIALECT (a directory: its files in "
                                            "name order)."),
     "log": ("eventstore.cli.documents", "Show TASK's events as a timeline (version, time, type, summary)."),
+    "push": ("eventstore.cli.team", "Send the local events not sent yet to the team server now (in order; exit 1 "
+                                    "if a batch is refused)."),
+    "remote": ("eventstore.cli.team", "The team server this machine sends its records to (`evstore push`)."),
     "replay": ("eventstore.cli.documents", "Rebuild TASK's state document (a stream id or a task id)."),
     "watch": ("eventstore.cli.documents", "Follow a state file (or folder) and ingest each new write; Ctrl-C "
                                           "stops."),

@@ -12,6 +12,7 @@ import click
 
 from eventstore import config
 from eventstore.cli import cli, open_store
+from eventstore.cli.core import _send
 from eventstore.display import printable
 from eventstore.errors import ConcurrencyError, EvstoreError, IngestError
 from eventstore.tokens import sent_by_line
@@ -97,6 +98,7 @@ def ingest(ctx: click.Context, dialect: str, paths: tuple[Path, ...], stream: st
         bad = f", {unreadable} unreadable version(s) recorded as such" if unreadable else ""
         bad += f", {failed} lens failure(s)" if failed else ""
         click.echo(f"{capture_summary(results)}; {events} event(s){bad}", err=True)
+    _send(store)
     if failed:
         click.echo(f"warning: the {dialect} lens failed on {failed} snapshot(s), recorded exactly with a "
                    "lens-failed finding (`evstore log` shows it; --strict refuses such snapshots).", err=True)
@@ -210,6 +212,7 @@ def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, inte
                             else:
                                 click.echo(printable(f"{r.file or '-'} -> {r.stream} @ {r.version} ({_ingest_note(r)})"))
                     last = sig
+                    _send(store)
                 except IngestError as exc:  # bad file, or unreadable under --strict: report, retry on next change
                     click.echo(f"warning: {exc}", err=True)
                     last = sig

@@ -11,6 +11,8 @@ every response carries a strict Content-Security-Policy (scripts and styles only
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import functools
 import json
 import logging
@@ -221,12 +223,29 @@ def _too_large(value: Any) -> bool:
         return False
 
 
-def parse_append(body: bytes) -> tuple[list[NewEvent], Any]:
-    """The body of ``POST /api/streams/{id}/events`` as events and an expected version."""
+def parse_blobs(value: Any) -> dict[str, bytes]:
+    """``"blobs"`` of an append body: SHA-256 hex digest -> base64 bytes (what the events' ``meta.blobs``
+    name; ``evstore push`` sends them with the events)."""
+    if type(value) is not dict:
+        raise InvalidEvent('request body: "blobs" must be an object of SHA-256 hex digests to base64 bytes.')
+    out = {}
+    for digest, data in value.items():
+        if type(data) is not str:
+            raise InvalidEvent(f'request body: blobs["{digest[:64]}"] must be a base64 string.')
+        try:
+            out[digest] = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            raise InvalidEvent(f'request body: blobs["{digest[:64]}"] is not base64.') from None
+    return out
+
+
+def parse_append(body: bytes) -> tuple[list[NewEvent], Any, dict[str, bytes] | None]:
+    """The body of ``POST /api/streams/{id}/events`` as events, an expected version and the blobs
+    the events name (``None``: none given)."""
     obj = codec.parse_json_text(body, "request body")
     if type(obj) is not dict:
         raise InvalidEvent("request body: must be a JSON object with an \"events\" list.")
-    unknown = set(obj) - {"events", "expected_version"}
+    unknown = set(obj) - {"events", "expected_version", "blobs"}
     if unknown:
         raise InvalidEvent(f"request body: unknown key(s) {', '.join(sorted(unknown))}.")
     items = obj.get("events")
@@ -250,7 +269,8 @@ def parse_append(body: bytes) -> tuple[list[NewEvent], Any]:
             if _too_large(item.get("data")) or _too_large(item.get("meta")):
                 raise HTTPError(413, f"{where}: {exc}") from exc
             raise InvalidEvent(f"{where}: {exc}") from exc
-    return events, _expected(obj.get("expected_version"))
+    blobs = parse_blobs(obj["blobs"]) if "blobs" in obj else None
+    return events, _expected(obj.get("expected_version")), blobs
 
 
 class Server:
@@ -523,9 +543,9 @@ class Server:
         return JSONResponse(diff_versions(self.store, sid, v_from, v_to))
 
     def append(self, stream_id: str, body: bytes, writer: dict[str, Any]) -> Response:
-        events, expected = parse_append(body)
+        events, expected, blobs = parse_append(body)
         with stamped({"sent_by": writer}):
-            r = self.store.append(stream_id, events, expected_version=expected)
+            r = self.store.append(stream_id, events, expected_version=expected, blobs=blobs)
         return JSONResponse({"stream": r.stream_id, "version": r.version, "positions": r.positions,
                              "duplicate": r.duplicate}, status_code=200 if r.duplicate else 201)
 
@@ -735,4 +755,35 @@ def create_app(cfg: ServeConfig) -> Starlette:
     return app
 
 
-__all__ = ["CSP", "ServeConfig", "create_app", "is_loopback", "parse_append"]
+CONFIG_ENV = "EVSTORE_SERVE_CONFIG"  # the ServeConfig of `serve --workers N`, as JSON, for each worker process
+
+
+def config_to_env(cfg: ServeConfig) -> str:
+    """``cfg`` as the JSON :func:`app_from_env` reads in each uvicorn worker process."""
+    out: dict[str, Any] = {}
+    for name in cfg.__dataclass_fields__:
+        value = getattr(cfg, name)
+        if isinstance(value, Path):
+            value = str(value)
+        elif isinstance(value, tuple):
+            value = [str(v) for v in value]
+        out[name] = value
+    return json.dumps(out)
+
+
+def app_from_env() -> Starlette:
+    """The application of one worker of ``evstore serve --workers N`` (uvicorn's factory): the
+    configuration the parent put in ``EVSTORE_SERVE_CONFIG``."""
+    import os
+
+    raw = json.loads(os.environ[CONFIG_ENV])
+    for name in ("seal", "public_key", "drain_dir"):
+        if raw.get(name) is not None:
+            raw[name] = Path(raw[name])
+    raw["allowed_hosts"] = tuple(raw.get("allowed_hosts") or ())
+    if raw.get("hook_files") is not None:
+        raw["hook_files"] = tuple(Path(p) for p in raw["hook_files"])
+    return create_app(ServeConfig(**raw))
+
+
+__all__ = ["CSP", "ServeConfig", "app_from_env", "config_to_env", "create_app", "is_loopback", "parse_append"]
