@@ -13,7 +13,8 @@ checkpoint answers with :class:`~eventstore.errors.ProofError`, never with a pro
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,13 +116,25 @@ def _recorded_ranges(proof: Callable[[Callable[[int, int], bytes]], object]) -> 
     return ranges
 
 
-def _open_tree(store: EventStore, checkpoint: Checkpoint, what: str) -> Any:
-    """``store.tree(checkpoint.size)``, a ProofError saying so when the log is shorter than the checkpoint."""
-    last = store.max_position()
-    if last < checkpoint.size:
-        raise ProofError(f"The log has {last} events, fewer than the {checkpoint.size} {what} covers: it no longer "
-                         "extends it (truncated, or another log); run `evstore verify --checkpoint`.")
-    return store.tree(checkpoint.size)
+@contextmanager
+def _open_tree(store: EventStore, checkpoint: Checkpoint, what: str, *,
+               leaf: dict[str, Any] | None = None) -> Iterator[tuple[Tree, LeafEvent | None]]:
+    """The tree at ``checkpoint.size`` and (``leaf``: find_leaf's keywords) the event, read in one
+    transaction (on PostgreSQL each transaction is round trips of its own); a ProofError saying so when
+    the log is shorter than the checkpoint."""
+    with store.reading() as cur:
+        found = None
+        if leaf is not None:
+            found = store.backend.leaf_event(cur, **leaf)
+            if found is None:
+                what_event = f"event {leaf['event_id']}" if leaf.get("event_id") is not None else \
+                    f'version {leaf["version"]} of stream "{leaf["stream_id"]}"'
+                raise StreamNotFound(f"No {what_event} in the log; `evstore log` lists a stream's events.")
+        last = store.backend.max_position(cur)
+        if last < checkpoint.size:
+            raise ProofError(f"The log has {last} events, fewer than the {checkpoint.size} {what} covers: it no "
+                             "longer extends it (truncated, or another log); run `evstore verify --checkpoint`.")
+        yield Tree(store.tree_source(cur), checkpoint.size), found
 
 
 def _check_root(t: Tree, checkpoint: Checkpoint, what: str) -> None:
@@ -148,13 +161,14 @@ def inclusion(store: EventStore, checkpoint_note: str, *, stream_id: str | None 
               event_id: str | None = None) -> InclusionProof:
     """The RFC 9162 inclusion proof of one event in the tree ``checkpoint_note`` signed."""
     checkpoint = read_checkpoint(checkpoint_note)
-    leaf = find_leaf(store, stream_id=stream_id, version=version, event_id=event_id)
-    index = leaf.position - 1
-    if index >= checkpoint.size:
-        raise ProofError(f'Stream "{leaf.stream_id}" version {leaf.version} is leaf {index}, after the '
-                         f"{checkpoint.size} leaves the checkpoint covers; make a newer checkpoint "
-                         "(`evstore checkpoint`).")
-    with _open_tree(store, checkpoint, "the checkpoint") as t:
+    keys = {"stream_id": stream_id, "version": version} if event_id is None else {"event_id": event_id}
+    with _open_tree(store, checkpoint, "the checkpoint", leaf=keys) as (t, leaf):
+        assert leaf is not None
+        index = leaf.position - 1
+        if index >= checkpoint.size:
+            raise ProofError(f'Stream "{leaf.stream_id}" version {leaf.version} is leaf {index}, after the '
+                             f"{checkpoint.size} leaves the checkpoint covers; make a newer checkpoint "
+                             "(`evstore checkpoint`).")
         size = checkpoint.size
         t.prefetch([(0, size), *_recorded_ranges(lambda f: merkle.inclusion_proof(index, size, f))])
         _check_root(t, checkpoint, "the checkpoint")
@@ -172,7 +186,7 @@ def consistency(store: EventStore, old_note: str, new_note: str) -> ConsistencyP
     if old.size > new.size:
         raise ProofError(f"The old checkpoint covers {old.size} leaves, more than the new one's {new.size}; "
                          "give the older checkpoint first.")
-    with _open_tree(store, new, "the new checkpoint") as t:
+    with _open_tree(store, new, "the new checkpoint") as (t, _):
         ranges = _recorded_ranges(lambda f: merkle.consistency_proof(old.size, new.size, f))
         t.prefetch([(0, new.size), *([(0, old.size)] if old.size else []), *ranges])
         _check_root(t, new, "the new checkpoint")

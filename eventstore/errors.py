@@ -124,21 +124,6 @@ def is_disk_full(exc: BaseException, path: object = None) -> bool:
         seen = getattr(seen, "orig", None) or seen.__cause__
     return False
 
-
-
-class ProofError(IntegrityViolation):
-    """A Merkle proof, checkpoint, signed note or cosignature does not verify, or is malformed; the
-    message says which part and why."""
-
-
-class WitnessError(EvstoreError):
-    """A tlog witness refused a checkpoint (or could not be reached): ``status`` is its HTTP status
-    (None: no answer), ``latest_size`` the size it last cosigned when it answered 409."""
-
-    def __init__(self, message: str, *, url: str, status: int | None = None, body: str = "",
-                 latest_size: int | None = None) -> None:
-        super().__init__(message)
-        self.url, self.status, self.body, self.latest_size = url, status, body, latest_size
 class StoreDamaged(DatabaseError):
     """The database file is not a readable SQLite database any more (header overwritten, truncated,
     a damaged page)."""
@@ -189,3 +174,18 @@ def database_failure(exc: BaseException, path: object = None) -> EvstoreError | 
     if is_damaged(exc):
         return StoreDamaged(damaged_message(path, _reason(exc)))
     return None
+
+
+class ProofError(IntegrityViolation):
+    """A Merkle proof, checkpoint, signed note or cosignature does not verify, or is malformed; the
+    message says which part and why."""
+
+
+class WitnessError(EvstoreError):
+    """A tlog witness refused a checkpoint (or could not be reached): ``status`` is its HTTP status
+    (None: no answer), ``latest_size`` the size it last cosigned when it answered 409."""
+
+    def __init__(self, message: str, *, url: str, status: int | None = None, body: str = "",
+                 latest_size: int | None = None) -> None:
+        super().__init__(message)
+        self.url, self.status, self.body, self.latest_size = url, status, body, latest_size

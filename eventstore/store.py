@@ -50,6 +50,7 @@ from eventstore.errors import (
 from eventstore.events import Event, encode_event
 from eventstore.records import EventPayload, StreamHead, StreamState, StreamSummary
 from eventstore.records import RecordedEvent as RecordedEvent  # re-exported: part of the store's API
+from eventstore.tree import TreeSource
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -175,6 +176,12 @@ class _Unknown:
     __slots__ = ()
 
     def __repr__(self) -> str:
+        return "UNKNOWN"
+
+    def __reduce__(self) -> str:
+        # Unpickled as the module's UNKNOWN itself: writers test it by identity, and `evstore demo`'s
+        # worker processes send their events through a pipe (a copy was taken for a given document,
+        # and the runs index described it: every run without a title; `verify` now names such rows).
         return "UNKNOWN"
 
 
@@ -593,6 +600,11 @@ class EventStore:
                 raise IntegrityViolation(f"The log has {last} events, fewer than the {size} asked for "
                                          "(truncated, or another store).")
             yield tree.Tree(_CursorSource(self.backend, cur), size)
+
+    def tree_source(self, cur: Any) -> TreeSource:
+        """The stored tree read through ``cur`` (a cursor of :meth:`reading`), for a
+        :class:`~eventstore.tree.Tree` that shares a transaction with other reads."""
+        return _CursorSource(self.backend, cur)
 
     def max_position(self) -> int:
         """The position of the last committed event (0 for an empty store)."""

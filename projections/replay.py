@@ -180,6 +180,78 @@ def tail_message(event: Event) -> str:
     return "the file was removed"
 
 
+@dataclass
+class HistoryFinding:
+    """A finding recorded with the snapshots of versions ``first``..``last`` (the same finding
+    on consecutive snapshots is one: a document's validation finding is found again at every
+    version until it is fixed)."""
+
+    first: int
+    last: int
+    path: str
+    code: str
+    message: str
+    severity: str
+
+    def versions(self) -> str:
+        return f"version {self.first}" if self.first == self.last else f"versions {self.first}-{self.last}"
+
+    def line(self) -> str:
+        return f"{self.versions()}: {self.path or '/'}: [{self.code}] {self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"first_version": self.first, "last_version": self.last, "path": self.path, "code": self.code,
+                "message": self.message, "severity": self.severity}
+
+
+def history_findings(store: EventStore, stream_id: str, *, current: list[Any] | None = None) -> list[HistoryFinding]:
+    """Every finding recorded with the snapshots of ``stream_id`` (``meta["findings"]``), with the
+    versions that carried it, oldest first; ``current`` (the dialect's findings of the latest
+    document, revalidated now) adds those the last snapshot did not record.  An unreadable version
+    does not end the findings of the document before it: that document is still the current one."""
+    keyed: dict[tuple[str, str, str], HistoryFinding] = {}
+    out: list[HistoryFinding] = []
+    last_snapshot = 0
+    version = 0
+    for rec in store.read_stream(stream_id):
+        version = rec.version
+        meta = rec.metadata
+        if not isinstance(meta, dict) or "source" not in meta:
+            continue
+        found = [f for f in meta.get("findings") or () if isinstance(f, dict)]
+        seen = set()
+        for f in found:
+            key = (str(f.get("path") or ""), str(f.get("code")), str(f.get("message")))
+            seen.add(key)
+            open_ = keyed.get(key)
+            if open_ is not None and open_.last == last_snapshot:
+                open_.last = rec.version
+            else:
+                keyed[key] = h = HistoryFinding(rec.version, rec.version, *key, str(f.get("severity") or "warning"))
+                out.append(h)
+        if rec.type == "document.unreadable":  # the document before it is still current: its findings go on
+            for key, h in keyed.items():
+                if key not in seen and h.last == last_snapshot:
+                    h.last = rec.version
+        last_snapshot = rec.version
+    for f in current or ():
+        key = (f.path, f.code, f.message)
+        known = keyed.get(key)
+        if known is None or known.last != last_snapshot:
+            out.append(HistoryFinding(version, version, *key, f.severity))
+    return out
+
+
+def tail_notes(hidden: list[tuple[int, Event]]) -> list[str]:
+    """One sentence per version of :func:`unreadable_tail`: what it was, and what is shown instead."""
+    out = []
+    for hv, e in hidden:
+        shown = ("the document is null until a later version re-creates the file" if tail_code(e) == "file-removed"
+                 else f"the document shown is the last valid one (version {hidden[0][0] - 1})")
+        out.append(f"version {hv}: {tail_message(e)}; {shown}")
+    return out
+
+
 def diff_versions(store: EventStore, stream_id: str, v1: int, v2: int) -> list[dict[str, Any]]:
     """The RFC 6902 JSON Patch from version ``v1`` to ``v2``."""
     a = replay(store, stream_id, upto_version=v1).doc

@@ -56,7 +56,36 @@ def duration(seconds: float) -> str:
     return f"{s}s"
 
 
-def _column_format(column: str, values: Sequence[Any]) -> Callable[[Any], str]:
+def figure(name: str, value: Any) -> str:
+    """One named figure as people read it: a duration (a name ending ``_s``, seconds) as ``2h 27m``,
+    anything else as :func:`_cell` does.  Every renderer (text, HTML, the web pages) uses it."""
+    if name.endswith("_s") and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return duration(value)
+    return _cell(value)
+
+
+def heading(name: str) -> str:
+    """A column or figure name as shown: ``p50_s`` reads ``p50`` (its values are durations)."""
+    return name[:-2] if name.endswith("_s") else name
+
+
+def column_formats(s: Section) -> list[Callable[[Any], str]]:
+    """One :func:`column_format` per column of a section, over its rows."""
+    return [column_format(c, [r.get(c) for r in s.rows]) for c in s.columns]
+
+
+def short_title(s: Section) -> str:
+    """A section's title up to its first colon or parenthesis (for the one line of sections without data)."""
+    return s.title.split(" (")[0].split(":")[0]
+
+
+def without_data(report: Report) -> list[Section]:
+    """The sections with no rows: listed on one line, not one block each (a store of three real
+    histories must not print sixteen "(no data)" sections)."""
+    return [s for s in report.sections if not s.rows]
+
+
+def column_format(column: str, values: Sequence[Any]) -> Callable[[Any], str]:
     """One number format for a whole column: durations (``*_s``) as durations, shares (all within
     [-1, 1]) with 3 decimals, whole numbers with thousands separators, else one decimal."""
     floats = [v for v in values if isinstance(v, float)]
@@ -98,9 +127,9 @@ def table_text(columns: Sequence[str], rows: Sequence[dict[str, Any]], *, max_wi
 
     A cell longer than ``max_width`` ends in an ellipsis; with ``width`` the ``shrink`` columns
     are narrowed (all but the first, down to 16 characters, then all of them evenly), their cells cut with an ellipsis, until the table fits.
-    Numbers take one format per column (:func:`_column_format`); a ``*_s`` column is a duration.
+    Numbers take one format per column (:func:`column_format`); a ``*_s`` column is a duration.
     """
-    formats = [_column_format(c, [r.get(c) for r in rows]) for c in columns]
+    formats = [column_format(c, [r.get(c) for r in rows]) for c in columns]
     headers = [printable(c[:-2] if c.endswith("_s") else c) for c in columns]
     cells = [[_cut(printable(f(r.get(c))), max_width) for c, f in zip(columns, formats, strict=True)] for r in rows]
     widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
@@ -121,14 +150,18 @@ def table_text(columns: Sequence[str], rows: Sequence[dict[str, Any]], *, max_wi
 
 
 def to_table(report: Report) -> str:
-    out = [report.title + ("  (" + ", ".join(f"{k}={v}" for k, v in report.scope.items()) + ")"
+    out = [report.title + ("  (" + ", ".join(f"{heading(k)}={figure(k, v)}" for k, v in report.scope.items()) + ")"
                            if report.scope else "")]
+    empty = without_data(report)
     for s in report.sections:
+        if s in empty:
+            continue
         out += ["", f"## {s.title}"]
         if s.summary:
-            out.append("   " + "  ".join(f"{k[:-2]}={duration(v)}" if k.endswith("_s") and isinstance(v, (int, float))
-                                         else f"{k}={_cell(v)}" for k, v in s.summary.items()))
-        out.append(table_text(s.columns, s.rows) if s.rows else "   (no data)")
+            out.append("   " + "  ".join(f"{heading(k)}={figure(k, v)}" for k, v in s.summary.items()))
+        out.append(table_text(s.columns, s.rows))
+    if empty:
+        out += ["", "No data: " + "; ".join(short_title(s) for s in empty)]
     return "\n".join(out) + "\n"
 
 
@@ -290,8 +323,8 @@ h2{margin-top:32px;border-bottom:1px solid #ddd}"""
 
 
 def _html_table(s: Section, limit: int = 500) -> str:
-    head = "".join(f"<th>{html.escape(c[:-2] if c.endswith('_s') else c)}</th>" for c in s.columns)
-    formats = [_column_format(c, [r.get(c) for r in s.rows]) for c in s.columns]  # as the text table reads
+    head = "".join(f"<th>{html.escape(heading(c))}</th>" for c in s.columns)
+    formats = column_formats(s)  # as the text table reads
     body = "".join("<tr>" + "".join(f"<td>{html.escape(f(r.get(c)))}</td>" for c, f in zip(s.columns, formats,
                                                                                            strict=True)) + "</tr>"
                    for r in s.rows[:limit])
@@ -301,24 +334,30 @@ def _html_table(s: Section, limit: int = 500) -> str:
 
 def to_html(report: Report) -> str:
     svg = charts(report)
-    scope = ", ".join(f"{k}={v}" for k, v in report.scope.items())
+    scope = ", ".join(f"{heading(k)}={figure(k, v)}" for k, v in report.scope.items())
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              f"<title>{html.escape(report.title)}</title><style>{_CSS}</style></head><body>",
              f"<h1>{html.escape(report.title)}</h1>", f'<p class="summary">{html.escape(scope)}</p>']
+    empty = without_data(report)
     for s in report.sections:
+        if s in empty:
+            continue
         parts.append(f'<section id="{html.escape(s.name)}"><h2>{html.escape(s.title)}</h2>')
         if s.summary:
-            parts.append('<p class="summary">' + " · ".join(f"{html.escape(k)}: <b>{html.escape(_cell(v))}</b>"
+            parts.append('<p class="summary">' + " · ".join(f"{html.escape(heading(k))}: <b>{html.escape(figure(k, v))}</b>"
                                                             for k, v in s.summary.items()) + "</p>")
         if s.name in svg:
             parts.append(svg[s.name])
-        parts.append(_html_table(s) if s.rows else '<p class="note">No data.</p>')
+        parts.append(_html_table(s))
         if s.note:
             parts.append(f'<p class="note">{html.escape(s.note)}</p>')
         parts.append("</section>")
+    if empty:
+        parts.append('<p class="note" id="no-data">No data: ' + "; ".join(html.escape(short_title(s)) for s in empty) + "</p>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
 
-__all__ = ["FORMATS", "chart", "charts", "duration", "fit", "grouped_bar_chart", "hbar_chart", "render", "rows_csv", "table_text", "to_csv",
+__all__ = ["FORMATS", "chart", "charts", "column_format", "column_formats", "duration", "figure", "fit", "grouped_bar_chart", "hbar_chart",
+           "heading", "render", "rows_csv", "short_title", "table_text", "to_csv", "without_data",
            "to_html", "to_table"]

@@ -1,9 +1,12 @@
 """The runs index: one row per stream (inline projection ``runs``, table ``proj_runs``).
 
 Each row says what the stream's *current* document is about, as its dialect describes it
-(``Dialect.describe``: task id, project, title, status, phase), plus when the run started,
-when its last event happened, how many events it has and how many validation findings the
-latest snapshot had (``meta["findings"]`` of the event that closes an ingested snapshot).
+(``Dialect.describe``: task id, project, title, status, phase), plus when the run started
+and when it was last active (its earliest and latest event time: never a start after the end), how many events it has and its findings: the validation findings
+of the latest snapshot (``meta["findings"]`` of the event that closes an ingested snapshot) plus
+every version of the history that was recorded unreadable (``document.unreadable``) or whose
+lens failed (a ``lens-failed`` finding): those are facts of one version, not of the document,
+so a later valid version does not make them go away (:func:`version_finding`).
 
 Keeping ``describe`` current needs the current document.  The projection keeps a bounded cache
 of folded documents keyed by stream and validated against the hash chain: a cached entry is
@@ -38,6 +41,7 @@ from eventstore.errors import EvstoreError
 from eventstore.events import decode_event
 from eventstore.store import EventStore, InlineBatch, RecordedEvent, iso
 from projections import engine, writers
+from projections.coverage import NOTICES
 
 if TYPE_CHECKING:
     from sqlalchemy import MetaData, Table
@@ -46,7 +50,19 @@ _FIELDS = ("project", "task_id", "title", "status", "phase")
 #: The ``describe`` fields' column lengths (the table below and :func:`_text` share them).
 _LENGTHS: dict[str, int] = {"project": 500, "task_id": 255, "title": 2000, "status": 200, "phase": 200}
 _COLUMNS = ("stream_id", "dialect", *_FIELDS, "started_at", "last_event_at", "events", "findings", "version",
-            "described")
+            "described", "unreadable", "lens_failures")
+
+
+def version_finding(finding: Any) -> str | None:
+    """``"unreadable"`` or ``"lens_failures"`` for a recorded finding that is about its version
+    (the bytes could not be read, the dialect's lens failed on them), else None (a validation
+    finding of the document, which the next version revalidates)."""
+    code = finding.get("code") if isinstance(finding, dict) else None
+    if not isinstance(code, str):
+        return None
+    if code.startswith("unreadable-"):
+        return "unreadable"
+    return "lens_failures" if code == "lens-failed" else None
 
 
 @functools.cache
@@ -70,6 +86,9 @@ def _runs_metadata() -> MetaData:
         Column("findings", Integer, nullable=True),
         Column("version", Integer, nullable=False),  # the stream version the row reflects
         Column("described", SmallInteger, nullable=False),  # 1: describe() of the current document
+        # Versions of the whole history recorded unreadable / with a failed lens (see version_finding).
+        Column("unreadable", Integer, nullable=False),
+        Column("lens_failures", Integer, nullable=False),
     )
     assert tuple(t.c.keys()) == _COLUMNS
     Index("ix_proj_runs_last_event_at", t.c.last_event_at)
@@ -92,10 +111,15 @@ _UPSERT = (
     "ON CONFLICT (stream_id) DO UPDATE SET "
     "dialect = COALESCE(excluded.dialect, proj_runs.dialect), "
     + ", ".join(f"{f} = CASE WHEN excluded.described = 1 THEN excluded.{f} ELSE proj_runs.{f} END" for f in _FIELDS)
-    + ", started_at = COALESCE(proj_runs.started_at, excluded.started_at), "
-    "last_event_at = excluded.last_event_at, events = proj_runs.events + excluded.events, "
+    # A run starts at its earliest event time and was last active at its latest: source times can
+    # run backwards (file times of copied snapshots), and a start after the last event reads as nonsense.
+    + ", started_at = CASE WHEN proj_runs.started_at IS NULL OR excluded.started_at < proj_runs.started_at "
+    "THEN excluded.started_at ELSE proj_runs.started_at END, "
+    "last_event_at = CASE WHEN proj_runs.last_event_at IS NULL OR excluded.last_event_at > proj_runs.last_event_at "
+    "THEN excluded.last_event_at ELSE proj_runs.last_event_at END, events = proj_runs.events + excluded.events, "
     "findings = COALESCE(excluded.findings, proj_runs.findings), version = excluded.version, "
-    "described = excluded.described"
+    "described = excluded.described, unreadable = proj_runs.unreadable + excluded.unreadable, "
+    "lens_failures = proj_runs.lens_failures + excluded.lens_failures"
 )
 
 
@@ -118,14 +142,16 @@ class _Doc:
 class _Touched:
     """What one batch changed for one stream."""
 
-    __slots__ = ("entry", "events", "started_at", "last_at", "findings")
+    __slots__ = ("entry", "events", "started_at", "last_at", "findings", "unreadable", "lens_failures")
 
     def __init__(self, entry: _Doc) -> None:
         self.entry = entry
         self.events = 0
         self.started_at: str | None = None
         self.last_at: str | None = None
-        self.findings: int | None = None
+        self.findings: int | None = None  # the latest snapshot's findings of the document
+        self.unreadable = 0
+        self.lens_failures = 0
 
 
 def _text(value: Any, column: str) -> str | None:
@@ -143,11 +169,12 @@ class RunsIndex(engine.Projection):
     """Inline projection maintaining ``proj_runs`` (see the module docstring)."""
 
     name = "runs"
-    version = 1
+    version = 2  # 2: unreadable and lens_failures
     event_types = None
     inline = True
 
-    def __init__(self, *, cache_size: int = 4096) -> None:
+    def __init__(self, *, cache_size: int = 4096, trust_cache: bool = True) -> None:
+        self.trust_cache = trust_cache  # False: a stream's document is folded from its first event (check_index)
         self.cache: OrderedDict[str, _Doc] = OrderedDict()
         self.cache_size = cache_size
         self._dialects: dict[str, Dialect | None] = {}
@@ -190,7 +217,7 @@ class RunsIndex(engine.Projection):
             return entry  # nothing to fold (no dialect: the row is not described anyway)
         start = 0
         cached = replay_cache.usable(be.latest_cached_state(cur, head.stream_pk, replay_cache.cache_name(entry.lens),
-                                                            e.version - 1))
+                                                            e.version - 1)) if self.trust_cache else None
         if cached is not None:
             start, entry.doc = cached
         evolve = entry.lens.evolve
@@ -218,6 +245,8 @@ class RunsIndex(engine.Projection):
                 if e.position in given:
                     known_upto[e.stream_id] = e.position
         for e in events:
+            if e.stream_id == NOTICES:  # the store's own notices of sources gone: no run
+                continue
             t = touched.get(e.stream_id)
             # Decode meta only where it can matter: a stream's first event here (its dialect) and
             # events closing an ingested snapshot (their findings); a byte probe is 10x cheaper.
@@ -245,12 +274,20 @@ class RunsIndex(engine.Projection):
                 self._fold(t.entry, e)
             t.events += 1
             when = e.occurred_at or e.recorded_at
-            if e.version == 1:
+            if t.started_at is None or when < t.started_at:
                 t.started_at = when
-            t.last_at = when
+            if t.last_at is None or when > t.last_at:
+                t.last_at = when
             if type(meta) is dict and "source" in meta:  # the event closing an ingested snapshot
                 found = meta.get("findings")
-                t.findings = len(found) if isinstance(found, list) else 0
+                kinds = [version_finding(f) for f in found] if isinstance(found, list) else []
+                # A version counts once however many findings say so (an unreadable version is one);
+                # the document stays the last valid one, and so do its findings.
+                if "unreadable" in kinds or e.type == "document.unreadable":
+                    t.unreadable += 1
+                else:
+                    t.findings = kinds.count(None)
+                    t.lens_failures += "lens_failures" in kinds
         rows = []
         for sid, t in touched.items():
             entry = t.entry
@@ -264,7 +301,7 @@ class RunsIndex(engine.Projection):
                       (_text(info.project, "project"), _text(info.task_id, "task_id") or sid,
                        _text(info.title, "title"), _text(info.status, "status"), _text(info.phase, "phase")))
             rows.append((sid, entry.dialect, *fields, t.started_at, t.last_at, t.events, t.findings,
-                         entry.version, 0 if info is None else 1))
+                         entry.version, 0 if info is None else 1, t.unreadable, t.lens_failures))
         if rows:
             cur.executemany(_upsert_sql(backend.p), rows)
         while len(cache) > self.cache_size:
@@ -317,15 +354,21 @@ class RunRow:
     started_at: str | None
     last_event_at: str | None
     events: int
+    #: The latest snapshot's validation findings plus the versions of the history recorded
+    #: unreadable or with a failed lens (None: no ingested snapshot, nothing recorded either way).
     findings: int | None
     #: The agent sessions that wrote the run's state versions (``projections.writers``).
     sessions: tuple[str, ...] = ()
+    #: Versions recorded as ``document.unreadable`` / with a ``lens-failed`` finding (in ``findings``).
+    unreadable: int = 0
+    lens_failures: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"stream_id": self.stream_id, "dialect": self.dialect, "project": self.project,
                 "task_id": self.task_id, "title": self.title, "status": self.status, "phase": self.phase,
                 "started_at": self.started_at, "last_event_at": self.last_event_at, "events": self.events,
-                "findings": self.findings, "sessions": list(self.sessions)}
+                "findings": self.findings, "unreadable": self.unreadable, "lens_failures": self.lens_failures,
+                "sessions": list(self.sessions)}
 
 
 def parse_since(value: str) -> datetime:
@@ -371,7 +414,8 @@ def list_runs(store: EventStore, *, dialect: str | None = None, project: str | N
         refresh(store)
     t = _runs_table()
     query = (select(t.c.stream_id, t.c.dialect, t.c.project, t.c.task_id, t.c.title, t.c.status, t.c.phase,
-                    t.c.started_at, t.c.last_event_at, t.c.events, t.c.findings)
+                    t.c.started_at, t.c.last_event_at, t.c.events, t.c.findings, t.c.unreadable,
+                    t.c.lens_failures)
              .where(*_conditions(dialect, project, status, since, q))
              .order_by(t.c.last_event_at.desc(), t.c.stream_id))
     if after is not None:  # the order above, continued after that row
@@ -386,8 +430,15 @@ def list_runs(store: EventStore, *, dialect: str | None = None, project: str | N
     links = writers.run_sessions(store, [r.stream_id for r in rows], fresh=fresh) if sessions and rows else {}
     return [RunRow(stream_id=r.stream_id, dialect=r.dialect, project=r.project, task_id=r.task_id, title=r.title,
                    status=r.status, phase=r.phase, started_at=r.started_at, last_event_at=r.last_event_at,
-                   events=int(r.events), findings=None if r.findings is None else int(r.findings),
-                   sessions=tuple(links.get(r.stream_id, ()))) for r in rows]
+                   events=int(r.events), findings=_findings(r.findings, r.unreadable, r.lens_failures),
+                   sessions=tuple(links.get(r.stream_id, ())), unreadable=int(r.unreadable),
+                   lens_failures=int(r.lens_failures)) for r in rows]
+
+
+def _findings(document: int | None, unreadable: int, lens_failures: int) -> int | None:
+    if document is None and not (unreadable or lens_failures):
+        return None
+    return (document or 0) + int(unreadable) + int(lens_failures)
 
 
 def iter_runs(store: EventStore, *, dialect: str | None = None, project: str | None = None,
@@ -461,8 +512,9 @@ def find_streams_by_task(store: EventStore, task_id: str) -> list[str]:
         return [r[0] for r in conn.execute(q).all()]
 
 
-__all__ = ["RUNS", "IndexedEventStore", "RunRow", "RunsIndex", "attach", "count_runs", "find_streams_by_task", "iter_runs",
-           "list_runs", "rebuild", "refresh", "run_choices"]  # and runs_table, made on first use (__getattr__)
+__all__ = ["RUNS", "IndexedEventStore", "RunRow", "RunsIndex", "attach", "count_runs", "find_streams_by_task",
+           "iter_runs", "list_runs", "rebuild", "refresh", "run_choices",
+           "version_finding"]  # and runs_table, made on first use (__getattr__)
 
 
 # ------------------------------------------------------------------ checking the index against the log
@@ -490,16 +542,41 @@ def _merge(old: tuple[Any, ...] | None, new: tuple[Any, ...]) -> tuple[Any, ...]
     out["dialect"] = n["dialect"] if n["dialect"] is not None else o["dialect"]
     for f in _FIELDS:
         out[f] = n[f] if n["described"] == 1 else o[f]
-    out["started_at"] = o["started_at"] if o["started_at"] is not None else n["started_at"]
+    times = [t for t in (o["started_at"], n["started_at"]) if t is not None]
+    out["started_at"] = min(times) if times else None
+    lasts = [t for t in (o["last_event_at"], n["last_event_at"]) if t is not None]
+    out["last_event_at"] = max(lasts) if lasts else None
     out["events"] = o["events"] + n["events"]
     out["findings"] = n["findings"] if n["findings"] is not None else o["findings"]
+    out["unreadable"] = o["unreadable"] + n["unreadable"]
+    out["lens_failures"] = o["lens_failures"] + n["lens_failures"]
     return tuple(out[c] for c in _COLUMNS)
 
 
+def expected_rows(store: EventStore, upto_position: int, *, batch: int = 5000) -> dict[str, tuple[Any, ...]]:
+    """The ``proj_runs`` rows the log gives (its events up to ``upto_position``), computed by the
+    index's own code in memory in one pass in position order, as a rebuild would write them; a
+    document is never taken from the replay cache."""
+    index = RunsIndex(trust_cache=False)
+    rows: dict[str, tuple[Any, ...]] = {}
+    after = 0
+    while after < upto_position:
+        with store.reading() as cur:
+            events = [e for e in engine.read_events(cur, store.backend, after, batch, None)
+                      if e.position <= upto_position]
+            if not events:
+                break
+            capture = _Capture(cur)
+            index.apply(capture, store.backend, events)
+        for r in capture.rows:
+            rows[r[0]] = _merge(rows.get(r[0]), r)
+        after = events[-1].position
+    return rows
+
+
 def expected_row(store: EventStore, stream_id: str, upto_position: int, *, batch: int = 1000) -> tuple[Any, ...] | None:
-    """The ``proj_runs`` row the log gives for ``stream_id`` (its events up to ``upto_position``),
-    computed by the index's own code in memory, a batch of events at a time."""
-    index = RunsIndex(cache_size=2)
+    """:func:`expected_rows` for one stream (its events only)."""
+    index = RunsIndex(cache_size=2, trust_cache=False)
     row: tuple[Any, ...] | None = None
     events: list[RecordedEvent] = []
 
@@ -539,15 +616,16 @@ def check_index(store: EventStore, stream_id: str | None = None) -> list[tuple[s
         query = query.where(t.c.stream_id == stream_id)
     with store.engine.connect() as conn:
         stored = {r[0]: tuple(r) for r in conn.execute(query).all()}
-    names = [stream_id] if stream_id is not None else sorted({s.stream_id for s in store.list_streams()} | set(stored))
+    if stream_id is not None:
+        one = expected_row(store, stream_id, upto) if store.stream_head(stream_id) is not None else None
+        wanted = {} if one is None else {stream_id: one}
+    else:
+        wanted = expected_rows(store, upto)
     problems = []
-    for sid in names:
-        want = expected_row(store, sid, upto) if store.stream_head(sid) is not None else None
-        have = stored.get(sid)
-        if want is None and have is None:
-            continue
+    for sid in sorted(set(wanted) | set(stored)):
+        want, have = wanted.get(sid), stored.get(sid)
         if want is None or have is None:
-            problems.append((sid, 0 if want is None else int(want[-2]),
+            problems.append((sid, 0 if want is None else int(want[_COLUMNS.index("version")]),
                              "runs index: a row for a stream the log does not hold" if want is None
                              else "runs index: the stream's row is missing"))
             continue
@@ -556,6 +634,6 @@ def check_index(store: EventStore, stream_id: str | None = None) -> list[tuple[s
         if differs:
             shown = ", ".join(f"{c} {have[_COLUMNS.index(c)]!r} (the log gives {want[_COLUMNS.index(c)]!r})"
                               for c in differs[:3])
-            problems.append((sid, int(want[-2]), f"runs index (proj_runs) differs from the log: {shown}; "
+            problems.append((sid, int(want[_COLUMNS.index("version")]), f"runs index (proj_runs) differs from the log: {shown}; "
                                                  "`evstore projections rebuild runs` rewrites it from the log"))
     return problems

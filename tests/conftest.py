@@ -466,3 +466,35 @@ def drop_append_only_triggers(store: EventStore) -> None:
     else:
         exec_sql(store, "DROP TRIGGER events_no_update_delete ON events")
         exec_sql(store, "DROP TRIGGER events_no_truncate ON events")
+
+
+def run_in_terminal(*args: str, columns: int = 120, rows: int = 40, env: dict[str, str] | None = None,
+                    timeout: float = 60) -> str:
+    """``evstore ARGS`` with stdout (and stdin) on a pseudo-terminal of ``columns`` x ``rows``: what a
+    person at a terminal sees (stderr apart).  The output with CR LF turned back into LF."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    main_fd, child_fd = pty.openpty()
+    fcntl.ioctl(child_fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+    full_env = {**os.environ, "COLUMNS": str(columns), "LINES": str(rows), "TERM": "xterm", **(env or {})}
+    proc = subprocess.Popen([sys.executable, "-m", "eventstore", *args], stdin=child_fd, stdout=child_fd,
+                            stderr=subprocess.PIPE, env=full_env, close_fds=True)
+    os.close(child_fd)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(main_fd, 65536)
+        except OSError:  # EIO: the child closed its side
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    assert proc.stderr is not None
+    with proc.stderr:
+        proc.stderr.read()
+    proc.wait(timeout=timeout)
+    os.close(main_fd)
+    return b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")

@@ -98,3 +98,52 @@ def test_schema_not_at_head_tells_what_to_do(tmp_path: Path) -> None:
     r = CliRunner().invoke(register(), ["--url", url, "db", "current"])
     newest = max(f.name[:4] for f in (Path(__file__).parent.parent / "migrations" / "versions").glob("[0-9]*.py"))
     assert f"current: {newest}  head: {newest}" in r.output
+
+
+def _timeline(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """T: 30 events a day apart from 2026-01-01, types gate.passed / note.added / doc.changed in turn."""
+    batch = tmp_path / "t.jsonl"
+    kinds = ["gate.passed", "note.added", "doc.changed"]
+    batch.write_text("".join(json.dumps({"stream": "T", "type": kinds[i % 3], "data": {"i": i},
+                                         "occurred_at": f"2026-01-{i + 1:02d}T12:00:00Z"}) + "\n" for i in range(30)))
+    assert run("append", "--batch", str(batch)).exit_code == 0
+
+
+def _versions(out: str) -> list[int]:
+    return [int(line.split()[0]) for line in out.splitlines() if line[:5].strip().isdigit()]
+
+
+def test_log_limit_type_and_since(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _timeline(run, tmp_path)
+    assert _versions(run("log", "T", "-n", "3").stdout) == [28, 29, 30]  # the newest, oldest first
+    assert _versions(run("log", "T", "--limit", "2", "--after", "10").stdout) == [11, 12]
+    assert _versions(run("log", "T", "--type", "gate.*").stdout) == list(range(1, 31, 3))
+    assert _versions(run("log", "T", "--type", "*.changed", "-n", "2").stdout) == [27, 30]
+    assert _versions(run("log", "T", "--since", "2026-01-28").stdout) == [28, 29, 30]
+    assert _versions(run("log", "T", "--since", "2026-01-20T12:00:00+02:00", "--type", "note.*").stdout) == \
+        [20, 23, 26, 29]
+    json_lines = [json.loads(x) for x in run("log", "T", "--json", "-n", "1").stdout.splitlines()]
+    assert [x["version"] for x in json_lines] == [30]
+    bad = run("log", "T", "--since", "last week")
+    assert bad.exit_code == 1 and bad.stderr.startswith("Error: --since expects an ISO date")
+    assert run("log", "T", "-n", "0").exit_code == 2
+
+
+def test_log_pages_when_longer_than_the_terminal(sqlite_url: str, tmp_path: Path) -> None:
+    from conftest import migrated, run_in_terminal
+
+    url = migrated(sqlite_url)
+
+    def run(*args: str):  # type: ignore[no-untyped-def]
+        return CliRunner().invoke(register(), ["--url", url, *args], catch_exceptions=False)
+
+    _timeline(run, tmp_path)
+    pager = {"PAGER": "sed s/^/PAGED:/"}
+    long = run_in_terminal("--url", url, "log", "T", rows=20, env=pager).splitlines()
+    assert len(long) == 30 and all(line.startswith("PAGED:") for line in long)
+    short = run_in_terminal("--url", url, "log", "T", "-n", "5", rows=20, env=pager).splitlines()
+    assert len(short) == 5 and not any(line.startswith("PAGED:") for line in short)
+    off = run_in_terminal("--url", url, "log", "T", "--no-pager", rows=20, env=pager).splitlines()
+    assert len(off) == 30 and not any(line.startswith("PAGED:") for line in off)
+    piped = run("log", "T").stdout.splitlines()  # not a terminal: never paged
+    assert len(piped) == 30 and not piped[0].startswith("PAGED:")

@@ -30,7 +30,9 @@ def _id(page: Path) -> str:
 
 def _blocks(text: str) -> list[str]:
     """The fenced code blocks that hold shell commands (not ```python or ```toml)."""
-    return re.findall(r"^```(?:sh|bash|console)?\n(.*?)^```", text, flags=re.M | re.S)
+    # Every fenced block is paired first (a ```text block's closing fence must not open a block).
+    return [body for lang, body in re.findall(r"^```(\w*)\n(.*?)^```", text, flags=re.M | re.S)
+            if lang in ("", "sh", "bash", "console")]
 
 
 def _command_lines(block: str) -> list[str]:

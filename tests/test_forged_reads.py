@@ -115,3 +115,24 @@ def test_the_postgresql_writer_role_can_change_the_index_and_verify_names_it(
         conn.execute("UPDATE proj_runs SET title = %s WHERE stream_id = %s", ("forged by the writer", sid))
     r = cli(_as(url, writer), "verify")
     assert r.exit_code == 1 and "title 'forged by the writer'" in r.stderr, r.output
+
+
+def test_a_demo_written_by_worker_processes_has_the_index_the_log_gives(sqlite_url: str) -> None:
+    """`evstore demo` of 200+ runs simulates in worker processes; their events came back with a copy of
+    the UNKNOWN sentinel, which the runs index took for a document: every run had no title, and the
+    new check in `verify` named all of them."""
+    import pickle
+
+    from eventstore.store import UNKNOWN
+    from projections.demo import run_demo
+    from projections.runs import IndexedEventStore, check_index
+
+    assert pickle.loads(pickle.dumps(UNKNOWN)) is UNKNOWN
+    store = IndexedEventStore(migrated(sqlite_url))
+    try:
+        run_demo(store, runs=4, seed=3, workers=2)
+        assert check_index(store) == []
+    finally:
+        store.close()
+    rows = [json.loads(x) for x in cli(migrated(sqlite_url), "runs", "--json").stdout.splitlines()]
+    assert len(rows) == 4 and all(r["title"] for r in rows), rows

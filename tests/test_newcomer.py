@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from conftest import run_in_terminal
 
 from eventstore.cli import register
 
@@ -121,7 +122,6 @@ READ_COMMANDS = [
     ("runs",), ("log", "T"), ("replay", "T"), ("verify",), ("seal", "--out", "{tmp}/seal.json"), ("metrics",),
     ("query", "select 1"), ("export", "--jsonl", "-"), ("projections", "status"), ("projections", "run"),
     ("projections", "rebuild"), ("db", "current"), ("db", "check"), ("db", "upgrade"), ("serve", "--port", "1"),
-    ("hook", "drain"),
 ]
 
 
@@ -135,7 +135,8 @@ def test_read_commands_never_create_a_store(tmp_path: Path, args: tuple[str, ...
 
 
 @pytest.mark.parametrize("args", [("init",), ("append", "S", "t.x", "--data", "{}"),
-                                  ("ingest", "generic", "{tmp}/doc.json"), ("ingest", "claude", "{tmp}/t.jsonl")],
+                                  ("ingest", "generic", "{tmp}/doc.json"), ("ingest", "claude", "{tmp}/t.jsonl"),
+                                  ("hook", "drain")],  # a hook's drain creates the store as ingest does
                          ids=lambda a: " ".join(a[:2]))
 def test_writing_commands_create_the_store(tmp_path: Path, args: tuple[str, ...]) -> None:
     (tmp_path / "doc.json").write_text('{"a": 1}\n')
@@ -213,8 +214,9 @@ def test_batch_format_is_in_help_and_docs() -> None:
 
 
 def test_runs_fits_120_columns_and_wide_shows_everything(demo_url: str) -> None:
+    """On a terminal `runs` fits it; piped (or with --wide) it prints every value whole."""
     runs = [json.loads(line) for line in invoke(demo_url, "runs", "--json").stdout.splitlines()]
-    narrow = invoke(demo_url, "runs").stdout.splitlines()
+    narrow = run_in_terminal("--url", demo_url, "runs", "--limit", "100", columns=120).splitlines()
     assert narrow[0].split() == ["stream", "dialect", "project", "title", "status", "phase", "last", "event",
                                  "events", "findings"]
     assert max(len(line) for line in narrow) <= 120
@@ -226,6 +228,7 @@ def test_runs_fits_120_columns_and_wide_shows_everything(demo_url: str) -> None:
     assert "started" in wide.splitlines()[0] and "…" not in wide
     for r in runs:
         assert r["title"] is None or r["title"] in wide
+    assert invoke(demo_url, "runs").stdout == wide  # stdout no terminal (a pipe, a file): as --wide
 
 
 def test_metrics_numbers_read_one_way(demo_url: str) -> None:

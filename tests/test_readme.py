@@ -70,3 +70,25 @@ def test_readme_stands_on_its_own() -> None:
         if "://" not in link:
             assert (README.parent / link).exists(), link
     assert (README.parent / "docs" / "DESIGN.md").read_text().startswith("# evstore: how it is built")
+
+
+def test_opening_paragraph_names_every_source_evstore_captures() -> None:
+    """Every dialect's source is named where a newcomer reads what evstore is for (Claude Code and
+    task-master were missing); a new dialect fails this until the paragraph names it."""
+    from eventstore.dialects import available
+
+    named = {"mapipe": "multi-agent-pipeline", "friday": "TemperAI FRIDAY", "taskmaster": "claude-task-master",
+             "taskflow": "agent-framework task folders", "envelope": "agentic-workflow envelopes",
+             "claude": "Claude Code", "generic": "any other JSON state file"}
+    assert set(named) == set(available()), "name the new dialect's source in the README's opening paragraph"
+    opening = next(p for p in README.read_text().split("\n\n") if p.startswith("evstore is an append-only"))
+    opening = " ".join(opening.split())
+    assert [name for name, phrase in named.items() if phrase not in opening] == []
+
+
+def test_readme_says_how_to_run_a_notebook_on_your_own_store() -> None:
+    text = README.read_text()
+    line = next(x for x in text.splitlines() if x.startswith("EVSTORE_NOTEBOOK_URL="))
+    assert "jupyter" in line and "notebooks/" in line
+    for nb in (README.parent / "notebooks").glob("*.ipynb"):  # the variable the README names is the one they read
+        assert 'os.environ.get(\\"EVSTORE_NOTEBOOK_URL\\")' in nb.read_text(), nb

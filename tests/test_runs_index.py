@@ -196,7 +196,7 @@ def test_cli_runs_json_table_and_errors(store_url: str) -> None:
     rows = [json.loads(line) for line in res.stdout.splitlines()]  # NDJSON: one run per line
     assert len(rows) == len(DIALECTS)
     assert list(rows[0]) == ["stream_id", "dialect", "project", "task_id", "title", "status", "phase",
-                             "started_at", "last_event_at", "events", "findings", "sessions"]
+                             "started_at", "last_event_at", "events", "findings", "unreadable", "lens_failures", "sessions"]
     res = runner.invoke(cli, ["--url", store_url, "runs", "--json", "--dialect", DIALECTS[0]])
     assert [json.loads(line)["dialect"] for line in res.stdout.splitlines()] == [DIALECTS[0]]
     res = runner.invoke(cli, ["--url", store_url, "runs"])
@@ -208,3 +208,30 @@ def test_cli_runs_json_table_and_errors(store_url: str) -> None:
     res = runner.invoke(cli, ["--url", store_url, "runs", "--since", "yesterday"])
     assert res.exit_code == 1
     assert res.stderr.startswith("Error: --since expects an ISO date")
+
+
+def test_a_run_never_starts_after_its_last_event(store_url: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Snapshot files whose times run backwards (copied, touched out of order): the run starts at its
+    earliest event and was last active at its latest, in the index, in `runs` and once rebuilt."""
+    import os
+
+    files = []
+    for i, stamp in enumerate([1_767_225_600, 1_767_222_000, 1_767_229_200]):  # 00:00, 23:00 the day before, 01:00
+        f = tmp_path / f"{i}.json"
+        f.write_text(json.dumps({"taskId": "BACK", "n": i}))
+        os.utime(f, (stamp, stamp))
+        files.append(f)
+    runner = CliRunner()
+    for f in files[:2]:  # one capture each: the second's time is before the first's
+        assert runner.invoke(register(), ["--url", store_url, "ingest", "generic", str(f)]).exit_code == 0
+    [row] = [json.loads(x) for x in runner.invoke(register(), ["--url", store_url, "runs", "--json"]).stdout.splitlines()]
+    assert (row["started_at"], row["last_event_at"]) == ("2025-12-31T23:00:00.000000Z", "2026-01-01T00:00:00.000000Z")
+    assert runner.invoke(register(), ["--url", store_url, "ingest", "generic", str(files[2])]).exit_code == 0
+    [row] = [json.loads(x) for x in runner.invoke(register(), ["--url", store_url, "runs", "--json"]).stdout.splitlines()]
+    assert (row["started_at"], row["last_event_at"]) == ("2025-12-31T23:00:00.000000Z", "2026-01-01T01:00:00.000000Z")
+    store = IndexedEventStore(store_url)
+    try:
+        rebuild(store)
+        assert [r.to_dict() for r in list_runs(store)] == [row]
+    finally:
+        store.close()

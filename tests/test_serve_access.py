@@ -91,6 +91,7 @@ def test_reads_beyond_loopback_need_a_token(url: str) -> None:
         r = c.get("/api/runs")
         assert r.json()["error"].startswith("this needs a token with read access")
         assert r.headers["www-authenticate"].startswith("Basic")  # a browser asks for it
+        assert c.get("/").headers["www-authenticate"].startswith("Basic")  # a page's 401 too
         assert c.get("/api/runs", headers=bearer("wrong-" + TOKEN)).status_code == 403
         for headers in (bearer(TOKEN), basic(TOKEN)):
             assert c.get("/api/runs", headers=headers).json()["total"] == 1

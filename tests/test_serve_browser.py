@@ -97,3 +97,91 @@ def test_browse_runs_diff_live_metrics_and_hostile_data(sqlite_url: str, tmp_pat
         store.close()
     assert problems == []
     print(f"screenshots: {shots}", json.dumps(sorted(p.name for p in shots.iterdir())))
+
+
+def test_a_browser_reads_beyond_loopback_with_the_token_and_sees_rtl_overrides(sqlite_url: str) -> None:
+    """Reads beyond loopback need the token: the browser asks for it (HTTP Basic, the token as the
+    password) and then browses; a right-to-left override in a stream id is shown, not obeyed."""
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's Chromium is not installed at /usr/bin/chromium; run `apt-get install chromium`")
+    import secrets
+
+    url = migrated(sqlite_url)
+    store = IndexedEventStore(url)
+    try:
+        store.append("invoice\u202efdp.exe", [NewEvent("demo.note", {"text": "title \u202eevil\x1b[2J"})])
+    finally:
+        store.close()
+    token = secrets.token_urlsafe(24)
+    app = create_app(ServeConfig(url=url, token=token, host="0.0.0.0"))
+    with serving(app) as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            anonymous = browser.new_page().request.get(base + "/")  # a page without it: the challenge
+            assert anonymous.status == 401 and anonymous.headers["www-authenticate"].startswith("Basic")
+            page = browser.new_context(http_credentials={"username": "me", "password": token}).new_page()
+            assert page.goto(base + "/").status == 200
+            link = page.locator("a.run-link").first
+            assert link.inner_text() == "invoice\\u202efdp.exe"
+            link.click()
+            page.wait_for_selector("#timeline")
+            body = page.locator("body").inner_text()
+            assert "\u202e" not in body and "\x1b" not in body and "\\u202eevil" in body
+        finally:
+            browser.close()
+
+
+def test_what_was_captured_in_a_browser(sqlite_url: str, tmp_path: Path) -> None:
+    """Issue 31: the runs index counts an unreadable version as a finding, the run page says the
+    version shown is unreadable, /coverage lists the sources (a gone one marked, hostile names as
+    text) and /metrics shows the state histories with durations and the sections without data on
+    one line; no console error."""
+    import shutil
+
+    from click.testing import CliRunner
+
+    from eventstore.cli import register
+
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's Chromium is not installed at /usr/bin/chromium; run `apt-get install chromium`")
+    url = migrated(sqlite_url)
+    ralph = tmp_path / "ralph"
+    shutil.copytree(Path(__file__).parent / "data" / "real" / "codeharness-ralph-status", ralph)
+    name = HOSTILE.replace("/", "_")  # a file name cannot hold a slash
+    evil = tmp_path / f"{name}.json"
+    evil.write_text(json.dumps({"taskId": "EVIL", "n": 1}))
+    for args in (["ingest", "generic", str(ralph), "--stream", "ralph"], ["ingest", "generic", str(evil)]):
+        r = CliRunner().invoke(register(), ["--url", url, *args])
+        assert r.exit_code == 0, r.output
+    evil.unlink()  # gone
+    app = create_app(ServeConfig(url=url, analytics_dir=str(tmp_path / "analytics")))
+    problems: list[str] = []
+    with serving(app) as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+
+        page.goto(base + "/")
+        row = page.locator("tr", has=page.locator("a.run-link", has_text="ralph"))
+        assert row.locator("td.num").last.inner_text() == "1"  # findings: version 43
+
+        page.goto(base + "/runs/ralph?version=43")
+        note = page.locator("#state p.notice.unreadable")
+        assert note.count() == 1 and "version 43: unreadable" in note.inner_text()
+        assert "last valid one (version 42)" in note.inner_text()
+
+        page.click("nav a[href='/coverage']")
+        page.wait_for_url("**/coverage")
+        rows = page.locator("#coverage tbody tr")
+        assert rows.count() == 2
+        gone = page.locator("#coverage tbody tr.gone")
+        assert gone.count() == 1 and "gone, noticed" in gone.inner_text() and name in gone.inner_text()
+        assert page.evaluate("() => window.__pwned") is None and page.locator("main img").count() == 0
+
+        page.goto(base + "/metrics")
+        assert page.locator("#histories table tbody tr").count() == 1
+        assert "No data: " in page.locator("#no-data").inner_text()
+        assert page.locator("section#gates").count() == 0
+        browser.close()
+    assert problems == []

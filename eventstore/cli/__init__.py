@@ -19,8 +19,10 @@ The modules register their commands on :data:`cli` with the usual decorators.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
@@ -83,7 +85,7 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
                                        "(STREAM --version V --checkpoint FILE), or --consistency OLD NEW; `evstore "
                                        "verify-proof` checks it offline."),
     "seal": ("eventstore.cli.core", None),
-    "verify-proof": ("eventstore.cli.proofs", "Check a proof file of `evstore prove` with nothing but the file and "
+    "verify-proof": ("eventstore.cli.proofs", "Check an inclusion or consistency proof file with nothing but the file and "
                                               "the log's key (no store, no network); exit 1 saying what does not "
                                               "hold."),
     "tokens": ("eventstore.cli.team", "Named tokens of `evstore serve`: who may read, append or administer (stored "
@@ -100,6 +102,7 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "replay": ("eventstore.cli.documents", "Rebuild TASK's state document (a stream id or a task id)."),
     "watch": ("eventstore.cli.documents", "Follow a state file (or folder) and ingest each new write; Ctrl-C "
                                           "stops."),
+    "coverage": ("projections.cli.runs", "What the store has seen of each source, and which have gone."),
     "demo": ("projections.cli.runs", "Create the store if needed and fill it with a realistic simulated portfolio."),
     "projections": ("projections.cli.runs", "Projection status, rebuilds and the async runner."),
     "runs": ("projections.cli.runs", "List runs (one per stream), newest activity first."),
@@ -276,6 +279,28 @@ def open_store(ctx: click.Context, *, check_schema: bool = True, create: bool = 
         store = EventStore(url, synchronous=obj.get("synchronous"), check_schema=False)
     root.call_on_close(store.close)
     return store
+
+
+@contextlib.contextmanager
+def interruptible(store: Any, said: Callable[[int, int], str]) -> Iterator[None]:
+    """Ctrl-C inside: exit 130 with one line on stderr, ``interrupted: said(events, streams)``: the
+    events the store holds now that it did not before, and the streams they are in (counted afresh,
+    on a connection of its own: the interrupted one may be mid-transaction).  Everything else passes
+    through."""
+    before = store.max_position()
+    try:
+        yield
+    except KeyboardInterrupt:
+        from eventstore.store import EventStore
+
+        with EventStore(store.engine.url.render_as_string(hide_password=False), check_schema=False) as fresh:
+            streams: set[str] = set()
+            written = 0
+            for e in fresh.iter_all(after_position=before):
+                written += 1
+                streams.add(e.stream_id)
+        click.echo(f"interrupted: {said(written, len(streams))}", err=True)
+        raise click.exceptions.Exit(130) from None
 
 
 def main() -> None:

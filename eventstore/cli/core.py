@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from eventstore import codec
-from eventstore.cli import cli, open_store
+from eventstore.cli import cli, interruptible, open_store
 from eventstore.display import printable
 from eventstore.errors import EvstoreError, InvalidEvent
 
@@ -202,8 +202,14 @@ def append(ctx: click.Context, stream: str | None, type_: str | None, data: str 
             raise click.UsageError("--batch takes no STREAM, TYPE or --data.")
         store = open_store(ctx, create=True)
         lines = _BatchLines(batch)
+
+        def said(written: int, _streams: int) -> str:  # one transaction: all of it or nothing
+            return f"all {written} event(s) written" if written else \
+                f"nothing written (a --batch is all-or-nothing; {batch} is not recorded)"
+
         try:
-            results = store.append_many(lines)
+            with interruptible(store, said):
+                results = store.append_many(lines)
         except EvstoreError as exc:
             raise lines.where(exc) from exc
         n = sum(len(r.positions) for r in results)

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from eventstore import config
-from eventstore.cli import cli, open_store
+from eventstore.cli import cli, interruptible, open_store
 from eventstore.cli.core import _send
 from eventstore.display import printable
 from eventstore.errors import ConcurrencyError, EvstoreError, IngestError
@@ -66,7 +66,13 @@ def ingest(ctx: click.Context, dialect: str, paths: tuple[Path, ...], stream: st
 
         ingest_with: Callable[..., None] = load(d.ingest_command)  # type: ignore[assignment]
         extra = {} if blob_threshold is None else {"blob_threshold": blob_threshold}
-        ingest_with(ctx, paths, stream=stream, as_json=as_json, scrub=not no_scrub, **extra)
+
+        def said_lines(written: int, streams: int) -> str:  # such a source is written file by file
+            return (f"{written} event(s) written to {streams} stream(s); the rest not recorded (run it again: "
+                    "what is recorded is not read twice)") if written else "nothing written"
+
+        with interruptible(open_store(ctx, create=True), said_lines):
+            ingest_with(ctx, paths, stream=stream, as_json=as_json, scrub=not no_scrub, **extra)
         return
     if blob_threshold is not None:
         raise click.UsageError(f"--blob-threshold is for transcripts; {dialect} ingests state-file snapshots")
@@ -79,12 +85,17 @@ def ingest(ctx: click.Context, dialect: str, paths: tuple[Path, ...], stream: st
     def note(text: str) -> None:
         click.echo(text, err=True)
 
-    if git_spec:
-        results = ing.ingest_git(store, d, git_spec, stream=stream, first_parent=first_parent, strict=strict,
-                                 force_new_stream=force_new_stream)
-    else:
-        results = ing.ingest(store, d, list(paths), stream=stream, order=order, strict=strict,
-                             force_new_stream=force_new_stream, report=note)
+    def said(written: int, _streams: int) -> str:  # the ingest is one transaction: all of it or nothing
+        return (f"all {written} event(s) written" if written else "nothing written") + \
+            (" (an ingest is all-or-nothing; run it again to record the rest)" if not written else "")
+
+    with interruptible(store, said):
+        if git_spec:
+            results = ing.ingest_git(store, d, git_spec, stream=stream, first_parent=first_parent, strict=strict,
+                                     force_new_stream=force_new_stream)
+        else:
+            results = ing.ingest(store, d, list(paths), stream=stream, order=order, strict=strict,
+                                 force_new_stream=force_new_stream, report=note)
     events = unreadable = 0
     for r in results:
         events += r.events
@@ -102,6 +113,18 @@ def ingest(ctx: click.Context, dialect: str, paths: tuple[Path, ...], stream: st
     if failed:
         click.echo(f"warning: the {dialect} lens failed on {failed} snapshot(s), recorded exactly with a "
                    "lens-failed finding (`evstore log` shows it; --strict refuses such snapshots).", err=True)
+    _notice_gone(store, {r.stream for r in results})
+
+
+def _notice_gone(store: Any, streams: set[str]) -> None:
+    """At a capture: the files its streams recorded earlier that no longer exist (a folder that lost
+    versions, a source gone) are noticed, once (``projections.coverage``), and named on stderr."""
+    from projections.coverage import coverage
+
+    for row in coverage(store, streams=sorted(streams)) if streams else ():
+        if row.missing:
+            what = "is gone" if row.gone else f"has lost {len(row.missing)} recorded file(s), e.g. {row.missing[0]}"
+            click.echo(f"note: {row.source} ({row.stream}) {what}; the record stays (`evstore coverage`)", err=True)
 
 
 def _short_source(ident: str) -> str:
@@ -239,7 +262,9 @@ CACHE_NOTE = ("note: folded from the replay cache at version {version} (checked 
               help="JSON Patch from V1 to V2.")
 @click.option("--validate", "schema", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Check the document against a JSON Schema.")
-@click.option("--check", "check", is_flag=True, help="List the dialect's validation findings (exit 1 if any).")
+@click.option("--check", "check", is_flag=True, help="List every finding of the history with its version(s): "
+              "validation findings, unreadable versions, lens failures (with --upto/--at: those of that "
+              "version's document); exit 1 if any.")
 @click.option("--restore", "restore", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write the files the document records into this directory (a dialect whose document is a folder).")
 @click.option("--no-cache", "no_cache", is_flag=True,
@@ -296,23 +321,28 @@ def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_j
     if schema:
         for v in rp.validate_against(result.doc, schema):
             problems.append(f"{v['path']}: {v['message']}")
+    whole = check and upto is None and at is None  # the whole history: every finding with its version(s)
     if check:
         d = _dialect(result.dialect)
-        for f in d.validate(result.doc):
-            problems.append(f"{f.path or '/'}: [{f.code}] {f.message}")
-        for hv, e in hidden:
-            problems.append(f"version {hv}: [{rp.tail_code(e)}] {rp.tail_message(e)}")
+        if whole:
+            problems += [h.line() for h in rp.history_findings(store, sid, current=d.validate(result.doc))]
+        else:
+            for f in d.validate(result.doc):
+                problems.append(f"{f.path or '/'}: [{f.code}] {f.message}")
+            for hv, e in hidden:
+                problems.append(f"version {hv}: [{rp.tail_code(e)}] {rp.tail_message(e)}")
     if schema or check:
         for p in problems:
             click.echo(p)
-        click.echo(f"{len(problems)} violation(s) at version {result.version}", err=True)
+        if whole:
+            click.echo(f"{len(problems)} finding(s) in the history of {sid} (versions 1-{result.version})", err=True)
+        else:
+            click.echo(f"{len(problems)} violation(s) at version {result.version}", err=True)
         if problems:
             ctx.exit(1)
         return
-    for hv, e in hidden:
-        shown = ("the document is null until a later version re-creates the file" if rp.tail_code(e) == "file-removed"
-                 else f"the document shown is the last valid one (version {hidden[0][0] - 1})")
-        click.echo(f"note: {sid} version {hv}: {rp.tail_message(e)}; {shown}", err=True)
+    for note in rp.tail_notes(hidden):
+        click.echo(f"note: {sid} {note}", err=True)
     printed: Any = result.doc
     if with_meta:
         from projections import writers
@@ -332,27 +362,53 @@ def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_j
 @click.option("--json", "as_json", is_flag=True, help="NDJSON: one event per line.")
 @click.option("--after", "after", type=click.IntRange(max=config.MAX_INT), default=None, metavar="N",
               help="Only events after version N.")
+@click.option("-n", "--limit", "limit", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Only the last N events shown (with --after: the first N after it).")
+@click.option("--type", "type_pattern", default=None, metavar="PATTERN",
+              help="Only events whose type matches PATTERN (shell-style: 'document.*', '*gate*').")
+@click.option("--since", "since", default=None, metavar="ISO",
+              help="Only events that occurred (else were recorded) since this date/time (UTC if no zone).")
 @click.option("--findings/--no-findings", default=True, help="Show validation findings under snapshots.")
+@click.option("--pager/--no-pager", default=True,
+              help="Page the timeline when it is longer than the terminal ($PAGER, else less; never when piped).")
 @click.pass_context
-def log(ctx: click.Context, task: str, as_json: bool, after: int | None, findings: bool) -> None:
+def log(ctx: click.Context, task: str, as_json: bool, after: int | None, limit: int | None,
+        type_pattern: str | None, since: str | None, findings: bool, pager: bool) -> None:
     """Show TASK's events as a timeline (version, time, type, summary)."""
+    import collections
+    import fnmatch
+    import itertools
+    import shutil
+    import sys
+
     from projections import replay as rp
     from projections import writers
+    from projections.runs import normalize_since
 
+    since_at = normalize_since(since) if since is not None else None
     store = open_store(ctx)
     sid = rp.resolve(store, task)
     d = rp.dialect_of(store, sid)
     written = writers.writers(store, sid)
     # A session's transcript: the state versions its tool calls wrote (the other way round).
     made = writers.wrote(store, sid) if d.file_write_types and not as_json else {}
-    for rec in store.read_stream(sid, after_version=after):
+    records: Any = (rec for rec in store.read_stream(sid, after_version=after)
+                    if (type_pattern is None or fnmatch.fnmatchcase(rec.type, type_pattern))
+                    and (since_at is None or (rec.occurred_at or rec.recorded_at) >= since_at))
+    if limit is not None:  # git log -n: the newest N (after --after: the first N)
+        records = (itertools.islice(records, limit) if after is not None
+                   else collections.deque(records, maxlen=limit))
+    paged = pager and not as_json and sys.stdout.isatty()
+    lines: list[str] = []
+    emit: Callable[[str], None] = lines.append if paged else click.echo
+    for rec in records:
         writer = written.get(rec.version)
         if as_json:
             out = rec.to_dict()
             out["data"] = d.shown_data(rec.type, out["data"], blob=store.read_blob)  # blobs put back
             if writer is not None:
                 out["written_by"] = writer.to_dict()
-            click.echo(json.dumps(out, ensure_ascii=False))
+            emit(json.dumps(out, ensure_ascii=False))
             continue
         event = None
         try:
@@ -361,24 +417,31 @@ def log(ctx: click.Context, task: str, as_json: bool, after: int | None, finding
         except EvstoreError:  # a free-form event type (`evstore append`): show its data
             summary = rec.data.decode("utf-8")[:100]
         when = (rec.occurred_at or rec.recorded_at)[:19].replace("T", " ")
-        click.echo(printable(f"{rec.version:>5}  {when}  {rec.type:<40}  {summary}"))
+        emit(printable(f"{rec.version:>5}  {when}  {rec.type:<40}  {summary}"))
         meta = rec.metadata
         source = meta.get("source") if isinstance(meta, dict) else None
         if isinstance(source, dict) and isinstance(source.get("id"), str):  # which source version (capture-once)
-            click.echo(printable(f"{'':>5}  {'':19}  source {_short_source(source['id'])}"))
+            emit(printable(f"{'':>5}  {'':19}  source {_short_source(source['id'])}"))
         sender = meta.get("sent_by") if isinstance(meta, dict) else None
         if isinstance(sender, dict):  # who sent it to a team server (token name, machine)
-            click.echo(printable(f"{'':>5}  {'':19}  {sent_by_line(sender)}"))
+            emit(printable(f"{'':>5}  {'':19}  {sent_by_line(sender)}"))
         if writer is not None:  # who wrote this state: the session, message and tool call
-            click.echo(printable(f"{'':>5}  {'':19}  {writer.line()}"))
+            emit(printable(f"{'':>5}  {'':19}  {writer.line()}"))
         if made and event is not None and rec.type in d.file_write_types:
             for call in {w.call_id for w in d.file_writes(event) if w.path}:
                 for stream, version, by in made.pop(call, ()):  # once: under the call, not its result too
-                    click.echo(printable(f"{'':>5}  {'':19}  wrote {stream} version {version} ({by.how()})"))
+                    emit(printable(f"{'':>5}  {'':19}  wrote {stream} version {version} ({by.how()})"))
         found = meta.get("findings") if isinstance(meta, dict) else None
         if findings and isinstance(found, list):
             shown = [f for f in found if isinstance(f, dict)]
             for f in shown[:20]:
-                click.echo(printable(f"{'':>5}  {'':19}  ! {f.get('path') or '/'}: [{f.get('code')}] {f.get('message')}"))
+                emit(printable(f"{'':>5}  {'':19}  ! {f.get('path') or '/'}: [{f.get('code')}] {f.get('message')}"))
             if len(shown) > 20:
-                click.echo(f"{'':>5}  {'':19}  ! ... {len(shown) - 20} more finding(s) (`evstore replay {task} --check`)")
+                emit(f"{'':>5}  {'':19}  ! ... {len(shown) - 20} more finding(s) (`evstore replay {task} --check`)")
+    if not paged:
+        return
+    if len(lines) >= shutil.get_terminal_size((80, 24)).lines:  # longer than the terminal: page it, as git does
+        click.echo_via_pager("\n".join(lines))  # click ends it with a newline
+    else:
+        for line in lines:
+            click.echo(line)

@@ -36,7 +36,7 @@ from eventstore.store import RecordedEvent
 if TYPE_CHECKING:
     import pyarrow as pa
 
-FLATTEN_VERSION = 3  # 2: claude_events; 3: facts declared by the dialects
+FLATTEN_VERSION = 4  # 2: claude_events; 3: facts declared by the dialects; 4: state_versions, patched_keys
 
 _decode = codec.decode
 
@@ -65,6 +65,12 @@ CORE: tuple[Table, ...] = (
                            ("started_at", _T), ("finished_at", _T), ("occurred_at", _T))),
     Table("gate_events", (("dialect", "VARCHAR"), ("gate", "VARCHAR"), ("verdict", "VARCHAR"), ("verdict_at", _T),
                           ("sha", "VARCHAR"), ("occurred_at", _T))),
+    # One row per captured source version (the event closing it carries ``meta.source``), any dialect:
+    # kind "valid", "unreadable" (document.unreadable) or "removed"; ``captured_at`` its source time, else store time.
+    Table("state_versions", (("version", "BIGINT"), ("dialect", "VARCHAR"), ("kind", "VARCHAR"),
+                             ("lens_failed", "BOOLEAN"), ("captured_at", _T))),
+    # One row per top-level key a document.patched event changes ("" : the whole document), any dialect.
+    Table("patched_keys", (("dialect", "VARCHAR"), ("key", "VARCHAR"), ("captured_at", _T))),
 )
 
 #: Views every dialect may add rows to (``Analytics.view_parts``): name -> columns (name, type).
@@ -103,6 +109,38 @@ _IN = "stream_id IN (SELECT stream_id FROM sel)"
 
 #: Metric sections over the shared views (after the dialects' own in ``evstore metrics``).
 CORE_SECTIONS: tuple[MetricSection, ...] = (
+    MetricSection(
+        "histories", "State histories: versions per stream, write intervals, unreadable versions (per dialect)",
+        ("dialect", "streams", "versions", "versions_p50", "versions_max", "interval_p50_s", "interval_p90_s",
+         "interval_max_s", "unreadable", "removed", "lens_failures"),
+        f"""WITH v AS (SELECT * FROM state_versions WHERE {_IN}),
+            gaps AS (SELECT dialect, epoch(captured_at) - epoch(lag(captured_at) OVER (PARTITION BY stream_id ORDER BY position))
+                            AS gap_s FROM v),
+            per AS (SELECT dialect, stream_id, count(*) AS n FROM v GROUP BY ALL),
+            g AS (SELECT dialect, quantile_cont(gap_s, 0.5) AS p50, quantile_cont(gap_s, 0.9) AS p90,
+                         max(gap_s) AS mx FROM gaps WHERE gap_s IS NOT NULL GROUP BY dialect),
+            n AS (SELECT dialect, count(*) AS streams, sum(n) AS versions, quantile_cont(n, 0.5) AS p50, max(n) AS mx
+                  FROM per GROUP BY dialect),
+            k AS (SELECT dialect, count_if(kind = 'unreadable') AS unreadable, count_if(kind = 'removed') AS removed,
+                         count_if(lens_failed) AS lens_failures FROM v GROUP BY dialect)
+            SELECT n.dialect, n.streams, n.versions, n.p50 AS versions_p50, n.mx AS versions_max,
+                   g.p50 AS interval_p50_s, g.p90 AS interval_p90_s, g.mx AS interval_max_s,
+                   k.unreadable, k.removed, k.lens_failures
+            FROM n JOIN k USING (dialect) LEFT JOIN g USING (dialect) ORDER BY n.versions DESC, n.dialect""",
+        None,
+        "a version = one captured write of the state (a file, a commit, a watch observation); interval = time "
+        "between consecutive versions of a stream (source time, else store time); unreadable = versions that were "
+        "no readable document; lens_failures = versions the dialect's lens could not explain (recorded exactly)."),
+    MetricSection(
+        "changing_keys", "Top-level keys that change most (document patches, per dialect)",
+        ("dialect", "key", "changes", "streams", "last_changed"),
+        f"""SELECT dialect, CASE WHEN key = '' THEN '(whole document)' ELSE key END AS key, count(*) AS changes,
+                   count(DISTINCT stream_id) AS streams, max(captured_at) AS last_changed
+            FROM patched_keys WHERE {_IN}
+            GROUP BY ALL ORDER BY changes DESC, dialect, key LIMIT 20""",
+        None,
+        "changes = document.patched events touching the key (a version's changes the dialect's domain events do "
+        "not explain, and every change of a generic document)."),
     MetricSection(
         "gates", "Gates: verdicts, first-pass yield, fail -> pass recovery",
         ("gate", "pass", "fail", "not_applicable", "other", "runs", "first_pass_yield", "runs_failed", "recovered",
@@ -281,6 +319,19 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
+_KINDS = {"document.unreadable": "unreadable", "document.removed": "removed"}
+
+
+def _top_keys(ops: Any) -> list[str]:
+    """The top-level keys (RFC 6901 unescaped) a JSON Patch changes, each once, in order."""
+    keys: dict[str, None] = {}
+    for op in ops if isinstance(ops, list) else ():
+        path = d(op).get("path")
+        if isinstance(path, str):
+            keys[path[1:].split("/", 1)[0].replace("~1", "/").replace("~0", "~") if path else ""] = None
+    return list(keys)
+
+
 class Flattener:
     """Turns recorded events into fact rows (stateless: see the module docstring)."""
 
@@ -292,8 +343,10 @@ class Flattener:
     def add_one(self, e: RecordedEvent) -> None:
         cat = self.catalog
         dialect = None
+        meta: dict[str, Any] = {}
         if e.meta != b"{}":
-            dialect = s(d(_decode(e.meta)).get("dialect"))
+            meta = d(_decode(e.meta))
+            dialect = s(meta.get("dialect"))
         if not dialect:
             prefix = e.type.split(".", 1)[0]
             dialect = prefix if prefix in cat.dialects else None
@@ -302,6 +355,15 @@ class Flattener:
             self._recorded = (e.recorded_at, ts(e.recorded_at))
         self.rows["events"].append((e.position, e.stream_id, e.version, e.type, dialect, occurred,
                                     self._recorded[1]))
+        if meta and "source" in meta:  # the event closing a captured version
+            found = meta.get("findings")
+            lens = isinstance(found, list) and any(d(f).get("code") == "lens-failed" for f in found)
+            kind = _KINDS.get(e.type, "valid")
+            self.rows["state_versions"].append((e.position, e.stream_id, e.version, dialect, kind, lens,
+                                                occurred or self._recorded[1]))
+        if e.type == "document.patched":
+            for key in _top_keys(d(_decode(e.data)).get("ops")):
+                self.rows["patched_keys"].append((e.position, e.stream_id, dialect, key, occurred or self._recorded[1]))
         fn = cat.rows.get(e.type)
         if fn is None and dialect is not None:
             fn = cat.document_rows.get((dialect, e.type))

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from eventstore import config
-from eventstore.cli import cli, open_store
+from eventstore.cli import cli, interruptible, open_store
 
 
 def _stderr_console() -> Any:
@@ -75,7 +75,7 @@ def _screen_lines() -> int | None:
 @click.option("--after", default=None, metavar="STREAM",
               help="Only the runs listed after STREAM (the last stream id of the page before).")
 @click.option("--wide", is_flag=True, help="Every column (task id, start time, the agent sessions that wrote the "
-              "run's state), nothing cut (default: fit the terminal).")
+              "run's state), nothing cut (default on a terminal: fit it; piped or redirected: --wide).")
 @click.option("--json", "as_json", is_flag=True,
               help="NDJSON: one JSON object per run and line, streamed (every run unless --limit/--page).")
 @click.pass_context
@@ -86,6 +86,8 @@ def runs_cmd(ctx: click.Context, dialect: str | None, project: str | None, statu
 
     if page is not None and after is not None:
         raise click.UsageError("--page and --after are exclusive (--after continues after a stream id).")
+    # Piped into another program (or a file), a cut title is a lost value: print every value whole.
+    wide = wide or not sys.stdout.isatty()
     store = open_store(ctx)
     screen = _screen_lines() if not as_json else None
     size = limit or (max(screen - 5, 5) if screen else 50 if page else None)
@@ -126,12 +128,56 @@ def runs_cmd(ctx: click.Context, dialect: str | None, project: str | None, statu
     if wide:
         click.echo(table_text(columns, table, max_width=10_000))
         return
-    # Fit the terminal (120 columns when stdout is not one): project, phase and status give way,
-    # then the title, cut with an ellipsis; the stream id (what people copy) stays whole.  --wide
-    # keeps every column whole.
-    width = shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 120
+    # Fit the terminal: project, phase and status give way, then the title, cut with an ellipsis;
+    # the stream id (what people copy) stays whole.  --wide keeps every column whole.
+    width = shutil.get_terminal_size((120, 24)).columns
     click.echo(table_text(columns, table, max_width=10_000, width=width,
                           shrink=("title", "project", "phase", "status")))
+
+
+# ---------------------------------------------------------------- coverage
+
+
+@cli.command("coverage")
+@click.option("--json", "as_json", is_flag=True, help="NDJSON: one JSON object per source and line.")
+@click.pass_context
+def coverage_cmd(ctx: click.Context, as_json: bool) -> None:
+    """What the store has seen of each source, and which have gone.
+
+    Per source: the versions recorded, the first and last capture, the last source identity, the
+    unreadable versions, and whether it is gone.  A source is a state file, a folder of versions, a git path or a transcript, as the capture
+    recorded it.  A recorded file that no longer exists is gone: the record stays, and the store
+    records, once, that it noticed (and when); every later look says that time.
+    """
+    from projections.coverage import coverage, identity_text
+
+    rows = coverage(open_store(ctx))
+    if as_json:
+        for r in rows:
+            click.echo(json.dumps(r.to_dict(), ensure_ascii=False))
+        return
+    if not rows:
+        click.echo("no captured sources yet; `evstore ingest`, `evstore watch` and the hooks record them", err=True)
+        return
+    from projections.report import table_text
+
+    def when(value: str | None) -> str:
+        return (value or "")[:16].replace("T", " ")
+
+    table = [{"source": r.source, "kind": r.kind, "stream": r.stream, "versions": r.versions,
+              "unreadable": r.unreadable, "first capture": when(r.first_capture),
+              "last capture": when(r.last_capture), "last identity": identity_text(r.last_identity),
+              "gone": (f"gone, noticed {when(r.gone_noticed_at)}" if r.gone else
+                       f"{len(r.missing)} file(s) missing" if r.missing else "" if r.checked else "not checked")}
+             for r in rows]
+    columns = ["source", "kind", "stream", "versions", "unreadable", "first capture", "last capture",
+               "last identity", "gone"]
+    wide = not sys.stdout.isatty()
+    width = 10_000 if wide else shutil.get_terminal_size((120, 24)).columns
+    click.echo(table_text(columns, table, max_width=10_000, width=width, shrink=("source", "last identity")))
+    gone = sum(r.gone for r in rows)
+    click.echo(f"{len(rows)} source(s), {sum(r.versions for r in rows)} version(s), "
+               f"{sum(r.unreadable for r in rows)} unreadable, {gone} gone", err=True)
 
 
 # ---------------------------------------------------------------- demo
@@ -160,8 +206,14 @@ def demo_cmd(ctx: click.Context, n_runs: int, seed: int, url: str | None, worker
     finally:
         bootstrap.close()
     store = _open_indexed(ctx, target)
+
+    def said(written: int, runs: int) -> str:  # each run is written whole (a chunk of runs per dialect at a time)
+        if not written:
+            return "nothing written"
+        return f"after {runs} of {n_runs} runs ({written} events written); the rest not recorded"
+
     try:
-        with progress_bar(f"simulating {n_runs} runs") as update:
+        with interruptible(store, said), progress_bar(f"simulating {n_runs} runs") as update:  # the bar ends first
             summary = run_demo(store, runs=n_runs, seed=seed, workers=workers, progress=update)
         where = store.engine.url.render_as_string(hide_password=True)
     finally:

@@ -46,7 +46,7 @@ from eventstore.errors import (
     StreamNotFound,
 )
 from eventstore.store import NewEvent, stamped
-from projections.report import _cell, charts
+from projections.report import _cell, charts, column_formats, figure, heading, short_title, without_data
 from projections.serve import views
 from projections.serve.access import Grant, HTTPError, Policy, is_loopback
 from projections.serve.access import Scope as Access
@@ -297,6 +297,9 @@ class Server:
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True,
                                trim_blocks=True, lstrip_blocks=True, finalize=views.visible)
         self.env.filters["cell"] = _cell
+        # Metric figures as the CLI and the HTML report show them (durations as 2h 27m).
+        self.env.globals.update(figure=figure, heading=heading, column_formats=column_formats,
+                                without_data=without_data, short_title=short_title)
         self.env.filters["source"] = views.describe_source
         self.env.filters["when"] = lambda s: (s or "")[:19].replace("T", " ")
         self.env.globals["writable"] = self.policy.writable
@@ -375,7 +378,7 @@ class Server:
                          choices=views.filter_choices(self.store), link=link)
 
     def run(self, request: Request) -> Response:
-        from projections.replay import dialect_of, replay
+        from projections.replay import dialect_of, replay, tail_notes, unreadable_tail
 
         sid = self.resolve(request.path_params["stream_id"])
         if sid != request.path_params["stream_id"]:  # a task id: send to the stream's own address
@@ -401,11 +404,13 @@ class Server:
             problem = str(exc)
         shown = version if state is None else state.version
         source = views.source_of(rows, shown) if shown is not None and shown > after else None
+        notices = tail_notes(unreadable_tail(self.store, sid, state.version)) if state is not None else []
         run_path = "/runs/" + urllib.parse.quote(sid, safe="")
         return self.page("run.html", title=sid, sid=sid, dialect=dialect.name, rows=rows, latest=latest,
                          timeline_html=views.timeline_html(rows, run_path), options=views.version_options,
                          after=after, more=after + len(rows) < latest, page_size=TIMELINE_PAGE,
                          version=shown, state=state, tree=tree, diff=diff, source=source, problem=problem,
+                         notices=notices,
                          quote=lambda s: urllib.parse.quote(s, safe=""), live_poll=self.cfg.live_poll,
                          fresh_link=f"{run_path}?" + urllib.parse.urlencode({**q, "fresh": 1}))
 
@@ -423,6 +428,15 @@ class Server:
             return JSONResponse(json.loads(json.dumps(report.to_dict(), default=str)))
         return self.page("metrics.html", title="Metrics", report=report, charts=charts(report), filters=filters,
                          sid=None)
+
+    def coverage(self, request: Request) -> Response:
+        from projections.coverage import coverage, identity_text
+
+        rows = coverage(self.store)
+        if request.url.path.startswith("/api/"):
+            return JSONResponse([r.to_dict() for r in rows])
+        return self.page("coverage.html", title="Coverage", rows=rows, identity=identity_text,
+                         quote=lambda s: urllib.parse.quote(s, safe=""))
 
     def integrity(self, request: Request) -> Response:
         page_no = _int_param(request.query_params, "page", 1, minimum=1) or 1
@@ -640,7 +654,9 @@ def create_app(cfg: ServeConfig) -> Starlette:
             if isinstance(exc, ConcurrencyError):  # what a client needs to re-read and retry
                 body["stream_version"] = exc.actual
             return JSONResponse(body, status_code=status, headers=headers)
-        return server.page("error.html", status, title=f"Error {status}", code=status, message=message)
+        response = server.page("error.html", status, title=f"Error {status}", code=status, message=message)
+        response.headers.update(headers)  # a page's 401 carries its challenge: the browser asks for the token
+        return response
 
     async def append_endpoint(request: Request) -> Response:
         try:
@@ -730,6 +746,7 @@ def create_app(cfg: ServeConfig) -> Starlette:
         Route("/runs/{stream_id:path}", guarded(server.run)),
         Route("/metrics", guarded(server.metrics)),
         Route("/integrity", guarded(server.integrity)),
+        Route("/coverage", guarded(server.coverage)),
         Route("/integrity/verify", verify_endpoint, methods=["POST"]),
         Route("/api/runs", guarded(server.runs)),
         Route("/api/runs/{stream_id:path}/events", guarded(server.api_events)),
@@ -738,6 +755,7 @@ def create_app(cfg: ServeConfig) -> Starlette:
         Route("/api/runs/{stream_id:path}/live", live_endpoint),
         Route("/api/metrics", guarded(server.metrics)),
         Route("/api/integrity", guarded(server.integrity)),
+        Route("/api/coverage", guarded(server.coverage)),
         Route("/api/verify", verify_endpoint, methods=["POST"]),
         Route("/api/checkpoint", guarded(server.api_checkpoint)),
         Route("/api/proofs/inclusion", guarded(server.api_inclusion)),

@@ -84,6 +84,10 @@ def spec() -> dict[str, Any]:
                 "summary": "The last full verify this server ran, the configured seal, streams' status.",
                 "parameters": [_q("page", "integer", "Page of streams (200 per page).")],
                 "responses": {"200": _ok({"type": "object"})}}},
+            "/api/coverage": {"get": {
+                "summary": "What the store has seen of each source (the objects of `evstore coverage --json`, in a list); a source gone "
+                           "is noticed, once, when first seen gone.",
+                "responses": {"200": _ok({"type": "array", "items": {"type": "object"}})}}},
             "/api/checkpoint": {"get": {
                 "summary": "The latest checkpoint `evstore checkpoint` recorded: a C2SP tlog-checkpoint signed note "
                            "(text/plain), with the witnesses' cosignatures.",

@@ -1,0 +1,115 @@
+"""`evstore metrics` says something about every store with runs in it (issue 31, part 2): the shared
+sections on state histories (versions per stream, write intervals, unreadable versions, the top-level
+keys that change most), the generic dialect's own section, and the sections without data on one
+line, in the text, the HTML report and the web page; durations read as durations everywhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from datetime import datetime
+from pathlib import Path
+
+from serve_fixtures import LOCAL
+from starlette.testclient import TestClient
+
+from projections.metrics import Report, Section
+from projections.report import to_html, to_table
+from projections.serve import ServeConfig, create_app
+
+DATA = Path(__file__).parent / "data" / "real"
+
+
+def _written(path: Path, doc: dict, at: str) -> Path:
+    """``doc`` in ``path``, its modification time ``at`` (ingest's time for a file without its own)."""
+    path.write_text(json.dumps(doc))
+    when = datetime.fromisoformat(at).timestamp()
+    os.utime(path, (when, when))
+    return path
+
+
+def _histories(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Three real histories as a new user ingests them: generic, one folder each; and one written
+    at known times (a minute, then an hour apart) whose status changes."""
+    for name in ("codeharness-ralph-status", "codeharness-circuit-breaker", "claudeflow-ruvnet-memory"):
+        r = run("ingest", "generic", str(DATA / name), "--stream", name)
+        assert r.exit_code == 0, r.output
+    for i, (at, status) in enumerate([("2026-01-01T00:00:00+00:00", "running"),
+                                      ("2026-01-01T00:01:00+00:00", "running"), ("2026-01-01T01:01:00+00:00", "done")]):
+        f = _written(tmp_path / f"t-{i}.json", {"taskId": "TIMED", "status": status, "n": i}, at)
+        assert run("ingest", "generic", str(f)).exit_code == 0
+
+
+def test_metrics_of_real_generic_histories(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _histories(run, tmp_path)
+    data = json.loads(run("metrics", "--format", "json").stdout)
+    sections = {s["name"]: s for s in data["sections"]}
+    [hist] = sections["histories"]["rows"]
+    ralph = len(list((DATA / "codeharness-ralph-status").iterdir()))
+    breaker = len(list((DATA / "codeharness-circuit-breaker").iterdir()))
+    memory = len(list((DATA / "claudeflow-ruvnet-memory").iterdir()))
+    assert hist["dialect"] == "generic" and hist["streams"] == 4
+    assert hist["unreadable"] == 1 and hist["lens_failures"] == 0  # ralph's version 43
+    assert hist["versions_max"] == ralph
+    assert hist["versions"] <= ralph + breaker + memory + 3
+    timed = json.loads(run("metrics", "TIMED", "--format", "json").stdout)
+    assert timed["scope"]["stream"] == "TIMED"
+    keys = {r["key"]: r["changes"] for r in sections["changing_keys"]["rows"]}
+    assert keys and max(keys.values()) == sections["changing_keys"]["rows"][0]["changes"]
+    assert keys["timestamp"] >= 100  # ralph's status file rewrites its timestamp at (nearly) every write
+    status = {r["status"]: r["runs"] for r in sections["generic_status"]["rows"]}
+    assert status.get("done") == 1  # TIMED's last status, from its patches
+
+    text = run("metrics").stdout
+    assert "## State histories" in text and "## Top-level keys that change most" in text
+    assert "(no data)" not in text
+    [no_data] = [line for line in text.splitlines() if line.startswith("No data: ")]
+    assert "Reviewer acceptance per model" in no_data and "Gates" in no_data
+    assert text.count("\n## ") == sum(1 for s in data["sections"] if s["rows"])
+
+
+def test_write_intervals_are_durations(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """TIMED was written at 00:00, 00:01 and 01:01: intervals of 1 minute and 1 hour."""
+    for i, at in enumerate(["2026-01-01T00:00:00+00:00", "2026-01-01T00:01:00+00:00", "2026-01-01T01:01:00+00:00"]):
+        f = _written(tmp_path / f"t-{i}.json", {"taskId": "TIMED", "n": i}, at)
+        assert run("ingest", "generic", str(f)).exit_code == 0
+    data = json.loads(run("metrics", "--format", "json").stdout)
+    [hist] = next(s for s in data["sections"] if s["name"] == "histories")["rows"]
+    assert (hist["versions"], hist["interval_max_s"]) == (3, 3600.0)
+    assert hist["interval_p50_s"] == 1830.0
+    text = run("metrics").stdout
+    line = next(x for x in text.splitlines() if x.startswith("generic "))
+    assert "30m 30s" in line and "1h" in line.split()
+
+
+def _report() -> Report:
+    return Report("evstore metrics", {"runs": 2}, [
+        Section("phases", "Phase durations", ["phase", "p50_s"], [{"phase": "build", "p50_s": 8833.0}],
+                {"p50_s": 8833.0, "runs": 7187}),
+        Section("empty_one", "Reviewer acceptance per model (Wilson 95 %)", ["model"], [], {"raised": 0}),
+        Section("empty_two", "Gates: verdicts", ["gate"], []),
+    ])
+
+
+def test_durations_and_empty_sections_in_text_and_html() -> None:
+    text = to_table(_report())
+    assert "p50=2h 27m" in text and "2h 27m" in text.split("## Phase durations")[1]
+    assert text.rstrip().endswith("No data: Reviewer acceptance per model; Gates")
+    assert "(no data)" not in text and "raised=0" not in text
+    html = to_html(_report())
+    assert "p50: <b>2h 27m</b>" in html and "<td>2h 27m</td>" in html and "8,833" not in html
+    assert '<p class="note" id="no-data">No data: Reviewer acceptance per model; Gates</p>' in html
+    assert 'id="empty_one"' not in html
+
+
+def test_metrics_page_durations_and_empty_sections(run, store_url: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    for i, at in enumerate(["2026-01-01T00:00:00+00:00", "2026-01-01T02:27:00+00:00"]):
+        f = _written(tmp_path / f"t-{i}.json", {"taskId": "TIMED", "n": i}, at)
+        assert run("ingest", "generic", str(f)).exit_code == 0
+    app = create_app(ServeConfig(url=store_url, analytics_dir=str(tmp_path / "analytics")))
+    with TestClient(app, base_url=LOCAL) as c:
+        page = c.get("/metrics").text
+    assert 'id="histories"' in page and "<th>interval_p50</th>" in page
+    assert re.search(r"<td>2h 27m</td>", page), page
+    assert "No data.</p>" not in page and 'id="no-data">No data: ' in page and 'id="gates"' not in page
