@@ -122,3 +122,24 @@ def test_named_tokens_alone_open_writes_and_reads_beyond_loopback(url: str) -> N
         assert http.get("/api/runs", headers=bearer(admin)).status_code == 200
         assert http.get("/api/runs", headers=bearer("y" * 40)).status_code == 403
         assert http.get("/api/runs").status_code == 401
+
+
+def test_a_hook_call_over_http_records_its_sender_on_every_event_it_writes(url: str) -> None:
+    """POST /hooks/claude-code: the hook event and the state version the Write made both name the sender."""
+    with EventStore(url) as store:
+        secret = tokens.add_token(store, "alice-laptop", "append")
+    content = json.dumps({"schemaVersion": 1, "taskId": "PROJ-7", "status": "running"}, indent=2)
+    path = "/nowhere/proj/agent-state.json"
+    call = {"session_id": "sess-1", "transcript_path": "/nowhere/sess-1.jsonl", "cwd": "/nowhere/proj",
+            "hook_event_name": "PostToolUse", "tool_name": "Write", "tool_use_id": "toolu_1",
+            "tool_input": {"file_path": path, "content": content},
+            "tool_response": {"type": "update", "filePath": path, "content": content}}
+    app = create_app(ServeConfig(url=url, token=None, read_token=None, host="127.0.0.1", workers=2))
+    with TestClient(app, base_url="http://127.0.0.1") as http:
+        r = http.post("/hooks/claude-code", json=call, headers=bearer(secret, "alice-mbp"))
+        assert r.status_code == 204, r.text
+    with EventStore(url) as store:
+        events = [e for e in store.iter_all() if e.stream_id != tokens.ADMIN_STREAM]
+    assert len(events) >= 2  # the hook event and the state file's version
+    for e in events:
+        assert json.loads(e.meta)["sent_by"] == {"token": "alice-laptop", "machine": "alice-mbp"}, e.stream_id

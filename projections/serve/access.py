@@ -178,14 +178,13 @@ class Policy:
     def authorize(self, headers: Mapping[str, str], scope: Scope, form_token: str | None = None) -> Grant | None:
         """The grant a request may act with for ``scope`` (``None``: an open read), else
         :class:`HTTPError` (401 without a token, 403 with a wrong or too weak one)."""
-        if scope == "write" and not self.writable:
-            raise HTTPError(403, "writes are disabled on this server; start `evstore serve` with "
-                                    "EVSTORE_SERVE_TOKEN or --token-file, or add a token with `evstore tokens add "
-                                    "NAME --scope append`, to allow them.")
         if scope == "read" and not self.reads_need_token:
             return None
         given = self._given(headers, basic=scope == "read") or form_token
+        # Whether anyone may write is asked only when this request cannot (a count of the store's
+        # tokens): a write with a valid token pays one indexed read, no more.
         if not given:
+            self._writes_disabled(scope)
             challenge = 'Bearer realm="evstore"' if scope == "write" else 'Basic realm="evstore", charset="UTF-8"'
             raise HTTPError(401, f"this needs a token with {scope} access: send \"Authorization: Bearer TOKEN\""
                                     + ("" if scope == "write" else " (a browser: the token as the password)")
@@ -194,13 +193,21 @@ class Policy:
         if grant is None and self.tokens is not None:
             found = self.tokens.find(given)
             if isinstance(found, str):
+                self._writes_disabled(scope)
                 raise HTTPError(403, f"{found}; ask an admin for a new one (`evstore tokens add`).")
             grant = found
         if grant is None:
+            self._writes_disabled(scope)
             raise HTTPError(403, "the token is not valid for this server.")
         if scope not in grant.scopes:
             raise HTTPError(403, f"the {grant.name} may not {scope}; use a token with {scope} access.")
         return grant
+
+    def _writes_disabled(self, scope: Scope) -> None:
+        if scope == "write" and not self.writable:
+            raise HTTPError(403, "writes are disabled on this server; start `evstore serve` with "
+                                    "EVSTORE_SERVE_TOKEN or --token-file, or add a token with `evstore tokens add "
+                                    "NAME --scope append`, to allow them.")
 
     @staticmethod
     def _given(headers: Mapping[str, str], *, basic: bool) -> str | None:
