@@ -204,6 +204,9 @@ def _body(store: EventStore, batch: list[RecordedEvent]) -> bytes:
     body: dict[str, Any] = {"events": events, "expected_version": first if first > 0 else "no-stream"}
     if blobs:
         body["blobs"] = blobs
+    head = store.stream_head(batch[0].stream_id)
+    if head is not None and head.dialect:
+        body["dialect"] = head.dialect  # the server's pages fold the stream as this machine does
     return json.dumps(body, separators=(",", ":")).encode("utf-8")
 
 

@@ -90,6 +90,11 @@ class Machine:
         batch.write_text("".join(json.dumps(line) + "\n" for line in lines))
         return self.run("append", "--batch", str(batch))
 
+    def ingest(self, round_no: int) -> subprocess.CompletedProcess[str]:
+        state = self.home / "state.json"
+        state.write_text(json.dumps({"round": round_no, "status": "running"}))
+        return self.run("ingest", "generic", str(state), "--stream", f"{self.name}/state")
+
     def local_ids(self) -> set[str]:
         with EventStore(self.url) as store:
             return {e.event_id for e in store.iter_all()}
@@ -107,15 +112,17 @@ def test_two_machines_a_killed_server_and_a_revoked_token_lose_nothing_and_recor
     server.start()
     try:
         a, b = Machine("alice", tmp_path, port, secret_a), Machine("bob", tmp_path, port, secret_b)
+        a.ingest(0)
         for n in range(2):
             a.append_batch(n)
             b.append_batch(n)
         server.kill()  # the server dies; the machines keep recording locally
+        a.ingest(1)
         r = a.append_batch(2)
         assert "wait to be sent" in r.stderr
         b.append_batch(2)
         doctor = a.run("doctor", check=False)
-        assert "backlog: 5 event(s)" in doctor.stdout and "cannot reach" in doctor.stdout
+        assert "backlog: " in doctor.stdout and "cannot reach" in doctor.stdout and "oldest waiting" in doctor.stdout
         server.start()
         a.run("push")
         b.append_batch(3)  # sends its backlog and this
@@ -137,9 +144,12 @@ def test_two_machines_a_killed_server_and_a_revoked_token_lose_nothing_and_recor
     ids = [e.event_id for e in events]
     assert len(ids) == len(set(ids))  # nothing twice
     assert set(ids) == a.local_ids() | b.local_ids()  # nothing lost
-    assert len(ids) == 4 * 5 + 5 * 5  # alice: rounds 0, 1, 2, 5; bob: rounds 0-4
+    assert len(ids) >= 4 * 5 + 5 * 5 + 2  # alice: rounds 0, 1, 2, 5 and two state versions; bob: rounds 0-4
     senders = {(json.loads(e.meta)["sent_by"]["token"], json.loads(e.meta)["sent_by"]["machine"]) for e in events}
     assert senders == {("alice-laptop", "alice"), ("bob-laptop", "bob"), ("bob-laptop-2", "bob")}
+    with EventStore(url) as store:  # a stream keeps the dialect it has on the machine that sent it
+        head = store.stream_head("alice/state")
+        assert head is not None and head.dialect == "generic"
     r = subprocess.run([sys.executable, "-m", "eventstore", "--url", url, "verify"], env=_env(), capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -239,13 +239,13 @@ def parse_blobs(value: Any) -> dict[str, bytes]:
     return out
 
 
-def parse_append(body: bytes) -> tuple[list[NewEvent], Any, dict[str, bytes] | None]:
+def parse_append(body: bytes) -> tuple[list[NewEvent], Any, dict[str, bytes] | None, str | None]:
     """The body of ``POST /api/streams/{id}/events`` as events, an expected version and the blobs
     the events name (``None``: none given)."""
     obj = codec.parse_json_text(body, "request body")
     if type(obj) is not dict:
         raise InvalidEvent("request body: must be a JSON object with an \"events\" list.")
-    unknown = set(obj) - {"events", "expected_version", "blobs"}
+    unknown = set(obj) - {"events", "expected_version", "blobs", "dialect"}
     if unknown:
         raise InvalidEvent(f"request body: unknown key(s) {', '.join(sorted(unknown))}.")
     items = obj.get("events")
@@ -270,7 +270,19 @@ def parse_append(body: bytes) -> tuple[list[NewEvent], Any, dict[str, bytes] | N
                 raise HTTPError(413, f"{where}: {exc}") from exc
             raise InvalidEvent(f"{where}: {exc}") from exc
     blobs = parse_blobs(obj["blobs"]) if "blobs" in obj else None
-    return events, _expected(obj.get("expected_version")), blobs
+    return events, _expected(obj.get("expected_version")), blobs, _dialect(obj.get("dialect"))
+
+
+def _dialect(value: Any) -> str | None:
+    """``"dialect"`` of an append body: the dialect a new stream is recorded with (``evstore push`` sends
+    the local stream's), a known one or none."""
+    if value is None:
+        return None
+    from eventstore.dialects import available
+
+    if type(value) is not str or value not in available():
+        raise InvalidEvent(f'request body: "dialect" must be one of {", ".join(sorted(available()))}.')
+    return value
 
 
 class Server:
@@ -557,9 +569,9 @@ class Server:
         return JSONResponse(diff_versions(self.store, sid, v_from, v_to))
 
     def append(self, stream_id: str, body: bytes, writer: dict[str, Any]) -> Response:
-        events, expected, blobs = parse_append(body)
+        events, expected, blobs, dialect = parse_append(body)
         with stamped({"sent_by": writer}):
-            r = self.store.append(stream_id, events, expected_version=expected, blobs=blobs)
+            r = self.store.append(stream_id, events, expected_version=expected, blobs=blobs, dialect=dialect)
         return JSONResponse({"stream": r.stream_id, "version": r.version, "positions": r.positions,
                              "duplicate": r.duplicate}, status_code=200 if r.duplicate else 201)
 
