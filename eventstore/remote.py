@@ -34,9 +34,6 @@ import json
 import os
 import socket
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,6 +72,8 @@ def config_path() -> Path:
 
 def set_remote(url: str, token_file: Path, machine: str | None = None) -> Path:
     """Point this machine at a team server (``evstore remote set``); the token stays in its file."""
+    import urllib.parse
+
     parsed = urllib.parse.urlsplit(url)
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         raise EvstoreError(f'The remote "{url}" is not an http(s) URL; give e.g. https://evstore.example.com.')
@@ -217,6 +216,11 @@ class _Refused(Exception):
 
 
 def _send(remote: Remote, stream: str, body: bytes, timeout: float) -> dict[str, Any]:
+    # Imported here: a command that records with no remote set never pays for urllib.request.
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
     url = f"{remote.url}/api/streams/{urllib.parse.quote(stream, safe='')}/events"
     req = urllib.request.Request(url, data=body, method="POST", headers={
         "Authorization": f"Bearer {remote.token}", "Content-Type": "application/json",
