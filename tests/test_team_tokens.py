@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import secrets
 
 import pytest
@@ -143,3 +144,30 @@ def test_a_hook_call_over_http_records_its_sender_on_every_event_it_writes(url: 
     assert len(events) >= 2  # the hook event and the state file's version
     for e in events:
         assert json.loads(e.meta)["sent_by"] == {"token": "alice-laptop", "machine": "alice-mbp"}, e.stream_id
+
+
+def test_serve_with_named_writers_listens_beyond_loopback_and_runs_workers(url: str,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """No EVSTORE_SERVE_TOKEN: refused beyond loopback until a named token may write; then the start-up line says
+    who writes, and --workers/--forwarded-allow-ips reach uvicorn (each worker builds the app from the env)."""
+    import uvicorn
+
+    from projections.serve.app import CONFIG_ENV
+
+    monkeypatch.delenv("EVSTORE_SERVE_TOKEN", raising=False)
+    started: list[tuple[object, dict[str, object]]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: started.append((app, kw)))
+    args = ["serve", "--no-drain", "--host", "0.0.0.0", "--workers", "3",
+            "--forwarded-allow-ips", "10.0.0.5"]
+    code, _, err = cli(url, *args)
+    assert code == 1 and "Refusing to listen on 0.0.0.0 without a token" in err
+    with EventStore(url) as store:
+        tokens.add_token(store, "m1", "append")
+    monkeypatch.delenv(CONFIG_ENV, raising=False)
+    code, _, err = cli(url, *args)
+    assert code == 0, err
+    assert "with 3 workers" in err and "writes: holders of a named token with append or admin scope" in err
+    [(app, kw)] = started
+    assert app == "projections.serve.app:app_from_env" and kw["workers"] == 3 and kw["factory"] is True
+    assert kw["forwarded_allow_ips"] == "10.0.0.5" and kw["proxy_headers"] is True
+    assert json.loads(os.environ[CONFIG_ENV])["url"] == url

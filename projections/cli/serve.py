@@ -79,11 +79,13 @@ def serve_cmd(ctx: click.Context, host: str, allowed_hosts: tuple[str, ...], por
                    "seal).", err=True)
     token = _token(token_file)
     read_token = _token(read_token_file, "EVSTORE_SERVE_READ_TOKEN")
-    if not is_loopback(host) and token is None and not _named_writers(ctx):
+    named = _named_writers(ctx)
+    if not is_loopback(host) and token is None and not named:
         raise EvstoreError(f"Refusing to listen on {host} without a token; set EVSTORE_SERVE_TOKEN or --token-file, "
                            "or serve on a loopback address (--host 127.0.0.1).")
     # Weak tokens are refused before anything is opened; the policy also words the start-up line.
-    policy = Policy.of(host=host, token=token, read_token=read_token, allowed_hosts=allowed_hosts)
+    policy = Policy.of(host=host, token=token, read_token=read_token, allowed_hosts=allowed_hosts,
+                       tokens=_Named(named))
     obj = ctx.find_root().obj
     store_url(ctx)  # serving never creates a store: a mistyped --url is an error, not an empty database
     # The folder `evstore hook claude-code` spools to for this store (same URL, EVSTORE_SPOOL_DIR, XDG rules).
@@ -110,6 +112,19 @@ def serve_cmd(ctx: click.Context, host: str, allowed_hosts: tuple[str, ...], por
         click.echo(f"draining the hook spool {drain_dir} every {drain_interval:g} s (--no-drain: off)", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2,
                 **proxy)  # type: ignore[arg-type]
+
+
+class _Named:
+    """The store's named tokens as the start-up line words them (the server asks the store per request)."""
+
+    def __init__(self, can: bool) -> None:
+        self.can = can
+
+    def find(self, secret: str) -> None:
+        return None
+
+    def can_write(self) -> bool:
+        return self.can
 
 
 def _named_writers(ctx: click.Context) -> bool:

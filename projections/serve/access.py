@@ -239,8 +239,6 @@ class Policy:
             reads = "holders of the token or the read token"
         else:
             reads = "holders of the token"
-        if self.tokens is not None:
-            reads += " or a named token (evstore tokens)" if self.reads_need_token else ""
         writes = "holders of the token" if any("write" in g.scopes for g in self.grants) else ""
         if self.tokens is not None and self.tokens.can_write():
             writes = (writes + " or " if writes else "holders of ") + "a named token with append or admin scope"
