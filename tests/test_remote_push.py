@@ -83,3 +83,36 @@ def test_an_unreachable_server_keeps_the_backlog_and_says_why(tmp_path: Path, mo
     assert result.backlog == 1 and result.error is not None and "cannot reach" in result.error
     assert remote.status(local)["last_error"] == result.error and remote.cursor(local) == 0
     local.close()
+
+
+def test_the_hooks_drain_sends_what_it_recorded(server_url: str, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """`evstore hook claude-code` spools; the drain records into the machine's store and pushes: the server gets the
+    session's hook event, with the claude dialect and its sender."""
+    from click.testing import CliRunner
+
+    from eventstore import spool
+    from eventstore.cli import register
+
+    with EventStore(server_url) as store:
+        token = tokens.add_token(store, "laptop", "append")
+    token_file = tmp_path / "token"
+    token_file.write_text(token + "\n")
+    local_url = migrated(f"sqlite:///{tmp_path}/m/events.db")
+    monkeypatch.setenv("EVSTORE_SPOOL_DIR", str(tmp_path / "m" / "spool"))
+    call = {"session_id": "sess-42", "transcript_path": "/nowhere/sess-42.jsonl", "cwd": "/nowhere",
+            "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_use_id": "toolu_9",
+            "tool_input": {"command": "ls"}}
+    spool.write(str(tmp_path / "m" / "spool"), json.dumps(call).encode())
+    app = create_app(ServeConfig(url=server_url, token=None, host="127.0.0.1", workers=2))
+    with serving(app) as base:
+        monkeypatch.setenv("EVSTORE_REMOTE", base)
+        monkeypatch.setenv("EVSTORE_REMOTE_TOKEN_FILE", str(token_file))
+        monkeypatch.setenv("EVSTORE_MACHINE", "laptop-7")
+        r = CliRunner().invoke(register(), ["--url", local_url, "hook", "drain"])
+        assert r.exit_code == 0, r.output
+    with EventStore(server_url) as store:
+        head = store.stream_head("sess-42")
+        assert head is not None and head.dialect == "claude"
+        [event] = list(store.read_stream("sess-42"))
+    assert json.loads(event.meta)["sent_by"] == {"token": "laptop", "machine": "laptop-7"}
