@@ -30,6 +30,7 @@ WRITER_GRANTS = {
     "erased_blobs": "SELECT",
     "streams": "SELECT, INSERT, UPDATE (version, head_hash)",
     "store_identity": "SELECT",
+    "api_tokens": "SELECT, UPDATE (last_used_at)",
     "alembic_version": "SELECT",
     "replay_cache": "SELECT",
     "projection_checkpoints": "SELECT, INSERT, UPDATE",

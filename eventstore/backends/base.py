@@ -584,6 +584,53 @@ class Backend(abc.ABC):
         cur.execute(self.sql_checkpoint_notes.format(where=where, limit=int(limit)), params)
         return [CheckpointNote(int(r[0]), r[1], int(r[2]), bytes(r[3]), r[4], r[5]) for r in cur.fetchall()]
 
+    # -- named tokens of `evstore serve` (eventstore/tokens.py; migration 0008) ---------------
+
+    TOKEN_COLUMNS = "name, scope, created_at, expires_at, revoked_at, last_used_at"
+
+    @recorder("reading the API tokens")
+    def token_by_digest(self, cur: Any, digest: bytes) -> tuple[Any, ...] | None:
+        """The token whose secret has SHA-256 ``digest``: (name, scope, created, expires, revoked, last used)."""
+        cur.execute(f"SELECT {self.TOKEN_COLUMNS} FROM api_tokens WHERE token_sha256 = {self.p}", (self.blob(digest),))
+        row = cur.fetchone()
+        return None if row is None else tuple(row)
+
+    @recorder("reading the API tokens")
+    def token_rows(self, cur: Any, name: str | None = None) -> list[tuple[Any, ...]]:
+        """Every token (or the one named ``name``), by name."""
+        if name is None:
+            cur.execute(f"SELECT {self.TOKEN_COLUMNS} FROM api_tokens ORDER BY name")
+        else:
+            cur.execute(f"SELECT {self.TOKEN_COLUMNS} FROM api_tokens WHERE name = {self.p}", (name,))
+        return [tuple(r) for r in cur.fetchall()]
+
+    @recorder("counting the API tokens in force")
+    def write_tokens_in_force(self, cur: Any, now: str) -> int:
+        """How many tokens that may write (append, admin) are neither revoked nor expired at ``now``."""
+        cur.execute(f"SELECT COUNT(*) FROM api_tokens WHERE scope IN ('append', 'admin') AND revoked_at IS NULL "
+                    f"AND (expires_at IS NULL OR expires_at > {self.p})", (now,))
+        return int(cur.fetchone()[0])
+
+    @recorder("adding an API token")
+    def insert_token(self, cur: Any, name: str, scope: str, digest: bytes, created: str, expires: str | None) -> None:
+        p = self.p
+        cur.execute(f"INSERT INTO api_tokens (name, scope, token_sha256, created_at, expires_at) "
+                    f"VALUES ({p}, {p}, {p}, {p}, {p})", (name, scope, self.blob(digest), created, expires))
+
+    @recorder("revoking an API token")
+    def revoke_token(self, cur: Any, name: str, now: str) -> int:
+        cur.execute(f"UPDATE api_tokens SET revoked_at = {self.p} WHERE name = {self.p} AND revoked_at IS NULL",
+                    (now, name))
+        return int(cur.rowcount)
+
+    @recorder("deleting an API token")
+    def delete_token(self, cur: Any, name: str) -> None:
+        cur.execute(f"DELETE FROM api_tokens WHERE name = {self.p}", (name,))
+
+    @recorder("noting an API token's use")
+    def touch_token(self, cur: Any, name: str, now: str) -> None:
+        cur.execute(f"UPDATE api_tokens SET last_used_at = {self.p} WHERE name = {self.p}", (now, name))
+
     @abc.abstractmethod
     def begin_write(self, raw: Any) -> None:
         """Start a transaction holding the store-wide append lock."""
@@ -640,7 +687,7 @@ class Backend(abc.ABC):
             cur.executemany(self.sql_insert_blob, rows)
         return len(rows)
 
-    # -- erasure (migration 0010; eventstore/erasure.py) -----------------------------------------
+    # -- erasure (migration 0009; eventstore/erasure.py) -----------------------------------------
 
     #: A condition true when the BLOB column ``{col}`` contains the bytes bound at ``{p}``.
     sql_contains = "instr({col}, {p}) > 0"

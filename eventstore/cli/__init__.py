@@ -88,6 +88,8 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "verify-proof": ("eventstore.cli.proofs", "Check an inclusion or consistency proof file with nothing but the file and "
                                               "the log's key (no store, no network); exit 1 saying what does not "
                                               "hold."),
+    "tokens": ("eventstore.cli.team", "Named tokens of `evstore serve`: who may read, append or administer (stored "
+                                      "as hashes)."),
     "witness": ("eventstore.cli.proofs", "Run a C2SP tlog-witness that cosigns checkpoints of the logs it trusts."),
     "verify": ("eventstore.cli.core", "Recompute every hash chain (or STREAM's), the Merkle tree and the replay "
                                       "cache; exit 1 naming what fails."),
@@ -100,6 +102,9 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "ingest": ("eventstore.cli.documents", "Ingest state-file snapshots with DIALECT (a directory: its files in "
                                            "name order)."),
     "log": ("eventstore.cli.documents", "Show TASK's events as a timeline (version, time, type, summary)."),
+    "push": ("eventstore.cli.team", "Send the local events not sent yet to the team server now (in order; exit 1 "
+                                    "if a batch is refused)."),
+    "remote": ("eventstore.cli.team", "The team server this machine sends its records to (`evstore push`)."),
     "replay": ("eventstore.cli.documents", "Rebuild TASK's state document (a stream id or a task id)."),
     "watch": ("eventstore.cli.documents", "Follow a state file (or folder) and ingest each new write; Ctrl-C "
                                           "stops."),

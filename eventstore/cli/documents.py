@@ -12,8 +12,10 @@ import click
 
 from eventstore import config
 from eventstore.cli import cli, interruptible, open_store
+from eventstore.cli.core import _send
 from eventstore.display import printable
 from eventstore.errors import ConcurrencyError, EvstoreError, IngestError
+from eventstore.tokens import sent_by_line
 
 
 def _dialect(name: str) -> Any:
@@ -107,6 +109,7 @@ def ingest(ctx: click.Context, dialect: str, paths: tuple[Path, ...], stream: st
         bad = f", {unreadable} unreadable version(s) recorded as such" if unreadable else ""
         bad += f", {failed} lens failure(s)" if failed else ""
         click.echo(f"{capture_summary(results)}; {events} event(s){bad}", err=True)
+    _send(store)
     if failed:
         click.echo(f"warning: the {dialect} lens failed on {failed} snapshot(s), recorded exactly with a "
                    "lens-failed finding (`evstore log` shows it; --strict refuses such snapshots).", err=True)
@@ -232,6 +235,7 @@ def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, inte
                             else:
                                 click.echo(printable(f"{r.file or '-'} -> {r.stream} @ {r.version} ({_ingest_note(r)})"))
                     last = sig
+                    _send(store)
                 except IngestError as exc:  # bad file, or unreadable under --strict: report, retry on next change
                     click.echo(f"warning: {exc}", err=True)
                     last = sig
@@ -433,6 +437,9 @@ def log(ctx: click.Context, task: str, as_json: bool, after: int | None, limit: 
         source = meta.get("source") if isinstance(meta, dict) else None
         if isinstance(source, dict) and isinstance(source.get("id"), str):  # which source version (capture-once)
             emit(printable(f"{'':>5}  {'':19}  source {_short_source(source['id'])}"))
+        sender = meta.get("sent_by") if isinstance(meta, dict) else None
+        if isinstance(sender, dict):  # who sent it to a team server (token name, machine)
+            emit(printable(f"{'':>5}  {'':19}  {sent_by_line(sender)}"))
         if writer is not None:  # who wrote this state: the session, message and tool call
             emit(printable(f"{'':>5}  {'':19}  {writer.line()}"))
         if made and event is not None and rec.type in d.file_write_types:

@@ -29,6 +29,7 @@ from eventstore.dialects import Dialect
 from eventstore.display import printable
 from eventstore.errors import EvstoreError
 from eventstore.store import EventStore, RecordedEvent
+from eventstore.tokens import sent_by_line
 from projections.runs import RunRow, count_runs, list_runs, refresh, run_choices
 from projections.writers import Writer, writers
 
@@ -108,11 +109,13 @@ class TimelineRow:
     findings: list[dict[str, Any]] = field(default_factory=list)
     source: dict[str, Any] | None = None
     written_by: Writer | None = None  # who wrote this state version (``projections.writers``)
+    sent_by: dict[str, Any] | None = None  # who sent it to this server (meta.sent_by: token, machine)
 
     def to_dict(self) -> dict[str, Any]:
         return {"version": self.version, "position": self.position, "when": self.when, "type": self.type,
                 "summary": self.summary, "findings": self.findings, "source": self.source,
-                "written_by": None if self.written_by is None else self.written_by.to_dict()}
+                "written_by": None if self.written_by is None else self.written_by.to_dict(),
+                "sent_by": self.sent_by}
 
 
 def timeline_row(dialect: Dialect, rec: RecordedEvent) -> TimelineRow:
@@ -125,7 +128,8 @@ def timeline_row(dialect: Dialect, rec: RecordedEvent) -> TimelineRow:
     except EvstoreError:  # a free-form event type (`append`): show its data
         summary = rec.data.decode("utf-8")[:300]
     raw = rec.meta
-    meta = codec.decode(raw) if b'"findings"' in raw or b'"source"' in raw else None  # a byte probe is cheaper
+    meta = codec.decode(raw) if b'"findings"' in raw or b'"source"' in raw or b'"sent_by"' in raw \
+        else None  # a byte probe is cheaper
     findings: list[dict[str, Any]] = []
     source = None
     if isinstance(meta, dict):
@@ -134,8 +138,9 @@ def timeline_row(dialect: Dialect, rec: RecordedEvent) -> TimelineRow:
             findings = [f for f in found if isinstance(f, dict)]
         if isinstance(meta.get("source"), dict):
             source = meta["source"]
+    sender = meta.get("sent_by") if isinstance(meta, dict) else None
     return TimelineRow(rec.version, rec.position, (rec.occurred_at or rec.recorded_at), rec.type, summary,
-                       findings, source)
+                       findings, source, sent_by=sender if isinstance(sender, dict) else None)
 
 
 def describe_source(source: dict[str, Any]) -> str:
@@ -197,6 +202,8 @@ def timeline_html(rows: list[TimelineRow], run_path: str) -> Markup:
                          "</span></div>")
         if r.written_by is not None:
             cells.append(f'<div class="source">{escape(r.written_by.line())}</div>')
+        if r.sent_by is not None:
+            cells.append(f'<div class="source">{escape(sent_by_line(r.sent_by))}</div>')
         cells.append(f'</td><td class="nowrap"><a href="{run_path}?version={v}#state">state</a>')
         if v > 1:
             cells.append(f' · <a href="{run_path}?version={v}&amp;from={v - 1}&amp;to={v}#diff">diff</a>')

@@ -11,15 +11,15 @@ so a transcript captured again is not recorded again from the start.  DELETE and
 new tables are append-only.  The chain and the Merkle tree commit to the digests, so every proof
 stays valid (docs/proofs.md, "Retention and erasure").
 
-Revision ID: 0010
-Revises: 0007
+Revision ID: 0009
+Revises: 0008
 Create Date: 2026-12-03
 """
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0010"
-down_revision = "0007"
+revision = "0009"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
