@@ -106,6 +106,8 @@ class SearchIndex(Projection):
 
         rows = []
         for e in events:
+            if e.erased:  # purged or erased: nothing of it may be found again
+                continue
             dialect = _dialect_of(e, names)
             if dialect is not None:
                 kind, body = get_dialect(dialect).search_text(e.type, e.data, blob=blob)

@@ -92,6 +92,10 @@ def session_items(store: EventStore, stream_id: str, *, depth: int = 0) -> list[
         kind = _session_kinds().get(rec.type)
         if kind is None:
             continue
+        if rec.erased:  # the turn happened; its content was purged or erased (`evstore log` says when, why)
+            out.append(Item(at=_time(rec), kind=kind, stream=stream_id, version=rec.version,
+                            text="(content purged or erased)", session=session, depth=depth))
+            continue
         payload = rec.payload
         if kind == "subagent":
             event = rec.to_event()

@@ -143,3 +143,19 @@ def test_snippets_are_escaped() -> None:
 def test_terms_and_unmark() -> None:
     assert terms('a "b c" d* "" *') == [("a", False), ("b c", False), ("d", True)]
     assert unmark("x \x02y\x03 z") == ("x y z", [[2, 3]])
+
+
+def test_an_erased_session_is_found_no_more_and_its_turns_say_so(run: Any, filled: str) -> None:
+    """After `evstore erase`, the search index holds nothing of the erased events (it is rebuilt from
+    the log, whose payloads are tombstones now) and the session's turns say their content is gone."""
+    assert _hits(run, "discount field")
+    r = run("erase", "--stream", F.S1, "--reason", "a user's request")
+    assert r.exit_code == 0, r.output
+    assert _hits(run, "discount field") == []
+    assert _hits(run, "quokka") == []  # the hook call of that session too
+    assert _hits(run, "zanzibarquux")  # another session's text is still found
+    from projections.timeline import session_items
+
+    with EventStore(filled) as store:
+        turns = session_items(store, F.S1)
+    assert turns and all(t.text == "(content purged or erased)" for t in turns)
