@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from eventstore import config, spool
+from eventstore import codec, config, spool
 from eventstore.codec import parse_json_text
 from eventstore.dialects import available, get_dialect
 from eventstore.dialects.base import Finding, parse_time, read_snapshot
@@ -72,6 +72,13 @@ class TranscriptResult:
                 "rewritten": self.rewritten, "blobs": self.blobs, "blob_bytes": self.blob_bytes}
 
 
+def _kept_meta(store: EventStore, position: int) -> Any:
+    """What an erasure kept of an event's meta (its ``transcript`` bookkeeping; eventstore.erasure)."""
+    with store.reading() as cur:
+        kept = store.backend.kept_meta(cur, position)
+    return None if kept is None else codec.decode(kept.encode())
+
+
 def transcript_state(store: EventStore, stream_id: str) -> tuple[int, dict[str, Any] | None]:
     """(stream version, the newest ``meta.transcript`` record) of a session stream."""
     info = store.stream_info(stream_id)
@@ -83,7 +90,7 @@ def transcript_state(store: EventStore, stream_id: str) -> tuple[int, dict[str, 
     while upto > 0:
         last = None
         for rec in store.read_stream(stream_id, after_version=max(upto - step, 0), upto_version=upto):
-            meta = rec.metadata
+            meta = rec.metadata if not rec.erased else _kept_meta(store, rec.position)
             if isinstance(meta, dict) and isinstance(meta.get("transcript"), dict):
                 last = meta["transcript"]
         if last is not None:

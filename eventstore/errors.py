@@ -189,3 +189,12 @@ class WitnessError(EvstoreError):
                  latest_size: int | None = None) -> None:
         super().__init__(message)
         self.url, self.status, self.body, self.latest_size = url, status, body, latest_size
+
+
+class ContentErased(EvstoreError):
+    """The payload of an event was purged (retention policy) or erased (a request): its header,
+    digests and chain hash remain, its content does not (eventstore/erasure.py)."""
+
+
+class HoldInForce(EvstoreError):
+    """A legal hold covers what a purge or an erasure would remove."""

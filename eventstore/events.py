@@ -182,6 +182,11 @@ def round_trips(event: Event) -> bool:
 
 def decode_event(event_type: str, schema_version: int, data: bytes) -> Event:
     """Decode stored bytes into the typed Struct, upcasting old schema versions first."""
+    if not data:  # the tombstone of a purged or erased payload (eventstore/erasure.py)
+        from eventstore.errors import ContentErased
+
+        raise ContentErased(f'The content of this "{event_type}" event was purged or erased; `evstore log` says '
+                            "when and why.")
     cls = event_class(event_type)
     try:
         if schema_version < cls.schema_version:

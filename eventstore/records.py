@@ -34,13 +34,19 @@ class RecordedEvent(msgspec.Struct, frozen=True):
     hash: bytes
 
     @property
+    def erased(self) -> bool:
+        """Whether the payload was purged or erased (``data`` and ``meta`` are the empty tombstone;
+        :mod:`eventstore.erasure`): ``payload`` and ``metadata`` are then None."""
+        return not self.data and not self.meta
+
+    @property
     def payload(self) -> Any:
-        """``data`` decoded to Python."""
-        return codec.decode(self.data)
+        """``data`` decoded to Python (None: the payload was purged or erased)."""
+        return None if not self.data else codec.decode(self.data)
 
     @property
     def metadata(self) -> Any:
-        return codec.decode(self.meta)
+        return None if not self.meta else codec.decode(self.meta)
 
     def to_event(self) -> Event:
         """Decode into the catalog's typed Struct (raises UnknownEventType)."""
@@ -54,6 +60,7 @@ class RecordedEvent(msgspec.Struct, frozen=True):
             "event_id": self.event_id, "type": self.type, "schema_version": self.schema_version,
             "data": self.payload, "meta": self.metadata, "occurred_at": self.occurred_at,
             "recorded_at": self.recorded_at, "prev_hash": self.prev_hash.hex(), "hash": self.hash.hex(),
+            **({"erased": True} if self.erased else {}),
         }
 
 

@@ -64,6 +64,10 @@ def fold(store: EventStore, stream_pk: int, dialect: Dialect, upto_version: int,
     evolve = dialect.evolve
     with documents.owned_events():  # freshly decoded events: no defensive copies
         for e in store.read_payloads(stream_pk, after_version=start, upto_version=upto_version):
+            if not e.data:  # purged or erased: the document from here on is unknown, never a wrong one
+                from eventstore.erasure import refuse
+
+                raise refuse(store, None, e.version, e.position)
             doc = evolve(doc, decode_event(e.type, e.schema_version, e.data))
             last = e.version
             folded += 1

@@ -26,8 +26,11 @@ WRITER_GRANTS = {
     "tree_nodes": "SELECT, INSERT",
     "tree_checkpoints": "SELECT, INSERT",
     "source_versions": "SELECT, INSERT",
+    "erasures": "SELECT",  # erasing needs the owner (the triggers allow the tombstone UPDATE; the writer has none)
+    "erased_blobs": "SELECT",
     "streams": "SELECT, INSERT, UPDATE (version, head_hash)",
     "store_identity": "SELECT",
+    "api_tokens": "SELECT, UPDATE (last_used_at)",
     "alembic_version": "SELECT",
     "replay_cache": "SELECT",
     "projection_checkpoints": "SELECT, INSERT, UPDATE",

@@ -131,4 +131,36 @@ source_versions = Table(  # which source version each snapshot event recorded (m
     Column("source_id", Text, nullable=False),
 )
 
+erasures = Table(  # events whose data and meta were purged or erased (eventstore/erasure.py; migration 0009)
+    "erasures",
+    metadata,
+    Column("position", BigId, primary_key=True, autoincrement=False),
+    Column("kind", String(16), nullable=False),  # "purged" (a retention policy) or "erased" (a request)
+    Column("reason", Text, nullable=False),  # the policy or the request's reason
+    Column("admin_event_id", String(36), nullable=False),  # the admin stream's event that did it
+    Column("erased_at", String(32), nullable=False),
+    Column("kept", Text, nullable=True),  # the erased meta's capture bookkeeping (meta.transcript), JSON
+)
+
+erased_blobs = Table(  # blobs whose bytes were removed with the events naming them (migration 0009)
+    "erased_blobs",
+    metadata,
+    Column("sha256", LargeBinary(32), primary_key=True),
+    Column("admin_event_id", String(36), nullable=False),
+    Column("erased_at", String(32), nullable=False),
+)
+
+api_tokens = Table(  # named tokens of `evstore serve`: only each secret's SHA-256 (eventstore/tokens.py; migration 0008)
+    "api_tokens",
+    metadata,
+    Column("name", String(100), primary_key=True),
+    Column("scope", String(16), nullable=False),  # read | append | admin
+    Column("token_sha256", LargeBinary(32), nullable=False),
+    Column("created_at", String(32), nullable=False),
+    Column("expires_at", String(32), nullable=True),
+    Column("revoked_at", String(32), nullable=True),
+    Column("last_used_at", String(32), nullable=True),
+    UniqueConstraint("token_sha256"),
+)
+
 OWNED_TABLES = frozenset(metadata.tables)

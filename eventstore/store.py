@@ -29,6 +29,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -60,6 +61,30 @@ InlineHandler = Callable[[Any, Backend, "list[RecordedEvent]"], None]
 ANY: Literal["any"] = "any"
 NO_STREAM: Literal["no stream"] = "no stream"
 _EMPTY_META = b"{}"
+# Meta keys every event appended in a :func:`stamped` block carries (the writer of an HTTP append).
+_STAMP: ContextVar[Mapping[str, Any] | None] = ContextVar("evstore_meta_stamp", default=None)
+
+
+@contextmanager
+def stamped(meta: Mapping[str, Any]) -> Iterator[None]:
+    """Every event appended on this thread (or task) inside the block gets ``meta``'s keys in its
+    meta, replacing the writer's own under those keys: ``evstore serve`` records who sent each event
+    (``meta.sent_by``) however the request's events reach the store (an append, a hook call's
+    capture), so the hash chain commits to it."""
+    token = _STAMP.set(dict(meta))
+    try:
+        yield
+    finally:
+        _STAMP.reset(token)
+
+
+def _stamp(event: NewEvent) -> NewEvent:
+    stamp = _STAMP.get()
+    if stamp:
+        meta = msgspec.json.decode(event.meta)
+        meta.update(stamp)
+        event.set_meta(meta)
+    return event
 _EMPTY_META_SHA = chain.digest(_EMPTY_META)
 
 
@@ -319,6 +344,23 @@ class EventStore:
         self._local = threading.local()
         self.backend.dispose()
 
+    def _discard_connection(self) -> None:
+        """Drop this thread's connection without a rollback on it: after Ctrl-C in the middle of a
+        statement, a PostgreSQL connection is still busy with it and refuses any command ("another
+        command is already in progress"), which would replace the interrupt.  Closing it is the
+        rollback (the server ends the transaction when the connection goes)."""
+        handle = getattr(self._local, "handle", None)
+        if handle is None:
+            return
+        self._local.handle = None
+        with self._lock:
+            if handle in self._conns:
+                self._conns.remove(handle)
+        try:
+            handle.invalidate()
+        except Exception:  # already gone
+            pass
+
     def __enter__(self) -> EventStore:
         return self
 
@@ -342,7 +384,7 @@ class EventStore:
         written in the same transaction, each stored once however many events or streams name it
         (an event lists the digests it refers to in ``meta.blobs``; ``verify`` checks both)."""
         check_stream_id(stream_id)  # before the transaction looks the stream up
-        batch = [e if isinstance(e, NewEvent) else NewEvent(None, e) for e in events]
+        batch = [_stamp(e if isinstance(e, NewEvent) else NewEvent(None, e)) for e in events]
         if not batch:
             raise InvalidEvent(f'Nothing to append to stream "{stream_id}".')
         digests = _checked_blobs(blobs) if blobs else None
@@ -397,6 +439,7 @@ class EventStore:
                 results[r.stream_id] = _merge(results.get(r.stream_id), r)
 
             for index, (stream_id, event, expected) in enumerate(items):
+                _stamp(event)
                 if group and (stream_id != group_stream or expected is not None or len(group) >= chunk):
                     flush()
                     group, group_items = [], []
@@ -712,6 +755,9 @@ class _Transaction:
                     return
                 except BaseException as err:
                     failed = err
+            if isinstance(failed, KeyboardInterrupt):
+                self.store._discard_connection()
+                raise failed
             self.be.rollback(self.raw)
             if self.be.is_unique_violation(failed):
                 raise EvstoreError(f"Append clashed with a concurrent write ({failed}); retry.") from failed

@@ -53,6 +53,9 @@ class VerifyReport:
     events: int = 0
     cached: int = 0  # replay-cache rows checked
     blobs: int = 0  # content-addressed blobs re-hashed
+    purged: int = 0  # events whose payload a retention policy removed (their tombstones checked)
+    erased: int = 0  # events whose payload an erasure request removed
+    erased_blobs: int = 0
     failures: list[Failure] = field(default_factory=list)
     seal: dict[str, Any] | None = None
     checkpoint: dict[str, Any] | None = None  # the signed checkpoint checked (verify --checkpoint)
@@ -70,7 +73,8 @@ class VerifyReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "streams": self.streams, "events": self.events, "cached": self.cached,
-                "blobs": self.blobs, "storage_check": self.storage_check or None,
+                "blobs": self.blobs, "purged": self.purged, "erased": self.erased,
+                "erased_blobs": self.erased_blobs, "storage_check": self.storage_check or None,
                 "failures": [f.to_dict() for f in self.failures], "seal": self.seal,
                 **({"checkpoint": self.checkpoint} if self.checkpoint is not None else {})}
 
@@ -92,6 +96,8 @@ def verify(store: EventStore, stream_id: str | None = None,
     if stream_id and store.stream_info(stream_id) is None:
         raise StreamNotFound(f'No stream "{stream_id}"; `evstore runs` lists the streams.')
     with store.reading() as cur:
+        erasures = store.backend.erasure_rows(cur)
+    with store.reading() as cur:
         current: str | None = None
         prev = chain.GENESIS
         expect_version = 0
@@ -100,6 +106,7 @@ def verify(store: EventStore, stream_id: str | None = None,
         head: tuple[int, bytes] = (0, chain.GENESIS)
         referenced: dict[bytes, tuple[str, int]] = {}  # blob digest -> first (stream, version) naming it
         sources: dict[tuple[str, int], tuple[str | None, str | None]] = {}  # -> (meta.source.id, derived)
+        tombstoned: set[tuple[str, int]] = set()  # erased events: their meta (and source id) is gone
 
         def close_stream() -> None:
             if current is not None and not failed and (expect_version, prev) != head:
@@ -134,9 +141,24 @@ def verify(store: EventStore, stream_id: str | None = None,
             data_sha, meta_sha, prev_hash, h = bytes(e.data_sha256), bytes(e.meta_sha256), bytes(e.prev_hash), bytes(e.hash)
             # A data/meta mismatch does not break the chain (it commits to the recorded digests, so an
             # audited redaction stays local): report it and keep checking the rest of the stream.
-            if chain.digest(data) != data_sha:
+            erasure = erasures.get(position)
+            if erasure is not None or (not data and not meta):
+                # A tombstone: both emptied, as its erasures row says (eventstore/erasure.py).
+                if erasure is None:
+                    report.failures.append(Failure(sid, version, "data", "data and meta are empty but no erasure "
+                                                   "is recorded for this event (payload removed without a record)"))
+                elif data or meta:
+                    report.failures.append(Failure(sid, version, "data", f"recorded as {erasure[0]} at {erasure[3]} "
+                                                   "but the stored payload is not the empty tombstone"))
+                else:
+                    tombstoned.add((sid, version))
+                    if erasure[0] == "purged":
+                        report.purged += 1
+                    else:
+                        report.erased += 1
+            elif chain.digest(data) != data_sha:
                 report.failures.append(Failure(sid, version, "data", "stored data does not match its recorded SHA-256"))
-            if chain.digest(meta) != meta_sha:
+            if erasure is None and (data or meta) and chain.digest(meta) != meta_sha:
                 report.failures.append(Failure(sid, version, "meta", "stored meta does not match its recorded SHA-256"))
             problem: tuple[str, str] | None = None
             if version != expect_version + 1:
@@ -156,7 +178,7 @@ def verify(store: EventStore, stream_id: str | None = None,
             if b'"source":' in meta:
                 _note_source(meta, sid, version, sources)
         close_stream()
-    _verify_sources(store, stream_id, sources, report)
+    _verify_sources(store, stream_id, sources, report, erased=tombstoned)
     _verify_cache(store, stream_id, report)
     _verify_blobs(store, referenced, report, every=stream_id is None)
     if stream_id is None:
@@ -301,11 +323,20 @@ def _verify_blobs(store: EventStore, referenced: dict[bytes, tuple[str, int]], r
     stream is verified), and every referenced blob must be stored."""
     found: set[bytes] = set()
     with store.reading() as cur:
+        erased = store.backend.erased_blob_digests(cur)
+    with store.reading() as cur:
         for b in store.backend.stored_blobs(cur, None if every else list(referenced)):
             found.add(b.sha256)
             report.blobs += 1
             problem = None
-            if chain.digest(b.data) != b.sha256:
+            if b.sha256 in erased:
+                if b.data:
+                    problem = "recorded as erased but its bytes are still stored"
+                elif b.sha256 in referenced:
+                    problem = "erased, yet an event whose payload remains names it"
+                else:
+                    report.erased_blobs += 1
+            elif chain.digest(b.data) != b.sha256:
                 problem = "stored bytes do not match their SHA-256"
             elif len(b.data) != b.size:
                 problem = f"holds {len(b.data)} bytes, its row says {b.size}"
@@ -336,13 +367,16 @@ def _note_source(meta: bytes, sid: str, version: int,
 
 
 def _verify_sources(store: EventStore, stream_id: str | None,
-                    sources: dict[tuple[str, int], tuple[str | None, str | None]], report: VerifyReport) -> None:
+                    sources: dict[tuple[str, int], tuple[str | None, str | None]], report: VerifyReport,
+                    erased: set[tuple[str, int]] = frozenset()) -> None:  # type: ignore[assignment]
     """Each ``source_versions`` row says what its event's ``meta.source.id`` says (or, for an event
     recorded before migration 0006, what the migration derived from its meta), and each event with
     a ``meta.source.id`` has its row: a capture reads the table to decide what is recorded."""
     with store.reading() as cur:
         rows = {(sid, v): ident for sid, v, ident in store.backend.source_rows(cur, stream_id)}
     for key, ident in rows.items():
+        if key in erased:  # its meta is gone with the payload; the row keeps the capture from re-recording it
+            continue
         said, derived = sources.get(key, (None, None))
         if ident != said and not (said is None and ident == derived):
             what = f"meta.source.id is {said}" if said else "its event's meta names no such source"

@@ -6,7 +6,7 @@ folder), a git path (``meta.source.git``: the repository and the file), a transc
 (``meta.transcript.file``).  Per source: the stream, the versions recorded, how many were
 unreadable, the first and last capture (store time), the last source identity (what
 ``meta.source`` says of the last version: path, SHA-256, commit, ...) and whether the source is
-gone: a recorded file that no longer exists when coverage looks (a transcript Claude Code deleted
+gone: a recorded file that no longer exists when coverage looks (a transcript its agent deleted
 after 30 days, a state file removed).  The record stays; the store says the source is gone and
 when it first noticed: that notice is itself recorded, once, as an event of the stream
 :data:`NOTICES` (``source.gone``: the source, the stream, its last version, the time noticed), so
@@ -61,7 +61,7 @@ def _identity(meta: dict[str, Any], source: dict[str, Any]) -> dict[str, Any]:
     """What identifies a captured version, from whatever its meta holds (path and git details today;
     the identity fields a newer capture adds are kept as they are)."""
     out: dict[str, Any] = {k: v for k, v in source.items()
-                           if k not in ("git", "time", "claude") and isinstance(v, (str, int))}
+                           if k not in ("git", "time") and isinstance(v, (str, int))}
     git = source.get("git")
     if isinstance(git, dict):
         out.update({k: git[k] for k in ("repo", "commit") if isinstance(git.get(k), str)})

@@ -39,6 +39,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from eventstore.dialects import available, get_dialect
+from eventstore.dialects.base import StateVersion
 from eventstore.errors import EvstoreError
 from eventstore.ingest import Ingestor, render
 from eventstore.store import UNKNOWN, EventStore, NewEvent
@@ -75,6 +76,7 @@ class DemoSummary:
     by_dialect: Counter[str] = field(default_factory=Counter)
     by_status: Counter[tuple[str, str]] = field(default_factory=Counter)
     example_task: str | None = None
+    sessions: int = 0  # agent sessions that wrote some runs' state files
 
     @property
     def events_per_second(self) -> float:
@@ -85,7 +87,7 @@ class DemoSummary:
                 "events_per_second": round(self.events_per_second), "first_run": self.first_run,
                 "by_dialect": dict(sorted(self.by_dialect.items())),
                 "by_status": [{"dialect": d, "status": s, "runs": n} for (d, s), n in sorted(self.by_status.items())],
-                "example_task": self.example_task}
+                "example_task": self.example_task, "sessions": self.sessions}
 
 
 class _Buffer:
@@ -205,8 +207,11 @@ def next_run_number(store: EventStore) -> int:
 
 def run_demo(store: EventStore, *, runs: int = 40, seed: int = 0, dialects: Sequence[str] | None = None,
              workers: int | None = None, chunk_runs: int = 25,
-             progress: Callable[[int, int], None] | None = None) -> DemoSummary:
-    """Simulate ``runs`` runs into ``store``; ``progress(done, total)`` after each chunk."""
+             progress: Callable[[int, int], None] | None = None, sessions: int = 0) -> DemoSummary:
+    """Simulate ``runs`` runs into ``store``; ``progress(done, total)`` after each chunk.  With
+    ``sessions``, the state files of that many single-file runs are written by agent sessions
+    (:meth:`~eventstore.dialects.base.Dialect.simulate_writers` of each dialect of agent sessions),
+    so the runs' timelines, usage and search show the conversations that wrote them."""
     if runs < 1:
         raise EvstoreError(f"--runs must be at least 1, got {runs}.")
     names = pick_dialects(dialects)
@@ -220,8 +225,11 @@ def run_demo(store: EventStore, *, runs: int = 40, seed: int = 0, dialects: Sequ
     done = 0
     example_is_first = [False]
 
+    written: list[SimulatedRun] = []  # single-file runs, for ``sessions``
+
     def write(batch: list[SimulatedRun]) -> None:
         nonlocal done
+        written.extend(r for r in batch if get_dialect(r.dialect).state_file_names)
         by_dialect: dict[str, list[Item]] = {}
         for run in batch:
             by_dialect.setdefault(run.dialect, []).extend(run.items)
@@ -246,8 +254,31 @@ def run_demo(store: EventStore, *, runs: int = 40, seed: int = 0, dialects: Sequ
         with ProcessPoolExecutor(max_workers=workers, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
             for batch in pool.map(_simulate_chunk, chunks):
                 write(batch)
+    if sessions > 0:
+        summary.sessions = add_sessions(store, seed, written[:sessions])
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def add_sessions(store: EventStore, seed: int, runs: list[SimulatedRun]) -> int:
+    """Record, for each of ``runs``, the agent sessions that wrote its state versions (each dialect
+    that simulates writers); deterministic for ``seed`` and the runs."""
+    from projections import writers
+    from projections.replay import replay_raw
+
+    writers_of = [get_dialect(n) for n in available() if get_dialect(n).file_write_types]
+    made = 0
+    for run in runs:
+        versions = []
+        for v in writers.state_versions(store, run.stream_id):
+            at = datetime.fromisoformat(str(v["at"]).replace("Z", "+00:00")) if v["at"] else None
+            if at is None or not v["file"]:
+                continue
+            versions.append(StateVersion(run.stream_id, v["version"], at, str(v["file"]),
+                                         replay_raw(store, run.stream_id, v["version"])))
+        for d in writers_of:
+            made += d.simulate_writers(store, random.Random(f"{seed}:sessions:{run.number}:{d.name}"), versions)
+    return made
 
 
 __all__ = ["DemoSummary", "SimulatedRun", "demo_dialects", "next_run_number", "pick_dialects", "run_demo",

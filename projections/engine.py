@@ -58,7 +58,8 @@ if TYPE_CHECKING:
 Progress = Callable[[int, int], None]  # (events applied so far, total events to apply)
 
 #: Modules that define and register projections; imported by :func:`registered`.
-PROJECTION_MODULES: list[str] = ["projections.runs", "projections.writers", "projections.analytics.projection"]
+PROJECTION_MODULES: list[str] = ["projections.runs", "projections.writers", "projections.search",
+                                  "projections.analytics.projection"]
 
 REGISTRY: dict[str, Projection] = {}
 
@@ -108,6 +109,12 @@ class Projection(abc.ABC):
 
     def tables(self) -> list[Table]:
         return [] if self.metadata is None else list(self.metadata.sorted_tables)
+
+    def extra_ddl(self, backend: str) -> tuple[list[str], list[str]]:
+        """(drop, create) statements for what ``tables`` cannot declare on ``backend`` ("sqlite",
+        "postgresql"): a full-text index, say.  Drops run before the tables are dropped, creates
+        after they are created; every name must start with ``proj_``."""
+        return [], []
 
     def catching_up(self) -> str:
         """Which commands catch it up (:attr:`caught_up_by`, else by its mode)."""
@@ -175,6 +182,9 @@ def _recreate_tables(cur: Any, be: Backend, projection: Projection) -> None:
     from sqlalchemy.schema import CreateIndex, CreateTable
 
     dialect = be.engine.dialect
+    drops, creates = projection.extra_ddl(be.name)
+    for statement in drops:
+        cur.execute(statement)
     for table in reversed(projection.tables()):
         cur.execute(f"DROP TABLE IF EXISTS {table.name}")
     for table in projection.tables():
@@ -183,6 +193,8 @@ def _recreate_tables(cur: Any, be: Backend, projection: Projection) -> None:
         cur.execute(str(CreateTable(table).compile(dialect=dialect)))
         for index in table.indexes:
             cur.execute(str(CreateIndex(index).compile(dialect=dialect)))
+    for statement in creates:
+        cur.execute(statement)
 
 
 # ---------------------------------------------------------------- inline lifecycle
@@ -416,6 +428,11 @@ class ProjectionRunner:
         finally:
             cur.close()
             self.be.end_read(raw)
+
+    def read(self, read: Callable[[Any], Any]) -> Any:
+        """``read(cursor)`` in a read transaction on the runner's connection (a projection's own
+        queries over its ``proj_*`` tables)."""
+        return self._read(read)
 
     def checkpoint(self, name: str) -> ProjectionCheckpoint | None:
         """The stored checkpoint of projection ``name`` (its version and position), or None."""

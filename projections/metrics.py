@@ -184,8 +184,8 @@ def run_report(con: duckdb.DuckDBPyConnection, stream_id: str) -> Report:
         raise EvstoreError(f'No run "{stream_id}" in the analytics tables; `evstore runs` lists the runs.')
     cat = catalog()
     own = cat.run_sections.get(run[0]["dialect"] or "", ())
-    timeline, phases, gates = CORE_RUN_SECTIONS
-    sections = [section(con, m) for m in (timeline, phases, *own, gates, *cat.every_run_sections)]
+    timeline, phases, gates, usage = CORE_RUN_SECTIONS
+    sections = [section(con, m) for m in (timeline, phases, *own, gates, usage, *cat.every_run_sections)]
     return Report(f"evstore metrics {stream_id}", {"stream": stream_id, **run[0]}, sections)
 
 
@@ -207,7 +207,7 @@ def report(store: EventStore, directory: str | os.PathLike[str] | None = None, *
     A new event moves the checkpoint (after the refresh, unless ``fresh`` is False) and so the key; reports
     kept for older positions are deleted when a new one is kept.  ``refreshed`` is told what a refresh
     applied (``evstore metrics`` says it on stderr)."""
-    from projections.analytics import Manifest, analytics_dir, mismatch, reading, refresh
+    from projections.analytics.files import Manifest, analytics_dir, mismatch, refresh
 
     out = analytics_dir(store, directory)
     if fresh:
@@ -221,6 +221,8 @@ def report(store: EventStore, directory: str | os.PathLike[str] | None = None, *
         kept = _kept(out, key)
         if kept is not None:
             return kept
+    from projections.analytics.views import reading  # DuckDB: only when the report is computed
+
     with reading(store, out, fresh=False, materialize=True) as con:  # never another store's tables
         if stream_id is not None:
             rep = run_report(con, stream_id)

@@ -19,9 +19,10 @@ from typing import Any
 from eventstore import chain, documents, replay_cache
 from eventstore.dialects import FALLBACK, Dialect, get_dialect
 from eventstore.dialects.base import DocumentUnreadable
-from eventstore.errors import EvstoreError, StreamNotFound, UnknownEventType
+from eventstore.errors import ContentErased, EvstoreError, StreamNotFound, UnknownEventType
 from eventstore.events import Event
 from eventstore.ingest import raw_bytes
+from eventstore.records import RecordedEvent
 from eventstore.store import EventStore, iso
 from projections.runs import find_streams_by_task
 
@@ -94,6 +95,8 @@ def replay(store: EventStore, stream_id: str, *, upto_version: int | None = None
     try:
         doc, last, folded = replay_cache.fold(store, stream_pk, dialect, target,
                                               use_cache=use_cache and target > CACHE_EVERY)
+    except ContentErased as exc:
+        raise ContentErased(f'Stream "{stream_id}": {exc}') from exc
     except UnknownEventType as exc:
         if dialect_name is not None:
             raise
@@ -118,10 +121,12 @@ def replay_raw(store: EventStore, stream_id: str, version: int | None = None, *,
     target = head.version if version is None else version
     dialect = get_dialect(head.dialect or FALLBACK)
     if dialect.line_based:  # a file recorded line by line (transcripts): its events hold the bytes
-        return dialect.file_bytes((rec.to_event() for rec in store.read_stream(stream_id, upto_version=target)),
+        return dialect.file_bytes((_event(store, rec) for rec in store.read_stream(stream_id, upto_version=target)),
                                   blob=store.read_blob)
     # The snapshot producing version V is the first event at or after V that ends a snapshot group.
     for rec in store.read_stream(stream_id, after_version=max(target - 1, 0)):
+        if rec.erased and rec.version == target:
+            raise _refused(store, rec)
         if rec.type == "document.unreadable" and rec.version == target:
             event = rec.to_event()
             assert isinstance(event, DocumentUnreadable)
@@ -154,6 +159,19 @@ def replay_raw(store: EventStore, stream_id: str, version: int | None = None, *,
         raise EvstoreError(f'"{stream_id}" {d.no_raw_bytes}: there are no file bytes to give back (use --json).')
     raise EvstoreError(f'Version {target} of "{stream_id}" was not produced by an ingested file; '
                        "only ingested snapshots have raw bytes (use --json).")
+
+
+def _refused(store: EventStore, rec: RecordedEvent) -> ContentErased:
+    from eventstore.erasure import refuse
+
+    return refuse(store, rec.stream_id, rec.version, rec.position)
+
+
+def _event(store: EventStore, rec: RecordedEvent) -> Event:
+    """``rec`` decoded; a purged or erased one refuses, saying when and why (never a partial file)."""
+    if rec.erased:
+        raise _refused(store, rec)
+    return rec.to_event()
 
 
 def unreadable_tail(store: EventStore, stream_id: str, version: int) -> list[tuple[int, Event]]:

@@ -251,7 +251,8 @@ class RunsIndex(engine.Projection):
             # Decode meta only where it can matter: a stream's first event here (its dialect) and
             # events closing an ingested snapshot (their findings); a byte probe is 10x cheaper.
             raw_meta = e.meta
-            meta = (codec.decode(raw_meta) if raw_meta != b"{}" and (t is None or b'"source"' in raw_meta)
+            meta = (codec.decode(raw_meta) if raw_meta and raw_meta != b"{}"  # (empty: purged or erased)
+                    and (t is None or b'"source"' in raw_meta)
                     else None)
             superseded = e.position <= known_upto.get(e.stream_id, 0)
             if t is None:

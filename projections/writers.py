@@ -204,6 +204,8 @@ class WritersIndex(engine.Projection):
         failed: list[tuple[str, str]] = []
         versions: list[tuple[Any, ...]] = []
         for e in events:
+            if e.erased:  # purged or erased: nothing left to read who wrote what
+                continue
             d = self._dialect_for(e.type)
             if d is not None:
                 for w in d.file_writes(decode_event(e.type, e.schema_version, e.data)):

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import run_in_terminal
 
 from eventstore import capture, spool
 from eventstore.dialects.claude.dialect import events_for_line, written_file
@@ -120,7 +121,7 @@ def test_a_hook_version_gets_its_message_once_the_transcript_is_in(run, store_ur
     assert "message a1, tool call toolu_w1 (Write; from the hook)" in run("log", F.TASK).stdout
 
 
-def test_runs_list_the_sessions_that_wrote_them(run, tmp_path: Path) -> None:
+def test_runs_list_the_sessions_that_wrote_them(run, store_url: str, tmp_path: Path) -> None:
     project = tmp_path / "orch"
     project.mkdir()
     _ingest_session(run, tmp_path, project)
@@ -134,7 +135,9 @@ def test_runs_list_the_sessions_that_wrote_them(run, tmp_path: Path) -> None:
     wide = run("runs", "--wide").stdout.splitlines()
     assert wide[0].split()[-1] == "sessions"
     assert [x for x in wide if x.startswith(F.TASK + " ")][0].rstrip().endswith(F.SESSION)
-    assert "sessions" not in run("runs").stdout.splitlines()[0]  # the narrow table keeps its columns
+    # piped, runs prints whole values as --wide does; at a terminal the narrow table keeps its columns
+    assert run("runs").stdout.splitlines()[0].split()[-1] == "sessions"
+    assert "sessions" not in run_in_terminal("--url", store_url, "runs").splitlines()[0]
 
 
 def test_run_metrics_sum_the_linked_sessions(run, tmp_path: Path) -> None:

@@ -36,7 +36,8 @@ def _content(url: str) -> dict[str, list[tuple[str, str, bytes, bytes, str | Non
 
 
 def _demo(url: str, *args: str) -> object:
-    return CliRunner().invoke(register(), ["demo", "--url", url, "--json", *args])
+    # runs only (--sessions 0): these tests count streams; tests/test_timeline.py covers the sessions
+    return CliRunner().invoke(register(), ["demo", "--url", url, "--json", "--sessions", "0", *args])
 
 
 def test_same_seed_same_portfolio_and_reruns_never_clash(tmp_path: Path) -> None:
@@ -82,7 +83,7 @@ def test_simulate_run_is_deterministic_and_ingest_shaped() -> None:
 
 
 def test_demo_human_summary_names_real_next_commands(sqlite_url: str) -> None:
-    res = CliRunner().invoke(register(), ["demo", "--url", sqlite_url, "--runs", "8", "--seed", "1"])
+    res = CliRunner().invoke(register(), ["demo", "--url", sqlite_url, "--runs", "8", "--seed", "1", "--sessions", "0"])
     assert res.exit_code == 0, res.output
     out = res.stdout
     assert "events written in" in out and "Next, try:" in out

@@ -30,7 +30,9 @@ def _id(page: Path) -> str:
 
 def _blocks(text: str) -> list[str]:
     """The fenced code blocks that hold shell commands (not ```python or ```toml)."""
-    return re.findall(r"^```(?:sh|bash|console)?\n(.*?)^```", text, flags=re.M | re.S)
+    # every fence is paired, whatever its language (a ```text block left unpaired shifted the pairs after it)
+    return [body for lang, body in re.findall(r"^```(\w*)\n(.*?)^```", text, flags=re.M | re.S)
+            if lang in ("", "sh", "bash", "console")]
 
 
 def _command_lines(block: str) -> list[str]:
@@ -132,9 +134,14 @@ def test_pages_stand_on_their_own(page: Path) -> None:
 # ---------------------------------------------------------------- every command named exists and parses
 
 
+#: Inline code that quotes what evstore prints, not a command (``evstore serve``'s start-up line).
+OUTPUT = ("evstore serving on ",)
+
+
 def _named_commands(page: Path) -> list[str]:
     text = page.read_text()
-    inline = re.findall(r"`(evstore [^`]+)`", re.sub(r"^```.*?^```", "", text, flags=re.M | re.S))
+    inline = [c for c in re.findall(r"`(evstore [^`]+)`", re.sub(r"^```.*?^```", "", text, flags=re.M | re.S))
+              if not c.startswith(OUTPUT)]
     return [c for block in _blocks(text) for c in _command_lines(block)] + inline
 
 

@@ -30,7 +30,9 @@ def clean_error(r: Result, message: str) -> None:
 @pytest.fixture(scope="module")
 def demo_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     url = f"sqlite:///{tmp_path_factory.mktemp('demo')}/events.db"
-    r = CliRunner().invoke(register(), ["demo", "--url", url, "--runs", str(DEMO_RUNS), "--seed", "3", "--json"])
+    # the runs alone (--sessions 0): these tests count dialects and widths; the sessions: tests/test_timeline.py
+    r = CliRunner().invoke(register(), ["demo", "--url", url, "--runs", str(DEMO_RUNS), "--seed", "3", "--json",
+                                        "--sessions", "0"])
     assert r.exit_code == 0, r.output
     return url
 

@@ -134,3 +134,24 @@ def test_roles_need_postgresql_and_sane_names(run: Invoke, store_url: str) -> No
         assert r.stderr.startswith('Error: --writer "x"; drop table events; --" is not a role name')
     r = run("db", "roles", "--writer", "same", "--reader", "same")
     assert r.exit_code == 1 and r.stderr.startswith("Error: ")
+
+
+def test_a_server_as_the_writer_role_checks_named_tokens_but_cannot_make_or_revive_one(
+        roles: tuple[str, str, str]) -> None:
+    """The writer (what `evstore serve` connects as) reads api_tokens and notes a token's use; only the owner adds
+    or revokes tokens, so a compromised server cannot mint one or undo a revocation."""
+    from eventstore import tokens
+
+    url, writer, reader = roles
+    assert _cli(url)("db", "roles", "--writer", writer, "--reader", reader).exit_code == 0
+    with EventStore(url) as store:
+        secret = tokens.add_token(store, "m1", "append")
+    w_url = _as(url, writer)
+    with EventStore(w_url) as store:
+        found = tokens.find_token(store, secret)
+        assert found is not None and found.name == "m1"
+        assert tokens.get_token(store, "m1").last_used_at is not None  # type: ignore[union-attr]
+    for sql in ("INSERT INTO api_tokens (name, scope, token_sha256, created_at) VALUES ('x', 'admin', 'x', 'x')",
+                "UPDATE api_tokens SET revoked_at = NULL", "UPDATE api_tokens SET scope = 'admin'",
+                "DELETE FROM api_tokens"):
+        assert "permission denied" in _refused(w_url, sql)

@@ -185,3 +185,53 @@ def test_what_was_captured_in_a_browser(sqlite_url: str, tmp_path: Path) -> None
         assert page.locator("section#gates").count() == 0
         browser.close()
     assert problems == []
+
+
+def test_timeline_of_a_run_two_sessions_wrote_and_a_search_hit(sqlite_url: str, tmp_path: Path) -> None:
+    """The demo's first run with sessions: its run page shows both sessions' turns and its state
+    versions in time order; a search from the box on the runs page opens the hit's version."""
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's Chromium is not installed at /usr/bin/chromium; run `apt-get install chromium`")
+    from projections import writers
+
+    url = migrated(sqlite_url)
+    store = IndexedEventStore(url)
+    try:
+        run_demo(store, runs=3, seed=2, dialects=["mapipe"], sessions=1)
+        run = "demo-00001"
+        sessions = writers.run_sessions(store, [run])[run]
+        assert len(sessions) == 2
+        app = create_app(ServeConfig(url=url, analytics_dir=str(tmp_path / "analytics")))
+        problems: list[str] = []
+        with serving(app) as base, sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+            page.goto(f"{base}/runs/{run}")
+            items = page.locator("#story li.tl-item")
+            assert items.count() > 10
+            ats = items.evaluate_all("els => els.map(e => e.dataset.at)")
+            assert ats == sorted(ats)
+            streams = set(items.evaluate_all("els => els.map(e => e.dataset.stream)"))
+            assert set(sessions) <= streams and run in streams
+            kinds = items.evaluate_all("els => els.map(e => e.dataset.kind)")
+            assert {"prompt", "tool_use", "state"} <= set(kinds)
+            page.screenshot(path=str(tmp_path / "timeline.png"), full_page=True)
+            # search from the box in the header; the hit opens its version, the row targeted
+            page.goto(base + "/")
+            page.fill("form.search-box input[name=q]", "Review the state file")
+            page.press("form.search-box input[name=q]", "Enter")
+            page.wait_for_url("**/search?q=*")
+            first = page.locator("a.hit-link").first
+            href = first.get_attribute("href") or ""
+            version = href.rsplit("#v", 1)[1]
+            first.click()
+            page.wait_for_url(f"**#v{version}")
+            row = page.locator(f"tr#v{version}")
+            assert row.is_visible()
+            assert page.evaluate("document.querySelector(':target').id") == f"v{version}"
+            browser.close()
+    finally:
+        store.close()
+    assert problems == []

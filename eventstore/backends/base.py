@@ -584,6 +584,53 @@ class Backend(abc.ABC):
         cur.execute(self.sql_checkpoint_notes.format(where=where, limit=int(limit)), params)
         return [CheckpointNote(int(r[0]), r[1], int(r[2]), bytes(r[3]), r[4], r[5]) for r in cur.fetchall()]
 
+    # -- named tokens of `evstore serve` (eventstore/tokens.py; migration 0008) ---------------
+
+    TOKEN_COLUMNS = "name, scope, created_at, expires_at, revoked_at, last_used_at"
+
+    @recorder("reading the API tokens")
+    def token_by_digest(self, cur: Any, digest: bytes) -> tuple[Any, ...] | None:
+        """The token whose secret has SHA-256 ``digest``: (name, scope, created, expires, revoked, last used)."""
+        cur.execute(f"SELECT {self.TOKEN_COLUMNS} FROM api_tokens WHERE token_sha256 = {self.p}", (self.blob(digest),))
+        row = cur.fetchone()
+        return None if row is None else tuple(row)
+
+    @recorder("reading the API tokens")
+    def token_rows(self, cur: Any, name: str | None = None) -> list[tuple[Any, ...]]:
+        """Every token (or the one named ``name``), by name."""
+        if name is None:
+            cur.execute(f"SELECT {self.TOKEN_COLUMNS} FROM api_tokens ORDER BY name")
+        else:
+            cur.execute(f"SELECT {self.TOKEN_COLUMNS} FROM api_tokens WHERE name = {self.p}", (name,))
+        return [tuple(r) for r in cur.fetchall()]
+
+    @recorder("counting the API tokens in force")
+    def write_tokens_in_force(self, cur: Any, now: str) -> int:
+        """How many tokens that may write (append, admin) are neither revoked nor expired at ``now``."""
+        cur.execute(f"SELECT COUNT(*) FROM api_tokens WHERE scope IN ('append', 'admin') AND revoked_at IS NULL "
+                    f"AND (expires_at IS NULL OR expires_at > {self.p})", (now,))
+        return int(cur.fetchone()[0])
+
+    @recorder("adding an API token")
+    def insert_token(self, cur: Any, name: str, scope: str, digest: bytes, created: str, expires: str | None) -> None:
+        p = self.p
+        cur.execute(f"INSERT INTO api_tokens (name, scope, token_sha256, created_at, expires_at) "
+                    f"VALUES ({p}, {p}, {p}, {p}, {p})", (name, scope, self.blob(digest), created, expires))
+
+    @recorder("revoking an API token")
+    def revoke_token(self, cur: Any, name: str, now: str) -> int:
+        cur.execute(f"UPDATE api_tokens SET revoked_at = {self.p} WHERE name = {self.p} AND revoked_at IS NULL",
+                    (now, name))
+        return int(cur.rowcount)
+
+    @recorder("deleting an API token")
+    def delete_token(self, cur: Any, name: str) -> None:
+        cur.execute(f"DELETE FROM api_tokens WHERE name = {self.p}", (name,))
+
+    @recorder("noting an API token's use")
+    def touch_token(self, cur: Any, name: str, now: str) -> None:
+        cur.execute(f"UPDATE api_tokens SET last_used_at = {self.p} WHERE name = {self.p}", (now, name))
+
     @abc.abstractmethod
     def begin_write(self, raw: Any) -> None:
         """Start a transaction holding the store-wide append lock."""
@@ -639,6 +686,112 @@ class Backend(abc.ABC):
         elif rows:
             cur.executemany(self.sql_insert_blob, rows)
         return len(rows)
+
+    # -- erasure (migration 0009; eventstore/erasure.py) -----------------------------------------
+
+    #: A condition true when the BLOB column ``{col}`` contains the bytes bound at ``{p}``.
+    sql_contains = "instr({col}, {p}) > 0"
+
+    @recorder("looking up events to erase")
+    def erasable_events(self, cur: Any, *, exclude_stream: str, stream_ids: Sequence[str] | None = None,
+                        event_id: str | None = None, needles: Sequence[bytes] = (), recorded_before: str | None = None,
+                        after_position: int = 0, limit: int = 500) -> list[tuple[int, str, int, bytes]]:
+        """(position, stream id, version, meta) of events whose payload is still stored (not erased),
+        outside ``exclude_stream``, that match every filter given, by position from ``after_position``."""
+        p = self.p
+        where = [f"e.position > {p}", "length(e.data) > 0", f"s.stream_id <> {p}"]
+        params: list[Any] = [after_position, exclude_stream]
+        if stream_ids is not None:
+            if not stream_ids:
+                return []
+            where.append(f"s.stream_id IN ({', '.join([p] * len(stream_ids))})")
+            params.extend(stream_ids)
+        if event_id is not None:
+            where.append(f"e.event_id = {p}")
+            params.append(event_id)
+        if recorded_before is not None:
+            where.append(f"e.recorded_at < {p}")
+            params.append(recorded_before)
+        if needles:
+            where.append("(" + " OR ".join(self.sql_contains.format(col=f"e.{c}", p=p)
+                                           for _ in needles for c in ("data", "meta")) + ")")
+            params.extend(self.blob(n) for n in needles for _ in ("data", "meta"))
+        cur.execute("SELECT e.position, s.stream_id, e.version, e.meta FROM events e JOIN streams s "
+                    f"ON s.stream_pk = e.stream_pk WHERE {' AND '.join(where)} ORDER BY e.position LIMIT {p}",
+                    [*params, limit])
+        return [(int(r[0]), str(r[1]), int(r[2]), bytes(r[3])) for r in cur.fetchall()]
+
+    @recorder("looking up blobs to erase")
+    def blobs_containing(self, cur: Any, needles: Sequence[bytes]) -> list[bytes]:
+        """The digests of the stored (not erased) blobs whose bytes contain one of ``needles``."""
+        if not needles:
+            return []
+        cond = " OR ".join(self.sql_contains.format(col="data", p=self.p) for _ in needles)
+        cur.execute(f"SELECT sha256 FROM blobs WHERE length(data) > 0 AND ({cond})", [self.blob(n) for n in needles])
+        return [bytes(r[0]) for r in cur.fetchall()]
+
+    @recorder("looking up the events naming a blob")
+    def blob_still_named(self, cur: Any, hex_digest: str) -> bool:
+        """Whether an event whose payload is still stored names the blob (its meta holds the digest)."""
+        cond = self.sql_contains.format(col="meta", p=self.p)
+        cur.execute(f"SELECT 1 FROM events WHERE length(data) > 0 AND {cond} LIMIT 1", (self.blob(hex_digest.encode()),))
+        return cur.fetchone() is not None
+
+    @recorder("erasing payloads")
+    def tombstone_events(self, cur: Any, rows: Sequence[tuple[int, str, str, str, str, str | None]]) -> None:
+        """Record (position, kind, reason, admin event id, time, kept) in ``erasures`` and empty those
+        events' ``data`` and ``meta`` (the one UPDATE the triggers allow)."""
+        p = self.p
+        cur.executemany(f"INSERT INTO erasures (position, kind, reason, admin_event_id, erased_at, kept) "
+                        f"VALUES ({p}, {p}, {p}, {p}, {p}, {p}) ON CONFLICT (position) DO NOTHING", list(rows))
+        empty = self.blob(b"")
+        cur.executemany(f"UPDATE events SET data = {p}, meta = {p} WHERE position = {p}",
+                        [(empty, empty, r[0]) for r in rows])
+
+    @recorder("erasing blobs")
+    def tombstone_blobs(self, cur: Any, digests: Sequence[bytes], admin_event_id: str, now: str) -> None:
+        p = self.p
+        cur.executemany(f"INSERT INTO erased_blobs (sha256, admin_event_id, erased_at) VALUES ({p}, {p}, {p}) "
+                        "ON CONFLICT (sha256) DO NOTHING", [(self.blob(d), admin_event_id, now) for d in digests])
+        cur.executemany(f"UPDATE blobs SET data = {p} WHERE sha256 = {p}",
+                        [(self.blob(b""), self.blob(d)) for d in digests])
+
+    @recorder("dropping replay-cache rows")
+    def drop_cached_states(self, cur: Any, stream_ids: Sequence[str]) -> int:
+        """Delete the replay-cache rows of ``stream_ids`` (folded documents hold their content)."""
+        if not stream_ids:
+            return 0
+        cur.execute("DELETE FROM replay_cache WHERE stream_pk IN (SELECT stream_pk FROM streams WHERE stream_id "
+                    f"IN ({', '.join([self.p] * len(stream_ids))}))", list(stream_ids))
+        return int(cur.rowcount or 0)
+
+    @recorder("reading the erasures")
+    def erasure_rows(self, cur: Any, positions: Sequence[int] | None = None) -> dict[int, tuple[str, str, str, str]]:
+        """position -> (kind, reason, admin event id, time) of every erased event (or of ``positions``)."""
+        sql = "SELECT position, kind, reason, admin_event_id, erased_at FROM erasures"
+        if positions is not None:
+            if not positions:
+                return {}
+            sql += f" WHERE position IN ({', '.join([self.p] * len(positions))})"
+        cur.execute(sql, list(positions or ()))
+        return {int(r[0]): (str(r[1]), str(r[2]), str(r[3]), str(r[4])) for r in cur.fetchall()}
+
+    @recorder("reading what an erasure kept")
+    def kept_meta(self, cur: Any, position: int) -> str | None:
+        """The capture bookkeeping kept from an erased event's meta (JSON), if any."""
+        cur.execute(f"SELECT kept FROM erasures WHERE position = {self.p}", (position,))
+        row = cur.fetchone()
+        return None if row is None or row[0] is None else str(row[0])
+
+    @recorder("reading the erased blobs")
+    def erased_blob_digests(self, cur: Any) -> set[bytes]:
+        cur.execute("SELECT sha256 FROM erased_blobs")
+        return {bytes(r[0]) for r in cur.fetchall()}
+
+    def scrub(self, raw: Any) -> list[str]:
+        """Make the bytes of erased payloads unrecoverable from the database's files (outside a
+        transaction); what was done, one line each."""
+        return []
 
     #: Whether the database has roles to grant rights to (``evstore db roles``).
     has_roles = False

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from eventstore.backends.base import Backend, recorder
 from eventstore.config import sqlite_file
+from eventstore.errors import EvstoreError
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -168,6 +169,22 @@ class SQLiteBackend(Backend):
 
     def is_unique_violation(self, exc: BaseException) -> bool:
         return isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in str(exc)
+
+    def scrub(self, raw: Any) -> list[str]:
+        # secure_delete zeroes freed cells and pages; VACUUM rewrites the file from the live rows only;
+        # the TRUNCATE checkpoint copies the WAL back and empties it (older frames held the old pages).
+        if raw.in_transaction:
+            raw.execute("ROLLBACK")
+        raw.execute("PRAGMA secure_delete=ON")
+        raw.execute("VACUUM")
+        busy, _, _ = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        done = ["VACUUM rewrote the database file with secure_delete on"]
+        if busy:
+            raise EvstoreError("The WAL could not be emptied: another process has the store open (a reader or "
+                               "`evstore serve`); the erased bytes may remain in the -wal file until it is. "
+                               "Stop it and run the command again.")
+        done.append("the WAL was checkpointed and truncated")
+        return done
 
     def insert_stream(self, cur: Any, stream_id: str, dialect: str | None, genesis: bytes, now: str) -> int:
         cur.execute(self.sql_insert_stream, (stream_id, dialect, genesis, now))

@@ -88,12 +88,23 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "verify-proof": ("eventstore.cli.proofs", "Check an inclusion or consistency proof file with nothing but the file and "
                                               "the log's key (no store, no network); exit 1 saying what does not "
                                               "hold."),
+    "tokens": ("eventstore.cli.team", "Named tokens of `evstore serve`: who may read, append or administer (stored "
+                                      "as hashes)."),
     "witness": ("eventstore.cli.proofs", "Run a C2SP tlog-witness that cosigns checkpoints of the logs it trusts."),
     "verify": ("eventstore.cli.core", "Recompute every hash chain (or STREAM's), the Merkle tree and the replay "
                                       "cache; exit 1 naming what fails."),
+    "erase": ("eventstore.cli.retention", "Erase payloads on request (a leaked secret, a person's data): headers, "
+                                          "digests and chain hashes stay, so verify, checkpoints and proofs stay "
+                                          "valid."),
+    "hold": ("eventstore.cli.retention", "Legal holds: nothing under a hold is purged or erased."),
+    "retention": ("eventstore.cli.retention", "Retention policies: how long payloads are kept (headers, digests and "
+                                              "hashes are kept for good)."),
     "ingest": ("eventstore.cli.documents", "Ingest state-file snapshots with DIALECT (a directory: its files in "
                                            "name order)."),
     "log": ("eventstore.cli.documents", "Show TASK's events as a timeline (version, time, type, summary)."),
+    "push": ("eventstore.cli.team", "Send the local events not sent yet to the team server now (in order; exit 1 "
+                                    "if a batch is refused)."),
+    "remote": ("eventstore.cli.team", "The team server this machine sends its records to (`evstore push`)."),
     "replay": ("eventstore.cli.documents", "Rebuild TASK's state document (a stream id or a task id)."),
     "watch": ("eventstore.cli.documents", "Follow a state file (or folder) and ingest each new write; Ctrl-C "
                                           "stops."),
@@ -101,12 +112,16 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "demo": ("projections.cli.runs", "Create the store if needed and fill it with a realistic simulated portfolio."),
     "projections": ("projections.cli.runs", "Projection status, rebuilds and the async runner."),
     "runs": ("projections.cli.runs", "List runs (one per stream), newest activity first."),
+    "search": ("projections.cli.runs", "Full-text search over event payloads, transcripts, hook calls and state "
+                                       "documents, newest first."),
     "export": ("projections.cli.analytics", "Export the events and the analytics tables for other tools."),
     "metrics": ("projections.cli.analytics", "Cross-run metrics (reviewer acceptance, review deltas, gates, "
                                              "breaker trips, phases, ...), or with TASK the same for one run (its "
                                              "timeline, iterations and deltas)."),
     "query": ("projections.cli.analytics", "Run DuckDB SQL over the analytics views (runs, phases, "
                                            "review_findings, review_deltas, gates, ...)."),
+    "usage": ("projections.cli.analytics", "Tokens and cost of the agent sessions in the store, by session, task, "
+                                           "model, subagent, day or project."),
     "serve": ("projections.cli.serve", "Serve runs, states, diffs, metrics and integrity in a browser, and a JSON "
                                        "API (writes need a token)."),
 }

@@ -217,6 +217,7 @@ def append(ctx: click.Context, stream: str | None, type_: str | None, data: str 
             _echo_json({"events": n, "streams": {r.stream_id: r.version for r in results}})
         else:
             click.echo(f"appended {n} events to {len(results)} streams")
+        _send(store)
         return
     if not stream or not type_:
         raise click.UsageError("STREAM and TYPE are required (or use --batch FILE).")
@@ -237,6 +238,16 @@ def append(ctx: click.Context, stream: str | None, type_: str | None, data: str 
     else:
         note = " (already recorded; nothing written)" if r.duplicate else ""
         click.echo(f"{r.stream_id} @ version {r.version}, position {r.positions[-1]}{note}")
+    _send(store)
+
+
+def _send(store: Any) -> None:
+    """With a remote set (`evstore remote set`): send what is waiting now; a failure keeps it for later."""
+    from eventstore import remote
+
+    line = remote.note_line(remote.send_if_set(store))
+    if line is not None:
+        click.echo(line, err=True)
 
 
 def _read_file(path: Path) -> bytes:
@@ -332,6 +343,9 @@ def verify(ctx: click.Context, stream: str | None, as_json: bool, seal: Path | N
         if tree_checkpoint is not None:
             extra += f"; checkpoint {checkpoint} holds (the first {tree_checkpoint.size} events)"
         blobs = f", {report.blobs} blobs" if report.blobs else ""
+        gone = [f"{n} {what}" for n, what in ((report.purged, "purged"), (report.erased, "erased"),
+                                              (report.erased_blobs, "blobs erased")) if n]
+        blobs += f" ({', '.join(gone)}: tombstones as recorded)" if gone else ""
         click.echo(f"verified {report.streams} streams, {report.events} events, {report.cached} cached documents"
                    f"{blobs}: all hash chains intact{extra}")
         if stream is None:

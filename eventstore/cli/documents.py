@@ -12,8 +12,10 @@ import click
 
 from eventstore import config
 from eventstore.cli import cli, interruptible, open_store
+from eventstore.cli.core import _send
 from eventstore.display import printable
 from eventstore.errors import ConcurrencyError, EvstoreError, IngestError
+from eventstore.tokens import sent_by_line
 
 
 def _dialect(name: str) -> Any:
@@ -107,6 +109,7 @@ def ingest(ctx: click.Context, dialect: str, paths: tuple[Path, ...], stream: st
         bad = f", {unreadable} unreadable version(s) recorded as such" if unreadable else ""
         bad += f", {failed} lens failure(s)" if failed else ""
         click.echo(f"{capture_summary(results)}; {events} event(s){bad}", err=True)
+    _send(store)
     if failed:
         click.echo(f"warning: the {dialect} lens failed on {failed} snapshot(s), recorded exactly with a "
                    "lens-failed finding (`evstore log` shows it; --strict refuses such snapshots).", err=True)
@@ -232,6 +235,7 @@ def watch(ctx: click.Context, dialect: str, path: Path, stream: str | None, inte
                             else:
                                 click.echo(printable(f"{r.file or '-'} -> {r.stream} @ {r.version} ({_ingest_note(r)})"))
                     last = sig
+                    _send(store)
                 except IngestError as exc:  # bad file, or unreadable under --strict: report, retry on next change
                     click.echo(f"warning: {exc}", err=True)
                     last = sig
@@ -367,9 +371,11 @@ def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_j
 @click.option("--findings/--no-findings", default=True, help="Show validation findings under snapshots.")
 @click.option("--pager/--no-pager", default=True,
               help="Page the timeline when it is longer than the terminal ($PAGER, else less; never when piped).")
+@click.option("--timeline", is_flag=True, help="Interleave, by time, the state versions (with their diffs), the turns "
+                                              "and hook calls of the sessions that wrote them, and git commits.")
 @click.pass_context
 def log(ctx: click.Context, task: str, as_json: bool, after: int | None, limit: int | None,
-        type_pattern: str | None, since: str | None, findings: bool, pager: bool) -> None:
+        type_pattern: str | None, since: str | None, findings: bool, pager: bool, timeline: bool) -> None:
     """Show TASK's events as a timeline (version, time, type, summary)."""
     import collections
     import fnmatch
@@ -384,6 +390,9 @@ def log(ctx: click.Context, task: str, as_json: bool, after: int | None, limit: 
     since_at = normalize_since(since) if since is not None else None
     store = open_store(ctx)
     sid = rp.resolve(store, task)
+    if timeline:
+        _print_timeline(store, sid, as_json)
+        return
     d = rp.dialect_of(store, sid)
     written = writers.writers(store, sid)
     # A session's transcript: the state versions its tool calls wrote (the other way round).
@@ -399,6 +408,16 @@ def log(ctx: click.Context, task: str, as_json: bool, after: int | None, limit: 
     emit: Callable[[str], None] = lines.append if paged else click.echo
     for rec in records:
         writer = written.get(rec.version)
+        if rec.erased:  # purged or erased: the header stays, with when and why the content went
+            from eventstore.erasure import describe, explain
+
+            said = describe(explain(store, [rec.position]).get(rec.position))
+            if as_json:
+                click.echo(json.dumps({**rec.to_dict(), "erasure": said}, ensure_ascii=False))
+            else:
+                when = (rec.occurred_at or rec.recorded_at)[:19].replace("T", " ")
+                click.echo(printable(f"{rec.version:>5}  {when}  {rec.type:<40}  [content {said}]"))
+            continue
         if as_json:
             out = rec.to_dict()
             out["data"] = d.shown_data(rec.type, out["data"], blob=store.read_blob)  # blobs put back
@@ -418,6 +437,9 @@ def log(ctx: click.Context, task: str, as_json: bool, after: int | None, limit: 
         source = meta.get("source") if isinstance(meta, dict) else None
         if isinstance(source, dict) and isinstance(source.get("id"), str):  # which source version (capture-once)
             emit(printable(f"{'':>5}  {'':19}  source {_short_source(source['id'])}"))
+        sender = meta.get("sent_by") if isinstance(meta, dict) else None
+        if isinstance(sender, dict):  # who sent it to a team server (token name, machine)
+            emit(printable(f"{'':>5}  {'':19}  {sent_by_line(sender)}"))
         if writer is not None:  # who wrote this state: the session, message and tool call
             emit(printable(f"{'':>5}  {'':19}  {writer.line()}"))
         if made and event is not None and rec.type in d.file_write_types:
@@ -438,3 +460,22 @@ def log(ctx: click.Context, task: str, as_json: bool, after: int | None, limit: 
     else:
         for line in lines:
             click.echo(line)
+
+
+def _print_timeline(store: Any, sid: str, as_json: bool) -> None:
+    from eventstore.display import printable
+    from projections.timeline import task_timeline
+
+    for item in task_timeline(store, sid):
+        if as_json:
+            click.echo(json.dumps(item.to_dict(), ensure_ascii=False))
+            continue
+        when = (item.at or "")[:19].replace("T", " ")
+        where = item.stream if item.kind in ("state", "commit", "event") else \
+            f"{item.stream} line {item.lineno}" if item.lineno is not None else item.stream
+        click.echo(printable(f"{when}  {'  ' * item.depth}{item.kind:<11}  {item.text}  [{where} v{item.version}]"))
+        for op in (item.diff or [])[:10]:
+            value = json.dumps(op.get("value"), ensure_ascii=False) if "value" in op else ""
+            click.echo(printable(f"{'':19}  {'':11}    {op['op']} {op['path'] or '/'} {value[:100]}"))
+        if item.diff is not None and len(item.diff) > 10:
+            click.echo(f"{'':19}  {'':11}    ... {len(item.diff) - 10} more (`evstore replay {sid} --diff`)")

@@ -128,6 +128,18 @@ class Unreadable:
 
 
 @dataclass(frozen=True)
+class StateVersion:
+    """One state version as a file held it, for :meth:`Dialect.simulate_writers`: the run's stream and
+    version, when it was recorded, the file's path (relative) and its bytes."""
+
+    stream_id: str
+    version: int
+    at: datetime
+    path: str
+    content: bytes
+
+
+@dataclass(frozen=True)
 class FileWrite:
     """A tool call that wrote (or tried to write) a file, as an event of a session records it
     (:meth:`Dialect.file_writes`).  Several events may describe one call (its use, then its
@@ -230,6 +242,10 @@ class Dialect:
     #: Top-level keys holding the time the source wrote the document (ISO 8601), tried in order:
     #: ingest takes ``occurred_at`` from them before git's commit time or the file's mtime.
     time_keys: ClassVar[tuple[str, ...]] = ()
+    #: For a dialect of agent sessions: what each of its event types is in a timeline (``prompt``,
+    #: ``assistant``, ``tool_use``, ``tool_result``, ``hook``, or ``subagent``: the link to a subagent's
+    #: transcript); the timeline and session pages show these events as turns.
+    session_kinds: ClassVar[dict[str, str]] = {}
     #: Relative weight of this dialect's runs in ``evstore demo`` (0: not in the demo).
     demo_weight: ClassVar[int] = 0
     #: For a dialect whose sources are no state-file snapshots (e.g. transcripts read line by line):
@@ -406,6 +422,17 @@ class Dialect:
         """
         return data
 
+    def search_text(self, event_type: str, data: bytes, *, blob: Callable[[str], bytes]) -> tuple[str, str]:
+        """What ``evstore search`` indexes of one event, from its stored ``data`` (canonical JSON):
+        (kind, text).  Default: ``"event"`` and the payload's values (a snapshot's, a patch's) without
+        its keys and punctuation (:func:`json_words`); a dialect of agent sessions says what a line
+        holds (a prompt, assistant text, a tool's input or output).
+
+            >>> dialect.search_text("document.observed", b'{"doc":{"title":"Fix login"}}', blob=store.read_blob)
+            ('event', '  Fix login  ')
+        """
+        return "event", json_words(data)
+
     def stream_id(self, doc: JSON) -> str | None:
         """The stream id a document names (its task id), if any."""
         return None
@@ -461,6 +488,12 @@ class Dialect:
         return None
 
     # -- simulating -------------------------------------------------------------
+
+    def simulate_writers(self, store: Any, rng: random.Random, versions: list[StateVersion]) -> int:
+        """A dialect of agent sessions: record sessions that wrote ``versions`` (one run's state
+        versions, in order) into ``store``, as ``evstore demo`` shows them; the number of sessions.
+        Default: none."""
+        return 0
 
     def simulate(self, rng: random.Random, *, run_id: str, start: datetime) -> Iterator[Snapshot]:
         """Snapshots of one realistic run (subclasses)."""
@@ -533,3 +566,40 @@ def parse_time(value: object) -> datetime | None:
         return datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
+
+
+def strings(value: Any, limit: int = 1_000_000) -> list[str]:
+    """The strings (and numbers) inside a JSON value, depth first, up to ``limit`` characters in all."""
+    out: list[str] = []
+    size = 0
+    todo = [value]
+    while todo and size < limit:
+        v = todo.pop()
+        if isinstance(v, str):
+            if v:
+                out.append(v)
+                size += len(v)
+        elif isinstance(v, dict):
+            todo.extend(reversed(list(v.values())))
+        elif isinstance(v, list):
+            todo.extend(reversed(v))
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            out.append(str(v))
+    return out
+
+
+# Keys that look like identifiers (nearly all); escapes that would glue a letter to the next word.
+_JSON_KEY = re.compile(rb'"[A-Za-z_$@][A-Za-z0-9_$@.-]*":')
+_JSON_ESCAPES = (b"\\\\", b'\\"', b"\\n", b"\\t", b"\\r", b"\\/")
+_JSON_PUNCT = bytes.maketrans(b'{}[],":', b"       ")
+
+
+def json_words(data: bytes) -> str:
+    """The words of a JSON text's values: keys, escapes and punctuation become spaces (a regular
+    expression, replaces and a translate over the bytes, no parse: search indexes every event, and
+    decoding and walking each payload was most of the index's cost)."""
+    text = _JSON_KEY.sub(b" ", data)
+    for escape in _JSON_ESCAPES:
+        if escape in text:
+            text = text.replace(escape, b"  ")
+    return text.translate(_JSON_PUNCT).decode("utf-8", "replace")

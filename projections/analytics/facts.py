@@ -32,6 +32,7 @@ from eventstore.dialects import available, get_dialect
 from eventstore.dialects.analytics import COLUMN_TYPES, Chart, MetricSection, RowFunction, Rows, Table, d, s, ts
 from eventstore.errors import EvstoreError
 from eventstore.store import RecordedEvent
+from projections.prices import PRICE_KEY_SQL
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -79,10 +80,40 @@ SHARED_VIEWS: dict[str, tuple[tuple[str, str], ...]] = {
     "phases": (("stream_id", "VARCHAR"), ("dialect", "VARCHAR"), ("phase", "VARCHAR"), ("started_at", _T),
                ("finished_at", _T), ("status", "VARCHAR"), ("model", "VARCHAR"), ("retries", "BIGINT"),
                ("failures", "BIGINT"), ("skipped", "BOOLEAN"), ("duration_s", "DOUBLE")),
+    # One row per model API call (message) an agent session made, counted once, with its final usage:
+    # what `evstore usage` and the `usage` view price (projections.usage).
+    "api_usage": (("stream_id", "VARCHAR"), ("session_id", "VARCHAR"), ("subagent", "VARCHAR"),
+                  ("dialect", "VARCHAR"), ("message_id", "VARCHAR"), ("request_id", "VARCHAR"), ("model", "VARCHAR"),
+                  ("occurred_at", _T), ("cwd", "VARCHAR"), ("lines", "BIGINT"), ("input_tokens", "BIGINT"),
+                  ("output_tokens", "BIGINT"), ("cache_read_tokens", "BIGINT"), ("cache_creation_tokens", "BIGINT"),
+                  ("first_output_tokens", "BIGINT")),
 }
 
 #: Views over the shared tables (DuckDB SQL); the dialects' views follow them.
 CORE_VIEWS: dict[str, str] = {
+    # api_usage priced: the newest row of model_prices (a link table: projections.prices) for the
+    # message's model effective at its time (ASOF join); cost_usd NULL, never 0, when there is none.
+    "usage": f"""
+        WITH m AS (SELECT *, {PRICE_KEY_SQL.format(col="model")} AS price_model,
+                          coalesce(occurred_at, TIMESTAMPTZ '9999-12-31 00:00:00+00') AS priced_at
+                   FROM api_usage)
+        SELECT m.* EXCLUDE (priced_at), p.effective AS price_effective, p.model IS NOT NULL AS priced,
+               CASE WHEN p.model IS NOT NULL THEN
+                   (coalesce(m.input_tokens, 0) * p.input + coalesce(m.output_tokens, 0) * p.output
+                    + coalesce(m.cache_creation_tokens, 0) * p.cache_write
+                    + coalesce(m.cache_read_tokens, 0) * p.cache_read) / 1e6 END AS cost_usd
+        FROM m ASOF LEFT JOIN model_prices p ON m.price_model = p.model AND m.priced_at >= p.effective""",
+    # Per stream: what its sessions cost (a session's own stream, and a run through the sessions that
+    # wrote its state versions: run_sessions), for the runs index and the run pages.
+    "run_usage": """
+        WITH own AS (SELECT session_id AS stream_id, session_id FROM (SELECT DISTINCT session_id FROM api_usage)),
+        links AS (SELECT DISTINCT stream_id, session_id FROM run_sessions UNION SELECT * FROM own)
+        SELECT l.stream_id, count(DISTINCT u.session_id) AS sessions, count(DISTINCT u.subagent) AS subagents,
+               count(u.message_id) AS api_messages, sum(u.input_tokens) AS input_tokens,
+               sum(u.output_tokens) AS output_tokens, sum(u.cache_creation_tokens) AS cache_creation_tokens,
+               sum(u.cache_read_tokens) AS cache_read_tokens, sum(u.cost_usd) AS cost_usd,
+               count_if(NOT u.priced) AS unpriced_messages
+        FROM links l JOIN usage u ON u.session_id = l.session_id GROUP BY l.stream_id""",
     "runs": """
         WITH ev AS (
             SELECT stream_id, max(dialect) AS dialect, min(coalesce(occurred_at, recorded_at)) AS started_at,
@@ -106,6 +137,42 @@ CORE_VIEWS: dict[str, str] = {
 }
 
 _IN = "stream_id IN (SELECT stream_id FROM sel)"
+
+_USAGE_COLUMNS = ("model", "sessions", "api_messages", "input_tokens", "output_tokens", "cache_creation_tokens",
+                  "cache_read_tokens", "cost_usd", "unpriced_messages", "price_effective")
+_USAGE_NOTE = ("one count per API message (message id + request id) with the usage of its last transcript line; "
+               "subagents in their session; cost_usd from the price table in force at each message's time "
+               "(`evstore usage` says which), empty where a model has no price (unpriced_messages counts them); "
+               "views: api_usage, usage, run_usage.")
+
+
+def _usage_sql(where: str) -> str:
+    return f"""SELECT model, count(DISTINCT session_id) AS sessions, count(*) AS api_messages,
+                   sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+                   sum(cache_creation_tokens) AS cache_creation_tokens, sum(cache_read_tokens) AS cache_read_tokens,
+                   sum(cost_usd) AS cost_usd, count_if(NOT priced) AS unpriced_messages,
+                   max(price_effective)::DATE::VARCHAR AS price_effective
+               FROM usage WHERE {where} GROUP BY model ORDER BY cost_usd DESC NULLS LAST, model"""
+
+
+def _usage_summary(where: str) -> str:
+    return f"""SELECT count(DISTINCT session_id) AS sessions, count(*) AS api_messages,
+                   sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+                   sum(cache_creation_tokens) AS cache_creation_tokens, sum(cache_read_tokens) AS cache_read_tokens,
+                   sum(cost_usd) AS cost_usd, count_if(NOT priced) AS unpriced_messages
+               FROM usage WHERE {where}"""
+
+
+# A cross-run report's sessions are the streams in scope; a run's are its own and those that wrote it.
+_USAGE_ALL = "session_id IN (SELECT split_part(stream_id, '/', 1) FROM sel)"
+_USAGE_RUN = ("(session_id IN (SELECT split_part(stream_id, '/', 1) FROM sel) OR session_id IN "
+              "(SELECT session_id FROM run_sessions WHERE stream_id IN (SELECT stream_id FROM sel)))")
+
+USAGE_SECTION = MetricSection("usage", "Model usage and cost (per model)", _USAGE_COLUMNS, _usage_sql(_USAGE_ALL),
+                              _usage_summary(_USAGE_ALL), _USAGE_NOTE,
+                              chart=Chart("bars", "Cost per model (USD)", "{model}", ("cost_usd",)))
+RUN_USAGE_SECTION = MetricSection("usage", "Model usage and cost of the sessions that wrote this run",
+                                  _USAGE_COLUMNS, _usage_sql(_USAGE_RUN), _usage_summary(_USAGE_RUN), _USAGE_NOTE)
 
 #: Metric sections over the shared views (after the dialects' own in ``evstore metrics``).
 CORE_SECTIONS: tuple[MetricSection, ...] = (
@@ -140,7 +207,7 @@ CORE_SECTIONS: tuple[MetricSection, ...] = (
             GROUP BY ALL ORDER BY changes DESC, dialect, key LIMIT 20""",
         None,
         "changes = document.patched events touching the key (a version's changes the dialect's domain events do "
-        "not explain, and every change of a generic document)."),
+        "not explain, and every change of a document of any dialect)."),
     MetricSection(
         "gates", "Gates: verdicts, first-pass yield, fail -> pass recovery",
         ("gate", "pass", "fail", "not_applicable", "other", "runs", "first_pass_yield", "runs_failed", "recovered",
@@ -182,6 +249,7 @@ CORE_SECTIONS: tuple[MetricSection, ...] = (
             GROUP BY dialect, phase ORDER BY dialect, phase""",
         chart=Chart("groups", "Phase duration percentiles (minutes)", "{dialect} {phase}", ("p50_s", "p90_s"),
                     series=("p50", "p90"), scale=60)),
+    USAGE_SECTION,
 )
 
 #: The sections of ``evstore metrics STREAM`` every run has: the dialect's run sections go between
@@ -196,6 +264,7 @@ CORE_RUN_SECTIONS: tuple[MetricSection, ...] = (
                       FROM phases WHERE {_IN} ORDER BY started_at, phase"""),
     MetricSection("gates", "Gate verdicts", ("attempt", "gate", "verdict", "verdict_at"),
                   f"""SELECT attempt, gate, verdict, verdict_at FROM gates WHERE {_IN} ORDER BY position"""),
+    RUN_USAGE_SECTION,
 )
 
 
@@ -344,7 +413,7 @@ class Flattener:
         cat = self.catalog
         dialect = None
         meta: dict[str, Any] = {}
-        if e.meta != b"{}":
+        if e.meta and e.meta != b"{}":  # (empty: a purged or erased payload)
             meta = d(_decode(e.meta))
             dialect = s(meta.get("dialect"))
         if not dialect:
@@ -361,13 +430,13 @@ class Flattener:
             kind = _KINDS.get(e.type, "valid")
             self.rows["state_versions"].append((e.position, e.stream_id, e.version, dialect, kind, lens,
                                                 occurred or self._recorded[1]))
-        if e.type == "document.patched":
+        if e.type == "document.patched" and e.data:
             for key in _top_keys(d(_decode(e.data)).get("ops")):
                 self.rows["patched_keys"].append((e.position, e.stream_id, dialect, key, occurred or self._recorded[1]))
         fn = cat.rows.get(e.type)
         if fn is None and dialect is not None:
             fn = cat.document_rows.get((dialect, e.type))
-        if fn is not None:
+        if fn is not None and e.data:  # a purged or erased event keeps its row in events, no facts
             fn(self.rows, e, d(_decode(e.data)), occurred)
 
     def tables(self) -> dict[str, pa.Table]:

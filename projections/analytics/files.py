@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from filelock import FileLock
 
 from eventstore import config
 from eventstore.errors import EvstoreError
@@ -215,6 +214,8 @@ def _refresh_lock(directory: Path) -> Iterator[None]:
     """One refresher per directory at a time, across processes (released if the holder dies)."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
+        from filelock import FileLock  # here: a caught-up refresh takes no lock (filelock imports secrets)
+
         lock = FileLock(directory / LOCK)
         lock.acquire()
     except OSError as exc:

@@ -18,11 +18,15 @@ from eventstore.errors import EvstoreError
 from eventstore.store import EventStore
 from projections.analytics.facts import Catalog, catalog, empty_select
 from projections.analytics.files import Manifest, analytics_dir, io_error, mismatch, refresh
+from projections.prices import PriceTable
 
 #: Tables filled from the store when a connection is bound to one (:func:`reading`): what the
 #: log does not state event by event (a run's sessions are matched across streams,
 #: ``projections.writers``).  Empty on a bare :func:`connect`.
-LINKS: dict[str, str] = {"run_sessions": "stream_id VARCHAR, session_id VARCHAR"}
+#: ``model_prices``: the price table in force (``projections.prices``; ``evstore usage --prices`` refills it).
+LINKS: dict[str, str] = {"run_sessions": "stream_id VARCHAR, session_id VARCHAR",
+                         "model_prices": "model VARCHAR, effective TIMESTAMPTZ, input DOUBLE, output DOUBLE, "
+                                         "cache_write DOUBLE, cache_read DOUBLE"}
 
 
 def table_names() -> list[str]:
@@ -235,7 +239,7 @@ def _store_connect(store: EventStore, directory: str | os.PathLike[str] | None, 
         raise EvstoreError(f"The analytics tables in {out} are not this store's: {problem}; {hint}.")
     try:
         if only is None or not only.isdisjoint(LINKS):
-            fill_links(con, store)
+            fill_links(con, store, only)
         if materialize and m.rows() < SERIAL_ROWS:
             _materialize(con, only)
     except BaseException:
@@ -245,14 +249,29 @@ def _store_connect(store: EventStore, directory: str | os.PathLike[str] | None, 
     return con, release
 
 
-def fill_links(con: duckdb.DuckDBPyConnection, store: EventStore) -> None:
-    """Fill the :data:`LINKS` tables from ``store`` (a run's sessions: ``projections.writers``)."""
+def fill_links(con: duckdb.DuckDBPyConnection, store: EventStore, only: frozenset[str] | None = None) -> None:
+    """Fill the :data:`LINKS` tables from ``store`` (a run's sessions: ``projections.writers``) and
+    the price table (``projections.prices.load_prices``: the package's, or ``$EVSTORE_PRICES``)."""
     from projections import writers
+    from projections.prices import load_prices
 
-    rows = [(run, session) for run, sessions in writers.run_sessions(store).items() for session in sessions]
-    con.execute("DELETE FROM run_sessions")
+    if only is None or "run_sessions" in only:
+        rows = [(run, session) for run, sessions in writers.run_sessions(store).items() for session in sessions]
+        con.execute("DELETE FROM run_sessions")
+        if rows:
+            con.executemany("INSERT INTO run_sessions VALUES (?, ?)", rows)
+    if only is None or "model_prices" in only:
+        fill_prices(con, load_prices())
+
+
+def fill_prices(con: duckdb.DuckDBPyConnection, table: PriceTable) -> None:
+    """Put ``table``'s rows in ``model_prices`` (each effective from midnight UTC of its date)."""
+    from datetime import UTC, datetime, time
+
+    con.execute("DELETE FROM model_prices")
+    rows = [(m, datetime.combine(day, time(), UTC), *rates) for m, day, *rates in table.sql_rows()]
     if rows:
-        con.executemany("INSERT INTO run_sessions VALUES (?, ?)", rows)
+        con.executemany("INSERT INTO model_prices VALUES (?, ?, ?, ?, ?, ?)", rows)
 
 
 @contextmanager

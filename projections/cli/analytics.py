@@ -133,3 +133,43 @@ def export_cmd(ctx: click.Context, parquet_dir: str | None, jsonl_file: str | No
     if jsonl_file:
         n = export_jsonl(store, sys.stdout if jsonl_file == "-" else jsonl_file, table=table, directory=analytics_dir)
         click.echo(f"wrote {n} {'events' if table == 'log' else f'{table} rows'} to {jsonl_file}", err=True)
+
+
+@cli.command("usage")
+@click.option("--by", "by", type=click.Choice(["session", "task", "model", "subagent", "day", "project"]),
+              default="session", show_default=True, help="One row per this.")
+@click.option("--since", default=None, metavar="ISO", help="Only API messages at or after this date/time (UTC if no zone).")
+@click.option("--prices", "prices_file", type=click.Path(dir_okay=False), default=None, envvar="EVSTORE_PRICES",
+              help="A TOML price table overriding the package's for the models it names (docs/metrics.md).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: rows, total and the price table used.")
+@click.option("--no-refresh", is_flag=True, help="Use the tables as they are (skip catching up first).")
+@_analytics_dir
+@click.pass_context
+def usage_cmd(ctx: click.Context, by: str, since: str | None, prices_file: str | None, as_json: bool,
+              no_refresh: bool, analytics_dir: str | None) -> None:
+    """Tokens and cost of the agent sessions in the store, by session, task, model, subagent, day or project."""
+    from projections.prices import load_prices
+    from projections.report import table_text
+    from projections.usage import cost_text, usage_report
+
+    prices = load_prices(prices_file)  # a bad file fails before the tables are caught up
+    with _tables(open_store(ctx), analytics_dir, no_refresh) as con:
+        report = usage_report(con, by=by, since=since, prices=prices)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), ensure_ascii=False))
+        return
+    shown = [{by: "(none)" if r["key"] is None else r["key"], **({"label": r["label"]} if r["label"] else {}),
+              **{c: r[c] for c in ("sessions", "api_messages", "input_tokens", "output_tokens",
+                                   "cache_creation_tokens", "cache_read_tokens")},
+              "cost": cost_text(r)} for r in report.rows]
+    shown.append({by: "total", **{c: report.total[c] for c in ("sessions", "api_messages", "input_tokens",
+                                                                "output_tokens", "cache_creation_tokens",
+                                                                "cache_read_tokens")},
+                  "cost": cost_text(report.total)})
+    columns = [by, *(["label"] if any("label" in r for r in shown) else []), "sessions", "api_messages",
+               "input_tokens", "output_tokens", "cache_creation_tokens", "cache_read_tokens", "cost"]
+    click.echo(table_text(columns, shown, max_width=48))
+    p = report.prices
+    click.echo(f"prices: table {p.name}, as of {p.as_of or 'undated'} ({p.source})", err=True)
+    for note in report.notes:
+        click.echo(f"note: {note}", err=True)

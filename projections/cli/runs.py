@@ -190,9 +190,13 @@ def coverage_cmd(ctx: click.Context, as_json: bool) -> None:
 @click.option("--url", default=None, metavar="URL", help="Database URL (overrides the global --url).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Simulation processes (default: all cores for 200+ runs).")
+@click.option("--sessions", "n_sessions", type=click.IntRange(min=0), default=3, show_default=True,
+              help="Runs whose state files simulated agent sessions write (their timelines, usage and search show "
+                   "the conversations); 0: none.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_context
-def demo_cmd(ctx: click.Context, n_runs: int, seed: int, url: str | None, workers: int | None, as_json: bool) -> None:
+def demo_cmd(ctx: click.Context, n_runs: int, seed: int, url: str | None, workers: int | None, n_sessions: int,
+             as_json: bool) -> None:
     """Create the store if needed and fill it with a realistic simulated portfolio."""
     from eventstore import migrate
     from eventstore.store import EventStore
@@ -214,7 +218,8 @@ def demo_cmd(ctx: click.Context, n_runs: int, seed: int, url: str | None, worker
 
     try:
         with interruptible(store, said), progress_bar(f"simulating {n_runs} runs") as update:  # the bar ends first
-            summary = run_demo(store, runs=n_runs, seed=seed, workers=workers, progress=update)
+            summary = run_demo(store, runs=n_runs, seed=seed, workers=workers, progress=update,
+                               sessions=n_sessions)
         where = store.engine.url.render_as_string(hide_password=True)
     finally:
         store.close()
@@ -236,6 +241,9 @@ def demo_cmd(ctx: click.Context, n_runs: int, seed: int, url: str | None, worker
     out.print(table)
     click.echo(f"{summary.events} events written in {summary.seconds:.1f} s "
                f"({summary.events_per_second:,.0f} events/s)")
+    if summary.sessions:
+        click.echo(f"{summary.sessions} agent sessions wrote the state files of {min(n_sessions, summary.runs)} "
+                   "run(s): `evstore usage`, `evstore log TASK --timeline`, `evstore search`")
     task = summary.example_task or "<task-id>"
     url_opt = f" --url {url}" if url else ""
     click.echo("\nNext, try:")
@@ -319,3 +327,44 @@ def projections_run(ctx: click.Context, follow: bool, poll: float) -> None:
             return
     for name, n in applied.items():
         click.echo(f"{name}: applied {n} events")
+
+
+@cli.command("search")
+@click.argument("query")
+@click.option("--dialect", default=None, help="Only events of this dialect.")
+@click.option("--stream", default=None, help="Only this stream (a session's subagent streams included).")
+@click.option("--type", "event_type", default=None, metavar="TYPE",
+              help="Only this event type, or a prefix ending in '.' (document.).")
+@click.option("--since", default=None, metavar="ISO", help="Only events at or after this date/time (UTC if no zone).")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000), help="At most this many hits.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per hit (NDJSON).")
+@click.pass_context
+def search_cmd(ctx: click.Context, query: str, dialect: str | None, stream: str | None, event_type: str | None,
+               since: str | None, limit: int, as_json: bool) -> None:
+    """Full-text search over event payloads, transcripts, hook calls and state documents, newest first."""
+    from projections.search import MARK_END, MARK_START, search
+
+    store = open_store(ctx)
+    with progress_bar("indexing for search", enabled=sys.stderr.isatty()) as update:
+        hits = search(store, query, dialect=dialect, stream=stream, type=event_type, since=since, limit=limit,
+                      progress=update)
+    if as_json:
+        for h in hits:
+            click.echo(json.dumps(h.to_dict(), ensure_ascii=False))
+    else:
+        from eventstore.display import printable
+
+        color = sys.stdout.isatty()
+        for h in hits:
+            where = printable(f"{h.stream_id} v{h.version}" + (f" line {h.lineno}" if h.lineno is not None else ""))
+            # controls and bidi characters of the stored text shown as escapes, never obeyed (the marks
+            # are ours: they become the highlight after)
+            snippet = MARK_START.join(MARK_END.join(printable(x) for x in part.split(MARK_END))
+                                      for part in " ".join(h.snippet.split()).split(MARK_START))
+            if color:
+                snippet = snippet.replace(MARK_START, "\x1b[1;33m").replace(MARK_END, "\x1b[0m")
+            else:
+                snippet = snippet.replace(MARK_START, "«").replace(MARK_END, "»")
+            click.echo(f"{where}  {(h.at or '')[:19].replace('T', ' ')}  {printable(h.type)} [{h.kind}]\n    {snippet}")
+    click.echo(f"{len(hits)} hit{'s' if len(hits) != 1 else ''}{' (--limit reached)' if len(hits) == limit else ''}",
+               err=True)

@@ -54,11 +54,17 @@ def _token(token_file: Path | None, env: str = "EVSTORE_SERVE_TOKEN") -> str | N
               help="Do not drain the hook spool (what `evstore hook claude-code` writes) into the store.")
 @click.option("--drain-interval", type=click.FloatRange(0.05, 3600), default=1.0, show_default=True,
               help="Seconds between drains of the hook spool.")
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Server processes (uvicorn workers sharing the port); more than one wants PostgreSQL.")
+@click.option("--forwarded-allow-ips", default=None, metavar="ADDRESSES",
+              help="Addresses of reverse proxies whose X-Forwarded-For/-Proto are believed (comma-separated, or *); "
+                   "default: none.")
 @click.pass_context
 def serve_cmd(ctx: click.Context, host: str, allowed_hosts: tuple[str, ...], port: int, token_file: Path | None,
               read_token_file: Path | None, seal: Path | None,
               old_seal: Path | None, public_key: Path | None, analytics_dir: str | None, live_poll: float,
-              hook_files: tuple[Path, ...], no_drain: bool, drain_interval: float) -> None:
+              hook_files: tuple[Path, ...], no_drain: bool, drain_interval: float, workers: int,
+              forwarded_allow_ips: str | None) -> None:
     """Serve runs, states, diffs, metrics and integrity in a browser, and a JSON API (writes need a token)."""
     import uvicorn
 
@@ -73,22 +79,61 @@ def serve_cmd(ctx: click.Context, host: str, allowed_hosts: tuple[str, ...], por
                    "seal).", err=True)
     token = _token(token_file)
     read_token = _token(read_token_file, "EVSTORE_SERVE_READ_TOKEN")
-    if not is_loopback(host) and token is None:
+    named = _named_writers(ctx)
+    if not is_loopback(host) and token is None and not named:
         raise EvstoreError(f"Refusing to listen on {host} without a token; set EVSTORE_SERVE_TOKEN or --token-file, "
                            "or serve on a loopback address (--host 127.0.0.1).")
     # Weak tokens are refused before anything is opened; the policy also words the start-up line.
-    policy = Policy.of(host=host, token=token, read_token=read_token, allowed_hosts=allowed_hosts)
+    policy = Policy.of(host=host, token=token, read_token=read_token, allowed_hosts=allowed_hosts,
+                       tokens=_Named(named))
     obj = ctx.find_root().obj
     store_url(ctx)  # serving never creates a store: a mistyped --url is an error, not an empty database
     # The folder `evstore hook claude-code` spools to for this store (same URL, EVSTORE_SPOOL_DIR, XDG rules).
     drain_dir = None if no_drain else spool.spool_dir(obj.get("url"))
-    app = create_app(ServeConfig(url=obj.get("url"), token=token, read_token=read_token, host=host,
-                                 allowed_hosts=allowed_hosts, analytics_dir=analytics_dir, seal=seal,
-                                 public_key=public_key, live_poll=live_poll, synchronous=obj.get("synchronous"),
-                                 hook_files=hook_files or None, drain_dir=drain_dir,
-                                 drain_interval=drain_interval))
+    cfg = ServeConfig(url=obj.get("url"), token=token, read_token=read_token, host=host,
+                      allowed_hosts=allowed_hosts, analytics_dir=analytics_dir, seal=seal,
+                      public_key=public_key, live_poll=live_poll, synchronous=obj.get("synchronous"),
+                      hook_files=hook_files or None, drain_dir=drain_dir, drain_interval=drain_interval)
+    proxy = {"proxy_headers": forwarded_allow_ips is not None, "forwarded_allow_ips": forwarded_allow_ips or ""}
+    if workers > 1:  # each worker builds its app from the configuration in its environment
+        from projections.serve.app import CONFIG_ENV, config_to_env
+
+        os.environ[CONFIG_ENV] = config_to_env(cfg)
+        shown = f"[{host}]" if ":" in host else host
+        click.echo(f"evstore serving on http://{shown}:{port}/ with {workers} workers ({policy.describe()}); Ctrl-C "
+                   "stops", err=True)
+        uvicorn.run("projections.serve.app:app_from_env", factory=True, workers=workers, host=host, port=port,
+                    log_level="warning", timeout_graceful_shutdown=2, **proxy)  # type: ignore[arg-type]
+        return
+    app = create_app(cfg)
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"evstore serving on http://{shown}:{port}/ ({policy.describe()}); Ctrl-C stops", err=True)
     if drain_dir is not None:
         click.echo(f"draining the hook spool {drain_dir} every {drain_interval:g} s (--no-drain: off)", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
+    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2,
+                **proxy)  # type: ignore[arg-type]
+
+
+class _Named:
+    """The store's named tokens as the start-up line words them (the server asks the store per request)."""
+
+    def __init__(self, can: bool) -> None:
+        self.can = can
+
+    def find(self, secret: str) -> None:
+        return None
+
+    def can_write(self) -> bool:
+        return self.can
+
+
+def _named_writers(ctx: click.Context) -> bool:
+    """Whether the store has a named token that may write (`evstore tokens add NAME --scope append`)."""
+    from eventstore import tokens
+    from eventstore.cli import open_store
+
+    store = open_store(ctx)
+    try:
+        return tokens.write_tokens_in_force(store) > 0
+    finally:
+        store.close()

@@ -4,8 +4,7 @@
     >>> policy.host_problem("attacker.example:8765")  # a name the server does not answer to: why
     >>> policy.authorize(request.headers, "read")  # the Grant, or HTTPError 401/403
 
-Two defences, each in one place so that it can grow (named tokens with scopes are one more
-:class:`Grant` each):
+Two defences, each in one place:
 
 - :meth:`Policy.host_problem`: the ``Host`` header must be the bound address, an address literal,
   ``localhost`` on a loopback server, or a name given with ``--allowed-host``.  A page on
@@ -17,6 +16,11 @@ Two defences, each in one place so that it can grow (named tokens with scopes ar
   Writes take the token only as ``Authorization: Bearer`` (or the integrity page's form field):
   never as credentials a browser attaches by itself, so a cross-site form cannot write.  Reads also
   take it as the password of HTTP Basic authentication, so a browser can open the pages.
+
+Tokens come from two places: the server's own (``EVSTORE_SERVE_TOKEN``: read and write, named
+``EVSTORE_SERVE_TOKEN``; the read token) and the store's named tokens (``evstore tokens add``,
+:mod:`eventstore.tokens`), looked up per request by the SHA-256 of what was sent (one indexed
+read), so a revoked or expired token is refused from the next request on, on every worker.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import math
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from eventstore.errors import EvstoreError
 
@@ -104,31 +108,47 @@ class Grant:
     scopes: frozenset[str]
 
 
+class TokenSource(Protocol):
+    """The store's named tokens, as the policy asks about them (see projections/serve/app.py)."""
+
+    def find(self, secret: str) -> Grant | str | None:
+        """The grant of ``secret``, why it is refused (revoked, expired), or ``None`` (unknown)."""
+
+    def can_write(self) -> bool:
+        """Whether any token in force may write (else writes are refused as disabled)."""
+
+
+SERVE_TOKEN = "EVSTORE_SERVE_TOKEN"  # the name the server's own token has in meta.sent_by
+
+
 @dataclass(frozen=True)
 class Policy:
     host: str  # the address served on
     allowed_hosts: frozenset[str]  # more names (Host headers) the server answers to
     grants: tuple[Grant, ...]
     reads_need_token: bool
+    tokens: TokenSource | None = None  # the store's named tokens
 
     @classmethod
     def of(cls, *, host: str, token: str | None, read_token: str | None,
-           allowed_hosts: tuple[str, ...] | list[str]) -> Policy:
+           allowed_hosts: tuple[str, ...] | list[str], tokens: TokenSource | None = None) -> Policy:
         """The policy of a server on ``host``; raises :class:`EvstoreError` for a weak token."""
         grants = []
         if token is not None:
             check_token_strength(token)
-            grants.append(Grant("token", token, frozenset({"read", "write"})))
+            grants.append(Grant(SERVE_TOKEN, token, frozenset({"read", "write", "admin"})))
         if read_token is not None:
             check_token_strength(read_token, "read token")
             grants.append(Grant("read token", read_token, frozenset({"read"})))
         return cls(host=host_name(host) if host not in WILDCARDS else host,
                    allowed_hosts=frozenset(host_name(h) for h in allowed_hosts),
-                   grants=tuple(grants), reads_need_token=not is_loopback(host) or read_token is not None)
+                   grants=tuple(grants), reads_need_token=not is_loopback(host) or read_token is not None,
+                   tokens=tokens)
 
     @property
     def writable(self) -> bool:
-        return any("write" in g.scopes for g in self.grants)
+        """Whether some token may write now (the server's own, or a named one in force)."""
+        return any("write" in g.scopes for g in self.grants) or (self.tokens is not None and self.tokens.can_write())
 
     # -- the Host header -------------------------------------------------------
 
@@ -158,23 +178,36 @@ class Policy:
     def authorize(self, headers: Mapping[str, str], scope: Scope, form_token: str | None = None) -> Grant | None:
         """The grant a request may act with for ``scope`` (``None``: an open read), else
         :class:`HTTPError` (401 without a token, 403 with a wrong or too weak one)."""
-        if scope == "write" and not self.writable:
-            raise HTTPError(403, "writes are disabled on this server; start `evstore serve` with "
-                                    "EVSTORE_SERVE_TOKEN or --token-file to allow them.")
         if scope == "read" and not self.reads_need_token:
             return None
         given = self._given(headers, basic=scope == "read") or form_token
+        # Whether anyone may write is asked only when this request cannot (a count of the store's
+        # tokens): a write with a valid token pays one indexed read, no more.
         if not given:
+            self._writes_disabled(scope)
             challenge = 'Bearer realm="evstore"' if scope == "write" else 'Basic realm="evstore", charset="UTF-8"'
             raise HTTPError(401, f"this needs a token with {scope} access: send \"Authorization: Bearer TOKEN\""
                                     + ("" if scope == "write" else " (a browser: the token as the password)")
                                     + ".", {"www-authenticate": challenge})
         grant = self._match(given)
+        if grant is None and self.tokens is not None:
+            found = self.tokens.find(given)
+            if isinstance(found, str):
+                self._writes_disabled(scope)
+                raise HTTPError(403, f"{found}; ask an admin for a new one (`evstore tokens add`).")
+            grant = found
         if grant is None:
+            self._writes_disabled(scope)
             raise HTTPError(403, "the token is not valid for this server.")
         if scope not in grant.scopes:
             raise HTTPError(403, f"the {grant.name} may not {scope}; use a token with {scope} access.")
         return grant
+
+    def _writes_disabled(self, scope: Scope) -> None:
+        if scope == "write" and not self.writable:
+            raise HTTPError(403, "writes are disabled on this server; start `evstore serve` with "
+                                    "EVSTORE_SERVE_TOKEN or --token-file, or add a token with `evstore tokens add "
+                                    "NAME --scope append`, to allow them.")
 
     @staticmethod
     def _given(headers: Mapping[str, str], *, basic: bool) -> str | None:
@@ -206,9 +239,12 @@ class Policy:
             reads = "holders of the token or the read token"
         else:
             reads = "holders of the token"
-        writes = "holders of the token" if self.writable else "nobody (read-only: no token)"
+        writes = "holders of the token" if any("write" in g.scopes for g in self.grants) else ""
+        if self.tokens is not None and self.tokens.can_write():
+            writes = (writes + " or " if writes else "holders of ") + "a named token with append or admin scope"
+        writes = writes or "nobody (read-only: no token)"
         return f"reads: {reads}; writes: {writes}"
 
 
-__all__ = ["HTTPError", "Grant", "MIN_TOKEN_BITS", "Policy", "check_token_strength", "host_name",
+__all__ = ["HTTPError", "Grant", "SERVE_TOKEN", "TokenSource", "MIN_TOKEN_BITS", "Policy", "check_token_strength", "host_name",
            "is_loopback", "token_bits"]

@@ -11,6 +11,8 @@ every response carries a strict Content-Security-Policy (scripts and styles only
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import functools
 import json
 import logging
@@ -35,20 +37,22 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from eventstore import codec, config, documents
+from eventstore import codec, config, documents, tokens
 from eventstore.errors import (
     ConcurrencyError,
+    ContentErased,
     DuplicateEventId,
     EvstoreError,
     InvalidEvent,
     StreamNotFound,
 )
-from eventstore.store import NewEvent
+from eventstore.store import NewEvent, stamped
 from projections.report import _cell, charts, column_formats, figure, heading, short_title, without_data
 from projections.serve import views
-from projections.serve.access import HTTPError, Policy, is_loopback
+from projections.serve.access import Grant, HTTPError, Policy, is_loopback
 from projections.serve.access import Scope as Access
 from projections.serve.drainer import SpoolDrainer
+from projections.usage import cost_text
 from projections.writers import writers
 
 HERE = Path(__file__).resolve().parent
@@ -131,9 +135,47 @@ class HostCheck:
         await self.app(scope, receive, send)
 
 
+MACHINE_HEADER = "x-evstore-machine"  # the name of the machine a client sends from (meta.sent_by.machine)
+
+
+class StoreTokens:
+    """The store's named tokens (``evstore tokens``) for :class:`access.Policy`: read per request
+    (one indexed read by the secret's SHA-256), so a revocation holds from the next request on
+    every worker, with nothing to invalidate."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def find(self, secret: str) -> Grant | str | None:
+        found = tokens.find_token(self.store, secret)
+        if found is None:
+            return None
+        problem = found.problem()
+        if problem is not None:
+            return problem
+        return Grant(found.name, "", tokens.ACCESS[found.scope])
+
+    def can_write(self) -> bool:
+        return tokens.write_tokens_in_force(self.store) > 0
+
+
+def sent_by(grant: Grant | None, headers: Any) -> dict[str, Any]:
+    """``meta.sent_by`` of an event a request writes: the token's name and the machine the client
+    names in ``X-Evstore-Machine`` (``null`` when it sends none); 400 for a name that is not one."""
+    machine = headers.get(MACHINE_HEADER)
+    if machine is not None:
+        machine = machine.strip()
+        if not machine or len(machine) > 100 or not machine.isprintable() or not machine.isascii():
+            raise HTTPError(400, f"the {MACHINE_HEADER} header must be a machine name of 1 to 100 printable ASCII "
+                                 "characters.")
+    return {"token": grant.name if grant is not None else None, "machine": machine}
+
+
 def _status_of(exc: EvstoreError) -> int:
     if isinstance(exc, StreamNotFound):
         return 404
+    if isinstance(exc, ContentErased):  # purged or erased: the message says when and why
+        return 410
     if isinstance(exc, (ConcurrencyError, DuplicateEventId)):
         return 409
     return 400
@@ -185,12 +227,29 @@ def _too_large(value: Any) -> bool:
         return False
 
 
-def parse_append(body: bytes) -> tuple[list[NewEvent], Any]:
-    """The body of ``POST /api/streams/{id}/events`` as events and an expected version."""
+def parse_blobs(value: Any) -> dict[str, bytes]:
+    """``"blobs"`` of an append body: SHA-256 hex digest -> base64 bytes (what the events' ``meta.blobs``
+    name; ``evstore push`` sends them with the events)."""
+    if type(value) is not dict:
+        raise InvalidEvent('request body: "blobs" must be an object of SHA-256 hex digests to base64 bytes.')
+    out = {}
+    for digest, data in value.items():
+        if type(data) is not str:
+            raise InvalidEvent(f'request body: blobs["{digest[:64]}"] must be a base64 string.')
+        try:
+            out[digest] = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            raise InvalidEvent(f'request body: blobs["{digest[:64]}"] is not base64.') from None
+    return out
+
+
+def parse_append(body: bytes) -> tuple[list[NewEvent], Any, dict[str, bytes] | None, str | None]:
+    """The body of ``POST /api/streams/{id}/events`` as events, an expected version and the blobs
+    the events name (``None``: none given)."""
     obj = codec.parse_json_text(body, "request body")
     if type(obj) is not dict:
         raise InvalidEvent("request body: must be a JSON object with an \"events\" list.")
-    unknown = set(obj) - {"events", "expected_version"}
+    unknown = set(obj) - {"events", "expected_version", "blobs", "dialect"}
     if unknown:
         raise InvalidEvent(f"request body: unknown key(s) {', '.join(sorted(unknown))}.")
     items = obj.get("events")
@@ -214,7 +273,20 @@ def parse_append(body: bytes) -> tuple[list[NewEvent], Any]:
             if _too_large(item.get("data")) or _too_large(item.get("meta")):
                 raise HTTPError(413, f"{where}: {exc}") from exc
             raise InvalidEvent(f"{where}: {exc}") from exc
-    return events, _expected(obj.get("expected_version"))
+    blobs = parse_blobs(obj["blobs"]) if "blobs" in obj else None
+    return events, _expected(obj.get("expected_version")), blobs, _dialect(obj.get("dialect"))
+
+
+def _dialect(value: Any) -> str | None:
+    """``"dialect"`` of an append body: the dialect a new stream is recorded with (``evstore push`` sends
+    the local stream's), a known one or none."""
+    if value is None:
+        return None
+    from eventstore.dialects import available
+
+    if type(value) is not str or value not in available():
+        raise InvalidEvent(f'request body: "dialect" must be one of {", ".join(sorted(available()))}.')
+    return value
 
 
 class Server:
@@ -224,9 +296,11 @@ class Server:
         from projections.runs import IndexedEventStore
 
         self.cfg = cfg
-        self.policy = Policy.of(host=cfg.host, token=cfg.token, read_token=cfg.read_token,
-                                allowed_hosts=cfg.allowed_hosts)  # a weak token: EvstoreError, nothing opened
+        Policy.of(host=cfg.host, token=cfg.token, read_token=cfg.read_token,
+                  allowed_hosts=cfg.allowed_hosts)  # a weak token: EvstoreError, nothing opened
         self.store = IndexedEventStore(cfg.url, synchronous=cfg.synchronous)
+        self.policy = Policy.of(host=cfg.host, token=cfg.token, read_token=cfg.read_token,
+                                allowed_hosts=cfg.allowed_hosts, tokens=StoreTokens(self.store))
         from eventstore import chain
 
         verifier = chain.load_public_key(cfg.public_key) if cfg.public_key is not None else None
@@ -259,10 +333,15 @@ class Server:
     def page(self, name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
         return HTMLResponse(self.env.get_template(name).render(**ctx), status_code=status)
 
-    def authorize(self, request: Request, scope: Access, form_token: str | None = None) -> None:
+    def authorize(self, request: Request, scope: Access, form_token: str | None = None) -> Grant | None:
         """401 without a token, 403 with a wrong one or when ``scope`` is not allowed
-        (:meth:`access.Policy.authorize`: the one place that decides)."""
-        self.policy.authorize(request.headers, scope, form_token)
+        (:meth:`access.Policy.authorize`: the one place that decides).  Reads the store's tokens:
+        call it on the database threads (:meth:`allowed`)."""
+        return self.policy.authorize(request.headers, scope, form_token)
+
+    async def allowed(self, request: Request, scope: Access, form_token: str | None = None) -> Grant | None:
+        """:meth:`authorize` on the database threads (it may read the store's tokens)."""
+        return await self.call(self.authorize, request, scope, form_token)
 
     async def read_body(self, request: Request) -> bytes:
         limit = self.cfg.max_body
@@ -296,6 +375,23 @@ class Server:
                       scope=None if stream_id is not None else Scope(project=f.project, dialect=f.dialect,
                                                                      since=f.since))
 
+    def usage_of(self, stream_ids: list[str], *, detail: bool = False) -> tuple[dict[str, Any], str | None]:
+        """Tokens and cost per stream (``detail``: the one stream's usage section), from the analytics
+        tables caught up first, and what went wrong if they could not be read (the page still shows)."""
+        from projections.analytics import reading, refresh
+        from projections.usage import stream_costs, stream_usage
+
+        try:
+            with self.metrics_lock:
+                refresh(self.store, self.cfg.analytics_dir)
+            with reading(self.store, self.cfg.analytics_dir, fresh=False) as con:
+                if detail:
+                    found = stream_usage(con, stream_ids[0])
+                    return ({stream_ids[0]: found} if found else {}), None
+                return stream_costs(con, stream_ids), None
+        except EvstoreError as exc:
+            return {}, f"usage unavailable: {exc}"
+
     # -- pages ------------------------------------------------------------------
 
     def runs(self, request: Request) -> Response:
@@ -303,15 +399,17 @@ class Server:
         page_no = _int_param(request.query_params, "page", 1, minimum=1) or 1
         size = _int_param(request.query_params, "size", views.PAGE_SIZE, minimum=1) or views.PAGE_SIZE
         page = views.runs_page(self.store, filters, page=page_no, size=size)
+        costs, usage_problem = self.usage_of([r.stream_id for r in page.rows])
         if request.url.path.startswith("/api/"):
-            return JSONResponse(page.to_dict())
+            return JSONResponse({**page.to_dict(), "usage": costs})
         query = filters.to_query()
 
         def link(n: int) -> str:
             return "/?" + urllib.parse.urlencode({**query, "page": n, **({"size": size} if size != views.PAGE_SIZE
                                                                          else {})})
 
-        return self.page("runs.html", title="Runs", page=page, filters=filters,
+        return self.page("runs.html", title="Runs", page=page, filters=filters, costs=costs,
+                         usage_problem=usage_problem, cost_text=cost_text,
                          choices=views.filter_choices(self.store), link=link)
 
     def run(self, request: Request) -> Response:
@@ -343,13 +441,48 @@ class Server:
         source = views.source_of(rows, shown) if shown is not None and shown > after else None
         notices = tail_notes(unreadable_tail(self.store, sid, state.version)) if state is not None else []
         run_path = "/runs/" + urllib.parse.quote(sid, safe="")
-        return self.page("run.html", title=sid, sid=sid, dialect=dialect.name, rows=rows, latest=latest,
+        usage, usage_problem = self.usage_of([sid], detail=True)
+        story = conversation_items = None
+        if after == 0:  # the first page of a run: what happened, with the sessions that wrote it
+            from projections import timeline as tl
+
+            if tl.is_session(self.store, sid):
+                conversation_items = views.items_html(tl.conversation(self.store, sid))
+            else:
+                items = tl.task_timeline(self.store, sid)
+                if any(i.kind not in ("state", "event") for i in items):  # sessions or commits to interleave
+                    story = views.items_html(items)
+        return self.page("run.html", title=sid, sid=sid, usage=usage.get(sid), usage_problem=usage_problem,
+                         story=story, conversation=conversation_items,
+                         cost_text=cost_text, dialect=dialect.name, rows=rows, latest=latest,
                          timeline_html=views.timeline_html(rows, run_path), options=views.version_options,
                          after=after, more=after + len(rows) < latest, page_size=TIMELINE_PAGE,
                          version=shown, state=state, tree=tree, diff=diff, source=source, problem=problem,
                          notices=notices,
                          quote=lambda s: urllib.parse.quote(s, safe=""), live_poll=self.cfg.live_poll,
                          fresh_link=f"{run_path}?" + urllib.parse.urlencode({**q, "fresh": 1}))
+
+    def search(self, request: Request) -> Response:
+        from projections.search import search
+
+        q = request.query_params
+        query = (q.get("q") or "").strip()
+        filters = {k: (q.get(k) or None) for k in ("dialect", "stream", "type", "since")}
+        hits, problem = [], None
+        if query:
+            try:
+                hits = search(self.store, query, dialect=filters["dialect"], stream=filters["stream"],
+                              type=filters["type"], since=filters["since"],
+                              limit=_int_param(q, "limit", 50, minimum=1) or 50)
+            except EvstoreError as exc:
+                if request.url.path.startswith("/api/"):
+                    raise
+                problem = str(exc)
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"query": query, "hits": [h.to_dict() for h in hits]})
+        return self.page("search.html", title=f"Search: {query}" if query else "Search", query=query,
+                         filters=filters, hits=hits, problem=problem, snippet=views.snippet_html,
+                         hit_link=views.hit_link)
 
     def run_metrics(self, request: Request) -> Response:
         sid = self.resolve(request.path_params["stream_id"])
@@ -468,6 +601,11 @@ class Server:
         out = []
         for rec in self.store.read_stream(sid, after_version=after, upto_version=upto):
             row = rec.to_dict()  # as `evstore log --json`: what the dialect stored out of line put back
+            if rec.erased:  # purged or erased: the header, and when and why
+                from eventstore.erasure import describe, explain
+
+                out.append({**row, "erasure": describe(explain(self.store, [rec.position]).get(rec.position))})
+                continue
             row["data"] = dialect.shown_data(rec.type, row["data"], blob=self.store.read_blob)
             if rec.version in found:  # as `evstore log --json`: who wrote this state version
                 row["written_by"] = found[rec.version].to_dict()
@@ -493,13 +631,14 @@ class Server:
             raise HTTPError(400, 'query parameters "from" and "to" (versions) are required.')
         return JSONResponse(diff_versions(self.store, sid, v_from, v_to))
 
-    def append(self, stream_id: str, body: bytes) -> Response:
-        events, expected = parse_append(body)
-        r = self.store.append(stream_id, events, expected_version=expected)
+    def append(self, stream_id: str, body: bytes, writer: dict[str, Any]) -> Response:
+        events, expected, blobs, dialect = parse_append(body)
+        with stamped({"sent_by": writer}):
+            r = self.store.append(stream_id, events, expected_version=expected, blobs=blobs, dialect=dialect)
         return JSONResponse({"stream": r.stream_id, "version": r.version, "positions": r.positions,
                              "duplicate": r.duplicate}, status_code=200 if r.duplicate else 201)
 
-    def record_hook(self, dialect: Any, body: bytes) -> Response:
+    def record_hook(self, dialect: Any, body: bytes, writer: dict[str, Any]) -> Response:
         """``POST /hooks/<dialect.http_hook>``: one http hook call, recorded by its dialect
         (:meth:`~eventstore.dialects.base.Dialect.record_http_hook`).  A body that is no hook call is
         a ``400`` JSON error (nothing written); the answer has no body, only the dialect's headers."""
@@ -511,7 +650,7 @@ class Server:
             lock = self._session_locks.get(f"{dialect.http_hook}/{key}")
             if lock is None:
                 lock = self._session_locks[f"{dialect.http_hook}/{key}"] = threading.Lock()
-        with lock:
+        with lock, stamped({"sent_by": writer}):
             answer = dialect.record_http_hook(self.store, body, files=self.cfg.hook_files)
         for problem in answer.warnings:
             log.warning("POST /hooks/%s: %s", dialect.http_hook, problem)
@@ -574,7 +713,7 @@ def create_app(cfg: ServeConfig) -> Starlette:
     def guarded(handler: Callable[[Request], Response]) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             try:
-                server.authorize(request, "read")
+                await server.allowed(request, "read")
                 return await server.call(handler, request)
             except (HTTPError, EvstoreError) as exc:
                 return error_response(request, exc)
@@ -596,9 +735,10 @@ def create_app(cfg: ServeConfig) -> Starlette:
 
     async def append_endpoint(request: Request) -> Response:
         try:
-            server.authorize(request, "write")
+            grant = await server.allowed(request, "write")
+            writer = sent_by(grant, request.headers)
             body = await server.read_body(request)
-            return await server.call(server.append, request.path_params["stream_id"], body)
+            return await server.call(server.append, request.path_params["stream_id"], body, writer)
         except (HTTPError, EvstoreError) as exc:
             return error_response(request, exc)
 
@@ -610,7 +750,7 @@ def create_app(cfg: ServeConfig) -> Starlette:
                 body = await server.read_body(request)
                 tokens = urllib.parse.parse_qs(body.decode("utf-8", "replace")).get("token")
                 form_token = tokens[0] if tokens else None
-            server.authorize(request, "write", form_token)
+            await server.allowed(request, "write", form_token)
             return await server.call(server.verify, request, html=html)
         except (HTTPError, EvstoreError) as exc:
             return error_response(request, exc)
@@ -618,9 +758,10 @@ def create_app(cfg: ServeConfig) -> Starlette:
     def hook_endpoint(dialect: Any) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             try:
-                server.authorize(request, "write")
+                grant = await server.allowed(request, "write")
+                writer = sent_by(grant, request.headers)
                 body = await server.read_body(request)
-                return await server.call(server.record_hook, dialect, body)
+                return await server.call(server.record_hook, dialect, body, writer)
             except (HTTPError, EvstoreError) as exc:
                 return error_response(request, exc)
             except Exception:  # an agent's hook gets a JSON answer, never a traceback; the log gets it
@@ -631,7 +772,7 @@ def create_app(cfg: ServeConfig) -> Starlette:
 
     async def live_endpoint(request: Request) -> Response:
         try:
-            server.authorize(request, "read")
+            await server.allowed(request, "read")
             return await server.live(request)
         except (HTTPError, EvstoreError) as exc:
             return error_response(request, exc)
@@ -640,10 +781,20 @@ def create_app(cfg: ServeConfig) -> Starlette:
         from projections.serve.openapi import spec
 
         try:
-            server.authorize(request, "read")
-        except HTTPError as exc:
+            await server.allowed(request, "read")
+        except (HTTPError, EvstoreError) as exc:
             return error_response(request, exc)
         return JSONResponse(spec())
+
+    async def healthz(request: Request) -> Response:
+        """For load balancers: 200 when the store answers (one cheap read), else 503; no token needed
+        and nothing about the store shown."""
+        try:
+            await server.call(server.store.stream_version, tokens.ADMIN_STREAM)
+        except Exception as exc:  # noqa: BLE001 - any failure is "not healthy"; the log says which
+            log.warning("GET /healthz: the store does not answer: %s", exc)
+            return JSONResponse({"status": "unavailable"}, status_code=503, headers={"cache-control": "no-store"})
+        return JSONResponse({"status": "ok"}, headers={"cache-control": "no-store"})
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return error_response(request, HTTPError(404, f"nothing at {request.url.path}"))
@@ -669,6 +820,8 @@ def create_app(cfg: ServeConfig) -> Starlette:
         Route("/runs/{stream_id:path}/live", live_endpoint),
         Route("/runs/{stream_id:path}", guarded(server.run)),
         Route("/metrics", guarded(server.metrics)),
+        Route("/search", guarded(server.search)),
+        Route("/api/search", guarded(server.search)),
         Route("/integrity", guarded(server.integrity)),
         Route("/coverage", guarded(server.coverage)),
         Route("/integrity/verify", verify_endpoint, methods=["POST"]),
@@ -687,6 +840,7 @@ def create_app(cfg: ServeConfig) -> Starlette:
         Route("/api/streams/{stream_id:path}/events", append_endpoint, methods=["POST"]),
         *(Route(f"/hooks/{d.http_hook}", hook_endpoint(d), methods=["POST"]) for d in hook_dialects()),
         Route("/openapi.json", openapi),
+        Route("/healthz", healthz),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found},
@@ -696,4 +850,35 @@ def create_app(cfg: ServeConfig) -> Starlette:
     return app
 
 
-__all__ = ["CSP", "ServeConfig", "create_app", "is_loopback", "parse_append"]
+CONFIG_ENV = "EVSTORE_SERVE_CONFIG"  # the ServeConfig of `serve --workers N`, as JSON, for each worker process
+
+
+def config_to_env(cfg: ServeConfig) -> str:
+    """``cfg`` as the JSON :func:`app_from_env` reads in each uvicorn worker process."""
+    out: dict[str, Any] = {}
+    for name in cfg.__dataclass_fields__:
+        value = getattr(cfg, name)
+        if isinstance(value, Path):
+            value = str(value)
+        elif isinstance(value, tuple):
+            value = [str(v) for v in value]
+        out[name] = value
+    return json.dumps(out)
+
+
+def app_from_env() -> Starlette:
+    """The application of one worker of ``evstore serve --workers N`` (uvicorn's factory): the
+    configuration the parent put in ``EVSTORE_SERVE_CONFIG``."""
+    import os
+
+    raw = json.loads(os.environ[CONFIG_ENV])
+    for name in ("seal", "public_key", "drain_dir"):
+        if raw.get(name) is not None:
+            raw[name] = Path(raw[name])
+    raw["allowed_hosts"] = tuple(raw.get("allowed_hosts") or ())
+    if raw.get("hook_files") is not None:
+        raw["hook_files"] = tuple(Path(p) for p in raw["hook_files"])
+    return create_app(ServeConfig(**raw))
+
+
+__all__ = ["CSP", "ServeConfig", "app_from_env", "config_to_env", "create_app", "is_loopback", "parse_append"]

@@ -80,6 +80,16 @@ def spec() -> dict[str, Any]:
                                _q("since", "string", "Only runs active since this ISO time."),
                                _q("run", "string", "One run's report (`evstore metrics TASK`).")],
                 "responses": {"200": _ok({"type": "object"}), "400": _ERROR}}},
+            "/api/search": {"get": {
+                "summary": "Full-text search (`evstore search --json`): hits newest first, each with stream, version, "
+                           "transcript line, time, type, kind and a snippet with its highlighted spans.",
+                "parameters": [_q("q", "string", 'Words (all must occur), "phrases", prefix*.'),
+                               _q("dialect", "string", "Only this dialect."),
+                               _q("stream", "string", "Only this stream (and its subagent streams)."),
+                               _q("type", "string", "Only this event type, or a prefix ending in '.'."),
+                               _q("since", "string", "Only events at or after this ISO time."),
+                               _q("limit", "integer", "At most this many hits (default 50).")],
+                "responses": {"200": _ok({"type": "object"}), "400": _ERROR}}},
             "/api/integrity": {"get": {
                 "summary": "The last full verify this server ran, the configured seal, streams' status.",
                 "parameters": [_q("page", "integer", "Page of streams (200 per page).")],
@@ -138,7 +148,9 @@ def spec() -> dict[str, Any]:
                     "last_event_at")} | {"events": {"type": "integer"}, "findings": {"type": ["integer", "null"]}}},
                 "RunsPage": {"type": "object", "properties": {
                     "runs": {"type": "array", "items": {"$ref": ref + "Run"}}, "total": {"type": "integer"},
-                    "page": {"type": "integer"}, "pages": {"type": "integer"}, "size": {"type": "integer"}}},
+                    "page": {"type": "integer"}, "pages": {"type": "integer"}, "size": {"type": "integer"},
+                    "usage": {"type": "object", "description": "Per stream on this page with agent sessions: "
+                              "tokens and cost_usd (null: no price) of its sessions (`evstore usage`)."}}},
                 "Event": {"type": "object", "properties": {
                     "position": {"type": "integer"}, "stream_id": {"type": "string"}, "version": {"type": "integer"},
                     "event_id": {"type": "string"}, "type": {"type": "string"},

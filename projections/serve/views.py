@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,6 +29,7 @@ from eventstore.dialects import Dialect
 from eventstore.display import printable
 from eventstore.errors import EvstoreError
 from eventstore.store import EventStore, RecordedEvent
+from eventstore.tokens import sent_by_line
 from projections.runs import RunRow, count_runs, list_runs, refresh, run_choices
 from projections.writers import Writer, writers
 
@@ -106,21 +109,27 @@ class TimelineRow:
     findings: list[dict[str, Any]] = field(default_factory=list)
     source: dict[str, Any] | None = None
     written_by: Writer | None = None  # who wrote this state version (``projections.writers``)
+    sent_by: dict[str, Any] | None = None  # who sent it to this server (meta.sent_by: token, machine)
 
     def to_dict(self) -> dict[str, Any]:
         return {"version": self.version, "position": self.position, "when": self.when, "type": self.type,
                 "summary": self.summary, "findings": self.findings, "source": self.source,
-                "written_by": None if self.written_by is None else self.written_by.to_dict()}
+                "written_by": None if self.written_by is None else self.written_by.to_dict(),
+                "sent_by": self.sent_by}
 
 
 def timeline_row(dialect: Dialect, rec: RecordedEvent) -> TimelineRow:
     """One line of ``evstore log`` as data: the dialect's summary, findings, the snapshot's source."""
+    if rec.erased:  # purged or erased: the header remains (the caller adds when and why)
+        return TimelineRow(rec.version, rec.position, (rec.occurred_at or rec.recorded_at), rec.type,
+                           "[content purged or erased]")
     try:
         summary = dialect.summarize(rec.to_event())
     except EvstoreError:  # a free-form event type (`append`): show its data
         summary = rec.data.decode("utf-8")[:300]
     raw = rec.meta
-    meta = codec.decode(raw) if b'"findings"' in raw or b'"source"' in raw else None  # a byte probe is cheaper
+    meta = codec.decode(raw) if b'"findings"' in raw or b'"source"' in raw or b'"sent_by"' in raw \
+        else None  # a byte probe is cheaper
     findings: list[dict[str, Any]] = []
     source = None
     if isinstance(meta, dict):
@@ -129,8 +138,9 @@ def timeline_row(dialect: Dialect, rec: RecordedEvent) -> TimelineRow:
             findings = [f for f in found if isinstance(f, dict)]
         if isinstance(meta.get("source"), dict):
             source = meta["source"]
+    sender = meta.get("sent_by") if isinstance(meta, dict) else None
     return TimelineRow(rec.version, rec.position, (rec.occurred_at or rec.recorded_at), rec.type, summary,
-                       findings, source)
+                       findings, source, sent_by=sender if isinstance(sender, dict) else None)
 
 
 def describe_source(source: dict[str, Any]) -> str:
@@ -152,6 +162,13 @@ def timeline(store: EventStore, stream_id: str, dialect: Dialect, *, after: int 
              limit: int | None = None) -> list[TimelineRow]:
     upto = None if limit is None else after + limit
     rows = [timeline_row(dialect, rec) for rec in store.read_stream(stream_id, after_version=after, upto_version=upto)]
+    gone = [r for r in rows if r.summary == "[content purged or erased]"]
+    if gone:  # when, and under which policy or request
+        from eventstore.erasure import describe, explain
+
+        erased = explain(store, [r.position for r in gone])
+        for r in gone:
+            r.summary = f"[content {describe(erased.get(r.position))}]"
     found = writers(store, stream_id)
     for row in rows:
         row.written_by = found.get(row.version)
@@ -185,6 +202,8 @@ def timeline_html(rows: list[TimelineRow], run_path: str) -> Markup:
                          "</span></div>")
         if r.written_by is not None:
             cells.append(f'<div class="source">{escape(r.written_by.line())}</div>')
+        if r.sent_by is not None:
+            cells.append(f'<div class="source">{escape(sent_by_line(r.sent_by))}</div>')
         cells.append(f'</td><td class="nowrap"><a href="{run_path}?version={v}#state">state</a>')
         if v > 1:
             cells.append(f' · <a href="{run_path}?version={v}&amp;from={v - 1}&amp;to={v}#diff">diff</a>')
@@ -370,3 +389,64 @@ def visible(value: Any) -> Any:
     if isinstance(value, list):
         return [visible(v) for v in value]
     return value
+
+
+def snippet_html(snippet: str) -> Markup:
+    """A search hit's snippet as HTML: every part escaped, the matches in ``<mark>``."""
+    from projections.search import MARK_END, MARK_START
+
+    out, inside = [], False
+    for part in re.split(f"([{MARK_START}{MARK_END}])", snippet):
+        if part == MARK_START:
+            out.append("<mark>")
+            inside = True
+        elif part == MARK_END:
+            if inside:
+                out.append("</mark>")
+            inside = False
+        else:
+            out.append(str(escape(part)))
+    if inside:
+        out.append("</mark>")
+    return Markup("".join(out))
+
+
+def hit_link(hit: Any) -> str:
+    """The run page opened at a hit's version (its timeline starting there, the row targeted)."""
+    return (f"/runs/{urllib.parse.quote(hit.stream_id, safe='')}?after={max(hit.version - 1, 0)}"
+            f"#v{hit.version}")
+
+
+def _item_link(item: Any) -> str:
+    return (f"/runs/{urllib.parse.quote(item.stream, safe='')}?after={max(item.version - 1, 0)}#v{item.version}")
+
+
+def _item_html(item: Any, out: list[str]) -> None:
+    when = escape((item.at or "")[:19].replace("T", " "))
+    where = f"line {item.lineno}" if item.lineno is not None else f"v{item.version}"
+    stream = "" if item.kind in ("state", "commit", "event") else f'<span class="mono stream">{escape(item.stream)}</span> '
+    out.append(f'<li class="tl-item tl-{escape(item.kind)} depth-{item.depth}" data-kind="{escape(item.kind)}" '
+               f'data-stream="{escape(item.stream)}" data-at="{escape(item.at or "")}">'
+               f'<span class="nowrap when">{when}</span> <span class="kind">{escape(item.kind)}</span> {stream}'
+               f'<a class="at" href="{_item_link(item)}">{escape(where)}</a> <span class="text">{escape(item.text)}</span>')
+    if item.diff:
+        out.append(f'<details class="tl-diff"><summary>{len(item.diff)} change(s)</summary><table class="patch"><tbody>')
+        for op in item.diff[:50]:
+            value = json.dumps(op.get("value"), ensure_ascii=False)[:300] if "value" in op else str(op.get("from", ""))
+            out.append(f'<tr class="op-{escape(op["op"])}"><td>{escape(op["op"])}</td><td class="mono">'
+                       f'{escape(op["path"] or "/")}</td><td class="mono clip-long">{escape(value)}</td></tr>')
+        out.append("</tbody></table></details>")
+    if item.children:
+        out.append('<ol class="tl-children">')
+        for child in item.children:
+            _item_html(child, out)
+        out.append("</ol>")
+    out.append("</li>\n")
+
+
+def items_html(items: list[Any]) -> Markup:
+    """A timeline's or a conversation's ``<li>``s (``projections.timeline.Item``; every value escaped)."""
+    out: list[str] = []
+    for item in items:
+        _item_html(item, out)
+    return Markup("".join(out))

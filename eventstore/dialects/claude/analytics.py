@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +22,21 @@ _CLAUDE_KINDS = ("user_message", "assistant_message", "tool_use", "tool_result",
                  "unreadable_line", "hook", "subagent_linked")
 
 
+# The working folder a line names (Claude Code writes "cwd" on user and assistant lines): the session's
+# project when no orchestrator run it wrote says otherwise.  A regular expression over the stored line,
+# not a parse: the row function runs on every line of every transcript.
+_CWD = re.compile(r'"cwd":"((?:[^"\\]|\\.)*)"')
+_CWD_KINDS = frozenset({"claude.user_message", "claude.assistant_message", "claude.tool_use"})
+
+
+def _cwd(e: RecordedEvent, p: dict[str, Any]) -> str | None:
+    line = p.get("line")
+    if e.type not in _CWD_KINDS or not isinstance(line, str):
+        return None
+    m = _CWD.search(line)
+    return m.group(1).replace("\\\\", "\\") if m else None
+
+
 def _claude(rows: Rows, e: RecordedEvent, p: dict[str, Any], at: datetime | None) -> None:
     usage = _d(p.get("usage"))
     # A subagent link names the subagent in ``agent`` (its agent id, or its sidechain's first line).
@@ -30,7 +46,7 @@ def _claude(rows: Rows, e: RecordedEvent, p: dict[str, Any], at: datetime | None
         _s(p.get("request_id")), _s(p.get("tool_name")), _s(p.get("tool_use_id")), _b(p.get("is_error")),
         _i(usage.get("input_tokens")), _i(usage.get("output_tokens")), _i(usage.get("cache_read_input_tokens")),
         _i(usage.get("cache_creation_input_tokens")), agent, _ts(p.get("timestamp")) or at,
-        _s(p.get("sidechain")), _s(p.get("stream")), _s(p.get("by"))))
+        _s(p.get("sidechain")), _s(p.get("stream")), _s(p.get("by")), _cwd(e, p)))
 
 
 _on(*(f"claude.{kind}" for kind in _CLAUDE_KINDS))(_claude)
@@ -44,8 +60,36 @@ TABLES = (
         ("tool_name", "VARCHAR"), ("tool_use_id", "VARCHAR"), ("is_error", "BOOLEAN"), ("input_tokens", "BIGINT"),
         ("output_tokens", "BIGINT"), ("cache_read_tokens", "BIGINT"), ("cache_creation_tokens", "BIGINT"),
         ("agent_id", "VARCHAR"), ("occurred_at", "TIMESTAMPTZ"), ("sidechain", "VARCHAR"),
-        ("subagent_stream", "VARCHAR"), ("linked_by", "VARCHAR"))),
+        ("subagent_stream", "VARCHAR"), ("linked_by", "VARCHAR"), ("cwd", "VARCHAR"))),
 )
+
+# One row per API message for the shared view ``api_usage`` (and so ``usage``, priced, and ``evstore usage``).
+# A message is its message id and request id: Claude Code writes one line per content block, each with the
+# message's usage *so far*, so its output tokens are those of its LAST line (``first_output_tokens``: what a
+# reader of the first line would count).  Counted once across the store (a resumed session's file repeats
+# earlier messages): in the stream that recorded it first.  A subagent is its own stream
+# (``<session>/agent-<id>``) or, inline (1.0.x), ``<session>#<first line uuid of its sidechain>``.
+API_USAGE = """
+    WITH m AS (
+        SELECT message_id, coalesce(request_id, '') AS request_key,
+               first(stream_id ORDER BY position) AS stream_id, first(sidechain ORDER BY position) AS sidechain,
+               arg_max(request_id, position) AS request_id, arg_max(model, position) AS model,
+               min(occurred_at) AS occurred_at, count(*) AS lines,
+               arg_max(input_tokens, position) AS input_tokens, arg_max(output_tokens, position) AS output_tokens,
+               arg_max(cache_read_tokens, position) AS cache_read_tokens,
+               arg_max(cache_creation_tokens, position) AS cache_creation_tokens,
+               arg_min(output_tokens, position) AS first_output_tokens
+        FROM claude_events
+        WHERE message_id IS NOT NULL AND kind IN ('assistant_message', 'tool_use')
+        GROUP BY message_id, request_key),
+    cwd AS (SELECT split_part(stream_id, '/', 1) AS session_id, arg_max(cwd, position) AS cwd
+            FROM claude_events WHERE cwd IS NOT NULL GROUP BY ALL)
+    SELECT m.stream_id, split_part(m.stream_id, '/', 1) AS session_id,
+           CASE WHEN m.stream_id LIKE '%/%' THEN m.stream_id
+                WHEN m.sidechain IS NOT NULL THEN m.stream_id || '#' || m.sidechain END AS subagent,
+           'claude' AS dialect, m.message_id, m.request_id, m.model, m.occurred_at, c.cwd, m.lines,
+           m.input_tokens, m.output_tokens, m.cache_read_tokens, m.cache_creation_tokens, m.first_output_tokens
+    FROM m LEFT JOIN cwd c ON c.session_id = split_part(m.stream_id, '/', 1)"""
 
 VIEWS = {
     # One row per API message (its lines share message.id and repeat the usage).
@@ -188,6 +232,6 @@ CLAUDE_RUNS = MetricSection(
     "`evstore log RUN`); sums include their subagent transcripts; wall_s: the main transcripts, "
     "subagent_wall_s: the subagents'; view: run_claude.")
 
-# version 2: claude_events' sidechain and subagent-link columns, the subagents view
-ANALYTICS = Analytics(version=2, tables=TABLES, rows=_ROWS, views=VIEWS, sections=(*SECTIONS, CLAUDE_RUNS),
-                      every_run_sections=(CLAUDE_RUNS,))
+# version 2: claude_events' sidechain and subagent-link columns, the subagents view; 3: cwd, api_usage
+ANALYTICS = Analytics(version=3, tables=TABLES, rows=_ROWS, views=VIEWS, view_parts={"api_usage": API_USAGE},
+                      sections=(*SECTIONS, CLAUDE_RUNS), every_run_sections=(CLAUDE_RUNS,))

@@ -179,6 +179,9 @@ def hook_drain(ctx: click.Context, as_json: bool, quiet: bool) -> None:
             os.close(lock)
             raise
         result = capture.drain(store, directory, lock=lock)  # it lets the lock go
+        from eventstore import remote
+
+        remote.send_if_set(store)  # a team server set: send now (what fails waits, `evstore doctor` shows it)
     except Exception as exc:  # what stopped the drain goes where `evstore doctor` looks
         known = database_failure(exc, store_file(ctx))
         what = known or exc
@@ -404,8 +407,43 @@ def doctor(ctx: click.Context) -> None:
         if drained is None or at > drained:  # ISO 8601 UTC stamps compare as text
             click.echo(f"drains are failing: none has run to its end since {at}; {n} hook record(s) wait in the "
                        "spool (nothing is lost: the next drain that succeeds records them).")
+    failed = _remote_status(ctx) or failed
     if failed:
         ctx.exit(1)
+
+
+def _remote_status(ctx: click.Context) -> bool:
+    """The team server this machine sends to (eventstore/remote.py): backlog, oldest waiting event, last
+    error; True when the last push failed."""
+    from eventstore import remote
+    from eventstore.cli import open_store
+    from eventstore.errors import EvstoreError
+
+    try:
+        found = remote.configured()
+    except EvstoreError as exc:
+        click.echo(f"remote: {exc}")
+        return True
+    if found is None:
+        click.echo("remote: none (records stay in this store; `evstore remote set URL --token-file FILE` sends "
+                   "them to a team server)")
+        return False
+    try:
+        st = remote.status(open_store(ctx))
+    except EvstoreError as exc:
+        click.echo(f"remote: {found.url} as machine {found.machine}; the local store cannot be read: {exc}")
+        return True
+    click.echo(f"remote: {found.url} as machine {found.machine}; backlog: {st['backlog']} event(s); last push: "
+               f"{st['last_push_at'] or 'never'}")
+    oldest = st["oldest_waiting"]
+    if oldest is not None:
+        click.echo(f"oldest waiting: position {oldest['position']} (stream {oldest['stream']}, recorded "
+                   f"{oldest['recorded_at'][:19]}Z)")
+    if st["last_error"]:
+        click.echo(f"last push error: {st['last_error_at']}: {st['last_error']} (the backlog is kept; `evstore "
+                   "push` retries)")
+        return True
+    return False
 
 
 def _last_error(log: Path) -> tuple[str, str] | None:

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import msgspec
 
 from eventstore.dialects.analytics import Analytics
-from eventstore.dialects.base import Dialect, FileWrite, Finding, HookAnswer, RunInfo
+from eventstore.dialects.base import Dialect, FileWrite, Finding, HookAnswer, RunInfo, StateVersion
 from eventstore.dialects.claude import events as ev
 from eventstore.dialects.claude.links import Linker
 from eventstore.dialects.claude.secrets import Scrubber
@@ -33,6 +33,9 @@ class ClaudeDialect(Dialect):
     requires_object = False
     line_based = True
     file_write_types = ("claude.tool_use", "claude.tool_result")
+    session_kinds: ClassVar[dict[str, str]] = {
+        "claude.user_message": "prompt", "claude.assistant_message": "assistant", "claude.tool_use": "tool_use",
+        "claude.tool_result": "tool_result", "claude.hook": "hook", "claude.subagent_linked": "subagent"}
     lens_version = 2  # 2: the document counts linked subagents
     ingest_command = "eventstore.dialects.claude.commands:ingest_claude"
     watch_command = "eventstore.dialects.claude.commands:watch_claude"
@@ -113,6 +116,84 @@ class ClaudeDialect(Dialect):
         refs = msgspec.convert(data["blobs"], list[ev.BlobRef])
         whole = splice_blobs(data["input"].encode("utf-8"), refs, blob).decode("utf-8")
         return {**data, "input": whole, "blobs": None}
+
+    def simulate_writers(self, store: Any, rng: Any, versions: list[StateVersion]) -> int:
+        """Two Claude Code sessions (and a subagent) that wrote ``versions``, ingested as transcripts
+        (:mod:`eventstore.dialects.claude.simulate`)."""
+        import tempfile
+
+        from eventstore import capture
+        from eventstore.dialects.claude.simulate import sessions_for
+
+        files = sessions_for(rng, versions)
+        with tempfile.TemporaryDirectory(prefix="evstore-demo-sessions-") as tmp:
+            for rel, data in files.items():
+                path = Path(tmp, rel)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+            capture.ingest_transcripts(store, [Path(tmp)], scrub=False)
+        return sum(1 for rel in files if "/subagents/" not in rel)
+
+    def search_text(self, event_type: str, raw_data: bytes, *, blob: Callable[[str], bytes]) -> tuple[str, str]:
+        """A transcript line's words (a prompt, assistant text, a tool's input, a tool's output), its
+        long strings put back from their blobs; a hook call's input."""
+        from eventstore.dialects.base import json_words, strings
+
+        if event_type in ("claude.line_part", "claude.prefix_rewritten", "claude.subagent_linked"):
+            return "event", json_words(raw_data)
+        data = _decode.decode(raw_data)
+        if not isinstance(data, dict):
+            return "event", ""
+        if event_type == "claude.hook":
+            shown = self.shown_data(event_type, data, blob=blob)
+            try:
+                inp = json.loads(shown.get("input") or "null")
+            except ValueError:
+                inp = shown.get("input")
+            return "hook", "\n".join(x for x in (data.get("hook_event_name"), data.get("tool_name")) if x) + "\n" + \
+                "\n".join(strings(inp))
+        line = data.get("line")
+        if not isinstance(line, str):
+            return "event", "\n".join(strings({k: v for k, v in data.items() if k != "line_b64"}))
+        raw = line.encode("utf-8")
+        if data.get("blobs"):
+            try:
+                raw = splice_blobs(raw, msgspec.convert(data["blobs"], list[ev.BlobRef]), blob)
+            except EvstoreError:
+                pass  # a missing blob: `evstore verify` reports it; search indexes what is there
+        try:
+            rec = _decode.decode(raw)
+        except (msgspec.DecodeError, RecursionError):
+            return "event", line
+        if not isinstance(rec, dict):
+            return "event", line
+        message = rec.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        kind = {"user": "prompt", "assistant": "assistant"}.get(str(rec.get("type")), "event")
+        texts: list[str] = []
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            for b in content:
+                if not isinstance(b, dict):
+                    continue
+                t = b.get("type")
+                if t in ("text", "thinking"):
+                    texts.extend(strings(b.get(t)))
+                elif t == "tool_use":
+                    kind = "tool_use"
+                    texts.append(str(b.get("name") or ""))
+                    texts.extend(strings(b.get("input")))
+                elif t == "tool_result":
+                    kind = "tool_result"
+                    inner = b.get("content")
+                    if isinstance(inner, list):  # blocks: their text, not their "type"s
+                        texts.extend(x["text"] for x in inner if isinstance(x, dict) and isinstance(x.get("text"), str))
+                    else:
+                        texts.extend(strings(inner))
+        if not texts:
+            texts = strings({k: v for k, v in rec.items() if k in ("summary", "content", "subtype")})
+        return kind, "\n".join(texts)
 
     def apply(self, doc: Any, event: Event) -> Any:
         doc = doc if isinstance(doc, dict) else {"lines": 0, "records": {}, "models": [], "tool_calls": 0,

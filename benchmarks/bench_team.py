@@ -1,0 +1,200 @@
+"""A team's server under load: simulated machines append to ``evstore serve --workers N`` on PostgreSQL.
+
+    python benchmarks/bench_team.py                          # 50 machines, 4 workers, 120 s per phase
+    python benchmarks/bench_team.py --machines 20 --seconds 10 --workers 2   # a short run
+    EVSTORE_BENCH_PG_URL=postgresql+psycopg://postgres@127.0.0.1:5432/test python benchmarks/bench_team.py
+
+Each machine is a thread with its own HTTP connection, its own named token (``evstore tokens add``) and
+its own ``X-Evstore-Machine``; it sends what a machine's ``evstore push`` sends: batches of hook-call
+sized events (``--batch`` events, each with a client event id) to its own session streams, with the
+stream's version as ``expected_version``.  A request that fails (connection refused, reset, 5xx) is
+sent again unchanged until it is answered: the event ids make that at-least-once delivery
+exactly-once.  Phase 1 runs undisturbed; phase 2 SIGKILLs one worker a third of the way in and
+restarts the whole server two thirds of the way in.  Reported per phase: events/s sustained, request
+latency p50/p95/p99 (answered requests), and, from the store afterwards, events lost (sent ids
+missing) and duplicated (ids recorded more than once; the unique index makes this 0 by construction,
+counted anyway).  Targets (issue 36): >= 2,000 events/s, p99 < 250 ms, 0 lost, 0 duplicated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import httpx2  # noqa: E402
+import psycopg  # noqa: E402
+from _common import log  # noqa: E402
+
+from eventstore import migrate, tokens  # noqa: E402
+from eventstore.db import make_engine  # noqa: E402
+from eventstore.store import EventStore  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    def __init__(self, url: str, port: int, workers: int) -> None:
+        self.url, self.port, self.workers = url, port, workers
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EVSTORE_")}
+        env["PYTHONPATH"] = str(ROOT)
+        self.proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--url", self.url, "serve", "--port",
+                                      str(self.port), "--workers", str(self.workers), "--no-drain"], env=env,
+                                     start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx2.get(f"http://127.0.0.1:{self.port}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx2.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise SystemExit("the server did not come up")
+
+    def worker_pids(self) -> list[int]:
+        assert self.proc is not None
+        out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout.split()
+        return [int(p) for p in out]
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+class Machine(threading.Thread):
+    def __init__(self, name: str, token: str, base: str, batch: int, stop: threading.Event) -> None:
+        super().__init__(daemon=True)
+        self.name_, self.token, self.base, self.batch, self.stop = name, token, base, batch, stop
+        self.sent_ids: list[str] = []
+        self.latencies: list[float] = []
+        self.retries = 0
+        self.confirmed = 0
+
+    def run(self) -> None:
+        headers = {"Authorization": f"Bearer {self.token}", "X-Evstore-Machine": self.name_}
+        client = httpx2.Client(base_url=self.base, timeout=30, headers=headers)
+        session, version = f"{self.name_}/session-{uuid.uuid4().hex[:8]}", 0
+        while not self.stop.is_set():
+            ids = [str(uuid.uuid4()) for _ in range(self.batch)]
+            body = {"events": [{"type": "claude.hook", "data": {"tool": "Edit", "n": version + i, "input": "x" * 300},
+                                "event_id": eid} for i, eid in enumerate(ids)],
+                    "expected_version": version if version else "no-stream"}
+            self.sent_ids.extend(ids)
+            while True:  # the same batch until it is answered: idempotent by its event ids
+                started = time.perf_counter()
+                try:
+                    r = client.post(f"/api/streams/{session}/events", json=body)
+                except httpx2.HTTPError:
+                    r = None
+                if r is not None and r.status_code in (200, 201):
+                    self.latencies.append(time.perf_counter() - started)
+                    self.confirmed += len(ids)
+                    version += len(ids)
+                    break
+                if r is not None and r.status_code < 500:
+                    raise SystemExit(f"{self.name_}: {r.status_code} {r.text}")
+                self.retries += 1
+                time.sleep(0.2)
+        client.close()
+
+
+def phase(url: str, server: Server, secrets_: dict[str, str], seconds: float, batch: int, disturb: bool) -> dict:
+    stop = threading.Event()
+    base = f"http://127.0.0.1:{server.port}"
+    machines = [Machine(name, tok, base, batch, stop) for name, tok in secrets_.items()]
+    started = time.perf_counter()
+    for m in machines:
+        m.start()
+    events = []
+    if disturb:
+        time.sleep(seconds / 3)
+        victim = server.worker_pids()[0]
+        log(f"SIGKILL worker {victim}")
+        os.kill(victim, signal.SIGKILL)
+        time.sleep(seconds / 3)
+        log("restarting the whole server (SIGKILL, start)")
+        server.kill()
+        server.start()
+        time.sleep(max(0.0, seconds - (time.perf_counter() - started)))
+    else:
+        time.sleep(seconds)
+    stop.set()
+    for m in machines:
+        m.join()
+    took = time.perf_counter() - started
+    lat = sorted(x for m in machines for x in m.latencies)
+    sent = {i for m in machines for i in m.sent_ids}
+    with EventStore(url) as store:
+        recorded = [e.event_id for e in store.iter_all() if e.stream_id != tokens.ADMIN_STREAM]
+    events = recorded
+    counts: dict[str, int] = {}
+    for eid in events:
+        counts[eid] = counts.get(eid, 0) + 1
+    q = statistics.quantiles(lat, n=100) if len(lat) >= 2 else [0.0] * 99
+    return {"events_per_s": sum(m.confirmed for m in machines) / took, "requests": len(lat),
+            "p50_ms": q[49] * 1000, "p95_ms": q[94] * 1000, "p99_ms": q[98] * 1000,
+            "lost": len(sent - set(counts)), "duplicated": sum(c - 1 for c in counts.values() if c > 1),
+            "retries": sum(m.retries for m in machines)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--machines", type=int, default=50)
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--seconds", type=float, default=120.0, help="length of each phase")
+    ap.add_argument("--batch", type=int, default=20, help="events per request")
+    args = ap.parse_args()
+    base_url = os.environ.get("EVSTORE_BENCH_PG_URL") or os.environ.get("EVSTORE_TEST_POSTGRES_URL")
+    if not base_url:
+        raise SystemExit("set EVSTORE_BENCH_PG_URL (or EVSTORE_TEST_POSTGRES_URL) to a PostgreSQL server")
+    schema = "bench_team_" + uuid.uuid4().hex[:8]
+    admin_url = base_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    url = f"{base_url}{'&' if '?' in base_url else '?'}options=-csearch_path%3D{schema}"
+    try:
+        engine = make_engine(url)
+        migrate.upgrade(engine)
+        engine.dispose()
+        with EventStore(url) as store:
+            secrets_ = {f"m{i:02d}": tokens.add_token(store, f"m{i:02d}", "append") for i in range(args.machines)}
+        server = Server(url, _free_port(), args.workers)
+        server.start()
+        try:
+            for name, disturb in (("steady", False), ("worker killed + restart", True)):
+                log(f"phase: {name} ({args.machines} machines, {args.workers} workers, {args.seconds:g} s)")
+                r = phase(url, server, secrets_, args.seconds, args.batch, disturb)
+                ok = r["events_per_s"] >= 2000 and r["p99_ms"] < 250 and not r["lost"] and not r["duplicated"]
+                print(f"{name}: {r['events_per_s']:.0f} events/s, {r['requests']} requests, p50 {r['p50_ms']:.1f} ms, "
+                      f"p95 {r['p95_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, lost {r['lost']}, duplicated "
+                      f"{r['duplicated']}, retried requests {r['retries']} -> {'meets' if ok else 'misses'} the "
+                      "targets", flush=True)
+        finally:
+            server.kill()
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+if __name__ == "__main__":
+    main()

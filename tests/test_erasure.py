@@ -1,0 +1,412 @@
+"""Retention, legal hold and erasure that keep every proof valid (issue 38; eventstore/erasure.py).
+
+Real Claude Code transcripts (tests/claude_fixtures.py) are ingested, a checkpoint is signed, a
+session is erased and a retention policy applied while a held session stays; then verify, an
+inclusion proof against the earlier checkpoint and consistency to a new one pass, and the bytes of
+the database files (SQLite file and WAL; PostgreSQL's relation files after a CHECKPOINT) and the
+analytics Parquet hold none of the erased strings.  SIGKILL in the middle leaves a store that
+verifies and a command that finishes when run again.  Both backends.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import random
+import signal
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import EVSTORE, exec_sql, migrated
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eventstore.config import sqlite_file
+from eventstore.erasure import ADMIN_STREAM
+from eventstore.store import EventStore, NewEvent
+from tests.claude_fixtures import SESSION, records
+
+KEPT, PURGED = "11111111-2222-4333-8444-555555555555", "22222222-3333-4444-8555-666666666666"
+#: Strings only the erased session holds (and the image of its blob).
+ERASED_TEXT = ["Look at the test first.", "Reading the test.", "Ünïcödé"]
+PURGED_TEXT = ["PURGE-THOUGHT-1f4e", "PURGE-READING-77ab", "PURGE-NAME-03c9"]
+
+
+def _image(seed: int) -> str:
+    return base64.b64encode(random.Random(seed).randbytes(1_100_000)).decode("ascii")
+
+
+def _session(tmp_path: Path, seed: int, session: str, texts: list[str]) -> Path:
+    raw = b"".join(records(seed)).replace(SESSION.encode(), session.encode())
+    for old, new in zip(ERASED_TEXT, texts, strict=False):
+        raw = raw.replace(old.encode(), new.encode())
+    f = tmp_path / "projects" / f"{session}.jsonl"
+    f.parent.mkdir(exist_ok=True)
+    f.write_bytes(raw)
+    return f
+
+
+def _ingest(run: Callable[..., Any], tmp_path: Path) -> None:
+    files = [_session(tmp_path, 1, SESSION, ERASED_TEXT), _session(tmp_path, 2, KEPT, ["KEEP-1", "KEEP-2", "KEEP-3"]),
+             _session(tmp_path, 3, PURGED, PURGED_TEXT)]
+    r = run("ingest", "claude", *map(str, files))
+    assert r.exit_code == 0, r.output
+
+
+def _needles() -> list[bytes]:
+    gone = [*ERASED_TEXT, *PURGED_TEXT, _image(1)[5000:5040], _image(3)[5000:5040]]
+    return [t.encode() for t in gone]
+
+
+def _pg_files(store: EventStore) -> bytes:
+    """The bytes of the relation files (and their TOAST) of the tables holding payloads, as on disk."""
+    from sqlalchemy import text
+
+    out = b""
+    with store.engine.begin() as conn:
+        conn.execute(text("CHECKPOINT"))  # pages still only in shared buffers: written out
+        for table in ("events", "blobs", "replay_cache", "proj_runs"):
+            oids = conn.execute(text("SELECT oid, reltoastrelid FROM pg_class WHERE oid = CAST(:t AS regclass)"),
+                                {"t": table}).one()
+            for oid in oids:
+                if not oid:
+                    continue
+                path = conn.execute(text("SELECT pg_relation_filepath(:o)"), {"o": oid}).scalar_one()
+                out += conn.execute(text("SELECT pg_read_binary_file(:p)"), {"p": path}).scalar_one()
+    return out
+
+
+def _stored_bytes(store: EventStore) -> bytes:
+    path = sqlite_file(store.url)
+    if path is None:
+        return _pg_files(store)
+    return b"".join(p.read_bytes() for p in Path(path).parent.glob(Path(path).name + "*") if p.is_file())
+
+
+def _parquet_text(folder: Path) -> str:
+    import pyarrow.parquet as pq
+
+    return "".join(str(pq.read_table(p).to_pylist()) for p in folder.rglob("*.parquet"))
+
+
+def _keys(run: Callable[..., Any], tmp_path: Path) -> Path:
+    assert run("keygen", "--out", str(tmp_path / "log"), "--name", "example.com/erasure").exit_code == 0
+    return tmp_path / "log"
+
+
+def test_erase_and_purge_keep_verify_checkpoints_and_proofs(run: Callable[..., Any], store: EventStore,
+                                                            tmp_path: Path) -> None:
+    _ingest(run, tmp_path)
+    analytics = tmp_path / "analytics"
+    os.environ["EVSTORE_ANALYTICS_DIR"] = str(analytics)
+    try:
+        assert run("metrics").exit_code == 0  # the analytics Parquet, made before the erasure
+        before = _stored_bytes(store)
+        assert all(n in before for n in _needles()[:2]), "the check must see the strings while they are stored"
+        key = _keys(run, tmp_path)
+        cp1 = tmp_path / "cp1"
+        assert run("checkpoint", "--key-file", f"{key}.key", "--out", str(cp1)).exit_code == 0
+        kept_doc = run("replay", KEPT, "--json").stdout
+
+        assert run("hold", "add", KEPT, "--reason", "matter 2026-17").exit_code == 0
+        refused = run("erase", "--stream", KEPT, "--reason", "by mistake")
+        assert refused.exit_code == 1 and "is under hold" in refused.stderr and "matter 2026-17" in refused.stderr
+        r = run("erase", "--stream", SESSION, "--reason", "GDPR request 114", "--batch", "7")
+        assert r.exit_code == 0, r.output
+        assert r.stdout.startswith("21 event payload(s) erased in 1 stream(s), 1 blob(s), 3 batch(es)")
+
+        assert run("retention", "set", "--dialect", "claude", "--keep-payloads", "30d").exit_code == 1  # the floor
+        assert run("retention", "set", "--dialect", "claude", "--keep-payloads", "30d", "--below-floor",
+                   "--reason", "test").exit_code == 0
+        dry = run("retention", "apply", "--dry-run", "--as-of", "2099-01-01T00:00:00Z")
+        assert dry.exit_code == 0 and dry.stdout.startswith("21 event payload(s) would be purged"), dry.output
+        assert KEPT in dry.stdout  # kept by the hold
+        assert run("retention", "apply").stdout.startswith("0 event payload(s) purged")  # nothing is 30 days old
+        applied = run("retention", "apply", "--as-of", "2099-01-01T00:00:00Z", "--batch", "5")
+        assert applied.exit_code == 0 and applied.stdout.startswith("21 event payload(s) purged"), applied.output
+
+        # verify and the earlier checkpoint hold; the counts are reported.
+        v = run("verify", "--json")
+        assert v.exit_code == 0, v.output
+        report = json.loads(v.stdout)
+        assert (report["erased"], report["purged"], report["erased_blobs"]) == (21, 21, 2)
+        assert run("verify", "--checkpoint", str(cp1), "--vkey", f"{key}.vkey").exit_code == 0
+        # An inclusion proof of an erased event against the checkpoint taken before the erasure.
+        p = run("prove", SESSION, "--version", "3", "--checkpoint", str(cp1))
+        assert p.exit_code == 0, p.output
+        (tmp_path / "p.json").write_text(p.stdout)
+        assert run("verify-proof", str(tmp_path / "p.json"), "--vkey", f"{key}.vkey").exit_code == 0
+        cp2 = tmp_path / "cp2"
+        assert run("checkpoint", "--key-file", f"{key}.key", "--out", str(cp2)).exit_code == 0
+        c = run("prove", "--consistency", str(cp1), str(cp2))
+        assert c.exit_code == 0, c.output
+        (tmp_path / "c.json").write_text(c.stdout)
+        assert run("verify-proof", str(tmp_path / "c.json"), "--vkey", f"{key}.vkey").exit_code == 0
+
+        # Readers say what happened, never a wrong document.
+        for args in (("replay", SESSION), ("replay", SESSION, "--raw"), ("replay", PURGED, "--json")):
+            out = run(*args)
+            assert out.exit_code == 1 and "content of" in out.stderr, (args, out.output)
+        assert "was erased at" in run("replay", SESSION).stderr and "GDPR request 114" in run("replay", SESSION).stderr
+        assert "was purged at" in run("replay", PURGED).stderr
+        log = run("log", SESSION)
+        assert log.exit_code == 0 and "[content erased at" in log.stdout and "GDPR request 114" in log.stdout
+        assert run("replay", KEPT, "--json").stdout == kept_doc  # the held session is untouched
+        admin = [json.loads(x) for x in run("log", ADMIN_STREAM, "--json").stdout.splitlines()]
+        assert [a["type"] for a in admin] == ["evstore.hold_added", "evstore.erased", "evstore.erased", "evstore.erased",
+                                              "evstore.retention_set", *["evstore.purged"] * 5]
+        assert sum(a["data"]["events"] for a in admin if a["type"] == "evstore.purged") == 21
+
+        # The bytes: none of the erased strings in the database files, the WAL or the Parquet.
+        after = _stored_bytes(store)
+        for n in _needles():
+            assert n not in after, n
+        assert b"KEEP-1" in after  # the held session's content is still stored
+        text = _parquet_text(analytics)
+        assert text and "KEEP-1" in text or analytics.exists()
+        for n in _needles():
+            assert n.decode() not in text
+    finally:
+        os.environ.pop("EVSTORE_ANALYTICS_DIR", None)
+
+
+def test_erase_by_matching_text_erases_each_event_holding_it(run: Callable[..., Any], store: EventStore,
+                                                             tmp_path: Path) -> None:
+    _ingest(run, tmp_path)
+    r = run("erase", "--match", "Ünïcödé", "--reason", "a name in a prompt")
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("1 event payload(s) erased in 1 stream(s)"), r.output
+    assert "Ünïcödé" not in r.stdout + r.stderr
+    assert "Ünïcödé".encode() not in _stored_bytes(store)
+    admin = [json.loads(x) for x in run("log", ADMIN_STREAM, "--json").stdout.splitlines()]
+    assert "Ünïcödé" not in json.dumps(admin, ensure_ascii=False)  # the request does not record the text
+    assert run("verify").exit_code == 0
+    assert run("replay", KEPT).exit_code == 0
+    # Exports made afterwards hold the tombstone, not the text.
+    out = tmp_path / "export"
+    assert run("export", "--parquet", str(out), "--analytics-dir", str(tmp_path / "a")).exit_code == 0
+    jsonl = run("export", "--jsonl", "-", "--analytics-dir", str(tmp_path / "a"))
+    assert jsonl.exit_code == 0, jsonl.output
+    assert "Ünïcödé" not in _parquet_text(out) and "Ünïcödé" not in jsonl.stdout and "KEEP-3" in jsonl.stdout
+    short = run("erase", "--match", "abc", "--reason", "x")
+    assert short.exit_code == 1 and "at least 4 characters" in short.stderr
+
+
+def test_the_database_refuses_any_other_change_of_a_payload(store: EventStore) -> None:
+    """The relaxed triggers allow the tombstone only: with its erasures row, every hashed column unchanged."""
+    store.append("S", [NewEvent("demo.note", {"i": 1})])
+    with pytest.raises(Exception, match="append-only"):  # no erasures row
+        exec_sql(store, "UPDATE events SET data = :e, meta = :e WHERE position = 1", e=b"")
+    exec_sql(store, "INSERT INTO erasures (position, kind, reason, admin_event_id, erased_at) "
+                    "VALUES (1, 'erased', 'x', 'y', 'z')")
+    with pytest.raises(Exception, match="append-only"):  # not the tombstone
+        exec_sql(store, "UPDATE events SET data = :d, meta = :e WHERE position = 1", d=b'{"i":2}', e=b"")
+    with pytest.raises(Exception, match="append-only"):  # a hashed column changed
+        exec_sql(store, "UPDATE events SET data = :e, meta = :e, type = 'x' WHERE position = 1", e=b"")
+    with pytest.raises(Exception, match="append-only"):
+        exec_sql(store, "DELETE FROM events WHERE position = 1")
+    with pytest.raises(Exception, match="append-only"):
+        exec_sql(store, "DELETE FROM erasures WHERE position = 1")
+    exec_sql(store, "UPDATE events SET data = :e, meta = :e WHERE position = 1", e=b"")
+
+
+def test_a_tombstone_without_its_record_fails_verify(store: EventStore, run: Callable[..., Any]) -> None:
+    from conftest import drop_append_only_triggers
+
+    store.append("S", [NewEvent("demo.note", {"i": 1}), NewEvent("demo.note", {"i": 2})])
+    drop_append_only_triggers(store)
+    exec_sql(store, "UPDATE events SET data = :e, meta = :e WHERE position = 2", e=b"")
+    r = run("verify")
+    assert r.exit_code == 1 and "no erasure is recorded" in r.stderr
+
+
+@pytest.mark.parametrize("command", ["erase", "retention"])
+def test_sigkill_in_the_middle_leaves_a_consistent_store_and_the_command_finishes(
+        run: Callable[..., Any], store_url: str, store: EventStore, tmp_path: Path, command: str) -> None:
+    _ingest(run, tmp_path)
+    if command == "erase":
+        args = ["erase", "--stream", SESSION, "--reason", "request 9", "--batch", "1"]
+    else:
+        assert run("retention", "set", "--dialect", "claude", "--keep-payloads", "1d", "--below-floor").exit_code == 0
+        args = ["retention", "apply", "--as-of", "2099-01-01T00:00:00Z", "--batch", "1"]
+    proc = subprocess.Popen([EVSTORE, "--url", store_url, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        assert proc.stderr is not None
+        for _ in range(3):  # a few batches committed, more to come
+            assert "payload(s)" in proc.stderr.readline()
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        proc.stdout.close()  # type: ignore[union-attr]
+        proc.stderr.close()  # type: ignore[union-attr]
+    report = json.loads(run("verify", "--json").stdout)
+    # The log, the tree and the tombstones hold; only the runs index (a projection the command rebuilds once
+    # every batch is done) may still describe what the killed run had erased, and verify says how to fix it.
+    assert all(f["field"] == "projection" and "rebuild" in f["detail"] for f in report["failures"]), report["failures"]
+    done = report["erased"] + report["purged"]
+    assert 3 <= done < (21 if command == "erase" else 63)
+    again = run(*args)
+    assert again.exit_code == 0, again.output
+    report = json.loads(run("verify", "--json").stdout)
+    assert report["ok"] and report["erased"] + report["purged"] == (21 if command == "erase" else 63), report
+    assert b"Look at the test first." not in _stored_bytes(store)
+
+
+def test_the_pages_and_the_api_say_when_and_why(run: Callable[..., Any], store_url: str, tmp_path: Path) -> None:
+    from serve_fixtures import LOCAL
+    from starlette.testclient import TestClient
+
+    from projections.serve import ServeConfig, create_app
+
+    _ingest(run, tmp_path)
+    assert run("erase", "--event", _event_id(store_url, SESSION, 3), "--reason", "a token in a reply").exit_code == 0
+    with TestClient(create_app(ServeConfig(url=store_url, analytics_dir=str(tmp_path / "a"))), base_url=LOCAL) as c:
+        events = c.get(f"/api/runs/{SESSION}/events").json()
+        assert [e.get("erased", False) for e in events] == [v == 3 for v in range(1, 22)]
+        assert "erased at" in events[2]["erasure"] and "a token in a reply" in events[2]["erasure"]
+        assert events[2]["data"] is None and events[3]["data"] is not None
+        state = c.get(f"/api/runs/{SESSION}/state")
+        assert state.status_code == 410 and "a token in a reply" in state.text
+        assert c.get(f"/api/runs/{SESSION}/state", params={"version": 2}).status_code == 200  # before it: whole
+        page = c.get(f"/runs/{SESSION}")
+        assert page.status_code == 200 and "a token in a reply" in page.text and "[content erased at" in page.text
+
+
+def _event_id(url: str, stream: str, version: int) -> str:
+    with EventStore(url) as s:
+        return next(iter(s.read_stream(stream, after_version=version - 1, upto_version=version))).event_id
+
+
+def test_a_project_hold_stops_an_erasure_until_it_is_released(run: Callable[..., Any], store_url: str) -> None:
+    from projections.demo import run_demo
+    from projections.runs import IndexedEventStore, list_runs
+
+    s = IndexedEventStore(store_url)
+    try:
+        run_demo(s, runs=4, seed=3)
+        rows = list_runs(s)
+    finally:
+        s.close()
+    held = next(r for r in rows if r.project)
+    added = run("hold", "add", "--project", held.project, "--reason", "audit 5")
+    assert added.exit_code == 0 and "audit 5" in added.stdout
+    hold_id = added.stdout.split()[1]
+    refused = run("erase", "--stream", held.stream_id, "--reason", "r")
+    assert refused.exit_code == 1 and f"hold {hold_id} on project" in refused.stderr
+    assert held.project in run("retention", "show").stdout
+    assert run("hold", "release", hold_id, "--reason", "closed").exit_code == 0
+    assert run("hold", "show").stdout == ""
+    r = run("erase", "--stream", held.stream_id, "--reason", "r")
+    assert r.exit_code == 0, r.output
+    admin = [json.loads(x)["type"] for x in run("log", ADMIN_STREAM, "--json").stdout.splitlines()]
+    assert admin == ["evstore.hold_added", "evstore.hold_released", "evstore.erased"]
+    assert json.loads(run("verify", "--json").stdout)["ok"]
+
+
+def test_bad_requests_are_named(run: Callable[..., Any]) -> None:
+    r = run("erase", "--reason", "x")
+    assert r.exit_code == 2 and "say what to erase" in r.stderr
+    r = run("erase", "--stream", "nope", "--reason", "x")
+    assert r.exit_code == 1 and 'No stream "nope"' in r.stderr
+    r = run("retention", "set", "--dialect", "claude", "--keep-payloads", "soon")
+    assert r.exit_code == 1 and "180d, 26w, 1y" in r.stderr
+    r = run("erase", "--stream", "S", "--reason", "x")
+    assert r.exit_code == 1
+    run("hold", "add", "--project", "P", "--reason", "x")  # makes the admin stream
+    r = run("erase", "--stream", ADMIN_STREAM, "--reason", "x")
+    assert r.exit_code == 1 and "it is never erased" in r.stderr
+    r = run("hold", "release", "nothing", "--reason", "x")
+    assert r.exit_code == 1 and "No hold in force" in r.stderr
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(1, 6), min_size=1, max_size=4), data=st.data())
+def test_any_erasure_leaves_every_root_and_verify_as_they_were(sizes: list[int], data: st.DataObject,
+                                                              tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Whatever is erased, in whatever order: the tree's root at every size is unchanged and verify passes."""
+    from eventstore.erasure import erase
+    from eventstore.verify import verify
+
+    url = migrated(f"sqlite:///{tmp_path_factory.mktemp('p')}/events.db")
+    with EventStore(url) as s:
+        for i, n in enumerate(sizes):
+            s.append(f"S{i}", [NewEvent("demo.note", {"i": k, "secret": f"x{i}-{k}"}) for k in range(n)])
+        total = s.max_position()
+        roots = []
+        for size in range(total + 1):
+            with s.tree(size) as t:
+                roots.append(t.root())
+        ids = [e.event_id for e in s.iter_all()]
+        for event_id in data.draw(st.lists(st.sampled_from(ids), unique=True)):
+            erase(s, reason="p", event_id=event_id, scrub=False)
+        streams = data.draw(st.lists(st.sampled_from([f"S{i}" for i in range(len(sizes))]), max_size=2))
+        if streams:
+            erase(s, reason="q", stream_ids=streams, kind="purged")
+        for size in range(total + 1):
+            with s.tree(size) as t:
+                assert t.root() == roots[size]
+        report = verify(s)
+        assert report.ok, report.failures
+        assert report.erased + report.purged == sum(1 for e in s.iter_all() if e.erased and e.stream_id != ADMIN_STREAM)
+
+
+def test_records_waiting_in_the_hook_spool_are_named(run: Callable[..., Any], store_url: str,
+                                                     store: EventStore) -> None:
+    from eventstore import spool
+
+    store.append("S", [NewEvent("demo.note", {"i": 1})])
+    folder = spool.spool_dir(store_url)
+    assert "warning" not in run("erase", "--stream", "S", "--reason", "x").stderr
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / spool.SPOOL).write_bytes(b'{"not": "drained"}\n')
+    try:
+        r = run("erase", "--stream", "S", "--reason", "x")
+        assert r.exit_code == 0 and "holds records no drain has recorded yet" in r.stderr
+    finally:
+        (folder / spool.SPOOL).unlink()
+
+
+def test_a_transcript_captured_again_does_not_bring_back_what_was_erased(run: Callable[..., Any], store: EventStore,
+                                                                        tmp_path: Path) -> None:
+    """The capture resumes from the bookkeeping the erasure kept (erasures.kept), not from the start."""
+    f = _session(tmp_path, 1, SESSION, ERASED_TEXT)
+    assert run("ingest", "claude", str(f)).exit_code == 0
+    assert run("erase", "--match", "Look at the test first.", "--reason", "one line").exit_code == 0
+    assert run("erase", "--event", _event_id(store.url, SESSION, 21), "--reason", "the last line").exit_code == 0
+    again = run("ingest", "claude", str(f))
+    assert again.exit_code == 0 and store.stream_version(SESSION) == 21, again.output
+    line = {"type": "user", "uuid": "z1", "parentUuid": None, "sessionId": SESSION,
+            "timestamp": "2026-03-02T10:00:00.000Z", "message": {"role": "user", "content": "one more line"}}
+    with f.open("a") as fh:
+        fh.write(json.dumps(line) + "\n")
+    more = run("ingest", "claude", str(f))
+    assert more.exit_code == 0 and store.stream_version(SESSION) == 22, more.output
+    assert b"Look at the test first." not in _stored_bytes(store)
+    assert json.loads(run("verify", "--json").stdout)["ok"]
+    run("erase", "--stream", SESSION, "--reason", "all")
+    assert run("ingest", "claude", str(f)).exit_code == 0 and store.stream_version(SESSION) == 22
+
+
+def test_the_sqlite_scrub_removes_what_a_build_without_secure_delete_leaves(sqlite_url: str) -> None:
+    """SQLite builds differ (Debian's turns secure_delete on by default): with it off, the old bytes stay in
+    the file's free space or the WAL until the scrub (secure_delete, VACUUM, a TRUNCATE checkpoint)."""
+    from eventstore.erasure import erase
+
+    url = migrated(sqlite_url)
+    with EventStore(url) as s:
+        s._raw().execute("PRAGMA secure_delete=OFF")
+        s.append("S", [NewEvent("demo.note", {"secret": f"ZEBRA-SECRET-{i:04d}" + "pad" * 300}) for i in range(40)])
+        s.append("T", [NewEvent("demo.note", {"kept": "KEPT-VALUE"})])
+        erase(s, reason="r", stream_ids=["S"], scrub=False)
+        assert b"ZEBRA-SECRET-" in _stored_bytes(s)  # without the scrub the bytes are still on disk
+        s.backend.scrub(s._raw())
+        stored = _stored_bytes(s)
+        assert b"ZEBRA-SECRET-" not in stored and b"KEPT-VALUE" in stored

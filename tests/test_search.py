@@ -1,0 +1,161 @@
+"""`evstore search`: full-text over transcripts (prompts, assistant text, tool input and output, long
+outputs kept as blobs included), hook calls, event payloads and state documents; the `search`
+projection catches up and rebuilds like the others; serve has a search box on every page whose hits
+open the run page at the hit's version."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eventstore.store import EventStore
+from projections.search import SEARCH, search, terms, unmark
+from tests import claude_usage_fixtures as F
+
+FRIDAY = Path(__file__).parent / "data" / "friday" / "history"
+
+
+@pytest.fixture(autouse=True)
+def _scrub_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVSTORE_SCRUB_KEY", "test-key")
+
+
+def _hits(run: Any, *args: str) -> list[dict[str, Any]]:
+    r = run("search", "--json", *args)
+    assert r.exit_code == 0, r.output
+    return [json.loads(x) for x in r.stdout.splitlines()]
+
+
+@pytest.fixture
+def filled(run: Any, store_url: str, tmp_path: Path) -> str:
+    files = F.write(tmp_path / "projects")
+    # a tool output over the blob threshold, holding a word found nowhere else
+    long_output = ("lorem " * 1500) + "zanzibarquux " + ("ipsum " * 200)
+    line = json.dumps({"type": "user", "uuid": "big", "parentUuid": None, "sessionId": F.S3,
+                       "timestamp": "2025-11-05T10:20:00.000Z", "message": {"role": "user", "content": [
+                           {"type": "tool_result", "tool_use_id": "t20", "content": long_output}]}})
+    with files["s3"].open("a") as f:
+        f.write(line + "\n")
+    assert run("ingest", "claude", str(tmp_path / "projects")).exit_code == 0
+    history = tmp_path / "friday"
+    shutil.copytree(FRIDAY, history)
+    assert run("ingest", "friday", str(history), "--stream", "FRIDAY-1").exit_code == 0
+    from eventstore import capture
+
+    with EventStore(store_url) as store:
+        capture.record_hook(store, json.dumps({
+            "session_id": F.S1, "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_use_id": "t77",
+            "tool_input": {"command": "make deploy-staging-quokka"}}).encode(), transcript_roots=(), via="http")
+    return store_url
+
+
+def test_search_finds_each_kind_of_text(run: Any, filled: str) -> None:
+    prompt = _hits(run, "discount field")
+    assert [(h["stream"], h["line"], h["kind"], h["type"]) for h in prompt] == [(F.S1, 1, "prompt", "claude.user_message")]
+    plain, marks = prompt[0]["snippet"], prompt[0]["highlights"]
+    assert [plain[a:b].lower() for a, b in marks] == ["discount", "field"]
+    assert _hits(run, "Review checkout.py")[0]["kind"] in ("tool_use", "prompt")
+    tool = _hits(run, "test_checkout.py")  # a Write's path, in a subagent file
+    assert any(h["stream"] == f"{F.S2}/agent-{F.A_SUB}" and h["kind"] == "tool_use" for h in tool)
+    blob = _hits(run, "zanzibarquux")  # inside a 10 KB tool output stored as a blob
+    assert [(h["stream"], h["kind"]) for h in blob] == [(F.S3, "tool_result")]
+    hook = _hits(run, "quokka")
+    assert [(h["stream"], h["type"], h["kind"]) for h in hook] == [(F.S1, "claude.hook", "hook")]
+    state = _hits(run, "--stream", "FRIDAY-1", "approved")  # a FRIDAY state document's values
+    assert state and all(h["stream"] == "FRIDAY-1" and h["dialect"] == "friday" for h in state)
+    # newest first: positions descend
+    every = _hits(run, "the", "--limit", "500")
+    assert [h["position"] for h in every] == sorted((h["position"] for h in every), reverse=True)
+
+
+def test_filters_and_the_text_output(run: Any, filled: str) -> None:
+    assert {h["stream"] for h in _hits(run, "checkout", "--stream", F.S2)} <= {F.S2, f"{F.S2}/agent-{F.A_SUB}"}
+    assert {h["type"] for h in _hits(run, "checkout", "--type", "claude.")} <= {
+        "claude.user_message", "claude.tool_use", "claude.assistant_message", "claude.tool_result"}
+    assert _hits(run, "checkout", "--type", "claude.tool_use")
+    assert all(h["type"] == "claude.tool_use" for h in _hits(run, "checkout", "--type", "claude.tool_use"))
+    assert _hits(run, "checkout", "--dialect", "friday") == []
+    assert {h["stream"] for h in _hits(run, "tests", "--since", "2025-11-06", "--dialect", "claude")} <= {F.S2, f"{F.S2}/agent-{F.A_SUB}"}
+    assert _hits(run, "check*", "--stream", F.S1)  # prefix
+    r = run("search", "discount field")
+    assert r.exit_code == 0
+    assert f"{F.S1} v1 line 1" in r.stdout and "«discount» «field»" in r.stdout and r.stderr.strip() == "1 hit"
+
+
+@pytest.mark.parametrize("query", ['"', "   ", "*", "()"])
+def test_a_query_without_words_is_refused(run: Any, filled: str, query: str) -> None:
+    r = run("search", query)
+    assert r.exit_code == 1 and r.stdout == ""
+    assert r.stderr.startswith("Error: Nothing to search for") and " — give at least one word" in r.stderr
+
+
+@pytest.mark.parametrize("query", ['a"b', "NEAR(x y)", "x OR", "col:val", "-x", "a AND", "^x"])
+def test_fts_syntax_in_a_query_is_just_text(run: Any, filled: str, query: str) -> None:
+    assert run("search", "--", query).exit_code == 0
+
+
+def test_incremental_equals_rebuilt(run: Any, filled: str, tmp_path: Path) -> None:
+    with EventStore(filled) as store:
+        before = [h.to_dict() for h in search(store, "checkout", limit=1000)]
+        assert run("append", "NOTES", "note.added", "--data", json.dumps({"text": "checkout looks slow"})).exit_code == 0
+        after = [h.to_dict() for h in search(store, "checkout", limit=1000)]
+        assert after[0]["stream"] == "NOTES" and after[1:] == before  # caught up: the new event first
+    r = run("projections", "rebuild", "search")
+    assert r.exit_code == 0, r.output
+    with EventStore(filled) as store:
+        assert [h.to_dict() for h in search(store, "checkout", limit=1000, refresh=False)] == after
+    status = run("projections", "status", "--json")
+    assert any(p["name"] == SEARCH.name and p["lag"] == 0 for p in json.loads(status.stdout))
+
+
+def test_serve_search_box_and_hit_links(run: Any, filled: str, tmp_path: Path) -> None:
+    from starlette.testclient import TestClient
+
+    from projections.serve.app import ServeConfig, create_app
+
+    assert run("append", "XSS", "note.added", "--data", json.dumps({"text": "<script>alert(1)</script> evilword"})).exit_code == 0
+    with TestClient(create_app(ServeConfig(url=filled, analytics_dir=str(tmp_path / "a"))),
+                    base_url="http://127.0.0.1") as c:
+        for page in ("/", f"/runs/{F.S1}", "/metrics", "/integrity"):
+            assert 'action="/search"' in c.get(page).text, page
+        found = c.get("/search", params={"q": "discount field"}).text
+        assert f'href="/runs/{F.S1}?after=0#v1"' in found and "<mark>discount</mark>" in found
+        evil = c.get("/search", params={"q": "evilword"}).text
+        assert "<script>alert(1)</script>" not in evil and "<mark>evilword</mark>" in evil
+        api = c.get("/api/search", params={"q": "quokka"}).json()
+        assert api["hits"][0]["type"] == "claude.hook"
+        bad = c.get("/api/search", params={"q": '"'})
+        assert bad.status_code == 400
+        page = c.get(f"/runs/{F.S1}?after=0").text
+        assert 'id="v1"' in page
+
+
+def test_snippets_are_escaped() -> None:
+    from projections.serve.views import snippet_html
+
+    assert snippet_html("<b>\x02x&\x03 \x02y") == "&lt;b&gt;<mark>x&amp;</mark> <mark>y</mark>"
+
+
+def test_terms_and_unmark() -> None:
+    assert terms('a "b c" d* "" *') == [("a", False), ("b c", False), ("d", True)]
+    assert unmark("x \x02y\x03 z") == ("x y z", [[2, 3]])
+
+
+def test_an_erased_session_is_found_no_more_and_its_turns_say_so(run: Any, filled: str) -> None:
+    """After `evstore erase`, the search index holds nothing of the erased events (it is rebuilt from
+    the log, whose payloads are tombstones now) and the session's turns say their content is gone."""
+    assert _hits(run, "discount field")
+    r = run("erase", "--stream", F.S1, "--reason", "a user's request")
+    assert r.exit_code == 0, r.output
+    assert _hits(run, "discount field") == []
+    assert _hits(run, "quokka") == []  # the hook call of that session too
+    assert _hits(run, "zanzibarquux")  # another session's text is still found
+    from projections.timeline import session_items
+
+    with EventStore(filled) as store:
+        turns = session_items(store, F.S1)
+    assert turns and all(t.text == "(content purged or erased)" for t in turns)

@@ -1,0 +1,173 @@
+"""Named tokens of a team's ``evstore serve`` (issue 36, item 1), on SQLite and PostgreSQL: ``evstore tokens
+add/list/revoke`` store only a hash and record each action in the admin stream; the server reads the table
+per request, so a revoked or expired token is refused at once; every event written over HTTP records its
+sender (token name, machine) in meta, where the chain commits to it, and ``log``, the API and the pages
+show it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+
+import pytest
+from click.testing import CliRunner
+from conftest import migrated
+from starlette.testclient import TestClient
+
+from eventstore import tokens
+from eventstore.cli import register
+from eventstore.store import EventStore
+from projections.serve import ServeConfig, create_app
+
+SERVE_TOKEN = secrets.token_urlsafe(24)
+
+
+def cli(url: str, *args: str) -> tuple[int, str, str]:
+    r = CliRunner().invoke(register(), ["--url", url, *args])
+    return r.exit_code, r.stdout, r.stderr
+
+
+def bearer(token: str, machine: str | None = "laptop-1") -> dict[str, str]:
+    h = {"Authorization": f"Bearer {token}"}
+    if machine is not None:
+        h["X-Evstore-Machine"] = machine
+    return h
+
+
+@pytest.fixture
+def url(store_url: str) -> str:
+    return migrated(store_url)
+
+
+def test_tokens_add_list_revoke_store_only_a_hash_and_record_admin_events(url: str) -> None:
+    code, out, err = cli(url, "tokens", "add", "alice-laptop", "--scope", "append", "--expires", "2099-01-31")
+    assert code == 0, err
+    secret = out.strip()
+    assert len(secret) >= 43 and "shown only this once" in err  # 256 bits, urlsafe base64
+    code, listed, _ = cli(url, "tokens", "list", "--json")
+    [row] = json.loads(listed)
+    assert row["name"] == "alice-laptop" and row["scope"] == "append" and row["revoked_at"] is None
+    assert row["expires_at"].startswith("2099-02-01T00:00:00") and row["last_used_at"] is None
+    assert secret not in listed
+    with EventStore(url) as store:
+        assert tokens.get_token(store, "alice-laptop") is not None
+        found = tokens.find_token(store, secret)
+        assert found is not None and found.name == "alice-laptop"
+        # the table holds the SHA-256, never the secret
+        with store.reading() as cur:
+            [stored] = store.backend.token_rows(cur)
+        assert secret not in repr(stored)
+        assert store.backend is not None and tokens.digest(secret) == hashlib.sha256(secret.encode()).digest()
+    assert cli(url, "tokens", "revoke", "alice-laptop")[0] == 0
+    code, _, err = cli(url, "tokens", "revoke", "alice-laptop")
+    assert code == 1 and "revoked already" in err
+    code, _, err = cli(url, "tokens", "add", "alice-laptop", "--scope", "read")
+    assert code == 1 and "never reused" in err
+    code, _, err = cli(url, "tokens", "add", "bob", "--scope", "read", "--expires", "2001-01-01")
+    assert code == 1 and "in the past" in err
+    with EventStore(url) as store:
+        admin = [(e.type, json.loads(e.data)) for e in store.read_stream(tokens.ADMIN_STREAM)]
+    assert [t for t, _ in admin] == ["token.added", "token.revoked"]
+    assert admin[0][1] == {"name": "alice-laptop", "scope": "append", "expires_at": row["expires_at"]}
+    assert cli(url, "verify")[0] == 0
+
+
+def test_server_uses_named_tokens_refuses_a_revoked_one_at_once_and_records_the_sender(url: str) -> None:
+    with EventStore(url) as store:
+        writer = tokens.add_token(store, "ci-runner", "append")
+        reader = tokens.add_token(store, "dashboard", "read")
+    app = create_app(ServeConfig(url=url, token=SERVE_TOKEN, read_token=None, host="127.0.0.1", workers=2))
+    with TestClient(app, base_url="http://127.0.0.1") as http:
+        body = {"events": [{"type": "demo.note", "data": {"n": 1}, "meta": {"sent_by": "forged", "k": 1}}]}
+        r = http.post("/api/streams/r-1/events", json=body, headers=bearer(writer, "build-7"))
+        assert r.status_code == 201, r.text
+        # the read token may not write; the append token may not read when reads need a token
+        r = http.post("/api/streams/r-1/events", json=body, headers=bearer(reader))
+        assert r.status_code == 403 and "may not write" in r.json()["error"]
+        r = http.post("/api/streams/r-1/events", json={"events": [{"type": "demo.note", "data": {"n": 2}}]},
+                      headers=bearer(SERVE_TOKEN, None))
+        assert r.status_code == 201
+        r = http.post("/api/streams/r-1/events", json=body, headers=bearer(writer, "bad\x01name"))
+        assert r.status_code == 400 and "X-Evstore-Machine" in r.json()["error"].replace("x-evstore-machine",
+                                                                                         "X-Evstore-Machine")
+        events = http.get("/api/runs/r-1/events").json()
+        assert events[0]["meta"] == {"k": 1, "sent_by": {"token": "ci-runner", "machine": "build-7"}}
+        assert events[1]["meta"]["sent_by"] == {"token": "EVSTORE_SERVE_TOKEN", "machine": None}
+        page = http.get("/runs/r-1").text
+        assert "sent by token ci-runner from machine build-7" in page
+        with EventStore(url) as store:
+            assert tokens.get_token(store, "ci-runner").last_used_at is not None  # type: ignore[union-attr]
+            tokens.revoke_token(store, "ci-runner")
+        r = http.post("/api/streams/r-1/events", json=body, headers=bearer(writer))  # the very next request
+        assert r.status_code == 403 and "revoked" in r.json()["error"]
+        assert http.get("/healthz").json() == {"status": "ok"}
+    code, out, _ = cli(url, "log", "r-1")
+    assert code == 0 and "sent by token ci-runner from machine build-7" in out
+    assert cli(url, "verify")[0] == 0
+
+
+def test_named_tokens_alone_open_writes_and_reads_beyond_loopback(url: str) -> None:
+    """No EVSTORE_SERVE_TOKEN: writes are disabled until a token that may write is in force."""
+    app = create_app(ServeConfig(url=url, token=None, read_token=None, host="0.0.0.0", workers=2))
+    with TestClient(app, base_url="http://127.0.0.1") as http:
+        note = {"events": [{"type": "demo.note", "data": {"n": 1}}]}
+        r = http.post("/api/streams/r-2/events", json=note, headers=bearer("x" * 40))
+        assert r.status_code == 403 and "writes are disabled" in r.json()["error"]
+        with EventStore(url) as store:
+            admin = tokens.add_token(store, "ops", "admin")
+            appender = tokens.add_token(store, "m1", "append")
+        assert http.post("/api/streams/r-2/events", json=note, headers=bearer(appender)).status_code == 201
+        assert http.get("/api/runs", headers=bearer(appender)).status_code == 403  # append cannot read
+        assert http.get("/api/runs", headers=bearer(admin)).status_code == 200
+        assert http.get("/api/runs", headers=bearer("y" * 40)).status_code == 403
+        assert http.get("/api/runs").status_code == 401
+
+
+def test_a_hook_call_over_http_records_its_sender_on_every_event_it_writes(url: str) -> None:
+    """POST /hooks/claude-code: the hook event and the state version the Write made both name the sender."""
+    with EventStore(url) as store:
+        secret = tokens.add_token(store, "alice-laptop", "append")
+    content = json.dumps({"schemaVersion": 1, "taskId": "PROJ-7", "status": "running"}, indent=2)
+    path = "/nowhere/proj/agent-state.json"
+    call = {"session_id": "sess-1", "transcript_path": "/nowhere/sess-1.jsonl", "cwd": "/nowhere/proj",
+            "hook_event_name": "PostToolUse", "tool_name": "Write", "tool_use_id": "toolu_1",
+            "tool_input": {"file_path": path, "content": content},
+            "tool_response": {"type": "update", "filePath": path, "content": content}}
+    app = create_app(ServeConfig(url=url, token=None, read_token=None, host="127.0.0.1", workers=2))
+    with TestClient(app, base_url="http://127.0.0.1") as http:
+        r = http.post("/hooks/claude-code", json=call, headers=bearer(secret, "alice-mbp"))
+        assert r.status_code == 204, r.text
+    with EventStore(url) as store:
+        events = [e for e in store.iter_all() if e.stream_id != tokens.ADMIN_STREAM]
+    assert len(events) >= 2  # the hook event and the state file's version
+    for e in events:
+        assert json.loads(e.meta)["sent_by"] == {"token": "alice-laptop", "machine": "alice-mbp"}, e.stream_id
+
+
+def test_serve_with_named_writers_listens_beyond_loopback_and_runs_workers(url: str,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """No EVSTORE_SERVE_TOKEN: refused beyond loopback until a named token may write; then the start-up line says
+    who writes, and --workers/--forwarded-allow-ips reach uvicorn (each worker builds the app from the env)."""
+    import uvicorn
+
+    from projections.serve.app import CONFIG_ENV
+
+    monkeypatch.delenv("EVSTORE_SERVE_TOKEN", raising=False)
+    started: list[tuple[object, dict[str, object]]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: started.append((app, kw)))
+    args = ["serve", "--no-drain", "--host", "0.0.0.0", "--workers", "3",
+            "--forwarded-allow-ips", "10.0.0.5"]
+    code, _, err = cli(url, *args)
+    assert code == 1 and "Refusing to listen on 0.0.0.0 without a token" in err
+    with EventStore(url) as store:
+        tokens.add_token(store, "m1", "append")
+    monkeypatch.delenv(CONFIG_ENV, raising=False)
+    code, _, err = cli(url, *args)
+    assert code == 0, err
+    assert "with 3 workers" in err and "writes: holders of a named token with append or admin scope" in err
+    [(app, kw)] = started
+    assert app == "projections.serve.app:app_from_env" and kw["workers"] == 3 and kw["factory"] is True
+    assert kw["forwarded_allow_ips"] == "10.0.0.5" and kw["proxy_headers"] is True
+    assert json.loads(os.environ[CONFIG_ENV])["url"] == url

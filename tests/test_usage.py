@@ -1,0 +1,286 @@
+"""`evstore usage`: tokens and cost per session, subagent, model, day, task and project, checked
+against a count made here its own simple way (read the JSONL files with json, keep the last line of
+each message id + request id); prices dated, overridable, and "no price" never a zero."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from projections.prices import PRICE_KEY_SQL, load_prices, price_key
+from tests import claude_link_fixtures as L
+from tests import claude_usage_fixtures as F
+
+TOKENS = ("input_tokens", "output_tokens", "cache_creation_tokens", "cache_read_tokens")
+# Dollars per million tokens (input, output, cache write, cache read), from Anthropic's price list.
+RATES = {"claude-sonnet-4-5-20250929": (3, 15, 3.75, 0.3), "claude-haiku-4-5-20251001": (1, 5, 1.25, 0.1),
+         "claude-opus-4-1-20250805": (15, 75, 18.75, 1.5), "claude-sonnet-4-20250514": (3, 15, 3.75, 0.3),
+         "<synthetic>": (0, 0, 0, 0)}
+
+
+@pytest.fixture(autouse=True)
+def _scrub_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVSTORE_SCRUB_KEY", "test-key")
+    monkeypatch.delenv("EVSTORE_PRICES", raising=False)
+
+
+def count_by_hand(root: Path) -> dict[str, Any]:
+    """Per API message (message.id, requestId): the usage on its last line, in the first file (in
+    name order, sessions before subagent files) that has it; its session and subagent."""
+    files = sorted(root.rglob("*.jsonl"), key=lambda p: (p.parent.name == "subagents", str(p)))
+    messages: dict[tuple[str, str], dict[str, Any]] = {}
+    for path in files:
+        lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+        if path.parent.name == "subagents":
+            session, agent = path.parent.parent.name, f"{path.parent.parent.name}/{path.stem}"
+        elif path.stem.startswith("agent-"):
+            session = lines[0]["sessionId"]
+            agent = f"{session}/{path.stem}"
+        else:
+            session, agent = path.stem, None
+        roots: dict[str, str] = {}
+        seen_here: set[tuple[str, str]] = set()
+        for rec in lines:
+            side = None
+            if agent is None and rec.get("isSidechain"):
+                side = rec["uuid"] if rec.get("parentUuid") is None else roots.get(rec["parentUuid"])
+                roots[rec["uuid"]] = side
+            if rec.get("type") != "assistant":
+                continue
+            key = (rec["message"]["id"], rec.get("requestId") or "")
+            if key in messages and key not in seen_here:
+                continue  # recorded by an earlier file
+            seen_here.add(key)
+            usage = rec["message"]["usage"]
+            first = messages.get(key, {}).get("first_output", usage["output_tokens"])
+            messages[key] = {"session": session, "model": rec["message"]["model"], "first_output": first,
+                             "subagent": agent or (f"{session}#{side}" if side else None),
+                             "input_tokens": usage.get("input_tokens", 0),
+                             "output_tokens": usage.get("output_tokens", 0),
+                             "cache_creation_tokens": usage.get("cache_creation_input_tokens", 0),
+                             "cache_read_tokens": usage.get("cache_read_input_tokens", 0)}
+    for m in messages.values():
+        r = RATES.get(m["model"])
+        m["cost"] = None if r is None else sum(m[t] * rate for t, rate in zip(
+            ("input_tokens", "output_tokens", "cache_creation_tokens", "cache_read_tokens"), r, strict=True)) / 1e6
+    return messages
+
+
+def _sums(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    priced = [m["cost"] for m in messages if m["cost"] is not None]
+    return {"api_messages": len(messages), **{t: sum(m[t] for m in messages) for t in TOKENS},
+            "cost_usd": sum(priced) if priced else None,
+            "unpriced_messages": sum(1 for m in messages if m["cost"] is None)}
+
+
+def _grouped(messages: dict[Any, dict[str, Any]], key: str) -> dict[Any, dict[str, Any]]:
+    groups: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+    for m in messages.values():
+        if m[key] is not None:
+            groups[m[key]].append(m)
+    return {k: _sums(v) for k, v in groups.items()}
+
+
+def _usage(run: Any, *args: str) -> dict[str, Any]:
+    r = run("usage", "--json", *args)
+    assert r.exit_code == 0, r.output
+    out: dict[str, Any] = json.loads(r.stdout)
+    return out
+
+
+def _rows(report: dict[str, Any]) -> dict[Any, dict[str, Any]]:
+    keep = ("api_messages", *TOKENS, "cost_usd", "unpriced_messages")
+    return {r["key"]: {k: r[k] for k in keep} for r in report["rows"]}
+
+
+def _close(a: dict[Any, dict[str, Any]], b: dict[Any, dict[str, Any]]) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        assert {c: v for c, v in a[k].items() if c != "cost_usd"} == {c: v for c, v in b[k].items() if c != "cost_usd"}, k
+        assert (a[k]["cost_usd"] is None) == (b[k]["cost_usd"] is None), k
+        if a[k]["cost_usd"] is not None:
+            assert a[k]["cost_usd"] == pytest.approx(b[k]["cost_usd"], rel=1e-9), k
+
+
+@pytest.fixture
+def ingested(run: Any, tmp_path: Path) -> dict[Any, dict[str, Any]]:
+    files = F.write(tmp_path / "projects")
+    r = run("ingest", "claude", str(tmp_path / "projects"))
+    assert r.exit_code == 0, r.output
+    assert files
+    return count_by_hand(tmp_path / "projects")
+
+
+def test_usage_equals_a_count_by_hand(run: Any, ingested: dict[Any, dict[str, Any]]) -> None:
+    by_session = _usage(run, "--by", "session")
+    _close(_rows(by_session), _grouped(ingested, "session"))
+    total = {k: by_session["total"][k] for k in ("api_messages", *TOKENS, "cost_usd", "unpriced_messages")}
+    _close({"all": total}, {"all": _sums(list(ingested.values()))})
+    _close(_rows(_usage(run, "--by", "subagent")), _grouped(ingested, "subagent"))
+    _close(_rows(_usage(run, "--by", "model")), _grouped(ingested, "model"))
+    # the figures the fixture was built to show: last lines, not first ones; a resumed file's
+    # repeated messages once; every subagent layout (sibling file, subagents/ file, inline sidechain)
+    assert by_session["total"]["output_tokens"] == 118 + 77 + 230 + 0 + 96 + 64 + 33 + 410 + 58 + 40 + 51 + 88
+    assert sum(m["first_output"] for m in ingested.values()) < by_session["total"]["output_tokens"]
+    assert len(_usage(run, "--by", "subagent")["rows"]) == 3
+
+
+def test_a_model_without_a_price_is_no_price_never_zero(run: Any, ingested: dict[Any, dict[str, Any]]) -> None:
+    report = _usage(run, "--by", "model")
+    rows = {r["key"]: r for r in report["rows"]}
+    assert rows["claude-experimental-9"]["cost_usd"] is None
+    assert rows["claude-experimental-9"]["output_tokens"] == 33
+    assert rows["<synthetic>"]["cost_usd"] == 0
+    assert report["total"]["unpriced_models"] == ["claude-experimental-9"]
+    assert report["prices"]["table"] == "evstore" and report["prices"]["as_of"] and report["prices"]["source"] == "package"
+    text = run("usage", "--by", "model")
+    assert text.exit_code == 0
+    line = next(x for x in text.stdout.splitlines() if x.startswith("claude-experimental-9"))
+    assert line.rstrip().endswith("no price")
+    assert "1 unpriced" in text.stdout.splitlines()[-1]
+    assert "claude-experimental-9" in text.stderr and "prices: table evstore" in text.stderr
+
+
+def test_a_user_price_file_overrides_and_dates_apply(run: Any, ingested: dict[Any, dict[str, Any]],
+                                                     tmp_path: Path) -> None:
+    prices = tmp_path / "prices.toml"
+    # sonnet 4.5 at one price up to 2025-11-06, another from then on: S1 (Nov 5) and S2's subagent (Nov 6)
+    prices.write_text("""[table]\nname = "ours"\nas_of = "2025-12-01"\n
+[[price]]\nmodel = "claude-sonnet-4-5"\neffective = "2025-01-01"\ninput = 1\noutput = 1\ncache_write = 1\ncache_read = 1\n
+[[price]]\nmodel = "claude-sonnet-4-5"\neffective = "2025-11-06"\ninput = 2\noutput = 2\ncache_write = 2\ncache_read = 2\n
+[[price]]\nmodel = "claude-experimental-9"\neffective = "2025-11-07"\ninput = 9\noutput = 9\ncache_write = 9\ncache_read = 9\n""")
+    report = _usage(run, "--by", "session", "--prices", str(prices))
+    assert report["prices"] == {"table": "evstore+ours", "as_of": "2025-12-01", "source": f"package+{prices}",
+                                "override": str(prices), "models": 13}
+
+    def tokens(ms: list[dict[str, Any]]) -> int:
+        return sum(m[t] for m in ms for t in TOKENS)
+
+    sonnet = [m for m in ingested.values() if m["model"] == "claude-sonnet-4-5-20250929"]
+    s1 = [m for m in sonnet if m["session"] == F.S1]
+    s2 = [m for m in sonnet if m["session"] == F.S2]
+    haiku = [m for m in ingested.values() if m["session"] == F.S1 and m["model"].startswith("claude-haiku")]
+    rows = {r["key"]: r for r in report["rows"]}
+    assert rows[F.S1]["cost_usd"] == pytest.approx((tokens(s1) * 1 + sum(
+        m["input_tokens"] * 1 + m["output_tokens"] * 5 + m["cache_creation_tokens"] * 1.25 + m["cache_read_tokens"] * 0.1
+        for m in haiku)) / 1e6)
+    # S2: its sonnet messages at the later price; the experimental model's message (Nov 6) predates its price
+    opus = [m for m in ingested.values() if m["session"] == F.S2 and m["model"].startswith("claude-opus")]
+    assert rows[F.S2]["cost_usd"] == pytest.approx((tokens(s2) * 2 + sum(
+        m["input_tokens"] * 15 + m["output_tokens"] * 75 + m["cache_creation_tokens"] * 18.75 + m["cache_read_tokens"] * 1.5
+        for m in opus)) / 1e6)
+    assert rows[F.S2]["unpriced_messages"] == 1
+
+
+@pytest.mark.parametrize("content, says", [
+    ("[[price]]\nmodel = 'x'\n", "each [[price]] needs model, effective"),
+    ("not toml at all [", "is not valid TOML"),
+    ("[[price]]\nmodel = 'x'\neffective = '2025-01-01'\ninput = 1\noutput = 1\ncache_write = 1\ncache_read = 1\n"
+     "colour = 'red'\n", "unknown field"),
+])
+def test_a_bad_price_file_names_itself(run: Any, tmp_path: Path, content: str, says: str) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text(content)
+    r = run("usage", "--prices", str(bad))
+    assert r.exit_code == 1
+    assert r.stderr.startswith(f"Error: Price table {bad}") and says in r.stderr and " — " in r.stderr
+    assert r.stdout == ""
+    missing = run("usage", "--prices", str(tmp_path / "none.toml"))
+    assert missing.exit_code == 1 and "Cannot read the price table" in missing.stderr
+
+
+def test_by_day_since_and_project(run: Any, ingested: dict[Any, dict[str, Any]]) -> None:
+    days = _rows(_usage(run, "--by", "day"))
+    assert set(days) == {"2025-11-05", "2025-11-06"}
+    late = _usage(run, "--by", "session", "--since", "2025-11-06")
+    assert set(_rows(late)) == {F.S2}
+    assert late["total"]["api_messages"] == days["2025-11-06"]["api_messages"]
+    assert set(_rows(_usage(run, "--by", "project"))) == {"/work/shop"}
+
+
+def test_a_task_costs_the_sessions_that_wrote_it(run: Any, tmp_path: Path) -> None:
+    """The link fixture: one session (and its subagent) wrote PROJ-LINK's state versions."""
+    project = tmp_path / "orch"
+    project.mkdir()
+    state = project / "agent-state.json"
+    import os
+    from datetime import datetime
+
+    for data, at in L.VERSIONS:
+        state.write_bytes(data.encode())
+        t = datetime.fromisoformat(at).timestamp()
+        os.utime(state, (t, t))
+        assert run("ingest", "mapipe", str(state)).exit_code == 0
+    main, _ = L.write_session(tmp_path / "projects", project)
+    assert run("ingest", "claude", str(main.parent)).exit_code == 0
+    report = _usage(run, "--by", "task")
+    rows = {r["key"]: r for r in report["rows"]}
+    task = next(k for k in rows if k is not None)
+    assert rows[task]["label"].startswith(L.TASK)
+    for t in TOKENS:
+        assert rows[task][t] == L.RUN_TOTALS[t], t
+    assert rows[task]["subagents"] == 1
+    # the same figures in `evstore metrics TASK` (its usage section) and on the cross-run report
+    m = run("metrics", task, "--format", "json")
+    assert m.exit_code == 0, m.output
+    usage = next(s for s in json.loads(m.stdout)["sections"] if s["name"] == "usage")
+    for t in TOKENS:
+        assert usage["summary"][t] == L.RUN_TOTALS[t], t
+    assert usage["summary"]["cost_usd"] == pytest.approx(rows[task]["cost_usd"], abs=1e-4)  # rounded in reports
+    html = tmp_path / "report.html"
+    assert run("metrics", "--format", "html", "--out", str(html)).exit_code == 0
+    assert "Model usage and cost (per model)" in html.read_text() and "claude-sonnet-4-5" in html.read_text()
+    # and for notebooks, the views (evstore query, projections.analytics.open_analytics)
+    q = run("query", "SELECT sum(output_tokens) AS out, sum(cost_usd) > 0 AS priced FROM usage", "--json")
+    assert q.exit_code == 0, q.output
+    assert json.loads(q.stdout) == [{"out": L.RUN_TOTALS["output_tokens"], "priced": True}]
+
+
+@settings(deadline=None)  # DuckDB's first connection takes a while on a loaded machine
+@given(st.sampled_from(["claude-sonnet-4-5", "claude-3-5-sonnet", "claude-opus-4-1", "x"]),
+       st.sampled_from(["", "-20250929", "@20241022", "-20241022-v2:0", "-v1"]),
+       st.sampled_from(["", "anthropic.", "us.anthropic.", "eu.anthropic."]), st.booleans())
+def test_price_key_is_the_same_in_sql_and_python(base: str, suffix: str, prefix: str, upper: bool) -> None:
+    model = prefix + base + suffix
+    model = model.upper() if upper else model
+
+    con = duckdb.connect()
+    got = con.execute(f"SELECT {PRICE_KEY_SQL.format(col='$1')}", [model]).fetchone()
+    con.close()
+    assert got is not None and got[0] == price_key(model) == base
+
+
+def test_package_prices_date_every_row() -> None:
+    table = load_prices()
+    assert table.price("claude-sonnet-4-5-20250929", "2025-10-01") is not None
+    assert table.price("claude-sonnet-4-5", "2025-09-01") is None  # before it was sold
+    assert table.price("claude-nobody-1") is None
+
+
+def test_serve_shows_costs_on_the_runs_index_and_usage_on_a_session_page(run: Any, store_url: str,
+                                                                          ingested: dict[Any, dict[str, Any]],
+                                                                          tmp_path: Path) -> None:
+    from starlette.testclient import TestClient
+
+    from projections.serve.app import ServeConfig, create_app
+
+    by_session = _grouped(ingested, "session")
+    with TestClient(create_app(ServeConfig(url=store_url, analytics_dir=str(tmp_path / "a"))),
+                    base_url="http://127.0.0.1") as c:
+        api = c.get("/api/runs").json()
+        assert api["usage"][F.S1]["output_tokens"] == by_session[F.S1]["output_tokens"]
+        assert api["usage"][F.S1]["cost_usd"] == pytest.approx(by_session[F.S1]["cost_usd"])
+        assert api["usage"][F.S2]["unpriced_messages"] == 1
+        page = c.get("/").text
+        assert '<th class="cost">cost</th>' in page
+        assert f"${by_session[F.S1]['cost_usd']:,.2f}" in page and "+ 1 unpriced" in page
+        session = c.get(f"/runs/{F.S2}").text
+        assert 'id="usage"' in session and "claude-experimental-9" in session and "no price" in session
+        assert f"{F.S2}/agent-{F.A_SUB}" in session  # its subagent, on a row of its own
