@@ -31,7 +31,7 @@ from eventstore.dialects import get_dialect
 from eventstore.errors import EvstoreError
 from eventstore.store import EventStore, NewEvent
 from projections.serve import ServeConfig, create_app
-from projections.serve.access import Grant, HTTPError, Policy
+from projections.serve.access import SERVE_TOKEN, Grant, HTTPError, Policy
 
 TOKEN = secrets.token_urlsafe(32)
 READER = secrets.token_urlsafe(32)
@@ -69,7 +69,7 @@ def test_near_misses_are_all_different_tokens() -> None:
 
 @pytest.mark.parametrize("scope", ["read", "write"])
 def test_the_token_itself_is_accepted(policy: Policy, scope: str) -> None:
-    assert policy.authorize(bearer(TOKEN), scope) == Grant("token", TOKEN, frozenset({"read", "write"}))  # type: ignore[arg-type]
+    assert policy.authorize(bearer(TOKEN), scope) == Grant(SERVE_TOKEN, TOKEN, frozenset({"read", "write", "admin"}))  # type: ignore[arg-type]
     assert policy.authorize({}, scope, form_token=TOKEN) is not None  # type: ignore[arg-type]
     if scope == "read":
         assert policy.authorize(basic(TOKEN), "read") is not None
@@ -204,12 +204,16 @@ def test_the_host_check_reads_the_name_exactly() -> None:
 def test_a_server_without_the_token_refuses_every_write_saying_why() -> None:
     read_only = Policy.of(host="0.0.0.0", token=None, read_token=READER, allowed_hosts=())
     assert not read_only.writable
-    for headers in ({}, bearer(READER), bearer(TOKEN), basic(READER)):
+    for headers, form in (({}, None), (bearer(TOKEN), None), ({}, TOKEN)):
         with pytest.raises(HTTPError) as err:
-            read_only.authorize(headers, "write", READER)
+            read_only.authorize(headers, "write", form)
         assert (err.value.status, err.value.message) == (403, "writes are disabled on this server; start `evstore "
-                                                                "serve` with EVSTORE_SERVE_TOKEN or --token-file to "
-                                                                "allow them.")
+                                                              "serve` with EVSTORE_SERVE_TOKEN or --token-file, or add "
+                                                              "a token with `evstore tokens add NAME --scope append`, "
+                                                              "to allow them.")
+    with pytest.raises(HTTPError) as err:
+        read_only.authorize(bearer(READER), "write")
+    assert (err.value.status, err.value.message) == (403, "the read token may not write; use a token with write access.")
     assert read_only.authorize(bearer(READER), "read") is not None
 
 
