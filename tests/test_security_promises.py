@@ -217,6 +217,24 @@ def test_a_server_without_the_token_refuses_every_write_saying_why() -> None:
     assert read_only.authorize(bearer(READER), "read") is not None
 
 
+def test_a_named_token_is_accepted_only_exactly(sqlite_url: str) -> None:
+    """The store's named tokens (``evstore tokens add``), looked up by the SHA-256 of what was sent."""
+    from eventstore import tokens
+    from projections.serve.app import StoreTokens
+
+    with EventStore(migrated(sqlite_url)) as store:
+        admin = tokens.add_token(store, "ci", "admin")
+        policy = Policy.of(host="0.0.0.0", token=None, read_token=None, allowed_hosts=(), tokens=StoreTokens(store))
+        for scope in ("read", "write"):
+            grant = policy.authorize(bearer(admin), scope)  # type: ignore[arg-type]
+            assert grant is not None and grant.name == "ci"
+        for given in near_misses(admin)[:14]:
+            for scope in ("read", "write"):
+                with pytest.raises(HTTPError) as err:
+                    policy.authorize(bearer(given), scope)  # type: ignore[arg-type]
+                assert err.value.status == 403, given
+
+
 @pytest.fixture
 def app_client(sqlite_url: str) -> TestClient:
     return TestClient(create_app(ServeConfig(url=migrated(sqlite_url), token=TOKEN, read_token=READER)), base_url=LOCAL)
