@@ -235,6 +235,24 @@ def test_a_named_token_is_accepted_only_exactly(sqlite_url: str) -> None:
                 assert err.value.status == 403, given
 
 
+def test_a_request_without_a_token_is_told_how_to_send_one(policy: Policy) -> None:
+    """Writes are challenged for a Bearer token (never Basic: a browser would then attach the
+    token to a cross-site form by itself); reads for Basic, so a browser asks for it."""
+    with pytest.raises(HTTPError) as err:
+        policy.authorize({}, "write")
+    assert (err.value.status, err.value.message, err.value.headers) == (
+        401, 'this needs a token with write access: send "Authorization: Bearer TOKEN".',
+        {"www-authenticate": 'Bearer realm="evstore"'})
+    with pytest.raises(HTTPError) as err:
+        policy.authorize({"authorization": "Basic " + base64.b64encode(f"me:{TOKEN}".encode()).decode()}, "write")
+    assert err.value.status == 401  # Basic credentials are no write token
+    with pytest.raises(HTTPError) as err:
+        policy.authorize({}, "read")
+    assert (err.value.status, err.value.message, err.value.headers) == (
+        401, 'this needs a token with read access: send "Authorization: Bearer TOKEN" (a browser: the token as '
+             "the password).", {"www-authenticate": 'Basic realm="evstore", charset="UTF-8"'})
+
+
 @pytest.fixture
 def app_client(sqlite_url: str) -> TestClient:
     return TestClient(create_app(ServeConfig(url=migrated(sqlite_url), token=TOKEN, read_token=READER)), base_url=LOCAL)
