@@ -307,6 +307,11 @@ def test_a_cached_state_is_used_for_the_event_it_was_computed_after(store: Event
     assert replay_cache.latest_by_pk(store, a, name, 1) is None  # a row after the asked version is never used
     doc, last, folded = replay_cache.fold(store, a, get_dialect("generic"), 4)
     assert (doc, last, folded) == ({"n": 4, "s": "A"}, 4, 2)  # folded from the row: two events, not four
+    assert replay_cache.fold(store, a, get_dialect("generic"), 2) == ({"n": 2, "s": "A"}, None, 0)  # the row alone
+    assert replay_cache.latest(store, "A", name) == (2, {"n": 2, "s": "A"})  # up to the stream's head
+    assert replay_cache.latest(store, "A", name, 2) == (2, {"n": 2, "s": "A"})
+    assert replay_cache.latest(store, "A", name, 1) is None
+    assert replay_cache.latest(store, "B", name) is None and replay_cache.latest(store, "C", name) is None
 
 
 @pytest.mark.parametrize("move", ["to a later version", "to an earlier version", "to another stream",
