@@ -473,3 +473,17 @@ def test_a_record_with_its_copied_file_cut_short_is_not_whole(tmp_path: Path) ->
         assert [r.header for r in spool.read(path)] == [{"corrupt": True}]
     path.write_bytes(b"\t".join([header, stdin]) + b"\n")  # the copy's field gone altogether
     assert [r.header for r in spool.read(path)] == [{"corrupt": True}]
+
+
+def test_a_fold_over_an_erased_event_says_which_and_why(store: EventStore) -> None:
+    """An erased payload ends a fold with its version and the erasure's reason, never a wrong document."""
+    from eventstore import erasure
+    from eventstore.errors import ContentErased
+
+    a, _, _ = _cached_streams(store)
+    erasure.erase(store, reason="GDPR request 7", stream_ids=["A"], scrub=False)
+    with pytest.raises(ContentErased) as err:
+        replay_cache.fold(store, a, get_dialect("generic"), 5, use_cache=False)
+    assert str(err.value).startswith("The content of version 1 was ") and "GDPR request 7" in str(err.value)
+    with pytest.raises(ContentErased, match="The content of version 1 was "):
+        replay_cache.fold(store, a, get_dialect("generic"), 5)  # the cached row went with the erasure
