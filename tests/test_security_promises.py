@@ -487,3 +487,21 @@ def test_a_fold_over_an_erased_event_says_which_and_why(store: EventStore) -> No
     assert str(err.value).startswith("The content of version 1 was ") and "GDPR request 7" in str(err.value)
     with pytest.raises(ContentErased, match="The content of version 1 was "):
         replay_cache.fold(store, a, get_dialect("generic"), 5)  # the cached row went with the erasure
+
+
+def test_a_record_is_read_exactly_as_written(tmp_path: Path) -> None:
+    """Strict base64 in every field (a stray byte is damage, not skipped), the line's SHA-256 as its digest."""
+    import hashlib
+
+    path = tmp_path / spool.SPOOL
+    line = _line(0)
+    header, stdin = line.rstrip(b"\n").split(b"\t")
+    path.write_bytes(line)
+    [record] = spool.read(path)
+    assert (record.stdin, record.digest) == (_call(0), hashlib.sha256(line).hexdigest())
+    for damaged in (header[:4] + b"!" + header[4:] + b"\t" + stdin, header + b"\t" + stdin[:4] + b"!" + stdin[4:],
+                    header + b" \t" + stdin, header + b"\t" + stdin + b" "):
+        path.write_bytes(damaged + b"\n")
+        [record] = spool.read(path)
+        assert (record.header, record.stdin) == ({"corrupt": True}, damaged + b"\n"), damaged
+        assert record.digest == hashlib.sha256(damaged + b"\n").hexdigest()
