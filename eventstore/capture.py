@@ -652,7 +652,12 @@ def drain(store: EventStore, directory: Path, *, scrub: bool = True,
 
 def _drain_one(store: EventStore, record: spool.Record, scrubber: Scrubber | None, result: DrainResult,
                blob_threshold: int | None = None) -> None:
-    """One spooled call: its id derives from the spooled line, the file bytes are the ones it copied."""
+    """One spooled call: its id derives from the spooled line, the file bytes are the ones it copied.
+    A record that is not whole (a hook died writing it) is not stored: it is an error of the drain."""
+    if record.header.get("corrupt") is True:
+        result.errors.append(f"a spooled record is not whole (a hook killed while writing it?), skipped: "
+                             f"{len(record.stdin)} bytes, sha256 {record.digest}")
+        return
     received = record.header.get("received_at")
     path, data = record.header.get("file"), record.file_bytes
     written = WrittenFile(path, data) if isinstance(path, str) and data is not None else None

@@ -46,6 +46,8 @@ DRAIN_ERRORS = "drain-errors.log"
 MAX_FILE_BYTES = 16 * 1024 * 1024
 #: Largest hook input kept whole; bigger inputs are kept truncated, with their size.
 MAX_INPUT_BYTES = 16 * 1024 * 1024
+#: What a hook writes after the remains of a record whose hook died mid-write, before its own.
+DEAD_TAIL = b"\t!\n"
 _FILE_TOOLS = (b'"Write"', b'"Edit"', b'"MultiEdit"', b'"NotebookEdit"')
 
 
@@ -105,7 +107,7 @@ def write(directory: str | os.PathLike[str], stdin: bytes, *, now: float | None 
     os.makedirs(directory, mode=0o700, exist_ok=True)  # calls wait here unscrubbed: the owner only
     path = os.path.join(directory, SPOOL)
     while True:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)  # read: its last byte
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:
@@ -115,6 +117,11 @@ def write(directory: str | os.PathLike[str], stdin: bytes, *, now: float | None 
             opened = os.fstat(fd)
             if current != opened.st_ino:
                 continue  # a drain claimed the file between our open and our lock: use the new one
+            # A hook killed mid-write left an unterminated tail: end its line with a field no whole
+            # record has (not base64), so that the tail, even one that lacks only its line end, is
+            # a line drains skip, and this record a line of its own.
+            if opened.st_size > 0 and os.pread(fd, 1, opened.st_size - 1) != b"\n":
+                record = DEAD_TAIL + record
             view = memoryview(record)
             while view:
                 view = view[os.write(fd, view):]
@@ -152,7 +159,7 @@ def _copy_written_file(stdin: bytes, header: dict[str, Any]) -> bytes | None:
     if len(data) > MAX_FILE_BYTES:
         header["file_skipped"] = f"larger than {MAX_FILE_BYTES} bytes"
         return None
-    header["file"] = path
+    header["file"], header["file_bytes"] = path, len(data)
     return data
 
 
@@ -186,23 +193,46 @@ def claim(directory: Path) -> list[Path]:
 
 
 def read(path: Path) -> Iterator[Record]:
-    """The whole records of a claimed spool file (an unterminated last line is skipped)."""
+    """The records of a claimed spool file.  An unterminated last line (a hook killed mid-write;
+    nothing it wrote was acknowledged) is skipped; a line that is not a whole record (what such a
+    hook left before the next hook ended its line, damage) comes back with the header
+    ``{"corrupt": True}``, and a drain stores nothing of it."""
     import hashlib
-    import json
 
     with open(path, "rb") as fh:
         for line in fh:
             if not line.endswith(b"\n"):
-                return  # a hook killed mid-write: nothing it wrote was acknowledged
+                return
             digest = hashlib.sha256(line).hexdigest()
-            fields = line.rstrip(b"\n").split(b"\t")
-            try:
-                header = json.loads(binascii.a2b_base64(fields[0]))
-                stdin = binascii.a2b_base64(fields[1])
-                file_bytes = binascii.a2b_base64(fields[2]) if len(fields) > 2 else None
-            except (ValueError, IndexError, binascii.Error):
-                header, stdin, file_bytes = {"corrupt": True}, line, None
-            yield Record(header if isinstance(header, dict) else {"corrupt": True}, stdin, file_bytes, digest)
+            whole = _whole(line.rstrip(b"\n").split(b"\t"))
+            if whole is None:
+                yield Record({"corrupt": True}, line, None, digest)
+            else:
+                yield Record(*whole, digest)
+
+
+def _whole(fields: list[bytes]) -> tuple[dict[str, Any], bytes, bytes | None] | None:
+    """``(header, stdin, file bytes)`` of a record's fields if they are a whole record: strict
+    base64, a JSON object for a header, and as many bytes as the header says were written."""
+    import json
+
+    if len(fields) not in (2, 3):
+        return None
+    try:
+        header = json.loads(binascii.a2b_base64(fields[0], strict_mode=True))
+        stdin = binascii.a2b_base64(fields[1], strict_mode=True)
+        file_bytes = binascii.a2b_base64(fields[2], strict_mode=True) if len(fields) > 2 else None
+    except (ValueError, binascii.Error):
+        return None
+    if not isinstance(header, dict):
+        return None
+    size = header.get("bytes")
+    if type(size) is int and (len(stdin) > size or (len(stdin) < size and header.get("truncated") is not True)):
+        return None
+    file_size = header.get("file_bytes")
+    if type(file_size) is int and (file_bytes is None or len(file_bytes) != file_size):
+        return None
+    return header, stdin, file_bytes
 
 
 #: The environment variable by which a hook hands the drain it starts the drain lock it took (a descriptor number).

@@ -62,6 +62,35 @@ FORMS: list[tuple[str, str, str]] = [
     ("JWT", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
      "jwt"),
     ("PEM", "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBkg\n-----END EC PRIVATE KEY-----", "private-key"),
+    # Every prefix and variant the docs list (docs/capture.md, "What the secret scrubber catches"),
+    # live and test keys alike, each its own case.
+    ("PEM RSA", "-----BEGIN RSA PRIVATE KEY-----\nMHcCAQEEIBkg\n-----END RSA PRIVATE KEY-----", "private-key"),
+    ("PEM OpenSSH", "-----BEGIN OPENSSH PRIVATE KEY-----\nMHcCAQEEIBkg\n-----END OPENSSH PRIVATE KEY-----",
+     "private-key"),
+    ("PEM PKCS#8", "-----BEGIN PRIVATE KEY-----\nMHcCAQEEIBkg\n-----END PRIVATE KEY-----", "private-key"),
+    ("PEM encrypted", "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMHcCAQEEIBkg\n-----END ENCRYPTED PRIVATE KEY-----",
+     "private-key"),
+    ("AWS temporary key id (ASIA)", "ASIA" + "IOSFODNN7EXAMPL2", "aws-access-key-id"),
+    *((f"AWS key id {p}", p + "IOSFODNN7EXAMPL3", "aws-access-key-id")
+      for p in ("AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA")),
+    ("AWS secret, JSON", '{"aws_secret_access_key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}', "aws-secret-access-key"),
+    *((f"GitHub token {p}", p + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8", "github-token")
+      for p in ("gho_", "ghu_", "ghs_", "ghr_")),
+    ("GitHub fine-grained token", "github_pat_" + "11ABCDEFG0" + "a1B2c3D4e5_F6g7H8i9J0k1L2m3N4o5P6q7R8", "github-token"),
+    ("Anthropic admin key", "sk-ant-admin01-" + "Zx9" * 12, "anthropic-api-key"),
+    ("OpenAI legacy key", "sk-" + "Ab1" * 16, "openai-api-key"),
+    ("OpenAI service account key", "sk-svcacct-" + "Ab1" * 10, "openai-api-key"),
+    ("OpenAI admin key", "sk-admin-" + "Ab1" * 10, "openai-api-key"),
+    *((f"Slack token {p}", p + "123456789012-abcdefABCDEF", "slack-token")
+      for p in ("xoxa-", "xoxp-", "xoxo-", "xoxs-", "xoxr-")),
+    ("Stripe test key", "sk_test_" + "a1" * 12, "stripe-key"),
+    ("Stripe restricted live key", "rk_live_" + "a1" * 12, "stripe-key"),
+    ("Stripe restricted test key", "rk_test_" + "a1" * 12, "stripe-key"),
+    ("HTTP header Token", f"Authorization: Token {SECRET}", "authorization-header"),
+    ("HTTP header Digest", f"Authorization: Digest {SECRET}", "authorization-header"),
+    ("HTTP header lower case", f"authorization: bearer {SECRET}", "authorization-header"),
+    ("proxy header", f"Proxy-Authorization: Basic {SECRET}", "authorization-header"),
+    ("header in JSON", f'{{"Authorization": "Bearer {SECRET}"}}', "authorization-header"),
 ]
 
 #: Text that names a secret but holds none: left byte for byte as it was.

@@ -214,7 +214,7 @@ class Policy:
         auth = headers.get("authorization", "")
         scheme, _, value = auth.partition(" ")
         if scheme.lower() == "bearer":
-            return value.strip() or None
+            return value.strip(" \t") or None  # HTTP's own blanks only: any other byte is part of the token
         if basic and scheme.lower() == "basic":  # any user name; the token is the password
             try:
                 decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
@@ -225,7 +225,7 @@ class Policy:
 
     def _match(self, given: str) -> Grant | None:
         found = None
-        raw = given.encode("utf-8", "surrogateescape")
+        raw = given.encode("utf-8", "surrogatepass")  # any str, even one with a lone surrogate, is bytes
         for grant in self.grants:  # every grant compared, in constant time each
             if hmac.compare_digest(raw, grant.secret.encode("utf-8")) and found is None:
                 found = grant

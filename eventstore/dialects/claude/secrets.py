@@ -127,7 +127,7 @@ _KEYWORD_NEEDS = frozenset({"authorization-header", "secret-assignment", "env-as
 #: replaces several.
 _NEEDS_RX: dict[str, re.Pattern[bytes]] = {
     "aws-access-key-id": re.compile(rb"A(?:KIA|SIA|GPA|IDA|ROA|NPA|NVA|IPA)"),
-    "github-token": re.compile(rb"gh(?:[pousr]_|ub_pat_)"),
+    "github-token": re.compile(rb"gh[pousr]_|github_pat_"),
     "stripe-key": re.compile(rb"_(?:live|test)_"),
 }
 #: ``re``'s IGNORECASE also matches ``ſ`` (U+017F) to ``s`` and the Kelvin sign (U+212A) to
