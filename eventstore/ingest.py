@@ -225,6 +225,25 @@ def file_identity(snap: Snapshot, named: Path) -> str | None:
     return f"file:{rel}@{_content_sha(snap)}"
 
 
+def short_source_id(ident: str) -> str:
+    """A source identity with its digest or commit cut to 12 hex digits, as ``evstore log`` and
+    ``evstore coverage`` show it (``log --json`` has it whole).
+
+        >>> short_source_id("git:0123456789abcdef0123:state.json")
+        'git:0123456789ab:state.json'
+    """
+    kind, _, rest = ident.partition(":")
+    if kind == "file" and "@" in rest:
+        where, _, sha = rest.rpartition("@")
+        return f"file:{where}@{sha[:12]}"
+    if kind == "git":
+        commit, _, path = rest.partition(":")
+        return f"git:{commit[:12]}:{path}"
+    if kind in ("spool", "http"):
+        return f"{kind}:{rest[:12]}"
+    return ident
+
+
 def legacy_source_id(meta: dict[str, Any]) -> str | None:
     """The identity migration 0006 gave a version recorded before capture-once, from its event's
     meta: ``git:<commit>:<path>``, or ``file:<name>@<SHA-256>`` (not a hook's: its ids are keyed)."""

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eventstore import codec
+from eventstore.ingest import short_source_id
 from eventstore.store import EventStore, NewEvent, RecordedEvent, utcnow
 
 #: The stream recording the sources the store noticed gone (not a run: the runs index skips it).
@@ -189,14 +190,7 @@ def identity_text(ident: dict[str, Any]) -> str:
     SHA-256 cut to 12 and the rest as recorded."""
     ident_id = ident.get("id")
     if isinstance(ident_id, str):
-        kind, _, rest = ident_id.partition(":")
-        if kind == "file" and "@" in rest:
-            where, _, sha = rest.rpartition("@")
-            return f"file:{where}@{sha[:12]}"
-        if kind == "git":
-            commit, _, path = rest.partition(":")
-            return f"git:{commit[:12]}:{path}"
-        return f"{kind}:{rest[:12]}" if kind in ("spool", "http") else ident_id
+        return short_source_id(ident_id)
     parts = []
     for key, value in ident.items():
         if key in ("file", "repo", "dir"):

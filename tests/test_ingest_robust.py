@@ -149,12 +149,13 @@ def test_event_size_limit_is_read_from_the_environment(store_url: str, tmp_path:
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 256 KiB tmpfs: a real filesystem that fills up (needs root and mount permission)."""
+    """A 512 KiB tmpfs: a real filesystem that fills up (needs root and mount permission); the store's
+    schema, its WAL and one append take about 260 KiB of it."""
     mnt = tmp_path / "small-disk"
     mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], capture_output=True, text=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)], capture_output=True, text=True)
     if r.returncode != 0:
-        pytest.skip(f"cannot mount a 256 KiB tmpfs to fill ({(r.stderr or r.stdout).strip()}); needs root in a "
+        pytest.skip(f"cannot mount a 512 KiB tmpfs to fill ({(r.stderr or r.stdout).strip()}); needs root in a "
                     "container that allows mount")
     try:
         yield mnt
@@ -185,7 +186,7 @@ def test_a_full_disk_is_an_error_not_a_traceback(small_disk: Path, tmp_path: Pat
     assert run("append", "S", "note", "--data", "{}").exit_code == 0
     batch = tmp_path / "big.jsonl"
     batch.write_text("".join(json.dumps({"stream": f"S{i % 50}", "type": "t.x", "data": {"x": os.urandom(60).hex()}})
-                             + "\n" for i in range(3000)))  # ~500 KB of events for a 256 KiB disk
+                             + "\n" for i in range(6000)))  # ~1 MB of events for a 512 KiB disk
     before = log_state(url)
     r = run("append", "--batch", str(batch))
     clean_error(r, "No space left on the disk holding", "events.db", "nothing of this append was written")
@@ -193,7 +194,7 @@ def test_a_full_disk_is_an_error_not_a_traceback(small_disk: Path, tmp_path: Pat
     assert "events.db (database or disk is full); nothing" in r.stderr  # the driver's own words, not its class
     assert log_state(url) == before
     big = tmp_path / "big.json"
-    big.write_text(json.dumps({"taskId": "FULL-1", "rows": [os.urandom(40).hex() for _ in range(4000)]}))
+    big.write_text(json.dumps({"taskId": "FULL-1", "rows": [os.urandom(40).hex() for _ in range(8000)]}))
     r = run("ingest", "generic", str(big))
     clean_error(r, "No space left", "nothing of this append was written")
     assert log_state(url) == before

@@ -26,7 +26,7 @@ def _ndjson(text: str) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def demo(store_url: str) -> str:
-    r = CliRunner().invoke(register(), ["--url", store_url, "demo", "--runs", "11", "--seed", "2"])
+    r = CliRunner().invoke(register(), ["--url", store_url, "demo", "--runs", "11", "--seed", "2", "--sessions", "0"])
     assert r.exit_code == 0, r.output
     return store_url
 

@@ -31,7 +31,8 @@ def test_report_json_and_text() -> None:
     report = VerifyReport(streams=2, events=5, cached=1, failures=[f])
     assert not report.ok and VerifyReport().ok
     assert report.to_dict() == {"ok": False, "streams": 2, "events": 5, "cached": 1, "blobs": 0,
-                                "storage_check": None, "failures": [f.to_dict()], "seal": None}
+                                "storage_check": None, "failures": [f.to_dict()], "seal": None,
+                                "purged": 0, "erased": 0, "erased_blobs": 0}
 
 
 @pytest.mark.parametrize(("sql", "failures"), [

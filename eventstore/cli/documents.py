@@ -127,20 +127,6 @@ def _notice_gone(store: Any, streams: set[str]) -> None:
             click.echo(f"note: {row.source} ({row.stream}) {what}; the record stays (`evstore coverage`)", err=True)
 
 
-def _short_source(ident: str) -> str:
-    """A source identity with its digest or commit cut to 12 hex digits (``log --json`` has it whole)."""
-    kind, _, rest = ident.partition(":")
-    if kind == "file" and "@" in rest:
-        where, _, sha = rest.rpartition("@")
-        return f"file:{where}@{sha[:12]}"
-    if kind == "git":
-        commit, _, path = rest.partition(":")
-        return f"git:{commit[:12]}:{path}"
-    if kind in ("spool", "http"):
-        return f"{kind}:{rest[:12]}"
-    return ident
-
-
 def capture_summary(results: list[Any]) -> str:
     """"7 versions already recorded, 0 new" (and the versions that repeat the bytes before them)."""
     counts = {"recorded": 0, "new": 0, "unchanged": 0}
@@ -383,6 +369,7 @@ def log(ctx: click.Context, task: str, as_json: bool, after: int | None, limit: 
     import shutil
     import sys
 
+    from eventstore.ingest import short_source_id
     from projections import replay as rp
     from projections import writers
     from projections.runs import normalize_since
@@ -436,7 +423,7 @@ def log(ctx: click.Context, task: str, as_json: bool, after: int | None, limit: 
         meta = rec.metadata
         source = meta.get("source") if isinstance(meta, dict) else None
         if isinstance(source, dict) and isinstance(source.get("id"), str):  # which source version (capture-once)
-            emit(printable(f"{'':>5}  {'':19}  source {_short_source(source['id'])}"))
+            emit(printable(f"{'':>5}  {'':19}  source {short_source_id(source['id'])}"))
         sender = meta.get("sent_by") if isinstance(meta, dict) else None
         if isinstance(sender, dict):  # who sent it to a team server (token name, machine)
             emit(printable(f"{'':>5}  {'':19}  {sent_by_line(sender)}"))
