@@ -196,7 +196,8 @@ def _seed(directory: Path, n: int, states: Path, monkeypatch: pytest.MonkeyPatch
 def test_a_server_killed_mid_drain_and_restarted_loses_and_doubles_nothing(
         store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     directory = spool.spool_dir(store_url)
-    n = 600
+    # on a quiet machine a SQLite drain recorded 600 calls before the test had seen 10 and killed it
+    n = 2000 if store_url.startswith("sqlite") else 600
     ids = _seed(directory, n, tmp_path / "states", monkeypatch)
     with EventStore(store_url) as store:
         with serve(store_url) as (child, _):
