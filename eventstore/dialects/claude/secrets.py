@@ -186,7 +186,7 @@ def _gates(data: bytes) -> frozenset[str]:
     return frozenset(k for k in _GATED if (keyword if k in _KEYWORD_NEEDS else _may_match(k, data, lower)))
 
 
-#: ``\uXXXX`` escapes in JSON text, and escaped backslashes (so ``\\u0068`` stays a backslash
+#: JSON's ``\u`` escapes (four hex digits) in JSON text, and escaped backslashes (so ``\\u0068`` stays a backslash
 #: and the text "u0068").
 _ESCAPE = re.compile(r"\\\\|\\u([0-9A-Fa-f]{4})")
 
@@ -202,7 +202,7 @@ def _unescape(m: re.Match[str]) -> str:
 
 
 def decode_json_escapes(text: str) -> str:
-    r"""``text`` (JSON, or strings of it) with each ``\uXXXX`` escape of a character JSON does not
+    r"""``text`` (JSON, or strings of it) with each ``\u`` escape (four hex digits) of a character JSON does not
     need to escape written as that character: the same JSON value, in the form the patterns read
     (``gh\u0070_...`` is a GitHub token; ``\"pass\u0077ord\"`` a password key)."""
     return _ESCAPE.sub(_unescape, text) if "\\u" in text else text

@@ -84,7 +84,7 @@ def sessions_for(rng: random.Random, versions: list[StateVersion]) -> dict[str, 
     ``versions`` (one run's, in order)."""
     if not versions:
         return {}
-    cwd = f"/work/{versions[0].path.split('/', 1)[0]}"
+    cwd = f"/home/dev/{versions[0].path.split('/', 1)[0]}"  # a simulated checkout, on no real machine
     folder = "-" + cwd.strip("/").replace("/", "-")
     half = max(1, (len(versions) + 1) // 2)
     files: dict[str, bytes] = {}
