@@ -462,21 +462,23 @@ class EventStore:
     # -- read ---------------------------------------------------------------------
 
     @contextmanager
-    def reading(self) -> Iterator[Any]:
+    def reading(self, snapshot: bool = False) -> Iterator[Any]:
         """A cursor on this thread's connection inside a read transaction, for the recorder's
-        methods (``store.backend``); the transaction ends when the block does.
+        methods (``store.backend``); the transaction ends when the block does.  With ``snapshot``
+        every statement in the block sees the same committed state (concurrent appends are not seen).
 
             >>> with store.reading() as cur:
             ...     store.backend.count_events(cur, 0)
         """
         raw = self._raw()
         cur = raw.cursor()
+        began = False
         try:
-            self.backend.begin_read(raw)
+            began = self.backend.begin_read(raw, snapshot)
             yield cur
         finally:
             cur.close()
-            self.backend.end_read(raw)
+            self.backend.end_read(raw, began)
 
     @contextmanager
     def writing(self, what: str) -> Iterator[Any]:

@@ -202,7 +202,7 @@ def verify_tree(store: EventStore) -> list[Failure]:
     must be the one its leaves make, none missing; the first difference only (one failure per kind)."""
     out: list[Failure] = []
     expected: dict[int, list[bytes]] = {}
-    with store.reading() as cur:
+    with store.reading(snapshot=True) as cur:  # leaves and nodes of one state while appends go on
         gap: list[int] = []
 
         def leaves() -> Any:

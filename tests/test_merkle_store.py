@@ -16,6 +16,7 @@ from sqlalchemy import text
 
 from eventstore import migrate, tree
 from eventstore.store import EventStore, NewEvent
+from eventstore.verify import verify_tree
 
 
 def mth(leaves: list[bytes]) -> bytes:
@@ -165,3 +166,24 @@ def test_a_proof_reads_the_tree_in_two_statements(sqlite_url: str) -> None:
         reads = [s for s in seen if s.lstrip().upper().startswith("SELECT")]
         assert len(proof.inclusion) == 10 and len(reads) <= 5, reads
         assert sum("tree_nodes" in s for s in reads) == 1 and sum("FROM events WHERE" in s for s in reads) <= 1
+
+
+def test_verify_reads_leaves_and_nodes_of_one_state_while_appends_go_on(store: EventStore) -> None:
+    """The tree check compares two tables; an append committed between its two reads (another
+    process, on PostgreSQL's default READ COMMITTED every statement sees the latest) must not show
+    as nodes without leaves, as it did in CI when `verify` ran beside appenders."""
+    _fill(store, 40, random.Random(5))
+    other = EventStore(store.url)
+    try:
+        with store.reading(snapshot=True) as cur:
+            before = store.backend.max_position(cur)
+            other.append("elsewhere", [NewEvent("demo.note", {"i": i}) for i in range(FAN_PLUS)])
+            assert store.backend.max_position(cur) == before
+            assert sum(1 for _ in store.backend.all_tree_nodes(cur)) == before // tree.FAN
+        assert store.max_position() == before + FAN_PLUS
+        assert verify_tree(store) == []
+    finally:
+        other.close()
+
+
+FAN_PLUS = tree.FAN + 3

@@ -644,10 +644,13 @@ class Backend(abc.ABC):
     def rollback(self, raw: Any) -> None:
         raw.rollback()
 
-    def begin_read(self, raw: Any) -> None:
-        pass
+    def begin_read(self, raw: Any, snapshot: bool = False) -> bool:
+        """Start a read; with ``snapshot``, every statement until :meth:`end_read` sees the same
+        committed state (what a check that compares two tables needs while appends go on).
+        True if it began a transaction that ``end_read`` must end."""
+        return False
 
-    def end_read(self, raw: Any) -> None:
+    def end_read(self, raw: Any, began: bool = False) -> None:
         pass
 
     def is_unique_violation(self, exc: BaseException) -> bool:

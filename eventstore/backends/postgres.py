@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 from eventstore.backends.base import EVENT_COLUMNS, Backend
 from eventstore.errors import EvstoreError
 
+_IDLE = 0  # psycopg.pq.TransactionStatus.IDLE (not imported: psycopg loads only with this backend)
+
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
@@ -68,7 +70,14 @@ class PostgresBackend(Backend):
         # A server-side cursor: psycopg's client-side one would hold the whole result in memory.
         return conn.cursor(name="evstore_streamed_read")
 
-    def end_read(self, raw: Any) -> None:
+    def begin_read(self, raw: Any, snapshot: bool = False) -> bool:
+        # READ COMMITTED (the engine's level) takes a new snapshot per statement; REPEATABLE READ
+        # one for the transaction (the first statement after the implicit BEGIN sets it).
+        if snapshot and raw.info.transaction_status == _IDLE:
+            raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        return False  # end_read always rolls back
+
+    def end_read(self, raw: Any, began: bool = False) -> None:
         raw.rollback()
 
     #: From this many rows per append, COPY beats executemany (measured ~2x at 1,000 rows).

@@ -134,6 +134,18 @@ class SQLiteBackend(Backend):
         problems = [str(r[0]) for r in cur.fetchall()]
         return [] if problems == ["ok"] else problems
 
+    def begin_read(self, raw: Any, snapshot: bool = False) -> bool:
+        # Autocommit mode: each statement reads its own snapshot; a deferred BEGIN holds the first
+        # one (WAL) until end_read.  Not inside a transaction the caller already holds.
+        if snapshot and not raw.in_transaction:
+            raw.execute("BEGIN")
+            return True
+        return False
+
+    def end_read(self, raw: Any, began: bool = False) -> None:
+        if began and raw.in_transaction:
+            raw.execute("ROLLBACK")
+
     def insert_events(self, cur: Any, rows: list[tuple[Any, ...]]) -> None:
         if len(rows) == 1:
             cur.execute(self.sql_insert_event, rows[0])
