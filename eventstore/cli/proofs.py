@@ -53,25 +53,6 @@ def witness() -> None:
     """Run a C2SP tlog-witness that cosigns checkpoints of the logs it trusts."""
 
 
-def _witness_signer(key_file: Path, name: str | None) -> NoteSigner:
-    """The witness's cosigning key: the PEM private key of ``evstore keygen`` under ``name``, by
-    default the name in ``PREFIX.witness.vkey`` beside ``PREFIX.key`` (whose key must match)."""
-    from eventstore.tlog import note
-
-    sibling = key_file.with_name(key_file.name.removesuffix(".key") + ".witness.vkey")
-    vkey = note.read_verifier_key(sibling) if sibling.exists() else None
-    if name is None:
-        if vkey is None:
-            raise EvstoreError(f"The witness has no name: give --name NAME, or keep {sibling.name} (of `evstore "
-                               f"keygen`) beside {key_file}.")
-        name = vkey.name
-    signer = note.NoteSigner.from_key_file(key_file, name, note.ALG_COSIGNATURE_V1)
-    if vkey is not None and vkey.name == name and vkey != signer.verifier:
-        raise EvstoreError(f"{sibling} is not the witness key of {key_file}; keep the pair that `evstore keygen` "
-                           f"wrote together.")
-    return signer
-
-
 @witness.command("serve")
 @click.option("--key-file", "key_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
               help="The witness's Ed25519 private key (PREFIX.key of `evstore keygen`).")
@@ -91,7 +72,7 @@ def witness_serve(key_file: Path, name: str | None, trust: tuple[Path, ...], db:
     from eventstore.tlog import note
     from eventstore.tlog.witness import Witness, witness_app
 
-    signer = _witness_signer(key_file, name)
+    signer = log_signer(key_file, name, witness=True)
     w = Witness(db, signer, [note.read_verifier_key(p) for p in trust])
     click.echo(f"witness {signer.verifier.vkey} on http://{host}:{port}/add-checkpoint for "
                f"{', '.join(sorted(w.trusted))}", err=True)
@@ -101,22 +82,24 @@ def witness_serve(key_file: Path, name: str | None, trust: tuple[Path, ...], db:
 # ------------------------------------------------------------------ the store side: checkpoint, prove
 
 
-def log_signer(key_file: Path, name: str | None) -> NoteSigner:
-    """The log's note signing key: the PEM private key of ``evstore keygen`` under ``name``, by default
-    the name in ``PREFIX.vkey`` beside ``PREFIX.key`` (whose key must match)."""
+def log_signer(key_file: Path, name: str | None, *, witness: bool = False) -> NoteSigner:
+    """The log's note signing key (``witness``: a witness's cosigning key): the PEM private key of
+    ``evstore keygen`` under ``name``, by default the name in ``PREFIX.vkey`` (``PREFIX.witness.vkey``)
+    beside ``PREFIX.key``, whose key must match."""
     from eventstore.tlog import note
 
-    sibling = key_file.with_name(key_file.name.removesuffix(".key") + ".vkey")
+    sibling = key_file.with_name(key_file.name.removesuffix(".key") + (".witness.vkey" if witness else ".vkey"))
+    who, keygen = ("witness", "`evstore keygen`") if witness else ("log key", "`evstore keygen --name NAME`")
     vkey = note.read_verifier_key(sibling) if sibling.exists() else None
     if name is None:
         if vkey is None:
-            raise EvstoreError(f"The log key has no name: give --name NAME, or keep {sibling.name} (of `evstore "
-                               f"keygen --name NAME`) beside {key_file}.")
+            raise EvstoreError(f"The {who} has no name: give --name NAME, or keep {sibling.name} (of {keygen}) "
+                               f"beside {key_file}.")
         name = vkey.name
-    signer = note.NoteSigner.from_key_file(key_file, name)
+    signer = note.NoteSigner.from_key_file(key_file, name, note.ALG_COSIGNATURE_V1 if witness else note.ALG_ED25519)
     if vkey is not None and vkey.name == name and vkey != signer.verifier:
-        raise EvstoreError(f"{sibling} is not the verifier key of {key_file}; keep the files `evstore keygen` wrote "
-                           "together.")
+        raise EvstoreError(f"{sibling} is not the {'witness' if witness else 'verifier'} key of {key_file}; keep the "
+                           "files `evstore keygen` wrote together.")
     return signer
 
 
