@@ -288,6 +288,8 @@ class EventStore:
         self._local = threading.local()
         self._conns: list[Any] = []
         self._lock = threading.Lock()
+        #: The Merkle tree's right edge as this process last appended it (see tree.Frontier).
+        self._tree_edge: tree.Frontier | None = None
         self._inline: list[InlineHandler] = []
         self._store_id: str | None = None
         if check_schema:
@@ -674,18 +676,21 @@ def _merge(a: AppendResult | None, b: AppendResult) -> AppendResult:
 
 
 class _CursorSource:
-    """The stored tree as :mod:`eventstore.tree` reads it, through one cursor (one transaction)."""
+    """The stored tree as :mod:`eventstore.tree` reads it, through one cursor (one transaction);
+    first from ``edge``, the tree's right edge this process kept, where it holds what is asked."""
 
-    __slots__ = ("be", "cur")
+    __slots__ = ("be", "cur", "edge")
 
-    def __init__(self, be: Backend, cur: Any) -> None:
-        self.be, self.cur = be, cur
+    def __init__(self, be: Backend, cur: Any, edge: tree.Frontier | None = None) -> None:
+        self.be, self.cur, self.edge = be, cur, edge
 
     def leaf_data(self, start: int, end: int) -> list[bytes]:
-        return self.be.leaf_data(self.cur, start, end)
+        got = self.edge.get(0, start, end) if self.edge is not None else None
+        return got if got is not None else self.be.leaf_data(self.cur, start, end)
 
     def nodes(self, level: int, start: int, end: int) -> list[bytes]:
-        return self.be.tree_nodes(self.cur, level, start, end)
+        got = self.edge.get(level, start, end) if self.edge is not None else None
+        return got if got is not None else self.be.tree_nodes(self.cur, level, start, end)
 
     def many(self, node_ranges: Sequence[tuple[int, int, int]], leaf_ranges: Sequence[tuple[int, int]]
              ) -> tuple[dict[tuple[int, int], bytes], dict[int, bytes]]:
@@ -746,14 +751,18 @@ class _Transaction:
             failed = exc
             if failed is None:
                 try:
+                    edge = None
                     if self.leaves:  # the Merkle tree's nodes these events complete, in the same transaction
-                        self.be.insert_tree_nodes(self.cur, tree.new_nodes(
-                            self.tree_size, self.leaves, _CursorSource(self.be, self.cur)))
+                        edge = self._tree_edge()
+                        nodes = tree.new_nodes(self.tree_size, self.leaves, _CursorSource(self.be, self.cur, edge))
+                        self.be.insert_tree_nodes(self.cur, nodes)
                     self.be.move_stream_heads(self.cur, ((h[0], h[1], h[2]) for h in self.heads.values()))
                     if self.store._inline and self.recorded:
                         for handler in self.store._inline:
                             handler(self.cur, self.be, self.recorded)
                     self.be.commit(self.raw)
+                    if edge is not None:
+                        self.store._tree_edge = edge.advance(self.leaves, nodes)
                     return
                 except BaseException as err:
                     failed = err
@@ -772,6 +781,17 @@ class _Transaction:
                 raise failed  # the commit step failed: the body's with-block saw no exception
         finally:
             self.cur.close()
+
+    def _tree_edge(self) -> tree.Frontier | None:
+        """The tree's right edge at this transaction's start: the one this process kept if it is of
+        this size (no one else appended since), else read in one round trip if the append completes a
+        node (it would read part of it anyway), else none (nothing to read)."""
+        kept = self.store._tree_edge
+        if kept is not None and kept.size == self.tree_size:
+            return kept
+        if self.tree_size % tree.FAN + len(self.leaves) < tree.FAN:
+            return None
+        return tree.Frontier.load(self.tree_size, _CursorSource(self.be, self.cur))
 
     def _head(self, stream_id: str) -> list[Any] | None:
         head = self.heads.get(stream_id)

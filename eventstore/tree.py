@@ -109,6 +109,74 @@ def new_nodes(old_size: int, leaf_data: Sequence[bytes], source: TreeSource) -> 
         current, first = children, p_first
 
 
+class Frontier:
+    """The incomplete right edge of the stored tree at one size, kept by the process that appends:
+    at ``size`` leaves, for level 0 the data of the last ``size % FAN`` leaves and for each stored level
+    ``L`` the last ``(size >> L) % FAN`` node hashes, the children a next append's first new parents
+    need (:func:`new_nodes` would read them, one statement per level that completes a node).
+
+    Valid only for the exact tree size it was made at: an append checks ``size`` under the append
+    lock, and any other writer's append (another process, another thread's connection) changes the
+    size first, so a stale frontier is never used; the log is append-only, so the same size means the
+    same leaves.  One process appending alone reads nothing back; otherwise it reads the whole edge
+    in one round trip (:meth:`load`) where it would have read part of it anyway."""
+
+    __slots__ = ("size", "edge")
+
+    def __init__(self, size: int, edge: dict[int, list[bytes]]) -> None:
+        self.size, self.edge = size, edge
+
+    @staticmethod
+    def ranges(size: int) -> tuple[list[tuple[int, int, int]], list[tuple[int, int]]]:
+        """The stored ranges that make the edge at ``size``: ``(level, start, end)`` of nodes and
+        ``(start, end)`` of leaves, as :meth:`TreeSource.many` takes them."""
+        nodes: list[tuple[int, int, int]] = []
+        leaves: list[tuple[int, int]] = []
+        level, count = 0, size
+        while count:
+            if count % FAN:
+                if level:
+                    nodes.append((level, count - count % FAN, count))
+                else:
+                    leaves.append((count - count % FAN, count))
+            level, count = level + STRIDE, count >> STRIDE
+        return nodes, leaves
+
+    @classmethod
+    def load(cls, size: int, source: TreeSource) -> Frontier:
+        node_ranges, leaf_ranges = cls.ranges(size)
+        nodes, leaves = source.many(node_ranges, leaf_ranges)
+        edge: dict[int, list[bytes]] = {}
+        for start, end in leaf_ranges:
+            edge[0] = _exactly([leaves[i] for i in range(start, end) if i in leaves], end - start, 0, start)
+        for level, start, end in node_ranges:
+            edge[level] = _exactly([nodes[(level, j)] for j in range(start, end) if (level, j) in nodes],
+                                   end - start, level, start)
+        return cls(size, edge)
+
+    def get(self, level: int, start: int, end: int) -> list[bytes] | None:
+        """Entries ``start <= j < end`` of the edge at ``level`` (leaf data at level 0), or None if
+        the edge does not hold them all (new_nodes asks only for what it holds)."""
+        have = self.edge.get(level, [])
+        first = (self.size >> level) - len(have)
+        return have[start - first:end - first] if first <= start and end - first <= len(have) else None
+
+    def advance(self, leaf_data: Sequence[bytes], new: Sequence[tuple[int, int, bytes]]) -> Frontier:
+        """The edge after appending ``leaf_data``, given the nodes that append completed (new_nodes')."""
+        size = self.size + len(leaf_data)
+        grown: dict[int, list[bytes]] = {0: self.edge.get(0, []) + list(leaf_data)}
+        for level, _idx, h in new:
+            grown.setdefault(level, list(self.edge.get(level, []))).append(h)
+        edge: dict[int, list[bytes]] = {}
+        level, count = 0, size
+        while count:
+            keep = count % FAN
+            if keep:
+                edge[level] = (grown.get(level) or self.edge.get(level, []))[-keep:]
+            level, count = level + STRIDE, count >> STRIDE
+        return Frontier(size, edge)
+
+
 def _exactly(got: list[bytes], n: int, level: int, start: int) -> list[bytes]:
     if len(got) != n:
         what = f"leaves {start}..{start + n - 1} (positions {start + 1}..{start + n})" if level == 0 else \

@@ -93,6 +93,41 @@ def test_any_sequence_of_appends_keeps_the_nodes_of_the_leaves(sqlite_url: str, 
         assert len(leaves) == before + sum(sizes)
 
 
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(appends=st.lists(st.tuples(st.booleans(), st.sampled_from([1, 2, 15, 16, 17, 31, 250, 300])),
+                        min_size=1, max_size=10))
+def test_two_appenders_taking_turns_keep_the_nodes_of_the_leaves(sqlite_url: str,
+                                                                   appends: list[tuple[bool, int]]) -> None:
+    """Each process keeps the tree's right edge it last wrote; when the other one appended meanwhile
+    the kept edge is of another size and must not be used (a wrong node would be written for good)."""
+    from conftest import migrated
+
+    url = migrated(sqlite_url)
+    with EventStore(url) as a, EventStore(url) as b:
+        for first, n in appends:
+            (a if first else b).append("h", [NewEvent("demo.note", {"n": j}) for j in range(n)])
+        leaves = _leaves(a)
+        assert _stored_nodes(a) == sorted(tree.all_nodes(leaves))
+        with b.tree() as t:
+            assert t.root() == mth(leaves)
+
+
+def test_one_appender_alone_reads_no_tree_row_back(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After its first append, a process appending alone has every child a new parent needs."""
+    store.append("A", [NewEvent("demo.note", {"i": i}) for i in range(20)])
+
+    def refuse(*_: object) -> None:
+        raise AssertionError("the append read the stored tree back")
+
+    for name in ("leaf_data", "tree_nodes", "tree_ranges"):
+        monkeypatch.setattr(store.backend, name, refuse)
+    for n in (1, 3, 12, 16, 40, 300, 5, 4000):
+        store.append("A", [NewEvent("demo.note", {"i": i}) for i in range(n)])
+    monkeypatch.undo()
+    leaves = _leaves(store)
+    assert _stored_nodes(store) == sorted(tree.all_nodes(leaves))
+
+
 def test_a_failed_append_writes_no_node(store: EventStore) -> None:
     store.append("A", [NewEvent("demo.note", {"i": i}) for i in range(15)])
     with pytest.raises(Exception):  # noqa: B017, PT011 - any failure: the point is what is left
