@@ -200,7 +200,7 @@ def test_the_database_refuses_any_other_change_of_a_payload(store: EventStore) -
     """The relaxed triggers allow the tombstone only: with its erasures row, every hashed column unchanged."""
     store.append("S", [NewEvent("demo.note", {"i": 1})])
     with pytest.raises(Exception, match="append-only"):  # no erasures row
-        exec_sql(store, "UPDATE events SET data = :e, meta = :e WHERE position = 1", e=b"")
+        exec_sql(store, "UPDATE events SET data = :e, meta = :e, salt = NULL WHERE position = 1", e=b"")
     exec_sql(store, "INSERT INTO erasures (position, kind, reason, admin_event_id, erased_at) "
                     "VALUES (1, 'erased', 'x', 'y', 'z')")
     with pytest.raises(Exception, match="append-only"):  # not the tombstone
@@ -211,7 +211,9 @@ def test_the_database_refuses_any_other_change_of_a_payload(store: EventStore) -
         exec_sql(store, "DELETE FROM events WHERE position = 1")
     with pytest.raises(Exception, match="append-only"):
         exec_sql(store, "DELETE FROM erasures WHERE position = 1")
-    exec_sql(store, "UPDATE events SET data = :e, meta = :e WHERE position = 1", e=b"")
+    with pytest.raises(Exception, match="append-only"):  # the tombstone keeping its digests' salt
+        exec_sql(store, "UPDATE events SET data = :e, meta = :e WHERE position = 1", e=b"")
+    exec_sql(store, "UPDATE events SET data = :e, meta = :e, salt = NULL WHERE position = 1", e=b"")
 
 
 def test_a_tombstone_without_its_record_fails_verify(store: EventStore, run: Callable[..., Any]) -> None:
@@ -219,7 +221,7 @@ def test_a_tombstone_without_its_record_fails_verify(store: EventStore, run: Cal
 
     store.append("S", [NewEvent("demo.note", {"i": 1}), NewEvent("demo.note", {"i": 2})])
     drop_append_only_triggers(store)
-    exec_sql(store, "UPDATE events SET data = :e, meta = :e WHERE position = 2", e=b"")
+    exec_sql(store, "UPDATE events SET data = :e, meta = :e, salt = NULL WHERE position = 2", e=b"")
     r = run("verify")
     assert r.exit_code == 1 and "no erasure is recorded" in r.stderr
 
