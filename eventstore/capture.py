@@ -423,6 +423,23 @@ def _hook_event(body: bytes, payload: dict[str, Any], received_at: float | None,
                            f"{keep} characters are kept, with its size and SHA-256"}]
 
 
+def _hook_stream(session: str | None) -> str:
+    try:
+        return check_stream_id(session) if session else "claude-hooks"
+    except InvalidEvent:
+        return "claude-hooks"
+
+
+def hook_event_id(key: str) -> str:
+    """The id of the ``claude.hook`` event a hook call with ``key`` (a spooled line's SHA-256) becomes."""
+    return str(uuid.uuid5(_NAMESPACE, f"hook\0{key}"))
+
+
+def hook_target(record: spool.Record) -> tuple[str, str]:
+    """(stream id, event id) of the ``claude.hook`` event a drain records ``record`` as."""
+    return _hook_stream(_s(_loose_payload(record.stdin), "session_id")), hook_event_id(record.digest)
+
+
 def record_hook(store: EventStore, body: bytes, *, key: str | None = None, received_at: float | None = None,
                 written: WrittenFile | None = None, scrubber: Scrubber | None = None,
                 transcript_roots: Sequence[Path] | None = None, via: str = "spool",
@@ -454,12 +471,9 @@ def record_hook(store: EventStore, body: bytes, *, key: str | None = None, recei
     threshold = config.BLOB_THRESHOLD if blob_threshold is None else blob_threshold
     key = key or hashlib.sha256(body).hexdigest()
     session = _s(payload, "session_id")
-    try:
-        sid = check_stream_id(session) if session else "claude-hooks"
-    except InvalidEvent:
-        sid = "claude-hooks"
+    sid = _hook_stream(session)
     at = datetime.fromtimestamp(received_at, UTC) if received_at is not None else None
-    new, event, blobs = _hook_event(body, payload, received_at, scrubber, str(uuid.uuid5(_NAMESPACE, f"hook\0{key}")),
+    new, event, blobs = _hook_event(body, payload, received_at, scrubber, hook_event_id(key),
                                     at, {"dialect": "claude", via: {"sha256": key}}, threshold)
     r = store.append(sid, [new], dialect="claude", blobs=blobs or None)
     result = HookResult(sid, r.version, duplicate=r.duplicate)

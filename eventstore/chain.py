@@ -1,10 +1,18 @@
 """Per-stream hash chains, Merkle roots over stream heads, the global order digest, seal
 signatures (HMAC-SHA256 or Ed25519 through ``cryptography``).
 
-``hash = SHA-256(DOMAIN || prev_hash || sha256(data) || sha256(meta) || header)`` where
+``hash = SHA-256(DOMAIN || prev_hash || data_sha || meta_sha || header)`` where
 ``header`` is the canonical JSON array ``[stream_id, version, event_id, type, schema_version,
 occurred_at, recorded_at]`` (the three digests are fixed-width, so the framing is unambiguous).  The chain commits to the digests of data and meta (stored per
 row), so an audited redaction can replace a value without breaking the rest of the chain.
+
+The payload digests are *salted* (:func:`payload_digest`): ``data_sha = SHA-256(salt || data)`` and
+``meta_sha = SHA-256(salt || meta)`` with a random 16-byte ``salt`` per event (``events.salt``,
+migration 0010), which an erasure destroys together with the payload.  A plain SHA-256 of an erased
+value would let anyone holding the database (or an export of the chain hashes) confirm a guess of it
+(a short password, an email address); with the salt gone, the digest and the chain hash only show that
+*something* was committed to.  Events stored before revision 0010 have no salt (``NULL``): their
+digests are the plain SHA-256 of data and meta, and stay so (the chain commits to them).
 """
 
 from __future__ import annotations
@@ -33,6 +41,21 @@ sha256 = _sha = hashlib.sha256
 
 def digest(data: bytes) -> bytes:
     return _sha(data).digest()
+
+
+#: Bytes of an event's salt (``events.salt``): 128 random bits, never guessed.
+SALT_BYTES = 16
+
+
+def salts(n: int) -> bytes:
+    """Salt for ``n`` events, ``SALT_BYTES`` each, in one ``os.urandom`` call (the append slices it)."""
+    return os.urandom(SALT_BYTES * n)
+
+
+def payload_digest(payload: bytes, salt: bytes | None) -> bytes:
+    """The digest the chain commits to for an event's data or meta: ``SHA-256(salt || payload)``, or
+    the plain ``SHA-256(payload)`` of an event stored before salts (``salt`` None)."""
+    return _sha(payload if salt is None else bytes(salt) + payload).digest()
 
 
 _HEX_DIGEST = re.compile(r"[0-9a-f]{64}")

@@ -4,7 +4,9 @@ The chain commits to ``data_sha256`` and ``meta_sha256``, and the Merkle tree to
 so the stored ``data`` and ``meta`` of an event may be replaced without touching anything a proof
 covers.  An erasure empties both (zero bytes, the *tombstone*) in the one UPDATE the database's
 triggers allow (migration 0009): every hashed column unchanged and an ``erasures`` row (kind
-``purged`` or ``erased``, the policy or request, the admin event, the time) already there.  A blob
+``purged`` or ``erased``, the policy or request, the admin event, the time) already there.  The same
+UPDATE clears the event's digest salt (migration 0010): the digests that stay then confirm no guess of
+what was erased (events stored before salts keep plain SHA-256 digests, which do; docs/proofs.md).  A blob
 that no remaining payload names is emptied the same way (``erased_blobs``).  ``verify`` checks an
 erased event's tombstone against its ``erasures`` row instead of its digests.
 

@@ -85,6 +85,8 @@ class RecordedIdentity(msgspec.Struct, frozen=True):
     meta_sha256: bytes
     occurred_at: str | None
     schema_version: int
+    salt: bytes | None = None  # the digests' salt (None: plain SHA-256, or erased)
+    erased: bool = False  # the payload was purged or erased (its salt with it)
 
 
 class StreamHead(msgspec.Struct, frozen=True):
@@ -167,6 +169,7 @@ class LinkedEvent(msgspec.Struct, frozen=True):
     prev_hash: bytes
     hash: bytes
     position: int
+    salt: bytes | None = None  # what data_sha256 and meta_sha256 are salted with (None: plain SHA-256)
 
 
 class ChainLink(msgspec.Struct, frozen=True):

@@ -62,6 +62,9 @@ events = Table(
     Column("meta_sha256", LargeBinary(32), nullable=False),
     Column("prev_hash", LargeBinary(32), nullable=False),
     Column("hash", LargeBinary(32), nullable=False),
+    # 16 random bytes the payload digests are salted with (chain.payload_digest; migration 0010):
+    # NULL for events stored before salts, and for every erased event (the erasure clears it).
+    Column("salt", LargeBinary(16), nullable=True),
     UniqueConstraint("stream_pk", "version"),
     UniqueConstraint("event_id"),
 )

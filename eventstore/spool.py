@@ -35,7 +35,7 @@ import time
 # of them for a hook that names no file (``python -X importtime -m eventstore hook claude-code``).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from pathlib import Path
     from typing import Any
 
@@ -203,12 +203,86 @@ def read(path: Path) -> Iterator[Record]:
         for line in fh:
             if not line.endswith(b"\n"):
                 return
-            digest = hashlib.sha256(line).hexdigest()
-            whole = _whole(line.rstrip(b"\n").split(b"\t"))
-            if whole is None:
-                yield Record({"corrupt": True}, line, None, digest)
-            else:
-                yield Record(*whole, digest)
+            yield _record(line, hashlib.sha256(line).hexdigest())
+
+
+def _record(line: bytes, digest: str) -> Record:
+    whole = _whole(line.rstrip(b"\n").split(b"\t"))
+    return Record({"corrupt": True}, line, None, digest) if whole is None else Record(*whole, digest)
+
+
+def contents(record: Record) -> list[bytes]:
+    """Everything a record holds, decoded: its header, stdin and file bytes; of a record that is
+    not whole, each of its tab-separated fields read as base64 where it is (and as it is)."""
+    if record.header.get("corrupt") is not True:
+        import json
+
+        return [json.dumps(record.header).encode(), record.stdin, record.file_bytes or b""]
+    out = [record.stdin]
+    for field in record.stdin.rstrip(b"\n").split(b"\t"):
+        try:
+            out.append(binascii.a2b_base64(field))
+        except (ValueError, binascii.Error):
+            pass
+    return out
+
+
+def remove(directory: str | os.PathLike[str], drop: Callable[[Record], bool]) -> tuple[int, bool]:
+    """Take every record ``drop`` selects out of the folder's spool files — the one hooks append to
+    and the claimed ones a drain left behind — by rewriting each file without them (a new file
+    renamed over the old one, under the locks hooks and drains take), so an erasure leaves none of
+    what it erased in the spool.  An unterminated tail (a hook killed mid-write) is tested as a
+    record that is not whole.  Returns (records removed, whether the claimed files were reached:
+    False when another drain holds the folder, which then records and deletes them itself)."""
+    from pathlib import Path
+
+    folder = Path(directory)
+    if not folder.is_dir():
+        return 0, True
+    lock = drain_lock(folder)
+    try:
+        paths = [folder / SPOOL]
+        if lock is not None:
+            paths += sorted(folder.glob("claimed-*.jsonl"))
+        return sum(_rewrite(p, drop) for p in paths), lock is not None
+    finally:
+        if lock is not None:
+            os.close(lock)
+
+
+def _rewrite(path: Path, drop: Callable[[Record], bool]) -> int:
+    import hashlib
+
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return 0
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # hooks append under it; they reopen the path after a rename
+        try:
+            if os.stat(path).st_ino != os.fstat(fd).st_ino:
+                return 0  # claimed (renamed) between our open and our lock: the drain takes it
+        except FileNotFoundError:
+            return 0
+        with open(path, "rb") as fh:
+            lines = fh.readlines()
+        kept = [line for line in lines if not drop(_record(line, hashlib.sha256(line).hexdigest()))]
+        removed = len(lines) - len(kept)
+        if removed:
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                view = memoryview(b"".join(kept))
+                while view:
+                    view = view[os.write(out, view):]
+                os.fsync(out)
+            finally:
+                os.close(out)
+            os.replace(tmp, path)
+            _fsync_dir(str(path.parent))
+        return removed
+    finally:
+        os.close(fd)
 
 
 def _whole(fields: list[bytes]) -> tuple[dict[str, Any], bytes, bytes | None] | None:

@@ -12,7 +12,9 @@ Guarantees (each proven by ``tests/test_store_contract.py`` on SQLite and Postgr
 * ``expected_version`` is checked inside that lock: ``"any"``, ``"no stream"`` or an exact int;
 * a client-supplied ``event_id`` makes retries idempotent (same content: no-op success,
   different content: :class:`DuplicateEventId`);
-* every event extends its stream's SHA-256 hash chain (:mod:`eventstore.chain`).
+* every event extends its stream's SHA-256 hash chain (:mod:`eventstore.chain`), committing to
+  digests of its data and meta salted with 16 random bytes of its own (``events.salt``), which an
+  erasure destroys with the payload.
 
 All SQL runs on DB-API connections (:meth:`EventStore.connect`): on a SQLite file, stdlib
 ``sqlite3`` connections opened by the backend, so appending and reading never import SQLAlchemy;
@@ -85,7 +87,7 @@ def _stamp(event: NewEvent) -> NewEvent:
         meta.update(stamp)
         event.set_meta(meta)
     return event
-_EMPTY_META_SHA = chain.digest(_EMPTY_META)
+_EMPTY_META_SHA = chain.digest(_EMPTY_META)  # the plain digest of an empty meta (plain_digests)
 
 
 def new_event_ids(n: int) -> list[str]:
@@ -282,9 +284,14 @@ class AppendResult(msgspec.Struct, frozen=True):
 class EventStore:
     """The append-only, hash-chained log over SQLite or PostgreSQL (thread-safe)."""
 
-    def __init__(self, url: str | None = None, *, synchronous: str | None = None, check_schema: bool = True) -> None:
+    def __init__(self, url: str | None = None, *, synchronous: str | None = None, check_schema: bool = True,
+                 plain_digests: bool = False) -> None:
+        """``plain_digests``: append as evstore did before revision 0010 (no salt; digests the plain
+        SHA-256 of data and meta), for a database at an older revision opened with ``check_schema=False``."""
         self.url = config.database_url(url)
         self.backend: Backend = backend_for(self.url, synchronous=synchronous)
+        if plain_digests:
+            self.backend.write_plain_digests()
         self._local = threading.local()
         self._conns: list[Any] = []
         self._lock = threading.Lock()
@@ -819,12 +826,18 @@ class _Transaction:
         batch = self._dedupe(stream_id, batch)
         stream_pk, version, prev = head[0], head[1], head[2]
         position, now = self.position, self.now
-        rows = []
+        rows: list[tuple[Any, ...]] = []
         recorded = self.recorded if self.store._inline else None
         sha, event_hash, blob = chain.sha256, chain.event_hash, self.be.blob
-        empty_meta, empty_meta_sha = blob(_EMPTY_META), blob(_EMPTY_META_SHA)
+        empty_meta = blob(_EMPTY_META)
         prev_param = blob(prev)  # each hash is bound twice (hash, then the next row's prev_hash)
         fresh = iter(new_event_ids(sum(1 for e in batch if e.event_id is None)))
+        # Each event's digests are salted with 16 random bytes of its own (one urandom call for
+        # the batch, sliced): a digest left after an erasure confirms no guess of the payload.
+        plain = self.be.plain_digests
+        salts = b"" if plain else chain.salts(len(batch))
+        width = chain.SALT_BYTES
+        offset = 0
         naming_blobs: list[tuple[int, NewEvent]] = []  # (version, event) of events whose meta.blobs name some
         sources: list[tuple[int, int, str]] = []  # (stream_pk, version, meta.source.id)
         for e in batch:
@@ -838,18 +851,25 @@ class _Transaction:
             if e.source_id is not None:
                 sources.append((stream_pk, version, e.source_id))
             data, meta = e.data, e.meta
-            dsha = sha(data).digest()
-            if meta is _EMPTY_META:
-                msha, meta_param, msha_param = _EMPTY_META_SHA, empty_meta, empty_meta_sha
-            else:
-                msha = sha(meta).digest()
-                meta_param, msha_param = blob(meta), blob(msha)
+            meta_param = empty_meta if meta is _EMPTY_META else blob(meta)
             prev_hash, prev_hash_param = prev, prev_param
-            prev = event_hash(prev_hash, stream_id, version, event_id, e.type, e.schema_version,
-                              e.occurred_at, now, dsha, msha)
-            prev_param = blob(prev)
-            rows.append((position, stream_pk, version, event_id, e.type, e.schema_version, blob(data),
-                         meta_param, e.occurred_at, now, blob(dsha), msha_param, prev_hash_param, prev_param))
+            if plain:
+                dsha, msha = sha(data).digest(), sha(meta).digest()
+                prev = event_hash(prev_hash, stream_id, version, event_id, e.type, e.schema_version,
+                                  e.occurred_at, now, dsha, msha)
+                prev_param = blob(prev)
+                rows.append((position, stream_pk, version, event_id, e.type, e.schema_version, blob(data),
+                             meta_param, e.occurred_at, now, blob(dsha), blob(msha), prev_hash_param, prev_param))
+            else:
+                salt = salts[offset:offset + width]
+                offset += width
+                dsha, msha = sha(salt + data).digest(), sha(salt + meta).digest()
+                prev = event_hash(prev_hash, stream_id, version, event_id, e.type, e.schema_version,
+                                  e.occurred_at, now, dsha, msha)
+                prev_param = blob(prev)
+                rows.append((position, stream_pk, version, event_id, e.type, e.schema_version, blob(data),
+                             meta_param, e.occurred_at, now, blob(dsha), blob(msha), prev_hash_param, prev_param,
+                             blob(salt)))
             if recorded is not None:
                 recorded.append(RecordedEvent(position, stream_id, version, event_id, e.type, e.schema_version,
                                               data, meta, e.occurred_at, now, prev_hash, prev))
@@ -911,9 +931,12 @@ class _Transaction:
                     f'Batch for "{stream_id}" mixes new events with already-recorded event ids; '
                     "retry the original batch unchanged."
                 )
-            same = (r.stream_id == stream_id and r.type == e.type and r.data_sha256 == chain.digest(e.data)
-                    and r.meta_sha256 == chain.digest(e.meta) and r.occurred_at == e.occurred_at
-                    and r.schema_version == e.schema_version)
+            # An erased event's salt is gone with its payload: its digests confirm no content (by
+            # design), so a retry matching its header is taken as the retry it is, never recorded again.
+            same = (r.stream_id == stream_id and r.type == e.type and r.occurred_at == e.occurred_at
+                    and r.schema_version == e.schema_version
+                    and ((r.erased and r.salt is None) or (r.data_sha256 == chain.payload_digest(e.data, r.salt)
+                                                           and r.meta_sha256 == chain.payload_digest(e.meta, r.salt))))
             if not same:
                 raise DuplicateEventId(
                     f'Event id {e.event_id} was already recorded as "{r.type}" in stream "{r.stream_id}" '

@@ -150,15 +150,19 @@ def verify(store: EventStore, stream_id: str | None = None,
                 elif data or meta:
                     report.failures.append(Failure(sid, version, "data", f"recorded as {erasure[0]} at {erasure[3]} "
                                                    "but the stored payload is not the empty tombstone"))
+                elif e.salt is not None:
+                    report.failures.append(Failure(sid, version, "data", f"recorded as {erasure[0]} at {erasure[3]} "
+                                                   "but the event still holds its digests' salt (a guess of the "
+                                                   "erased payload could be confirmed against them)"))
                 else:
                     tombstoned.add((sid, version))
                     if erasure[0] == "purged":
                         report.purged += 1
                     else:
                         report.erased += 1
-            elif chain.digest(data) != data_sha:
+            elif chain.payload_digest(data, e.salt) != data_sha:
                 report.failures.append(Failure(sid, version, "data", "stored data does not match its recorded SHA-256"))
-            if erasure is None and (data or meta) and chain.digest(meta) != meta_sha:
+            if erasure is None and (data or meta) and chain.payload_digest(meta, e.salt) != meta_sha:
                 report.failures.append(Failure(sid, version, "meta", "stored meta does not match its recorded SHA-256"))
             problem: tuple[str, str] | None = None
             if version != expect_version + 1:

@@ -68,11 +68,11 @@ def _rewrite_meta(store: EventStore, stream: str, meta: bytes) -> None:
     """An attacker with owner rights: replace the meta of ``stream``'s only event and re-chain it."""
     drop_append_only_triggers(store)
     [e] = store.read_stream(stream)
-    msha = chain.digest(meta)
+    msha, dsha = chain.digest(meta), chain.digest(e.data)  # plain digests, the salt dropped (as before salts)
     h = chain.event_hash(chain.GENESIS, stream, 1, e.event_id, e.type, e.schema_version, e.occurred_at,
-                         e.recorded_at, chain.digest(e.data), msha)
-    exec_sql(store, "UPDATE events SET meta = :m, meta_sha256 = :ms, hash = :h WHERE event_id = :id",
-             m=meta, ms=msha, h=h, id=e.event_id)
+                         e.recorded_at, dsha, msha)
+    exec_sql(store, "UPDATE events SET meta = :m, meta_sha256 = :ms, data_sha256 = :ds, salt = NULL, hash = :h "
+             "WHERE event_id = :id", m=meta, ms=msha, ds=dsha, h=h, id=e.event_id)
     exec_sql(store, "UPDATE streams SET head_hash = :h WHERE stream_id = :s", h=h, s=stream)
 
 

@@ -449,7 +449,7 @@ def test_the_migration_fills_the_identities_of_what_was_captured_before(backend:
         repo.mkdir()
         _git(repo, "init", "-q", "-b", "main")
         _commit_history(repo, _files(folder), "state.json")
-        with EventStore(url, check_schema=False) as old:
+        with EventStore(url, check_schema=False, plain_digests=True) as old:
             for stream, snaps in (("F", load_paths(generic, [folder])),
                                   ("G", list(git_snapshots(f"{repo}:state.json")))):
                 stamp_times(generic, snaps)

@@ -200,7 +200,7 @@ def test_the_database_refuses_any_other_change_of_a_payload(store: EventStore) -
     """The relaxed triggers allow the tombstone only: with its erasures row, every hashed column unchanged."""
     store.append("S", [NewEvent("demo.note", {"i": 1})])
     with pytest.raises(Exception, match="append-only"):  # no erasures row
-        exec_sql(store, "UPDATE events SET data = :e, meta = :e WHERE position = 1", e=b"")
+        exec_sql(store, "UPDATE events SET data = :e, meta = :e, salt = NULL WHERE position = 1", e=b"")
     exec_sql(store, "INSERT INTO erasures (position, kind, reason, admin_event_id, erased_at) "
                     "VALUES (1, 'erased', 'x', 'y', 'z')")
     with pytest.raises(Exception, match="append-only"):  # not the tombstone
@@ -211,7 +211,9 @@ def test_the_database_refuses_any_other_change_of_a_payload(store: EventStore) -
         exec_sql(store, "DELETE FROM events WHERE position = 1")
     with pytest.raises(Exception, match="append-only"):
         exec_sql(store, "DELETE FROM erasures WHERE position = 1")
-    exec_sql(store, "UPDATE events SET data = :e, meta = :e WHERE position = 1", e=b"")
+    with pytest.raises(Exception, match="append-only"):  # the tombstone keeping its digests' salt
+        exec_sql(store, "UPDATE events SET data = :e, meta = :e WHERE position = 1", e=b"")
+    exec_sql(store, "UPDATE events SET data = :e, meta = :e, salt = NULL WHERE position = 1", e=b"")
 
 
 def test_a_tombstone_without_its_record_fails_verify(store: EventStore, run: Callable[..., Any]) -> None:
@@ -219,7 +221,7 @@ def test_a_tombstone_without_its_record_fails_verify(store: EventStore, run: Cal
 
     store.append("S", [NewEvent("demo.note", {"i": 1}), NewEvent("demo.note", {"i": 2})])
     drop_append_only_triggers(store)
-    exec_sql(store, "UPDATE events SET data = :e, meta = :e WHERE position = 2", e=b"")
+    exec_sql(store, "UPDATE events SET data = :e, meta = :e, salt = NULL WHERE position = 2", e=b"")
     r = run("verify")
     assert r.exit_code == 1 and "no erasure is recorded" in r.stderr
 
@@ -358,20 +360,101 @@ def test_any_erasure_leaves_every_root_and_verify_as_they_were(sizes: list[int],
         assert report.erased + report.purged == sum(1 for e in s.iter_all() if e.erased and e.stream_id != ADMIN_STREAM)
 
 
-def test_records_waiting_in_the_hook_spool_are_named(run: Callable[..., Any], store_url: str,
-                                                     store: EventStore) -> None:
-    from eventstore import spool
+SPOOL_SECRET = "quokka-zebra-77 private phrase"
 
-    store.append("S", [NewEvent("demo.note", {"i": 1})])
-    folder = spool.spool_dir(store_url)
-    assert "warning" not in run("erase", "--stream", "S", "--reason", "x").stderr
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / spool.SPOOL).write_bytes(b'{"not": "drained"}\n')
+
+def _hook_call(session: str, i: int, text: str) -> bytes:
+    return json.dumps({"session_id": session, "hook_event_name": "UserPromptSubmit", "prompt": f"{text} #{i}",
+                       "cwd": "/home/dev/p"}).encode()
+
+
+def _spool_holds(folder: Path, needles: list[bytes]) -> list[str]:
+    """Files of the spool folder whose raw bytes, or any base64 field of a line decoded, hold a needle."""
+    found = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        raw = path.read_bytes()
+        parts = [raw]
+        for line in raw.splitlines():
+            for field in line.split(b"\t"):
+                try:
+                    parts.append(base64.b64decode(field))
+                except ValueError:
+                    pass
+        if any(n in part for part in parts for n in needles):
+            found.append(path.name)
+    return found
+
+
+def test_erase_takes_what_it_erases_out_of_the_hook_spool(run: Callable[..., Any], store: EventStore,
+                                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Calls waiting in the spool are drained first (recorded, then erased with the rest), and the
+    claimed file a killed drain left behind (recorded already, still on disk) goes with them: no
+    spool file holds the erased text afterwards, raw or decoded; calls of other sessions are recorded."""
+    from eventstore import capture, spool
+    from eventstore.erasure import needles
+
+    folder = tmp_path / "spool"
+    monkeypatch.setenv("EVSTORE_SPOOL_DIR", str(folder))
+    for i in range(2):
+        spool.write(folder, _hook_call("sess-a", i, SPOOL_SECRET))
+    killed = (folder / spool.SPOOL).read_bytes()
+    assert capture.drain(store, folder).hooks == 2
+    (folder / "claimed-1-1.jsonl").write_bytes(killed)  # a drain killed after recording, before the unlink
+    spool.write(folder, _hook_call("sess-a", 2, SPOOL_SECRET))  # waiting: never drained
+    spool.write(folder, _hook_call("sess-b", 3, "nothing to erase"))
+    wanted = needles(SPOOL_SECRET)
+    assert _spool_holds(folder, wanted) == ["claimed-1-1.jsonl", "spool.jsonl"]
+    r = run("erase", "--match", SPOOL_SECRET, "--reason", "leaked phrase")
+    assert r.exit_code == 0, r.stderr
+    assert "drained the hook spool first: 4 call(s) recorded" in r.stderr
+    assert _spool_holds(folder, wanted) == []
+    assert not (folder / "claimed-1-1.jsonl").exists() and not spool.waiting(folder)
+    assert [e.erased for e in store.read_stream("sess-a")] == [True, True, True]
+    assert [e.erased for e in store.read_stream("sess-b")] == [False]
+    assert b"nothing to erase" in _stored_bytes(store)
+    assert run("verify").exit_code == 0
+
+
+def test_calls_spooled_while_another_drain_holds_the_spool_are_taken_out(
+        run: Callable[..., Any], store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the drain lock is taken (a server draining), the erasure cannot record the waiting calls
+    first: it takes those it would have erased out of the file hooks append to (never recorded), keeps
+    the others, and says the claimed files it could not reach are left to that drain."""
+    from eventstore import spool
+    from eventstore.erasure import needles
+
+    folder = tmp_path / "spool"
+    monkeypatch.setenv("EVSTORE_SPOOL_DIR", str(folder))
+    store.append("sess-a", [NewEvent("demo.note", {"text": SPOOL_SECRET})])
+    spool.write(folder, _hook_call("sess-a", 0, SPOOL_SECRET))
+    spool.write(folder, _hook_call("sess-b", 1, "kept for the drain"))
+    lock = spool.drain_lock(folder)
+    assert lock is not None
     try:
-        r = run("erase", "--stream", "S", "--reason", "x")
-        assert r.exit_code == 0 and "holds records no drain has recorded yet" in r.stderr
+        r = run("erase", "--match", SPOOL_SECRET, "--reason", "leaked phrase")
     finally:
-        (folder / spool.SPOOL).unlink()
+        os.close(lock)
+    assert r.exit_code == 0, r.stderr
+    assert "another drain holds the hook spool" in r.stderr and "removed 1 hook call(s)" in r.stderr
+    assert _spool_holds(folder, needles(SPOOL_SECRET)) == []
+    assert [json.loads(rec.stdin)["session_id"] for rec in spool.read(folder / spool.SPOOL)] == ["sess-b"]
+
+
+def test_spool_remove_rewrites_pending_and_claimed_files(tmp_path: Path) -> None:
+    """By stream (the call's session) as `erase --stream` selects them, in the file hooks append to and in
+    a claimed one; a hook writing afterwards appends to the rewritten file."""
+    from eventstore import capture, spool
+
+    for i, session in enumerate(["a", "b", "a"]):
+        spool.write(tmp_path, _hook_call(session, i, "x"))
+    (tmp_path / "claimed-1-1.jsonl").write_bytes((tmp_path / spool.SPOOL).read_bytes())
+    removed, reached = spool.remove(tmp_path, lambda rec: capture.hook_target(rec)[0] == "a")
+    assert (removed, reached) == (4, True)
+    spool.write(tmp_path, _hook_call("c", 9, "x"))
+    sessions = {p.name: [json.loads(rec.stdin)["session_id"] for rec in spool.read(p)]
+                for p in (tmp_path / spool.SPOOL, tmp_path / "claimed-1-1.jsonl")}
+    assert sessions == {"spool.jsonl": ["b", "c"], "claimed-1-1.jsonl": ["b"]}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["claimed-1-1.jsonl", "drain.lock", "spool.jsonl"]
 
 
 def test_a_transcript_captured_again_does_not_bring_back_what_was_erased(run: Callable[..., Any], store: EventStore,

@@ -56,11 +56,17 @@ def test_versions_positions_and_links(store: EventStore) -> None:
     events = list(store.read_stream("A"))
     assert [(e.version, e.position, e.payload["i"]) for e in events] == \
         [(1, 1, 1), (2, 2, 2), (3, 4, 4), (4, 5, 5), (5, 6, 6)]
+    with store.reading() as cur:
+        cur.execute("SELECT position, salt FROM events")
+        salts = {int(p): bytes(s) for p, s in cur.fetchall()}
+    assert all(len(s) == chain.SALT_BYTES for s in salts.values()) and len(set(salts.values())) == 6
     prev = chain.GENESIS
-    for e in events:  # each hash recomputes from the row and links to the previous one
+    for e in events:  # each hash recomputes from the row (salted digests) and links to the previous one
         assert e.prev_hash == prev
+        salt = salts[e.position]
         assert e.hash == chain.event_hash(prev, "A", e.version, e.event_id, e.type, e.schema_version,
-                                          e.occurred_at, e.recorded_at, chain.digest(e.data), chain.digest(e.meta))
+                                          e.occurred_at, e.recorded_at, chain.digest(salt + e.data),
+                                          chain.digest(salt + e.meta))
         prev = e.hash
     info = store.stream_info("A")
     assert info is not None and (info.version, info.head_hash) == (5, prev)

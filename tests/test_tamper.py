@@ -36,6 +36,18 @@ def _where(stream: str, version: int) -> str:
     return f"stream_pk = {_pk(stream)} AND version = {version}"
 
 
+def _salt(store: EventStore, stream: str, version: int) -> bytes | None:
+    """The event's salt as stored (readable to whoever holds the database, as to an attacker)."""
+    with store.engine.connect() as conn:
+        salt = conn.execute(text(f"SELECT salt FROM events WHERE {_where(stream, version)}")).scalar_one()
+    return None if salt is None else bytes(salt)
+
+
+def _digest(store: EventStore, stream: str, version: int, payload: bytes) -> bytes:
+    """The digest an attacker who knows the scheme writes for ``payload`` at that event."""
+    return chain.payload_digest(payload, _salt(store, stream, version))
+
+
 def _patch(n: int) -> NewEvent:
     return NewEvent("document.patched", {"ops": [{"op": "replace", "path": "/n", "value": n}]})
 
@@ -85,7 +97,8 @@ def _rechain(store: EventStore, stream: str, forge: dict[int, bytes]) -> None:
     prev = chain.GENESIS
     for e in store.read_stream(stream):
         data = forge.get(e.version, e.data)
-        dsha, msha = chain.digest(data), chain.digest(e.meta)
+        salt = _salt(store, stream, e.version)
+        dsha, msha = chain.payload_digest(data, salt), chain.payload_digest(e.meta, salt)
         h = chain.event_hash(prev, stream, e.version, e.event_id, e.type, e.schema_version, e.occurred_at,
                              e.recorded_at, dsha, msha)
         _exec(store, "UPDATE events SET data = :d, data_sha256 = :ds, prev_hash = :p, hash = :h WHERE event_id = :id",
@@ -114,10 +127,12 @@ def _swap_contents(store: EventStore) -> None:
     rows = {}
     with store.engine.connect() as conn:
         for sid, version in (("A", 3), ("B", 3)):
-            rows[sid] = conn.execute(text(f"SELECT data, data_sha256 FROM events WHERE {_where(sid, version)}")).one()
-    for sid, other in (("A", "B"), ("B", "A")):
-        _exec(store, f"UPDATE events SET data = :d, data_sha256 = :s WHERE {_where(sid, 3)}",
-              d=bytes(rows[other][0]), s=bytes(rows[other][1]))
+            rows[sid] = conn.execute(text("SELECT data, data_sha256, meta, meta_sha256, salt FROM events WHERE "
+                                          f"{_where(sid, version)}")).one()
+    for sid, other in (("A", "B"), ("B", "A")):  # payloads with their salt: each digest still recomputes
+        _exec(store, f"UPDATE events SET data = :d, data_sha256 = :ds, meta = :m, meta_sha256 = :ms, salt = :salt "
+                     f"WHERE {_where(sid, 3)}", d=bytes(rows[other][0]), ds=bytes(rows[other][1]),
+              m=bytes(rows[other][2]), ms=bytes(rows[other][3]), salt=rows[other][4])
 
 
 def _forge_cache(store: EventStore, recompute_digest: bool) -> None:
@@ -135,12 +150,18 @@ CASES: dict[str, tuple[Callable[[EventStore], None], Found, bool]] = {
                 [("A", 3, "data")], False),
     "payload, digest recomputed": (
         lambda s: _exec(s, f"UPDATE events SET data = :d, data_sha256 = :h WHERE {_where('A', 3)}",
-                        d=_FORGED, h=chain.digest(_FORGED)), [("A", 3, "header")], False),
+                        d=_FORGED, h=_digest(s, "A", 3, _FORGED)), [("A", 3, "header")], False),
     "meta": (lambda s: _exec(s, f"UPDATE events SET meta = :m WHERE {_where('A', 3)}", m=b'{"source":"y"}'),
              [("A", 3, "meta")], False),
     "meta, digest recomputed": (
         lambda s: _exec(s, f"UPDATE events SET meta = :m, meta_sha256 = :h WHERE {_where('A', 3)}",
-                        m=b'{"source":"y"}', h=chain.digest(b'{"source":"y"}')), [("A", 3, "header")], False),
+                        m=b'{"source":"y"}', h=_digest(s, "A", 3, b'{"source":"y"}')), [("A", 3, "header")], False),
+    # The salt is not hashed itself; the digests it salts are: another salt (or none: the plain
+    # SHA-256 of an event stored before salts) and neither data nor meta recomputes.
+    "salt": (lambda s: _exec(s, f"UPDATE events SET salt = :salt WHERE {_where('A', 3)}", salt=bytes(16)),
+             [("A", 3, "data"), ("A", 3, "meta")], False),
+    "salt removed": (lambda s: _exec(s, f"UPDATE events SET salt = NULL WHERE {_where('A', 3)}"),
+                     [("A", 3, "data"), ("A", 3, "meta")], False),
     "type": (lambda s: _exec(s, f"UPDATE events SET type = 'document.observed' WHERE {_where('A', 3)}"),
              [("A", 3, "header")], False),
     "recorded_at": (lambda s: _exec(s, f"UPDATE events SET recorded_at = '2020-01-01T00:00:00.000000Z' "

@@ -83,7 +83,10 @@ def recorder(what: str) -> Callable[[F], F]:
 
 #: The columns an append writes, in the order of the rows ``_Transaction.add`` builds.
 EVENT_COLUMNS = ("position, stream_pk, version, event_id, type, schema_version, data, meta, "
-                 "occurred_at, recorded_at, data_sha256, meta_sha256, prev_hash, hash")
+                 "occurred_at, recorded_at, data_sha256, meta_sha256, prev_hash, hash, salt")
+#: The columns of ``events`` before revision 0010 (no ``salt``): what a store opened with
+#: ``plain_digests`` writes (a database at an older revision, its digests plain SHA-256).
+PLAIN_EVENT_COLUMNS = EVENT_COLUMNS.removesuffix(", salt")
 
 
 class Backend(abc.ABC):
@@ -95,7 +98,8 @@ class Backend(abc.ABC):
         self.synchronous = synchronous
         self._engine = engine
         p = self.p
-        self.sql_insert_event = f"INSERT INTO events ({EVENT_COLUMNS}) VALUES ({', '.join([p] * 14)})"
+        self.event_columns = EVENT_COLUMNS
+        self.sql_insert_event = f"INSERT INTO events ({EVENT_COLUMNS}) VALUES ({', '.join([p] * 15)})"
         self.sql_stream = f"SELECT stream_pk, version, head_hash FROM streams WHERE stream_id = {p}"
         self.sql_insert_stream = (
             f"INSERT INTO streams (stream_id, dialect, version, head_hash, created_at) "
@@ -148,8 +152,8 @@ class Backend(abc.ABC):
                                       f"VALUES ({p}, {p}, {p}, {p})")
         self.sql_chain = (
             "SELECT s.stream_id, s.version, s.head_hash, e.version, e.event_id, e.type, e.schema_version, e.data, "
-            "e.meta, e.occurred_at, e.recorded_at, e.data_sha256, e.meta_sha256, e.prev_hash, e.hash, e.position "
-            "FROM streams s LEFT JOIN events e ON e.stream_pk = s.stream_pk {where} ORDER BY s.stream_id, e.version"
+            "e.meta, e.occurred_at, e.recorded_at, e.data_sha256, e.meta_sha256, e.prev_hash, e.hash, e.position, "
+            "e.salt FROM streams s LEFT JOIN events e ON e.stream_pk = s.stream_pk {where} ORDER BY s.stream_id, e.version"
         )
         self.sql_cache_entries = (
             "SELECT c.stream_pk, s.stream_id, s.dialect, c.name, c.version, c.event_hash, c.state, "
@@ -196,8 +200,22 @@ class Backend(abc.ABC):
         )
         self.sql_find_ids = (
             "SELECT e.event_id, s.stream_id, e.version, e.position, e.type, e.data_sha256, e.meta_sha256, "
-            "e.occurred_at, e.schema_version FROM events e JOIN streams s ON s.stream_pk = e.stream_pk WHERE e.event_id IN ({ids})"
+            "e.occurred_at, e.schema_version, e.salt, length(e.data) FROM events e JOIN streams s ON s.stream_pk = e.stream_pk "
+            "WHERE e.event_id IN ({ids})"
         )
+
+    #: Whether appends write plain SHA-256 digests and no ``salt`` (:meth:`write_plain_digests`).
+    plain_digests = False
+
+    def write_plain_digests(self) -> None:
+        """Append as evstore did before revision 0010: no ``salt`` column (a database at an older
+        revision, opened with ``check_schema=False``), digests the plain SHA-256 of data and meta."""
+        p = self.p
+        self.plain_digests = True
+        self.event_columns = PLAIN_EVENT_COLUMNS
+        self.sql_insert_event = f"INSERT INTO events ({PLAIN_EVENT_COLUMNS}) VALUES ({', '.join([p] * 14)})"
+        self.sql_find_ids = self.sql_find_ids.replace("e.salt", "NULL")
+        self.sql_chain = self.sql_chain.replace("e.salt", "NULL")
 
     @property
     def engine(self) -> Engine:
@@ -245,8 +263,8 @@ class Backend(abc.ABC):
     def find_event_ids(self, cur: Any, event_ids: Sequence[str]) -> list[RecordedIdentity]:
         """Where each of ``event_ids`` that is already recorded was recorded, and its digests."""
         cur.execute(self.sql_find_ids.format(ids=", ".join([self.p] * len(event_ids))), list(event_ids))
-        return [RecordedIdentity(r[0], r[1], r[2], r[3], r[4], bytes(r[5]), bytes(r[6]), r[7], r[8])
-                for r in cur.fetchall()]
+        return [RecordedIdentity(r[0], r[1], r[2], r[3], r[4], bytes(r[5]), bytes(r[6]), r[7], r[8],
+                                 None if r[9] is None else bytes(r[9]), int(r[10]) == 0) for r in cur.fetchall()]
 
     def insert_source_versions(self, cur: Any, rows: list[tuple[int, int, str]]) -> None:
         """Record ``(stream_pk, version, meta.source.id)`` of the events an append writes."""
@@ -743,12 +761,13 @@ class Backend(abc.ABC):
     @recorder("erasing payloads")
     def tombstone_events(self, cur: Any, rows: Sequence[tuple[int, str, str, str, str, str | None]]) -> None:
         """Record (position, kind, reason, admin event id, time, kept) in ``erasures`` and empty those
-        events' ``data`` and ``meta`` (the one UPDATE the triggers allow)."""
+        events' ``data`` and ``meta`` and clear their ``salt`` (the one UPDATE the triggers allow):
+        without the salt, the digests that stay no longer confirm a guess of what was erased."""
         p = self.p
         cur.executemany(f"INSERT INTO erasures (position, kind, reason, admin_event_id, erased_at, kept) "
                         f"VALUES ({p}, {p}, {p}, {p}, {p}, {p}) ON CONFLICT (position) DO NOTHING", list(rows))
         empty = self.blob(b"")
-        cur.executemany(f"UPDATE events SET data = {p}, meta = {p} WHERE position = {p}",
+        cur.executemany(f"UPDATE events SET data = {p}, meta = {p}, salt = NULL WHERE position = {p}",
                         [(empty, empty, r[0]) for r in rows])
 
     @recorder("erasing blobs")

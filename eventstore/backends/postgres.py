@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from eventstore.backends.base import EVENT_COLUMNS, Backend
+from eventstore.backends.base import Backend
 from eventstore.errors import EvstoreError
 
 _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE (not imported: psycopg loads only with this backend)
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
 _COPY_TYPES = ["int8", "int8", "int4", "varchar", "varchar", "int2", "bytea", "bytea", "varchar", "varchar",
-               "bytea", "bytea", "bytea", "bytea"]
+               "bytea", "bytea", "bytea", "bytea", "bytea"]
 
 #: Arbitrary constant naming evstore's append lock (pg_advisory_xact_lock key).
 APPEND_LOCK_KEY = 0x65767374  # "evst"
@@ -87,8 +87,8 @@ class PostgresBackend(Backend):
         if len(rows) < self.COPY_FROM:
             super().insert_events(cur, rows)
             return
-        with cur.copy(f"COPY events ({EVENT_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(_COPY_TYPES)  # binary COPY: no text escaping of the bytea columns
+        with cur.copy(f"COPY events ({self.event_columns}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(_COPY_TYPES[:len(rows[0])])  # binary COPY: no text escaping of the bytea columns
             for row in rows:
                 copy.write_row(row)
 

@@ -107,12 +107,12 @@ class SQLiteBackend(Backend):
     p = "?"
     #: CPython's sqlite3 binds ``int``, ``float``, ``str`` and ``bytearray`` parameters directly
     #: but sends every ``bytes`` parameter through the adapter registry first (``need_adapt`` in
-    #: Modules/_sqlite/cursor.c), about 0.3 us each; an event row has six BLOBs.  SQLite stores
+    #: Modules/_sqlite/cursor.c), about 0.3 us each; an event row has seven BLOBs.  SQLite stores
     #: both the same way and reads come back as ``bytes``.
     blob = bytearray
     #: Rows per multi-row ``INSERT ... VALUES (...), (...)``: one statement step for the chunk
     #: instead of a reset and rebind per row (measured: ~0.3 us less per event than
-    #: ``executemany`` at 100 rows; 14 parameters a row stays far below SQLite's 32,766 limit).
+    #: ``executemany`` at 100 rows; 15 parameters a row stays far below SQLite's 32,766 limit).
     INSERT_CHUNK = 100
     driver_errors = (sqlite3.Error,)
 
@@ -120,8 +120,15 @@ class SQLiteBackend(Backend):
         super().__init__(url, synchronous=synchronous, engine=engine)
         self.sync = synchronous_mode(synchronous)
         self.file = database_file(url)
-        head, _, row = self.sql_insert_event.partition(" VALUES ")
-        self._multi_insert = {n: f"{head} VALUES {', '.join([row] * n)}" for n in range(1, self.INSERT_CHUNK + 1)}
+        self._multi_insert = self._multi(self.sql_insert_event)
+
+    def _multi(self, insert: str) -> dict[int, str]:
+        head, _, row = insert.partition(" VALUES ")
+        return {n: f"{head} VALUES {', '.join([row] * n)}" for n in range(1, self.INSERT_CHUNK + 1)}
+
+    def write_plain_digests(self) -> None:
+        super().write_plain_digests()
+        self._multi_insert = self._multi(self.sql_insert_event)
 
     #: quick_check reads every page and checks the b-trees (a damaged page of any table or index,
     #: as in tests/test_damaged_store.py) in O(N); integrity_check also matches every index

@@ -4,6 +4,10 @@ The library empties payloads in the log; this layer (the top one, which may impo
 then rebuilds every registered projection (the runs index, who-wrote-what, the analytics Parquet)
 with their own rebuild hooks, so nothing derived from an erased payload stays, and only then
 scrubs the database files (VACUUM), so the rebuilt projection tables' old pages go too.
+
+The hook spool is drained first (what it holds becomes events the erasure reaches; a claimed file
+a killed drain left behind is recorded again as a no-op and deleted), and after an erasure the
+calls spooled meanwhile that it would have erased are taken out of the spool files.
 """
 
 from __future__ import annotations
@@ -37,16 +41,54 @@ def _rebuild_projections(store: Any) -> list[str]:
     return done
 
 
-def _spool_note(store: Any) -> None:
-    """The hook spool is evstore's too: records no drain has taken yet are not in the store, so an
-    erasure cannot reach them; say so rather than claim the content is gone everywhere."""
+def _spool_waiting(store: Any) -> bool:
     from eventstore import spool
 
     folder = spool.spool_dir(store.url)
-    claimed = sorted(folder.glob("claimed-*.jsonl")) if folder.is_dir() else []
-    if spool.waiting(folder) or claimed:
-        click.echo(f"warning: the hook spool {folder} holds records no drain has recorded yet; what they hold "
-                   "is not erased — run `evstore hook drain`, then this command again.", err=True)
+    return spool.waiting(folder) or (folder.is_dir() and any(folder.glob("claimed-*.jsonl")))
+
+
+def _drain_spool(store: Any) -> None:
+    """The hook spool is evstore's too: record what it holds (calls no drain has taken yet, and the
+    claimed files a killed drain left behind, already recorded) before erasing, so the erasure
+    reaches that content in the store and no spool file keeps it."""
+    from eventstore import capture, spool
+
+    if not _spool_waiting(store):
+        return
+    folder = spool.spool_dir(store.url)
+    r = capture.drain(store, folder)
+    if r.skipped:
+        click.echo(f"warning: another drain holds the hook spool {folder}; what it records after this command "
+                   "is not erased — run this command again once it is done.", err=True)
+    else:
+        click.echo(f"drained the hook spool first: {r.hooks} call(s) recorded", err=True)
+
+
+def _scrub_spool(store: Any, streams: tuple[str, ...], event_id: str | None, match: str | None) -> None:
+    """Take out of the spool the calls spooled while the erasure ran that it would have erased
+    (they are then never recorded; a drain would have recorded the erased content again)."""
+    from eventstore import capture, spool
+
+    found = erasure.needles(match) if match is not None else []
+
+    def drop(record: spool.Record) -> bool:
+        if found and not any(n in part for part in spool.contents(record) for n in found):
+            return False
+        if streams or event_id is not None:
+            sid, eid = capture.hook_target(record)
+            if (streams and sid not in streams) or (event_id is not None and eid != event_id):
+                return False
+        return True
+
+    folder = spool.spool_dir(store.url)
+    removed, reached = spool.remove(folder, drop)
+    if removed:
+        click.echo(f"removed {removed} hook call(s) holding what was erased from the hook spool {folder} (never "
+                   "recorded)", err=True)
+    if not reached:
+        click.echo(f"warning: another drain holds the hook spool {folder}; its claimed files were not searched — "
+                   "run this command again once it is done.", err=True)
 
 
 def _finish(store: Any, results: list[erasure.EraseResult], as_json: bool, dry_run: bool) -> None:
@@ -55,7 +97,6 @@ def _finish(store: Any, results: list[erasure.EraseResult], as_json: bool, dry_r
         click.echo(f"rebuilt the projections: {', '.join(rebuilt)}", err=True)
         for line in store.backend.scrub(store._raw()):
             click.echo(line, err=True)
-        _spool_note(store)
     for r in results:
         if as_json:
             click.echo(json.dumps(r.to_dict(), ensure_ascii=False))
@@ -88,11 +129,17 @@ def erase(ctx: click.Context, streams: tuple[str, ...], event_id: str | None, ma
     for s in streams:
         if store.stream_info(s) is None:
             raise EvstoreError(f'No stream "{s}" — `evstore runs` lists the streams.')
+    if not dry_run:
+        _drain_spool(store)
     result = erasure.erase(store, reason=reason, stream_ids=list(streams) or None, event_id=event_id, match=match,
                            project_of=_project_of(store), batch=batch, scrub=False, dry_run=dry_run,
                            on_batch=lambda n: click.echo(f"erased {n} payload(s)…", err=True))
     if not result.streams and not dry_run:
         click.echo("nothing to erase: no stored payload matches (already erased?)", err=True)
+    if not dry_run:
+        _scrub_spool(store, streams, event_id, match)
+    elif _spool_waiting(store):
+        click.echo("note: the hook spool holds calls not recorded yet; the erasure records them first.", err=True)
     _finish(store, [result], as_json, dry_run)
 
 
@@ -194,6 +241,8 @@ def retention_apply(ctx: click.Context, dry_run: bool, as_of: str | None, batch:
 
     when = None if as_of is None else datetime.fromisoformat(str(iso(as_of, what="--as-of")).replace("Z", "+00:00"))
     store = open_store(ctx)
+    if not dry_run:
+        _drain_spool(store)  # a claimed file a killed drain left behind holds recorded payloads too
     results = erasure.apply_retention(store, now=when, project_of=_project_of(store), dry_run=dry_run, batch=batch,
                                       scrub=False, on_batch=lambda n: click.echo(f"purged {n} payload(s)…", err=True))
     if not results:
