@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import EVSTORE, evstore_child, migrated
+from conftest import EVSTORE, migrated
 
 from eventstore import spool
 from eventstore.backends.postgres import APPEND_LOCK_KEY
