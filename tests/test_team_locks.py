@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -106,20 +107,40 @@ def test_on_sqlite_the_lock_is_always_granted(sqlite_url: str) -> None:
         store.close()
 
 
+class Runner:
+    """A real `evstore projections run --follow` process; what it says on stderr, read as it comes."""
+
+    def __init__(self, url: str, cache: Path) -> None:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(cache)}
+        self.proc = subprocess.Popen([EVSTORE, "--url", url, "projections", "run", "--follow", "--poll", "0.1"],
+                                     env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                     start_new_session=True)
+        self.pid = self.proc.pid
+        self.said: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.said.append(line)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        self._reader.join(timeout=10)
+
+
 @contextmanager
-def runner(url: str, cache: Path) -> Iterator[subprocess.Popen[str]]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(cache)}
-    proc = subprocess.Popen([EVSTORE, "--url", url, "projections", "run", "--follow", "--poll", "0.1"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+def runner(url: str, cache: Path) -> Iterator[Runner]:
+    r = Runner(url, cache)
     try:
-        yield proc
+        yield r
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        assert proc.stderr is not None
-        proc.stderr.close()
+        r.kill()
+        assert r.proc.stderr is not None
+        r.proc.stderr.close()
 
 
 def _holder_pid(lock: ExclusiveLock) -> int | None:
@@ -149,6 +170,9 @@ def test_two_runner_processes_one_runs_and_the_other_takes_over_when_it_dies(
         wait_until(lambda: _caught_up(pg_store), "the first runner applying the log")
         with runner(url, tmp_path / "b") as b:
             # b stands by, says who runs, and does not take the lock while a lives
+            wait_until(lambda: any("standing by" in line for line in b.said), "the second runner standing by")
+            assert any(f"another projection runner is running (evstore projections run (pid {a.pid} " in line
+                       for line in b.said), b.said
             pg_store.append("S", [NewEvent(type="note", data={"n": 3})])
             wait_until(lambda: _caught_up(pg_store), "the new event applied")
             assert _holder_pid(lock) == a.pid
@@ -164,19 +188,13 @@ def test_two_runner_processes_one_runs_and_the_other_takes_over_when_it_dies(
             victim = a if holder == a.pid else b
 
             # the holder dies: the other takes over and keeps the projections current
-            os.killpg(victim.pid, signal.SIGKILL)
-            victim.wait()
+            victim.kill()
             wait_until(lambda: _holder_pid(lock) == survivor.pid, "the surviving runner taking over")
             pg_store.append("S", [NewEvent(type="note", data={"n": 4})])
             wait_until(lambda: _caught_up(pg_store), "the survivor applying new events")
-            assert survivor.poll() is None
-            survivor.send_signal(signal.SIGINT)
-            survivor.wait(timeout=30)
-            assert b.stderr is not None
-            said = b.stderr.read() if survivor is b else ""
-    if survivor is b:
-        assert f"another projection runner is running (evstore projections run (pid {a.pid} " in said
-        assert "standing by" in said
+            assert survivor.proc.poll() is None
+            survivor.kill()
+        wait_until(lambda: lock.holder() is None, "the lock free once every runner died")
 
 
 def test_a_one_shot_run_skips_while_another_runner_holds_the_lock(pg_store: EventStore) -> None:
