@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from eventstore import codec, config, spool
 from eventstore.codec import parse_json_text
@@ -46,6 +46,9 @@ from eventstore.dialects.claude.links import Linker
 from eventstore.dialects.claude.secrets import Scrubber
 from eventstore.errors import ConcurrencyError, DuplicateEventId, EvstoreError, IngestError, InvalidEvent
 from eventstore.store import EventStore, NewEvent, check_stream_id
+
+if TYPE_CHECKING:
+    from eventstore.locks import ExclusiveLock
 
 _NAMESPACE = uuid.UUID("6f1d0a52-6b1e-4c43-9d1a-3f3c2b7a9e10")
 DRAIN_TRANSCRIPT_ON = ("Stop", "SubagentStop", "SessionEnd", "PreCompact")
@@ -614,7 +617,7 @@ def claude_projects_dirs() -> list[Path]:
 
 def drain(store: EventStore, directory: Path, *, scrub: bool = True,
           stop: Callable[[], bool] | None = None, blob_threshold: int | None = None,
-          lock: int | None = None) -> DrainResult:
+          lock: int | None = None, exclusive: ExclusiveLock | None = None) -> DrainResult:
     """Record every spooled hook call; a claimed spool file is deleted only once recorded.
 
     One drain at a time per folder: when another holds it (``evstore serve``, ``watch``, a hook's
@@ -626,42 +629,80 @@ def drain(store: EventStore, directory: Path, *, scrub: bool = True,
     ``blob_threshold``: as :func:`record_hook`'s.  ``lock``: the folder's drain lock
     (:func:`spool.drain_lock`) if the caller holds it already; this closes it.
 
+    Into a PostgreSQL store a drain with something to do also takes the folder's advisory lock
+    (:func:`drain_exclusive`; ``exclusive``: one the caller keeps between drains, released here,
+    not closed), so that several servers or workers draining the folder (one mounted on several
+    machines) take turns: whoever finds it taken skips, as for the ``flock``.
+
         >>> drain(store, spool.spool_dir(url)).hooks  # doctest: +SKIP
         3
     """
     result = DrainResult()
-    scrubber = None
     first = True
     # A hook that finds the lock taken starts no drain of its own (eventstore.entry): records it
     # spooled meanwhile are this drain's to take, so it looks again before and after letting go.
-    while first or spool.waiting(directory):
-        if not first or lock is None:
-            lock = spool.drain_lock(directory)
-        if lock is None:
-            result.skipped = first
-            return result
-        first = False
-        try:
-            while True:
-                claims = spool.claim(directory)
-                if not claims:
-                    break
-                for claimed in claims:
-                    if scrubber is None and scrub:  # made only when there is something to scrub (it reads a key file)
-                        scrubber = Scrubber()
-                    for record in spool.read(claimed):
-                        if stop is not None and stop():
-                            result.stopped = True
-                            return result
-                        errors = len(result.errors)
-                        _drain_one(store, record, scrubber, result, blob_threshold)
-                        for problem in result.errors[errors:]:
-                            spool.log_drain_error(directory, problem)
-                    claimed.unlink()
-            spool.mark_drained(directory)
-        finally:
-            os.close(lock)
+    mine = exclusive is None  # a lock made here is closed here
+    try:
+        while first or spool.waiting(directory):
+            if not first or lock is None:
+                lock = spool.drain_lock(directory)
+            if lock is None:
+                result.skipped = first
+                return result
+            first = False
+            try:
+                if store.backend.has_session_locks and spool.pending(directory):
+                    if exclusive is None:
+                        exclusive = drain_exclusive(store, directory)
+                    if not exclusive.acquire():  # another machine drains this folder now
+                        result.skipped = result.hooks == 0
+                        return result
+                _drain_claims(store, directory, scrub, stop, blob_threshold, result, exclusive)
+                if result.stopped:
+                    return result
+                spool.mark_drained(directory)
+            finally:
+                os.close(lock)
+    finally:
+        if exclusive is not None:
+            if mine:
+                exclusive.close()
+            else:
+                exclusive.release()
     return result
+
+
+def drain_exclusive(store: EventStore, directory: Path) -> ExclusiveLock:
+    """The advisory lock of the spool folder ``directory``'s drain in ``store`` (PostgreSQL)."""
+    from eventstore.locks import ExclusiveLock, default_label
+
+    return ExclusiveLock(store, "hook-drain:" + spool.spool_id(directory), label=default_label("evstore hook drain"))
+
+
+def _drain_claims(store: EventStore, directory: Path, scrub: bool, stop: Callable[[], bool] | None,
+                  blob_threshold: int | None, result: DrainResult, exclusive: ExclusiveLock | None) -> None:
+    """Claim and record the spool until it is empty (the drain's ``flock`` held)."""
+    scrubber = None
+    while True:
+        claims = spool.claim(directory)
+        if not claims:
+            return
+        for claimed in claims:
+            if exclusive is not None and exclusive.held and not exclusive.still_held():
+                # Our session ended (killed, network cut): another drain may hold the lock now.
+                result.stopped = True
+                return
+            if scrubber is None and scrub:  # made only when there is something to scrub (it reads a key file)
+                scrubber = Scrubber()
+            for record in spool.read(claimed):
+                if stop is not None and stop():
+                    result.stopped = True
+                    return
+                errors = len(result.errors)
+                _drain_one(store, record, scrubber, result, blob_threshold)
+                for problem in result.errors[errors:]:
+                    spool.log_drain_error(directory, problem)
+            claimed.unlink()
 
 
 def _drain_one(store: EventStore, record: spool.Record, scrubber: Scrubber | None, result: DrainResult,
@@ -681,5 +722,6 @@ def _drain_one(store: EventStore, record: spool.Record, scrubber: Scrubber | Non
 
 
 __all__ = ["ClaudeDialect", "DrainResult", "HookResult", "WrittenFile", "claude_projects_dirs", "drain",
+           "drain_exclusive",
            "ingest_transcript", "ingest_transcripts", "parse_hook_body", "record_hook", "state_dialect_for",
            "transcript_allowed", "transcript_files", "TranscriptResult", "transcript_state", "written_by_tool"]

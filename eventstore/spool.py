@@ -19,8 +19,10 @@ recorded.
 
 One drain at a time per spool folder (:func:`drain_lock`, an ``flock`` that others skip rather
 than wait on), whoever runs it: ``hook drain``, ``ingest``, ``watch`` or ``evstore serve`` (one
-per worker process).  What goes wrong while draining is appended to ``drain-errors.log`` in the
-folder (:func:`log_drain_error`), which ``evstore doctor`` shows.
+per worker process); into a PostgreSQL store also one across the machines that mount the
+folder (:func:`spool_id` names an advisory lock, :mod:`eventstore.locks`).  What goes wrong
+while draining is appended to ``drain-errors.log`` in the folder (:func:`log_drain_error`),
+which ``evstore doctor`` shows.
 """
 
 from __future__ import annotations
@@ -348,6 +350,50 @@ def _inherited_lock(path: str) -> int | None:
     except OSError:
         return None
     return fd
+
+
+#: Beside the spool: a random name for the folder, the same for every machine that mounts it.
+SPOOL_ID = "spool-id"
+
+
+def spool_id(directory: str | os.PathLike[str]) -> str:
+    """The folder's identity (made on first use): what names its drain's lock in a PostgreSQL store
+    (:mod:`eventstore.locks`), so that the drains of one folder, wherever it is mounted, run one
+    at a time, and those of different folders (one per machine) do not wait for each other."""
+    path = os.path.join(directory, SPOOL_ID)
+    try:
+        with open(path, encoding="ascii") as fh:
+            value = fh.read().strip()
+        if value:
+            return value
+    except FileNotFoundError:
+        pass
+    import secrets
+
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="ascii") as fh:
+        fh.write(secrets.token_hex(16) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    try:
+        os.link(tmp, path)  # the first to link wins; the others read its id
+    except FileExistsError:
+        pass
+    finally:
+        os.unlink(tmp)
+    with open(path, encoding="ascii") as fh:
+        return fh.read().strip()
+
+
+def pending(directory: str | os.PathLike[str]) -> bool:
+    """Whether the folder holds anything to drain: spooled records, or claims a drain left."""
+    if waiting(directory):
+        return True
+    try:
+        return any(name.startswith("claimed-") for name in os.listdir(directory))
+    except OSError:
+        return False
 
 
 def waiting(directory: str | os.PathLike[str]) -> bool:

@@ -63,6 +63,9 @@ PROJECTION_MODULES: list[str] = ["projections.runs", "projections.writers", "pro
 
 REGISTRY: dict[str, Projection] = {}
 
+#: The name of the advisory lock :meth:`ProjectionRunner.run` holds (one runner per PostgreSQL store).
+RUNNER_LOCK = "projection-runner"
+
 
 def register(projection: Projection) -> Projection:
     """Add ``projection`` to the registry the CLI and :meth:`ProjectionRunner.run` use."""
@@ -402,19 +405,43 @@ class ProjectionRunner:
         return self.catch_up(projection, progress=progress)
 
     def run(self, projections: Iterable[Projection] | None = None, *, follow: bool = False,
-            poll_interval: float = 0.5, stop: Any = None) -> dict[str, int]:
-        """Catch every projection up; with ``follow``, keep polling until ``stop`` is set."""
+            poll_interval: float = 0.5, stop: Any = None,
+            on_standby: Callable[[str | None], None] | None = None) -> dict[str, int]:
+        """Catch every projection up; with ``follow``, keep polling until ``stop`` is set.
+
+        One runner at a time on a PostgreSQL store, whatever the processes and machines: the
+        runner holds the advisory lock :data:`RUNNER_LOCK` (:class:`eventstore.locks.ExclusiveLock`)
+        while it runs.  One that finds it taken calls ``on_standby(holder)`` (who holds it, as
+        PostgreSQL sees that session); without ``follow`` it then returns with nothing applied,
+        with ``follow`` it stands by, trying again every ``poll_interval``, and takes over as soon
+        as the holder stops, dies or loses its connection.  A holder whose session was ended
+        notices it at its next poll and stands by in turn.  (Each batch is safe without the lock
+        too, its checkpoint row locked: the lock keeps the work in one place.)  On SQLite the
+        store's write lock orders runners, as before."""
+        from eventstore.locks import ExclusiveLock, default_label
+
         projs = list(projections) if projections is not None else registered()
         applied = {p.name: 0 for p in projs}
-        while True:
-            for p in projs:
-                applied[p.name] += self.catch_up(p)
-            if not follow or (stop is not None and stop.is_set()):
-                return applied
-            if stop is not None:
-                stop.wait(poll_interval)
-            else:
-                time.sleep(poll_interval)
+        lock = ExclusiveLock(self.store, RUNNER_LOCK, label=default_label("evstore projections run"))
+        announced = False
+        try:
+            while True:
+                if (lock.held and lock.still_held()) or lock.acquire():
+                    announced = False
+                    for p in projs:
+                        applied[p.name] += self.catch_up(p)
+                elif not announced:
+                    announced = True
+                    if on_standby is not None:
+                        on_standby(lock.holder())
+                if not follow or (stop is not None and stop.is_set()):
+                    return applied
+                if stop is not None:
+                    stop.wait(poll_interval)
+                else:
+                    time.sleep(poll_interval)
+        finally:
+            lock.close()
 
     # -- reporting --------------------------------------------------------------
 

@@ -48,6 +48,7 @@ class Scope:
     dialect: str | None = None
     since: str | None = None  # ISO time: runs with activity at or after it
     stream_id: str | None = None
+    writer: str | None = None  # runs with an event sent by TOKEN (any machine) or TOKEN/MACHINE (meta.sent_by)
 
     def where(self) -> tuple[str, list[str]]:
         """The condition on ``runs`` selecting this scope, and its bound parameters (the values come
@@ -60,11 +61,14 @@ class Scope:
         if self.since is not None:
             conds.append("last_event_at >= ?::TIMESTAMPTZ")
             params.append(_iso(self.since))
+        if self.writer is not None:  # a token name has no "/": TOKEN matches its every machine
+            conds.append("stream_id IN (SELECT stream_id FROM events WHERE writer = ? OR writer_token = ?)")
+            params.extend([self.writer, self.writer])
         return " AND ".join(conds), params
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in (("project", self.project), ("dialect", self.dialect), ("since", self.since),
-                                  ("stream", self.stream_id)) if v is not None}
+                                  ("stream", self.stream_id), ("writer", self.writer)) if v is not None}
 
 
 def _iso(value: str) -> str:
@@ -150,7 +154,7 @@ def cross_run_report(con: duckdb.DuckDBPyConnection, scope: Scope | None = None)
 def check_scope(con: duckdb.DuckDBPyConnection, scope: Scope) -> None:
     """Raise if no run is in ``scope``, naming the filter that matches nothing and the values that
     exist: a typo must not read as a portfolio of 0 runs (``evstore metrics``)."""
-    if scope.project is None and scope.dialect is None and scope.since is None:
+    if scope.project is None and scope.dialect is None and scope.since is None and scope.writer is None:
         return
     _select(con, scope)
     if _rows(con, "SELECT count(*) AS runs FROM sel")[0]["runs"]:
@@ -164,8 +168,18 @@ def check_scope(con: duckdb.DuckDBPyConnection, scope: Scope) -> None:
             listed = ", ".join(have[:20]) + (f", … ({len(have)} in all)" if len(have) > 20 else "")
             raise EvstoreError(f'No run has {option} "{value}"; '
                                + (f"the {column}s are: {listed}." if have else f"no run records a {column}."))
+    if scope.writer is not None:
+        have = [r[0] for r in con.execute("SELECT DISTINCT writer FROM events WHERE writer IS NOT NULL UNION "
+                                          "SELECT DISTINCT writer_token FROM events WHERE writer_token IS NOT NULL "
+                                          "ORDER BY 1").fetchall()]
+        if scope.writer not in have:
+            listed = ", ".join(have[:20]) + (f", … ({len(have)} in all)" if len(have) > 20 else "")
+            raise EvstoreError(f'No event was sent by --writer "{scope.writer}"; '
+                               + (f"the writers (TOKEN or TOKEN/MACHINE) are: {listed}." if have else
+                                  "no event came over the HTTP API (`evstore serve`).")
+                               )
     given = " ".join(f"{o} {v}" for o, v in (("--project", scope.project), ("--dialect", scope.dialect),
-                                             ("--since", scope.since)) if v is not None)
+                                             ("--since", scope.since), ("--writer", scope.writer)) if v is not None)
     latest = con.execute("SELECT max(last_event_at) FROM runs").fetchone()
     if scope.since is not None and latest and latest[0] is not None:
         raise EvstoreError(f"No run matches {given}; the latest activity is at {latest[0].isoformat()}.")

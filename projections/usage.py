@@ -1,5 +1,5 @@
-"""Token usage and cost of agent sessions, grouped by session, task, model, subagent, day or project
-(``evstore usage``), over the analytics view ``usage`` (:mod:`projections.analytics.facts`).
+"""Token usage and cost of agent sessions, grouped by session, task, model, subagent, day, project or
+writer (``evstore usage``), over the analytics view ``usage`` (:mod:`projections.analytics.facts`).
 
 What is counted (docs/metrics.md, "Usage and cost"):
 
@@ -11,6 +11,9 @@ What is counted (docs/metrics.md, "Usage and cost"):
 * a task (an orchestrator run of any snapshot dialect) costs what the sessions that wrote
   its state versions cost (``projections.writers``: hook, content or path+time links); a session
   that wrote two tasks counts in both, so the ``task`` rows may add up to more than the total;
+* the writer of a message (``--by writer``, ``token``, ``machine``): the token and machine that
+  sent it to a team server (``meta.sent_by`` of the event that recorded it first), none for a
+  message recorded where the store is;
 * cost from a dated price table (:mod:`projections.prices`): the price in force at the message's
   time; a model without a price has ``cost_usd`` None and is counted in ``unpriced_messages``.
 
@@ -46,7 +49,13 @@ _DIMENSIONS: dict[str, tuple[str, str, str]] = {
     "subagent": ("u.subagent", "min(u.session_id)", ""),
     "day": ("strftime(timezone('UTC', u.occurred_at), '%Y-%m-%d')", "NULL", ""),
     "project": ("coalesce(t.project, u.cwd)", "NULL", _PROJECT_JOIN),
+    # Who sent the messages' transcripts to a team server (meta.sent_by): TOKEN/MACHINE, the token, the machine.
+    "writer": ("u.writer", "NULL", ""),
+    "token": ("u.writer_token", "NULL", ""),
+    "machine": ("u.writer_machine", "NULL", ""),
 }
+#: The dimensions that say who sent the messages (their key None: recorded where the store is, not over HTTP).
+WRITER_BY = ("writer", "token", "machine")
 BY = tuple(_DIMENSIONS)
 
 _SUMS = """count(DISTINCT u.session_id) AS sessions, count(DISTINCT u.subagent) AS subagents,
@@ -120,6 +129,9 @@ def usage_report(con: duckdb.DuckDBPyConnection, *, by: str = "session", since: 
         notes.append(f"{total['unpriced_messages']} message(s) of model(s) without a price "
                      f"({', '.join(str(m) for m in total['unpriced_models'])}): their tokens are counted, their "
                      "cost is not; add a [[price]] row (--prices FILE).")
+    if by in WRITER_BY and any(r["key"] is None for r in rows):
+        notes.append(f"{by} (none): messages recorded on the store's own machine, not sent over the HTTP API "
+                     "(`evstore remote`); a message's writer is the one that sent it first.")
     if by == "task":
         notes.append("a session that wrote several tasks counts in each: the rows may add up to more than the total.")
     return UsageReport(by=by, rows=rows, total=total, prices=table, since=since, notes=notes)
@@ -170,4 +182,4 @@ def stream_usage(con: duckdb.DuckDBPyConnection, stream_id: str) -> dict[str, An
                                 GROUP BY u.subagent ORDER BY first_at, key""", [[stream_id]])
     return {"total": total, "models": models, "sessions": sessions, "subagents": subagents}
 
-__all__ = ["BY", "COLUMNS", "UsageReport", "cost_text", "stream_costs", "stream_usage", "usage_report"]
+__all__ = ["BY", "COLUMNS", "WRITER_BY", "UsageReport", "cost_text", "stream_costs", "stream_usage", "usage_report"]

@@ -325,7 +325,7 @@ def test_metrics_command_formats(cli_store: str, tmp_path: Path) -> None:
     names = [s["name"] for s in data["sections"]]
     # each dialect's sections (heaviest demo weight first), then the shared ones
     assert names[:3] == ["reviewer_acceptance", "review_deltas", "iterations_until_approval"]
-    assert names[-3:] == ["gates", "phase_durations", "usage"]
+    assert names[-4:] == ["gates", "phase_durations", "usage", "writers"]
     assert data["scope"]["runs"] == sum(COUNTS.values())
     r = runner.invoke(register(), ["--url", cli_store, "metrics", "--dialect", "mapipe", "--format", "csv"])
     assert r.exit_code == 0 and r.stdout.startswith("section,row,")

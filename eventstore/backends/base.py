@@ -815,6 +815,27 @@ class Backend(abc.ABC):
         transaction); what was done, one line each."""
         return []
 
+    #: Whether the database has locks that several processes (on several machines) share and that
+    #: die with the session holding them (:mod:`eventstore.locks`); without them, callers keep
+    #: their own file lock (one machine: a SQLite file is on one).
+    has_session_locks = False
+
+    def try_session_lock(self, raw: Any, key: int, label: str) -> bool:
+        """Take the session-wide lock ``key`` on ``raw`` without waiting (False: another session
+        holds it); ``label`` says who holds it to those who find it taken."""
+        raise NotImplementedError(f"{self.name} has no session locks")
+
+    def holds_session_lock(self, raw: Any, key: int) -> bool:
+        """Whether ``raw``'s session holds the lock ``key`` (raises if the session is gone)."""
+        raise NotImplementedError(f"{self.name} has no session locks")
+
+    def release_session_lock(self, raw: Any, key: int) -> None:
+        raise NotImplementedError(f"{self.name} has no session locks")
+
+    def session_lock_holder(self, raw: Any, key: int) -> str | None:
+        """Who holds the lock ``key`` (the label it gave, its session), or None if nobody does."""
+        raise NotImplementedError(f"{self.name} has no session locks")
+
     #: Whether the database has roles to grant rights to (``evstore db roles``).
     has_roles = False
 

@@ -37,7 +37,8 @@ from projections.prices import PRICE_KEY_SQL
 if TYPE_CHECKING:
     import pyarrow as pa
 
-FLATTEN_VERSION = 4  # 2: claude_events; 3: facts declared by the dialects; 4: state_versions, patched_keys
+FLATTEN_VERSION = 5  # 2: claude_events; 3: facts declared by the dialects; 4: state_versions, patched_keys;
+# 5: the events' writers (meta.sent_by), api_usage's position
 
 _decode = codec.decode
 
@@ -58,8 +59,11 @@ _T = "TIMESTAMPTZ"
 #: (``run_attrs``: project, task_id, title, status, for the ``runs`` view), phases and gate verdicts
 #: (``phase_events``, ``gate_events``: a dialect writes its rows with its name in ``dialect``).
 CORE: tuple[Table, ...] = (
+    # writer_*: who sent the event over the HTTP API (meta.sent_by: the token's name, the machine the client
+    # named); ``writer`` is "TOKEN/MACHINE" (or "TOKEN"), NULL for an event written where the store is.
     Table("events", (("version", "BIGINT"), ("type", "VARCHAR"), ("dialect", "VARCHAR"), ("occurred_at", _T),
-                     ("recorded_at", _T))),
+                     ("recorded_at", _T), ("writer", "VARCHAR"), ("writer_token", "VARCHAR"),
+                     ("writer_machine", "VARCHAR"))),
     Table("run_attrs", (("attr", "VARCHAR"), ("value", "VARCHAR"))),
     Table("phase_events", (("dialect", "VARCHAR"), ("phase", "VARCHAR"), ("kind", "VARCHAR"), ("status", "VARCHAR"),
                            ("model", "VARCHAR"), ("retry_count", "BIGINT"), ("sub_step", "VARCHAR"),
@@ -86,17 +90,19 @@ SHARED_VIEWS: dict[str, tuple[tuple[str, str], ...]] = {
                   ("dialect", "VARCHAR"), ("message_id", "VARCHAR"), ("request_id", "VARCHAR"), ("model", "VARCHAR"),
                   ("occurred_at", _T), ("cwd", "VARCHAR"), ("lines", "BIGINT"), ("input_tokens", "BIGINT"),
                   ("output_tokens", "BIGINT"), ("cache_read_tokens", "BIGINT"), ("cache_creation_tokens", "BIGINT"),
-                  ("first_output_tokens", "BIGINT")),
+                  ("first_output_tokens", "BIGINT"), ("position", "BIGINT")),
 }
 
 #: Views over the shared tables (DuckDB SQL); the dialects' views follow them.
 CORE_VIEWS: dict[str, str] = {
     # api_usage priced: the newest row of model_prices (a link table: projections.prices) for the
     # message's model effective at its time (ASOF join); cost_usd NULL, never 0, when there is none.
+    # A message's writer is that of the event recording it first (api_usage.position).
     "usage": f"""
-        WITH m AS (SELECT *, {PRICE_KEY_SQL.format(col="model")} AS price_model,
-                          coalesce(occurred_at, TIMESTAMPTZ '9999-12-31 00:00:00+00') AS priced_at
-                   FROM api_usage)
+        WITH m AS (SELECT a.*, e.writer, e.writer_token, e.writer_machine,
+                          {PRICE_KEY_SQL.format(col="a.model")} AS price_model,
+                          coalesce(a.occurred_at, TIMESTAMPTZ '9999-12-31 00:00:00+00') AS priced_at
+                   FROM api_usage a LEFT JOIN events e ON e.position = a.position)
         SELECT m.* EXCLUDE (priced_at), p.effective AS price_effective, p.model IS NOT NULL AS priced,
                CASE WHEN p.model IS NOT NULL THEN
                    (coalesce(m.input_tokens, 0) * p.input + coalesce(m.output_tokens, 0) * p.output
@@ -174,6 +180,32 @@ USAGE_SECTION = MetricSection("usage", "Model usage and cost (per model)", _USAG
 RUN_USAGE_SECTION = MetricSection("usage", "Model usage and cost of the sessions that wrote this run",
                                   _USAGE_COLUMNS, _usage_sql(_USAGE_RUN), _usage_summary(_USAGE_RUN), _USAGE_NOTE)
 
+# Who sent the events in scope to a team server, with the API messages (and their cost) they sent first.
+WRITERS_SECTION = MetricSection(
+    "writers", "Writers: who sent the events (token and machine, over the HTTP API)",
+    ("writer", "token", "machine", "events", "streams", "api_messages", "cost_usd", "unpriced_messages",
+     "first_at", "last_at"),
+    f"""WITH e AS (SELECT * FROM events WHERE {_IN}),
+        u AS (SELECT writer, count(*) AS api_messages, sum(cost_usd) AS cost_usd,
+                     count_if(NOT priced) AS unpriced_messages
+              FROM usage WHERE {_USAGE_ALL} GROUP BY writer),
+        w AS (SELECT writer, any_value(writer_token) AS token, any_value(writer_machine) AS machine,
+                     count(*) AS events, count(DISTINCT stream_id) AS streams, min(recorded_at) AS first_at,
+                     max(recorded_at) AS last_at
+              FROM e GROUP BY writer)
+        SELECT coalesce(w.writer, '(local)') AS writer, w.token, w.machine, w.events, w.streams,
+               coalesce(u.api_messages, 0) AS api_messages, u.cost_usd, coalesce(u.unpriced_messages, 0)
+                   AS unpriced_messages, w.first_at, w.last_at
+        FROM w LEFT JOIN u ON u.writer IS NOT DISTINCT FROM w.writer
+        WHERE EXISTS (SELECT 1 FROM e WHERE writer IS NOT NULL)
+        ORDER BY w.events DESC, w.writer NULLS LAST""",
+    None,
+    "writer = TOKEN/MACHINE: the token a team server took the events with and the machine the client named "
+    "(meta.sent_by, committed by the hash chain); (local) = written where the store is, not over the HTTP API; "
+    "api_messages and cost_usd: the API messages whose transcript line that writer sent first. Shown when some "
+    "event in scope came over HTTP; `evstore metrics --writer W` keeps the runs W wrote to.",
+    chart=Chart("bars", "Events per writer", "{writer}", ("events",)))
+
 #: Metric sections over the shared views (after the dialects' own in ``evstore metrics``).
 CORE_SECTIONS: tuple[MetricSection, ...] = (
     MetricSection(
@@ -250,6 +282,7 @@ CORE_SECTIONS: tuple[MetricSection, ...] = (
         chart=Chart("groups", "Phase duration percentiles (minutes)", "{dialect} {phase}", ("p50_s", "p90_s"),
                     series=("p50", "p90"), scale=60)),
     USAGE_SECTION,
+    WRITERS_SECTION,
 )
 
 #: The sections of ``evstore metrics STREAM`` every run has: the dialect's run sections go between
@@ -401,6 +434,14 @@ def _top_keys(ops: Any) -> list[str]:
     return list(keys)
 
 
+def writer_key(token: str | None, machine: str | None) -> str | None:
+    """An event's writer as ``evstore usage --by writer`` and ``metrics --writer`` name it: ``TOKEN/MACHINE``
+    (a token name has no "/"), ``TOKEN`` when the client named no machine; None: not sent over HTTP."""
+    if token is None and machine is None:
+        return None
+    return (token or "?") + (f"/{machine}" if machine is not None else "")
+
+
 class Flattener:
     """Turns recorded events into fact rows (stateless: see the module docstring)."""
 
@@ -422,8 +463,10 @@ class Flattener:
         occurred = ts(e.occurred_at)
         if e.recorded_at != self._recorded[0]:
             self._recorded = (e.recorded_at, ts(e.recorded_at))
+        sender = d(meta.get("sent_by")) if meta else {}
+        token, machine = s(sender.get("token")), s(sender.get("machine"))
         self.rows["events"].append((e.position, e.stream_id, e.version, e.type, dialect, occurred,
-                                    self._recorded[1]))
+                                    self._recorded[1], writer_key(token, machine), token, machine))
         if meta and "source" in meta:  # the event closing a captured version
             found = meta.get("findings")
             lens = isinstance(found, list) and any(d(f).get("code") == "lens-failed" for f in found)

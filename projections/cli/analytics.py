@@ -65,6 +65,8 @@ def query_cmd(ctx: click.Context, sql: str, as_json: bool, as_csv: bool, no_refr
 @click.option("--project", default=None, help="Only runs of this project.")
 @click.option("--dialect", default=None, help="Only runs of this dialect.")
 @click.option("--since", default=None, metavar="ISO", help="Only runs active since this date/time (UTC if no zone).")
+@click.option("--writer", default=None, metavar="TOKEN[/MACHINE]",
+              help="Only runs with events this token (from this machine) sent to a team server.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "html"]), default="table",
               show_default=True, help="Output format (html: one self-contained file with charts).")
 @click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
@@ -73,7 +75,7 @@ def query_cmd(ctx: click.Context, sql: str, as_json: bool, as_csv: bool, no_refr
 @_analytics_dir
 @click.pass_context
 def metrics_cmd(ctx: click.Context, task: str | None, project: str | None, dialect: str | None, since: str | None,
-                fmt: str, out: str | None, no_refresh: bool, analytics_dir: str | None) -> None:
+                writer: str | None, fmt: str, out: str | None, no_refresh: bool, analytics_dir: str | None) -> None:
     """Cross-run metrics (reviewer acceptance, review deltas, gates, breaker trips, phases, ...),
     or with TASK the same for one run (its timeline, iterations and deltas)."""
     from projections.analytics import io_error, replacing
@@ -93,7 +95,7 @@ def metrics_cmd(ctx: click.Context, task: str | None, project: str | None, diale
     # Computed once per log position and kept (projections.metrics.report): on an unchanged store this
     # reads no event and opens no DuckDB connection.
     text = render(report(store, analytics_dir, stream_id=stream_id,
-                         scope=Scope(project=project, dialect=dialect, since=since),
+                         scope=Scope(project=project, dialect=dialect, since=since, writer=writer),
                          fresh=not no_refresh, refreshed=refreshed), fmt)
     if out:
         try:
@@ -136,8 +138,10 @@ def export_cmd(ctx: click.Context, parquet_dir: str | None, jsonl_file: str | No
 
 
 @cli.command("usage")
-@click.option("--by", "by", type=click.Choice(["session", "task", "model", "subagent", "day", "project"]),
-              default="session", show_default=True, help="One row per this.")
+@click.option("--by", "by", type=click.Choice(["session", "task", "model", "subagent", "day", "project", "writer",
+                                               "token", "machine"]),
+              default="session", show_default=True,
+              help="One row per this (writer: the token/machine that sent the transcript to a team server).")
 @click.option("--since", default=None, metavar="ISO", help="Only API messages at or after this date/time (UTC if no zone).")
 @click.option("--prices", "prices_file", type=click.Path(dir_okay=False), default=None, envvar="EVSTORE_PRICES",
               help="A TOML price table overriding the package's for the models it names (docs/metrics.md).")
@@ -147,7 +151,8 @@ def export_cmd(ctx: click.Context, parquet_dir: str | None, jsonl_file: str | No
 @click.pass_context
 def usage_cmd(ctx: click.Context, by: str, since: str | None, prices_file: str | None, as_json: bool,
               no_refresh: bool, analytics_dir: str | None) -> None:
-    """Tokens and cost of the agent sessions in the store, by session, task, model, subagent, day or project."""
+    """Tokens and cost of the agent sessions in the store, by session, task, model, subagent, day, project or
+    writer (token and machine that sent them to a team server)."""
     from projections.prices import load_prices
     from projections.report import table_text
     from projections.usage import cost_text, usage_report

@@ -316,15 +316,25 @@ def projections_run(ctx: click.Context, follow: bool, poll: float) -> None:
 
     store = open_store(ctx)
     stop = threading.Event()
+    standby: list[str | None] = []
+
+    def on_standby(holder: str | None) -> None:
+        standby.append(holder)
+        then = ("standing by: this one takes over when that one stops" if follow
+                else "it keeps the projections current; nothing applied here")
+        click.echo(f"another projection runner is running ({holder or 'it just stopped'}); {then}", err=True)
+
     with ProjectionRunner(store) as runner:
         projs = registered()
         if follow:
             click.echo(f"following {len(projs)} projections; Ctrl-C to stop", err=True)
         try:
-            applied = runner.run(projs, follow=follow, poll_interval=poll, stop=stop)
+            applied = runner.run(projs, follow=follow, poll_interval=poll, stop=stop, on_standby=on_standby)
         except KeyboardInterrupt:
             stop.set()
             return
+    if standby and not follow:
+        return
     for name, n in applied.items():
         click.echo(f"{name}: applied {n} events")
 

@@ -11,8 +11,10 @@ live view (server-sent events) within about ``interval`` seconds.
 
 One drainer at a time: :func:`eventstore.capture.drain` takes the spool's ``flock`` without
 waiting, so several uvicorn workers, a second server, ``evstore watch`` or a hook's background
-``hook drain`` skip a round instead of racing; a drain killed half-way is finished by the next
-one without doubling anything.  A drain that fails never stops the server: the error goes to the
+``hook drain`` skip a round instead of racing; into a PostgreSQL store the drainer also holds the
+folder's advisory lock while it drains (:func:`eventstore.capture.drain_exclusive`, on a
+connection it keeps between rounds), so servers on several machines that mount one spool folder
+take turns too.  A drain killed half-way is finished by the next one without doubling anything.  A drain that fails never stops the server: the error goes to the
 server's log and to ``drain-errors.log`` beside the spool (``evstore doctor``), once until it
 changes, and the next round tries again.
 """
@@ -26,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from eventstore import capture, spool
+from eventstore.locks import ExclusiveLock
 from eventstore.store import EventStore
 
 log = logging.getLogger("evstore.serve")
@@ -39,6 +42,7 @@ class SpoolDrainer:
         self.rounds = 0  # drains run (skipped ones included)
         self.recorded = 0  # hook calls recorded
         self.last_error: str | None = None
+        self._exclusive: ExclusiveLock | None = None  # PostgreSQL: the folder's advisory lock, made on first use
         self._stop = threading.Event()
         self._wake = asyncio.Event()
         # Its own thread: a long drain (a big transcript on Stop) must not hold a request thread.
@@ -47,7 +51,9 @@ class SpoolDrainer:
     def drain_once(self) -> capture.DrainResult | None:
         """One drain (on the calling thread); None when it failed (logged, never raised)."""
         try:
-            result = capture.drain(self.store, self.directory, stop=self._stop.is_set)
+            if self._exclusive is None and self.store.backend.has_session_locks and spool.pending(self.directory):
+                self._exclusive = capture.drain_exclusive(self.store, self.directory)
+            result = capture.drain(self.store, self.directory, stop=self._stop.is_set, exclusive=self._exclusive)
         except Exception as exc:  # noqa: BLE001 - a drain never takes the server down; the next round retries
             self._failed(exc)
             return None
@@ -90,6 +96,9 @@ class SpoolDrainer:
     def shutdown(self) -> None:
         """Wait for the drain thread to finish (after :meth:`close`)."""
         self._pool.shutdown(wait=True)
+        if self._exclusive is not None:
+            self._exclusive.close()
+            self._exclusive = None
 
 
 __all__ = ["SpoolDrainer"]

@@ -78,7 +78,7 @@ API_USAGE = """
                arg_max(input_tokens, position) AS input_tokens, arg_max(output_tokens, position) AS output_tokens,
                arg_max(cache_read_tokens, position) AS cache_read_tokens,
                arg_max(cache_creation_tokens, position) AS cache_creation_tokens,
-               arg_min(output_tokens, position) AS first_output_tokens
+               arg_min(output_tokens, position) AS first_output_tokens, min(position) AS position
         FROM claude_events
         WHERE message_id IS NOT NULL AND kind IN ('assistant_message', 'tool_use')
         GROUP BY message_id, request_key),
@@ -88,7 +88,8 @@ API_USAGE = """
            CASE WHEN m.stream_id LIKE '%/%' THEN m.stream_id
                 WHEN m.sidechain IS NOT NULL THEN m.stream_id || '#' || m.sidechain END AS subagent,
            'claude' AS dialect, m.message_id, m.request_id, m.model, m.occurred_at, c.cwd, m.lines,
-           m.input_tokens, m.output_tokens, m.cache_read_tokens, m.cache_creation_tokens, m.first_output_tokens
+           m.input_tokens, m.output_tokens, m.cache_read_tokens, m.cache_creation_tokens, m.first_output_tokens,
+           m.position
     FROM m LEFT JOIN cwd c ON c.session_id = split_part(m.stream_id, '/', 1)"""
 
 VIEWS = {
@@ -232,6 +233,7 @@ CLAUDE_RUNS = MetricSection(
     "`evstore log RUN`); sums include their subagent transcripts; wall_s: the main transcripts, "
     "subagent_wall_s: the subagents'; view: run_claude.")
 
-# version 2: claude_events' sidechain and subagent-link columns, the subagents view; 3: cwd, api_usage
-ANALYTICS = Analytics(version=3, tables=TABLES, rows=_ROWS, views=VIEWS, view_parts={"api_usage": API_USAGE},
+# version 2: claude_events' sidechain and subagent-link columns, the subagents view; 3: cwd, api_usage;
+# 4: api_usage's position (its first line: whose writer the message's is)
+ANALYTICS = Analytics(version=4, tables=TABLES, rows=_ROWS, views=VIEWS, view_parts={"api_usage": API_USAGE},
                       sections=(*SECTIONS, CLAUDE_RUNS), every_run_sections=(CLAUDE_RUNS,))
