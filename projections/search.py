@@ -78,9 +78,9 @@ _META_DIALECT = b'{"dialect":"'
 def _dialect_of(e: RecordedEvent, names: frozenset[str]) -> str | None:
     if e.meta.startswith(_META_DIALECT):  # as evstore writes it: the dialect its first key, no parse
         end = e.meta.find(b'"', len(_META_DIALECT))
-        d = e.meta[len(_META_DIALECT):end].decode("utf-8", "replace") if end > 0 else ""
-        if d in names:
-            return d
+        first = e.meta[len(_META_DIALECT):end].decode("utf-8", "replace") if end > 0 else ""
+        if first in names:
+            return first
     if e.meta != b"{}":
         meta = _meta.decode(e.meta)
         d = meta.get("dialect") if isinstance(meta, dict) else None
@@ -227,11 +227,10 @@ class _Sqlite:
         names = frozenset(available())
         blob = _blob_reader(cur, backend)
         bodies = []
-        for h in hits:
-            found = backend.read_all(cur, h[0] - 1, 1)
-            if found and found[0].position == h[0] and not found[0].erased:
+        for e in backend.read_positions(cur, [h[0] for h in hits]):
+            if not e.erased:
                 try:
-                    bodies.append((h[0], _words(found[0], names, blob)[2]))
+                    bodies.append((e.position, _words(e, names, blob)[2]))
                 except EvstoreError:
                     pass
         if not bodies:
