@@ -2,7 +2,8 @@
 this module), which a user file overrides or extends (``evstore usage --prices FILE``, or
 ``$EVSTORE_PRICES``).
 
-Each row gives a model's input, output, cache-write and cache-read price and the date it took effect;
+Each row gives a model's input, output, cache-write (5-minute), cache-read and, from the date the
+1-hour cache took effect, 1-hour cache-write (``cache_write_1h``) price and the date it took effect;
 a message is priced at the newest row of its model effective on or before the message's time
 (:data:`USAGE_SQL` in :mod:`projections.usage` does that as a DuckDB ASOF join).  Model names are
 compared after :func:`price_key`: ``claude-sonnet-4-5-20250929`` and ``claude-sonnet-4-5`` share a
@@ -52,6 +53,8 @@ class Price(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     output: float
     cache_write: float
     cache_read: float
+    #: the 1-hour cache write; None: the row has none (a message with 1-hour writes it prices has no price)
+    cache_write_1h: float | None = None
 
 
 class _Header(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -88,8 +91,9 @@ class PriceTable:
         return {"table": self.name, "as_of": self.as_of.isoformat() if self.as_of else None,
                 "source": self.source, "override": self.override, "models": len({r.model for r in self.rows})}
 
-    def sql_rows(self) -> list[tuple[str, date, float, float, float, float]]:
-        return [(price_key(r.model), r.effective, r.input, r.output, r.cache_write, r.cache_read) for r in self.rows]
+    def sql_rows(self) -> list[tuple[str, date, float, float, float, float, float | None]]:
+        return [(price_key(r.model), r.effective, r.input, r.output, r.cache_write, r.cache_read, r.cache_write_1h)
+                for r in self.rows]
 
 
 def _read(text: str, where: str) -> _File:
@@ -102,7 +106,7 @@ def _read(text: str, where: str) -> _File:
         return msgspec.convert(raw, _File, strict=False)
     except msgspec.ValidationError as exc:
         raise EvstoreError(f"Price table {where}: {exc} — each [[price]] needs model, effective (a date), "
-                           "input, output, cache_write and cache_read (dollars per million tokens).") from exc
+                           "input, output, cache_write and cache_read (dollars per million tokens; cache_write_1h optional).") from exc
 
 
 def package_prices() -> PriceTable:

@@ -7,8 +7,8 @@ says (:meth:`~eventstore.dialects.base.Dialect.search_text`: a transcript line's
 text, tool input or output with its blobs put back; a hook call's input; a snapshot's or a patch's
 values, so a state document is searched version by version through the changes that made it).
 
-The databases' own full-text engines index it: SQLite FTS5 (an external-content table over
-``proj_search``, the ``unicode61`` tokenizer with diacritics folded) and PostgreSQL ``tsvector``
+The databases' own full-text engines index it: SQLite FTS5 (a contentless table, the ``unicode61``
+tokenizer with diacritics folded; snippets made from the hits' events) and PostgreSQL ``tsvector``
 (a GIN index on ``to_tsvector('simple', ...)`` of the text cut into letters and digits: no
 stemming, and words as FTS5 sees them).  The projection catches up
 like the others, writes rows and checkpoint in one transaction, and ``evstore projections rebuild
@@ -65,12 +65,22 @@ def _metadata() -> MetaData:
           Column("dialect", String(100)),
           Column("kind", String(40), nullable=False),
           Column("occurred_at", String(40)),  # ISO 8601 UTC (the source's time, else when recorded)
-          Column("body", Text, nullable=False),
+          # the words (PostgreSQL: what its GIN index and ts_headline read); NULL on SQLite, whose FTS5
+          # index is contentless and whose snippets are made from the events of the hits (_Sqlite)
+          Column("body", Text),
           Index("ix_proj_search_stream", "stream_id", "position"))
     return md
 
 
+_META_DIALECT = b'{"dialect":"'
+
+
 def _dialect_of(e: RecordedEvent, names: frozenset[str]) -> str | None:
+    if e.meta.startswith(_META_DIALECT):  # as evstore writes it: the dialect its first key, no parse
+        end = e.meta.find(b'"', len(_META_DIALECT))
+        first = e.meta[len(_META_DIALECT):end].decode("utf-8", "replace") if end > 0 else ""
+        if first in names:
+            return first
     if e.meta != b"{}":
         meta = _meta.decode(e.meta)
         d = meta.get("dialect") if isinstance(meta, dict) else None
@@ -84,7 +94,7 @@ class SearchIndex(Projection):
     """The ``search`` projection (see the module docstring)."""
 
     name = "search"
-    version = 1
+    version = 2  # 2: contentless FTS5 on SQLite (the words no longer stored in proj_search.body)
     event_types = None
     caught_up_by = "evstore search and serve's search (each catches up first), evstore projections run"
 
@@ -97,27 +107,54 @@ class SearchIndex(Projection):
 
     def apply(self, cur: Any, backend: Backend, events: Sequence[RecordedEvent]) -> None:
         names = frozenset(available())
-
-        def blob(sha: str) -> bytes:
-            found = backend.read_blob(cur, bytes.fromhex(sha))
-            if found is None:
-                raise EvstoreError(f"Blob {sha} is missing; run `evstore verify`.")
-            return found.data
-
+        blob = _blob_reader(cur, backend)
         rows = []
         for e in events:
             if e.erased:  # purged or erased: nothing of it may be found again
                 continue
-            dialect = _dialect_of(e, names)
-            if dialect is not None:
-                kind, body = get_dialect(dialect).search_text(e.type, e.data, blob=blob)
-            else:
-                kind, body = "event", json_words(e.data)
+            dialect, kind, body = _words(e, names, blob)
             found = _LINENO.search(e.data, 0, 200) if dialect is not None and get_dialect(dialect).line_based else None
             rows.append((e.position, e.stream_id, e.version, int(found.group(1)) if found else None, e.type, dialect,
-                         kind, _utc(e.occurred_at or e.recorded_at), body[:MAX_BODY].replace("\x00", "")))
+                         kind, _utc(e.occurred_at or e.recorded_at), body))
         if rows:
             _ENGINES[backend.name].insert(cur, rows)
+
+
+#: Bytes of blobs a batch keeps once read (a transcript line often holds one output twice: in its
+#: message and its ``toolUseResult``; a file read again and again is one blob).
+_BLOB_CACHE = 32 << 20
+
+
+def _blob_reader(cur: Any, backend: Backend) -> Callable[[str], bytes]:
+    """``blob(sha)``: a blob's bytes through ``cur``, each read once while they fit :data:`_BLOB_CACHE`."""
+    cache: dict[str, bytes] = {}
+    size = 0
+
+    def blob(sha: str) -> bytes:
+        nonlocal size
+        data = cache.get(sha)
+        if data is not None:
+            return data
+        found = backend.read_blob(cur, bytes.fromhex(sha))
+        if found is None:
+            raise EvstoreError(f"Blob {sha} is missing; run `evstore verify`.")
+        if size + len(found.data) <= _BLOB_CACHE:
+            cache[sha] = found.data
+            size += len(found.data)
+        return found.data
+
+    return blob
+
+
+def _words(e: RecordedEvent, names: frozenset[str], blob: Callable[[str], bytes]) -> tuple[str | None, str, str]:
+    """(dialect, kind, words) of an event: what the index holds of it (the snippets of the SQLite
+    index are made from the same words, derived again)."""
+    dialect = _dialect_of(e, names)
+    if dialect is not None:
+        kind, body = get_dialect(dialect).search_text(e.type, e.data, blob=blob)
+    else:
+        kind, body = "event", json_words(e.data)
+    return dialect, kind, body[:MAX_BODY].replace("\x00", "")
 
 
 # The transcript line an event records (a line-based dialect's events start with "lineno"; a
@@ -163,18 +200,51 @@ def terms(query: str) -> list[tuple[str, bool]]:
     return [t for t in out if re.search(r"\w", t[0])]  # punctuation alone is no word to look for
 
 
+_FTS5_TOKENIZE = "tokenize='unicode61 remove_diacritics 2'"
+
+
 class _Sqlite:
-    """SQLite FTS5, external content: the words are stored once, in ``proj_search.body``."""
+    """SQLite FTS5, contentless: the index holds the words' tokens, no copy of the words.  A hit's
+    snippet is made from its event's words derived again (:func:`_words`, ``limit`` events at most)
+    by FTS5's own ``snippet()`` over an in-memory index of just those (:meth:`snippets`), so it reads
+    as an index holding the words would give it.  Storing the words beside the index (external
+    content) wrote every event's text a second time: most of what building the index cost."""
 
     def ddl(self) -> tuple[list[str], list[str]]:
         return (["DROP TABLE IF EXISTS proj_search_fts"],
-                ["CREATE VIRTUAL TABLE proj_search_fts USING fts5(body, content='proj_search', "
-                 "content_rowid='position', tokenize='unicode61 remove_diacritics 2')"])
+                [f"CREATE VIRTUAL TABLE proj_search_fts USING fts5(body, content='', {_FTS5_TOKENIZE})"])
 
     def insert(self, cur: Any, rows: list[tuple[Any, ...]]) -> None:
         cur.executemany("INSERT INTO proj_search (position, stream_id, version, lineno, type, dialect, kind, "
-                        "occurred_at, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                        "occurred_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [r[:8] for r in rows])
         cur.executemany("INSERT INTO proj_search_fts (rowid, body) VALUES (?, ?)", [(r[0], r[8]) for r in rows])
+
+    def snippets(self, cur: Any, backend: Backend, hits: list[list[Any]], match: str) -> None:
+        """Fill each hit's snippet (its last item) from its event's words; a hit whose words cannot be
+        derived again (a blob gone) keeps an empty snippet."""
+        import sqlite3
+
+        names = frozenset(available())
+        blob = _blob_reader(cur, backend)
+        bodies = []
+        for e in backend.read_positions(cur, [h[0] for h in hits]):
+            if not e.erased:
+                try:
+                    bodies.append((e.position, _words(e, names, blob)[2]))
+                except EvstoreError:
+                    pass
+        if not bodies:
+            return
+        mem = sqlite3.connect(":memory:")
+        try:
+            mem.execute(f"CREATE VIRTUAL TABLE t USING fts5(body, {_FTS5_TOKENIZE})")
+            mem.executemany("INSERT INTO t (rowid, body) VALUES (?, ?)", bodies)
+            got = dict(mem.execute("SELECT rowid, snippet(t, 0, char(2), char(3), '…', 24) FROM t WHERE t MATCH ?",
+                                   (match,)).fetchall())
+        finally:
+            mem.close()
+        for h in hits:
+            h[-1] = got.get(h[0], "")
 
     def match(self, query: str) -> tuple[str, list[Any]]:
         # every term a quoted FTS5 string (a user's query never becomes FTS5 syntax it did not mean)
@@ -192,7 +262,7 @@ class _Sqlite:
                   "proj_search_fts JOIN proj_search s ON s.position = proj_search_fts.rowid")
         order = "s.position" if by_stream else "proj_search_fts.rowid"
         return ("SELECT s.position, s.stream_id, s.version, s.lineno, s.type, s.dialect, s.kind, s.occurred_at, "
-                f"snippet(proj_search_fts, 0, char(2), char(3), '…', 24) FROM {source} "
+                f"'' FROM {source} "
                 f"WHERE proj_search_fts MATCH {match}{cond} ORDER BY {order} DESC LIMIT ?")
 
 
@@ -208,8 +278,14 @@ class _Postgres:
         return ([], [f"CREATE INDEX ix_proj_search_fts ON proj_search USING gin (({_PG_VECTOR.replace('s.body', 'body')}))"])
 
     def insert(self, cur: Any, rows: list[tuple[Any, ...]]) -> None:
-        cur.executemany("INSERT INTO proj_search (position, stream_id, version, lineno, type, dialect, kind, "
-                        "occurred_at, body) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)", rows)
+        # COPY: one stream of rows, not a statement per row (psycopg 3's cursor; executemany otherwise)
+        columns = "position, stream_id, version, lineno, type, dialect, kind, occurred_at, body"
+        if hasattr(cur, "copy"):
+            with cur.copy(f"COPY proj_search ({columns}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+            return
+        cur.executemany(f"INSERT INTO proj_search ({columns}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)", rows)
 
     def match(self, query: str) -> tuple[str, list[Any]]:
         # Words as FTS5's unicode61 sees them: letters and digits, everything else a separator (the
@@ -332,7 +408,10 @@ def search(store: EventStore, query: str, *, dialect: str | None = None, stream:
                 if type_name(exc) in ("OperationalError", "SyntaxError", "DataError"):
                     raise EvstoreError(f'Cannot search for "{query}": {exc} — use words, "phrases" and prefix*.') from exc
                 raise
-            return [Hit(*r) for r in cur.fetchall()]
+            rows = [list(r) for r in cur.fetchall()]
+            if hasattr(engine, "snippets"):
+                engine.snippets(cur, store.backend, rows, params[0])
+            return [Hit(*r) for r in rows]
 
         hits: list[Hit] = runner.read(read)
     return hits

@@ -15,7 +15,11 @@ What is counted (docs/metrics.md, "Usage and cost"):
   sent it to a team server (``meta.sent_by`` of the event that recorded it first), none for a
   message recorded where the store is;
 * cost from a dated price table (:mod:`projections.prices`): the price in force at the message's
-  time; a model without a price has ``cost_usd`` None and is counted in ``unpriced_messages``.
+  time; a model without a price has ``cost_usd`` None and is counted in ``unpriced_messages``;
+* cache writes at two prices: ``cache_creation_5m_tokens`` (5-minute, ``cache_write``) and
+  ``cache_creation_1h_tokens`` (1-hour, ``cache_write_1h``), as the transcript's
+  ``usage.cache_creation`` splits them; a message without the split has all its
+  ``cache_creation_tokens`` (the total) as 5-minute writes.
 
     >>> with reading(store) as con:
     ...     report = usage_report(con, by="model")
@@ -62,13 +66,15 @@ _SUMS = """count(DISTINCT u.session_id) AS sessions, count(DISTINCT u.subagent) 
            count(*) AS api_messages, coalesce(sum(u.input_tokens), 0) AS input_tokens,
            coalesce(sum(u.output_tokens), 0) AS output_tokens,
            coalesce(sum(u.cache_creation_tokens), 0) AS cache_creation_tokens,
+           coalesce(sum(u.cache_creation_5m_tokens), 0) AS cache_creation_5m_tokens,
+           coalesce(sum(u.cache_creation_1h_tokens), 0) AS cache_creation_1h_tokens,
            coalesce(sum(u.cache_read_tokens), 0) AS cache_read_tokens,
            sum(u.cost_usd) AS cost_usd, count_if(NOT u.priced) AS unpriced_messages,
            coalesce(list(DISTINCT u.model ORDER BY u.model) FILTER (WHERE NOT u.priced), []) AS unpriced_models,
            min(u.occurred_at) AS first_at, max(u.occurred_at) AS last_at"""
 
 COLUMNS = ("key", "label", "sessions", "subagents", "api_messages", "input_tokens", "output_tokens",
-           "cache_creation_tokens", "cache_read_tokens", "cost_usd", "unpriced_messages", "unpriced_models",
+           "cache_creation_tokens", "cache_creation_5m_tokens", "cache_creation_1h_tokens", "cache_read_tokens", "cost_usd", "unpriced_messages", "unpriced_models",
            "first_at", "last_at")
 
 
@@ -127,8 +133,9 @@ def usage_report(con: duckdb.DuckDBPyConnection, *, by: str = "session", since: 
     notes = []
     if total["unpriced_messages"]:
         notes.append(f"{total['unpriced_messages']} message(s) of model(s) without a price "
-                     f"({', '.join(str(m) for m in total['unpriced_models'])}): their tokens are counted, their "
-                     "cost is not; add a [[price]] row (--prices FILE).")
+                     f"({', '.join(str(m) for m in total['unpriced_models'])}; or with 1-hour cache writes and no "
+                     "cache_write_1h price): their tokens are counted, their cost is not; add a [[price]] row "
+                     "(--prices FILE).")
     if by in WRITER_BY and any(r["key"] is None for r in rows):
         notes.append(f"{by} (none): messages recorded on the store's own machine, not sent over the HTTP API "
                      "(`evstore remote`); a message's writer is the one that sent it first.")

@@ -6,7 +6,8 @@
   request ids): counted once;
 * every subagent layout: an inline 1.0.x sidechain, a 2.0.x sibling ``agent-<id>.jsonl`` naming its
   session in ``sessionId``, a 2.1.x ``<session>/subagents/agent-<id>.jsonl``;
-* a model no price table names, and Claude Code's own ``<synthetic>`` message (no tokens).
+* a model no price table names, and Claude Code's own ``<synthetic>`` message (no tokens);
+* one message whose cache writes are split into 5-minute and 1-hour ones (``usage.cache_creation``).
 
 ``write(root)`` lays them out as ``~/.claude/projects`` does and returns the files.
 """
@@ -39,18 +40,20 @@ def _base(session: str, **extra: Any) -> dict[str, Any]:
 
 def _streamed(base: dict[str, Any], msg: str, req: str, model: str, at: int, blocks: list[dict[str, Any]],
               inp: int, outs: list[int], cache_read: int = 0, cache_write: int = 0, parent: str | None = None,
-              day: int = 5) -> list[bytes]:
-    """One API message as Claude Code streams it: a line per block, output tokens so far on each."""
+              day: int = 5, split: tuple[int, int] | None = None) -> list[bytes]:
+    """One API message as Claude Code streams it: a line per block, output tokens so far on each;
+    ``split``: its cache writes as (5-minute, 1-hour) in ``usage.cache_creation``, as 1.0.8x on writes it."""
     lines = []
     for i, (block, out) in enumerate(zip(blocks, outs, strict=True)):
         uuid = f"{msg}-{i}"
+        usage: dict[str, Any] = {"input_tokens": inp, "output_tokens": out, "cache_read_input_tokens": cache_read,
+                                 "cache_creation_input_tokens": cache_write}
+        if split is not None:
+            usage["cache_creation"] = {"ephemeral_5m_input_tokens": split[0], "ephemeral_1h_input_tokens": split[1]}
         lines.append(_line({**base, "type": "assistant", "uuid": uuid, "parentUuid": parent,
                             "timestamp": _t(at, i, day), "requestId": req,
                             "message": {"id": msg, "model": model, "role": "assistant", "type": "message",
-                                        "content": [block],
-                                        "usage": {"input_tokens": inp, "output_tokens": out,
-                                                  "cache_read_input_tokens": cache_read,
-                                                  "cache_creation_input_tokens": cache_write}}}))
+                                        "content": [block], "usage": usage}}))
         parent = uuid
     return lines
 
@@ -80,8 +83,9 @@ def session1() -> list[bytes]:
                    [_tool("t2", "Task", description="review", prompt="Review checkout.py", subagent_type="reviewer")],
                    2600, [77], cache_read=10400, cache_write=300),
         _user(b, "u3", 5, [{"type": "tool_result", "tool_use_id": "t2", "content": "agentId: " + A_SIB}]),
+        # cache writes split by lifetime: 100 for 5 minutes, 150 for an hour (of the 250 in all)
         *_streamed(b, "msg_a3", "req_a3", "claude-sonnet-4-5-20250929", 6, [_THINK, _TEXT], 2900, [2, 230],
-                   cache_read=10700, cache_write=250),
+                   cache_read=10700, cache_write=250, split=(100, 150)),
         # Claude Code's own message after an interruption: no API call.
         _line({**b, "type": "assistant", "uuid": "syn", "parentUuid": None, "timestamp": _t(7),
                "message": {"id": "msg_syn", "model": "<synthetic>", "role": "assistant", "type": "message",

@@ -82,6 +82,7 @@ def _claude(e: RecordedEvent) -> Row | None:
     if not e.type.startswith("claude."):
         return None
     p, usage = e.payload, e.payload.get("usage") if isinstance(e.payload.get("usage"), dict) else {}
+    split = usage.get("cache_creation") if isinstance(usage.get("cache_creation"), dict) else {}
     when = p.get("timestamp")
     return (e.type.removeprefix("claude."), _s(p.get("model")), _s(p.get("message_id")), _s(p.get("request_id")),
             _s(p.get("tool_name")), _s(p.get("tool_use_id")), _b(p.get("is_error")), _i(usage.get("input_tokens")),
@@ -89,7 +90,8 @@ def _claude(e: RecordedEvent) -> Row | None:
             _i(usage.get("cache_creation_input_tokens")),
             _s(p.get("agent")) if e.type == "claude.subagent_linked" else _s(p.get("agent_id")),
             datetime.fromisoformat(when) if isinstance(when, str) and when else _time(e),
-            _s(p.get("sidechain")), _s(p.get("stream")), _s(p.get("by")))
+            _s(p.get("sidechain")), _s(p.get("stream")), _s(p.get("by")),
+            _i(split.get("ephemeral_5m_input_tokens")), _i(split.get("ephemeral_1h_input_tokens")))
 
 
 class _ByType:
@@ -115,7 +117,8 @@ CASES: dict[str, tuple[Callable[[RecordedEvent], Row | None], list[str]]] = {
     # a Claude Code session's lines (tests/claude_fixtures.py: messages, tool calls, usage, a subagent)
     "claude_events": (_claude, ["kind", "model", "message_id", "request_id", "tool_name", "tool_use_id", "is_error",
                                 "input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens",
-                                "agent_id", "occurred_at", "sidechain", "subagent_stream", "linked_by"]),
+                                "agent_id", "occurred_at", "sidechain", "subagent_stream", "linked_by",
+                                "cache_write_5m_tokens", "cache_write_1h_tokens"]),
 }
 
 

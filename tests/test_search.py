@@ -112,6 +112,36 @@ def test_incremental_equals_rebuilt(run: Any, filled: str, tmp_path: Path) -> No
     assert any(p["name"] == SEARCH.name and p["lag"] == 0 for p in json.loads(status.stdout))
 
 
+def test_sqlite_keeps_no_second_copy_of_the_words_and_snippets_still_mark_them(run: Any, filled: str) -> None:
+    """SQLite's index is contentless (``proj_search.body`` empty): a hit's snippet is made from its
+    event's words derived again, its blobs put back, and marks the words as FTS5's snippet() does;
+    PostgreSQL keeps the words (its GIN index and ts_headline read them)."""
+    with EventStore(filled) as store:
+        search(store, "checkout")  # built
+
+        def count(cur: Any) -> tuple[int, int]:
+            cur.execute("SELECT count(*), count(body) FROM proj_search")
+            n, kept = cur.fetchone()
+            return int(n), int(kept)
+
+        from projections.engine import ProjectionRunner
+
+        with ProjectionRunner(store) as runner:
+            rows, kept = runner.read(count)
+        assert rows > 0
+        assert kept == (0 if store.backend.name == "sqlite" else rows)
+    blob = _hits(run, "zanzibarquux")  # a word of a tool output held in a blob, far into it
+    plain, marks = blob[0]["snippet"], blob[0]["highlights"]
+    assert [plain[a:b] for a, b in marks] == ["zanzibarquux"]
+    assert "lorem" in plain and "ipsum" in plain and len(plain) < 400  # the words around it, not the whole output
+    phrase = _hits(run, '"discount field"')
+    # (FTS5 marks a phrase whole, ts_headline word by word)
+    assert " ".join(phrase[0]["snippet"][a:b] for a, b in phrase[0]["highlights"]).lower() == "discount field"
+    # a tool output repeated in the line's toolUseResult is indexed once: its words as the message has them
+    sub = _hits(run, "3 files")
+    assert sub and all(h["kind"] == "tool_result" for h in sub)
+
+
 def test_serve_search_box_and_hit_links(run: Any, filled: str, tmp_path: Path) -> None:
     from starlette.testclient import TestClient
 

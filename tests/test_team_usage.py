@@ -22,7 +22,7 @@ from eventstore.store import EventStore
 from projections.serve import ServeConfig, create_app
 from tests import claude_link_fixtures as L
 from tests import claude_usage_fixtures as F
-from tests.test_usage import TOKENS, _close, _grouped, count_by_hand
+from tests.test_usage import BASE_TOKENS, TOKENS, _close, _grouped, count_by_hand
 
 #: Who sends each session (its subagents with it): TOKEN, MACHINE.
 SENDERS = {F.S1: ("alice", "alice-mbp"), F.S2: ("alice", "alice-linux"), F.S3: ("bob", "bob-pc")}
@@ -109,7 +109,7 @@ def test_usage_by_writer_counts_what_was_recorded_where_the_store_is_apart(
     assert rows.keys() == {None, *(_writer_of(m, "writer") for m in messages.values())}
     # The link fixture's subagent message (msg_s1, req_s1) has the ids of one bob sent first: counted once, his.
     repeated = {"input_tokens": 400, "output_tokens": 15, "cache_creation_tokens": 100, "cache_read_tokens": 0}
-    assert {t: rows[None][t] for t in TOKENS} == {t: L.RUN_TOTALS[t] - repeated[t] for t in TOKENS}
+    assert {t: rows[None][t] for t in BASE_TOKENS} == {t: L.RUN_TOTALS[t] - repeated[t] for t in BASE_TOKENS}
     assert ("msg_s1", "req_s1") in messages and _writer_of(messages[("msg_s1", "req_s1")], "writer") == "bob/bob-pc"
     code, text, err = cli(url, "usage", "--by", "writer")
     assert code == 0 and "(none)" in text

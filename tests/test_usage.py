@@ -18,11 +18,15 @@ from projections.prices import PRICE_KEY_SQL, load_prices, price_key
 from tests import claude_link_fixtures as L
 from tests import claude_usage_fixtures as F
 
-TOKENS = ("input_tokens", "output_tokens", "cache_creation_tokens", "cache_read_tokens")
-# Dollars per million tokens (input, output, cache write, cache read), from Anthropic's price list.
-RATES = {"claude-sonnet-4-5-20250929": (3, 15, 3.75, 0.3), "claude-haiku-4-5-20251001": (1, 5, 1.25, 0.1),
-         "claude-opus-4-1-20250805": (15, 75, 18.75, 1.5), "claude-sonnet-4-20250514": (3, 15, 3.75, 0.3),
-         "<synthetic>": (0, 0, 0, 0)}
+TOKENS = ("input_tokens", "output_tokens", "cache_creation_tokens", "cache_creation_5m_tokens",
+          "cache_creation_1h_tokens", "cache_read_tokens")
+BASE_TOKENS = ("input_tokens", "output_tokens", "cache_creation_tokens", "cache_read_tokens")
+PRICED = ("input_tokens", "output_tokens", "cache_creation_5m_tokens", "cache_creation_1h_tokens", "cache_read_tokens")
+# Dollars per million tokens (input, output, 5-minute cache write, 1-hour cache write, cache read), from
+# Anthropic's price list.
+RATES = {"claude-sonnet-4-5-20250929": (3, 15, 3.75, 6, 0.3), "claude-haiku-4-5-20251001": (1, 5, 1.25, 2, 0.1),
+         "claude-opus-4-1-20250805": (15, 75, 18.75, 30, 1.5), "claude-sonnet-4-20250514": (3, 15, 3.75, 6, 0.3),
+         "<synthetic>": (0, 0, 0, 0, 0)}
 
 
 @pytest.fixture(autouse=True)
@@ -59,17 +63,20 @@ def count_by_hand(root: Path) -> dict[str, Any]:
                 continue  # recorded by an earlier file
             seen_here.add(key)
             usage = rec["message"]["usage"]
+            split = usage.get("cache_creation")  # 5-minute and 1-hour writes; without it all are 5-minute
+            write = usage.get("cache_creation_input_tokens", 0)
             first = messages.get(key, {}).get("first_output", usage["output_tokens"])
             messages[key] = {"session": session, "model": rec["message"]["model"], "first_output": first,
                              "subagent": agent or (f"{session}#{side}" if side else None),
                              "input_tokens": usage.get("input_tokens", 0),
                              "output_tokens": usage.get("output_tokens", 0),
-                             "cache_creation_tokens": usage.get("cache_creation_input_tokens", 0),
+                             "cache_creation_tokens": write,
+                             "cache_creation_5m_tokens": split["ephemeral_5m_input_tokens"] if split else write,
+                             "cache_creation_1h_tokens": split["ephemeral_1h_input_tokens"] if split else 0,
                              "cache_read_tokens": usage.get("cache_read_input_tokens", 0)}
     for m in messages.values():
         r = RATES.get(m["model"])
-        m["cost"] = None if r is None else sum(m[t] * rate for t, rate in zip(
-            ("input_tokens", "output_tokens", "cache_creation_tokens", "cache_read_tokens"), r, strict=True)) / 1e6
+        m["cost"] = None if r is None else sum(m[t] * rate for t, rate in zip(PRICED, r, strict=True)) / 1e6
     return messages
 
 
@@ -153,15 +160,17 @@ def test_a_user_price_file_overrides_and_dates_apply(run: Any, ingested: dict[An
     prices = tmp_path / "prices.toml"
     # sonnet 4.5 at one price up to 2025-11-06, another from then on: S1 (Nov 5) and S2's subagent (Nov 6)
     prices.write_text("""[table]\nname = "ours"\nas_of = "2025-12-01"\n
-[[price]]\nmodel = "claude-sonnet-4-5"\neffective = "2025-01-01"\ninput = 1\noutput = 1\ncache_write = 1\ncache_read = 1\n
-[[price]]\nmodel = "claude-sonnet-4-5"\neffective = "2025-11-06"\ninput = 2\noutput = 2\ncache_write = 2\ncache_read = 2\n
+[[price]]\nmodel = "claude-sonnet-4-5"\neffective = "2025-01-01"\ninput = 1\noutput = 1\ncache_write = 1\ncache_read = 1
+cache_write_1h = 1\n
+[[price]]\nmodel = "claude-sonnet-4-5"\neffective = "2025-11-06"\ninput = 2\noutput = 2\ncache_write = 2\ncache_read = 2
+cache_write_1h = 2\n
 [[price]]\nmodel = "claude-experimental-9"\neffective = "2025-11-07"\ninput = 9\noutput = 9\ncache_write = 9\ncache_read = 9\n""")
     report = _usage(run, "--by", "session", "--prices", str(prices))
     assert report["prices"] == {"table": "evstore+ours", "as_of": "2025-12-01", "source": f"package+{prices}",
                                 "override": str(prices), "models": 13}
 
     def tokens(ms: list[dict[str, Any]]) -> int:
-        return sum(m[t] for m in ms for t in TOKENS)
+        return sum(m[t] for m in ms for t in PRICED)
 
     sonnet = [m for m in ingested.values() if m["model"] == "claude-sonnet-4-5-20250929"]
     s1 = [m for m in sonnet if m["session"] == F.S1]
@@ -169,14 +178,61 @@ def test_a_user_price_file_overrides_and_dates_apply(run: Any, ingested: dict[An
     haiku = [m for m in ingested.values() if m["session"] == F.S1 and m["model"].startswith("claude-haiku")]
     rows = {r["key"]: r for r in report["rows"]}
     assert rows[F.S1]["cost_usd"] == pytest.approx((tokens(s1) * 1 + sum(
-        m["input_tokens"] * 1 + m["output_tokens"] * 5 + m["cache_creation_tokens"] * 1.25 + m["cache_read_tokens"] * 0.1
+        m["input_tokens"] * 1 + m["output_tokens"] * 5 + m["cache_creation_5m_tokens"] * 1.25
+        + m["cache_creation_1h_tokens"] * 2 + m["cache_read_tokens"] * 0.1
         for m in haiku)) / 1e6)
     # S2: its sonnet messages at the later price; the experimental model's message (Nov 6) predates its price
     opus = [m for m in ingested.values() if m["session"] == F.S2 and m["model"].startswith("claude-opus")]
     assert rows[F.S2]["cost_usd"] == pytest.approx((tokens(s2) * 2 + sum(
-        m["input_tokens"] * 15 + m["output_tokens"] * 75 + m["cache_creation_tokens"] * 18.75 + m["cache_read_tokens"] * 1.5
+        m["input_tokens"] * 15 + m["output_tokens"] * 75 + m["cache_creation_5m_tokens"] * 18.75
+        + m["cache_creation_1h_tokens"] * 30 + m["cache_read_tokens"] * 1.5
         for m in opus)) / 1e6)
     assert rows[F.S2]["unpriced_messages"] == 1
+
+
+def test_five_minute_and_one_hour_cache_writes_are_priced_apart(run: Any, ingested: dict[Any, dict[str, Any]],
+                                                                 tmp_path: Path) -> None:
+    """msg_a3 (Sonnet 4.5) splits its 250 cache-write tokens into 100 5-minute and 150 1-hour ones
+    (``usage.cache_creation``); msg_a1 gives only the total (1,200): all 5-minute."""
+    q = run("query", "SELECT message_id, cache_creation_tokens AS total, cache_creation_5m_tokens AS m5, "
+                     "cache_creation_1h_tokens AS h1, cost_usd FROM usage WHERE message_id IN ('msg_a1', 'msg_a3') "
+                     "ORDER BY message_id", "--json")
+    assert q.exit_code == 0, q.output
+    a1, a3 = json.loads(q.stdout)
+    assert (a1["total"], a1["m5"], a1["h1"]) == (1200, 1200, 0)
+    assert (a3["total"], a3["m5"], a3["h1"]) == (250, 100, 150)
+    # $ per million: input 3, output 15, 5-minute write 3.75, 1-hour write 6, cache read 0.30
+    assert a3["cost_usd"] == pytest.approx((2900 * 3 + 230 * 15 + 100 * 3.75 + 150 * 6 + 10700 * 0.3) / 1e6)
+    assert a3["cost_usd"] == pytest.approx(0.016635)
+    assert a1["cost_usd"] == pytest.approx((2400 * 3 + 118 * 15 + 1200 * 3.75 + 9000 * 0.3) / 1e6)
+    # --json shows both kinds, per row and in the total (S1: 1,200 + 300 + 100 five-minute and its
+    # subagent's 900, 150 one-hour)
+    report = _usage(run, "--by", "session")
+    s1 = next(r for r in report["rows"] if r["key"] == F.S1)
+    assert (s1["cache_creation_tokens"], s1["cache_creation_5m_tokens"], s1["cache_creation_1h_tokens"]) == \
+        (2650, 2500, 150)
+    assert report["total"]["cache_creation_1h_tokens"] == 150
+    assert report["total"]["cache_creation_5m_tokens"] + 150 == report["total"]["cache_creation_tokens"]
+    # a price row without a 1-hour price cannot price a message with 1-hour writes: "no price", not 0
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[[price]]\nmodel = "claude-sonnet-4-5"\neffective = "2025-01-01"\ninput = 3\noutput = 15\n'
+                      'cache_write = 3.75\ncache_read = 0.3\n')
+    r = run("usage", "--json", "--by", "session", "--prices", str(prices))
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    s1 = next(x for x in out["rows"] if x["key"] == F.S1)
+    assert s1["unpriced_messages"] == 1 and "claude-sonnet-4-5-20250929" in out["total"]["unpriced_models"]
+    assert any("cache_write_1h" in n for n in out["notes"])
+
+
+def test_the_package_table_dates_the_one_hour_price() -> None:
+    table = load_prices()
+    new = table.price("claude-sonnet-4-5", "2025-10-01")
+    assert new is not None and new.cache_write_1h == 2 * new.input and new.cache_write == 1.25 * new.input
+    before = table.price("claude-3-5-sonnet", "2025-01-01")  # before the 1-hour cache existed
+    after = table.price("claude-3-5-sonnet", "2025-05-01")
+    assert before is not None and before.cache_write_1h is None
+    assert after is not None and after.cache_write_1h == 6.0 and after.effective.isoformat() == "2025-04-11"
 
 
 @pytest.mark.parametrize("content, says", [
@@ -224,14 +280,14 @@ def test_a_task_costs_the_sessions_that_wrote_it(run: Any, tmp_path: Path) -> No
     rows = {r["key"]: r for r in report["rows"]}
     task = next(k for k in rows if k is not None)
     assert rows[task]["label"].startswith(L.TASK)
-    for t in TOKENS:
+    for t in BASE_TOKENS:
         assert rows[task][t] == L.RUN_TOTALS[t], t
     assert rows[task]["subagents"] == 1
     # the same figures in `evstore metrics TASK` (its usage section) and on the cross-run report
     m = run("metrics", task, "--format", "json")
     assert m.exit_code == 0, m.output
     usage = next(s for s in json.loads(m.stdout)["sections"] if s["name"] == "usage")
-    for t in TOKENS:
+    for t in BASE_TOKENS:
         assert usage["summary"][t] == L.RUN_TOTALS[t], t
     assert usage["summary"]["cost_usd"] == pytest.approx(rows[task]["cost_usd"], abs=1e-4)  # rounded in reports
     html = tmp_path / "report.html"

@@ -135,6 +135,7 @@ class Backend(abc.ABC):
         self.sql_read_stream = (sel + f"WHERE e.stream_pk = {p} AND e.version > {p} AND e.version <= {p} "
                                 "ORDER BY e.version")
         self.sql_read_all = sel + f"WHERE e.position > {p} ORDER BY e.position LIMIT {p}"
+        self.sql_read_select = sel
         self.sql_read_all_types = sel + f"WHERE e.position > {p} AND e.type IN ({{types}}) ORDER BY e.position LIMIT {p}"
         self.sql_list_streams = "SELECT stream_id, dialect, version FROM streams ORDER BY stream_id"
         self.sql_store_id = "SELECT store_id FROM store_identity"
@@ -356,6 +357,15 @@ class Backend(abc.ABC):
                  types: Sequence[str] | None = None) -> list[RecordedEvent]:
         """Up to ``limit`` events after ``after_position`` (of ``types`` only, if given), by position."""
         cur.execute(*self.read_all_query(after_position, limit, types))
+        return [RecordedEvent(*r) for r in cur.fetchall()]
+
+    @recorder("reading events by position")
+    def read_positions(self, cur: Any, positions: Sequence[int]) -> list[RecordedEvent]:
+        """The events at ``positions`` (those that exist), by position: one query."""
+        if not positions:
+            return []
+        cur.execute(self.sql_read_select + f"WHERE e.position IN ({', '.join([self.p] * len(positions))}) "
+                    "ORDER BY e.position", tuple(positions))
         return [RecordedEvent(*r) for r in cur.fetchall()]
 
     @recorder("counting events")

@@ -90,25 +90,40 @@ SHARED_VIEWS: dict[str, tuple[tuple[str, str], ...]] = {
                   ("dialect", "VARCHAR"), ("message_id", "VARCHAR"), ("request_id", "VARCHAR"), ("model", "VARCHAR"),
                   ("occurred_at", _T), ("cwd", "VARCHAR"), ("lines", "BIGINT"), ("input_tokens", "BIGINT"),
                   ("output_tokens", "BIGINT"), ("cache_read_tokens", "BIGINT"), ("cache_creation_tokens", "BIGINT"),
-                  ("first_output_tokens", "BIGINT"), ("position", "BIGINT")),
+                  ("first_output_tokens", "BIGINT"), ("position", "BIGINT"),
+                  # the cache writes by lifetime (NULL from a dialect that does not split them: all 5-minute)
+                  ("cache_creation_5m_tokens", "BIGINT"), ("cache_creation_1h_tokens", "BIGINT")),
 }
 
 #: Views over the shared tables (DuckDB SQL); the dialects' views follow them.
 CORE_VIEWS: dict[str, str] = {
     # api_usage priced: the newest row of model_prices (a link table: projections.prices) for the
     # message's model effective at its time (ASOF join); cost_usd NULL, never 0, when there is none.
-    # A message's writer is that of the event recording it first (api_usage.position).
+    # Cache writes at two prices: 5-minute ones at cache_write, 1-hour ones at cache_write_1h (a message
+    # with 1-hour writes priced by a row without that price has no price, never a guess).  A message's
+    # writer is that of the event recording it first (api_usage.position).
     "usage": f"""
-        WITH m AS (SELECT a.*, e.writer, e.writer_token, e.writer_machine,
-                          {PRICE_KEY_SQL.format(col="a.model")} AS price_model,
-                          coalesce(a.occurred_at, TIMESTAMPTZ '9999-12-31 00:00:00+00') AS priced_at
-                   FROM api_usage a LEFT JOIN events e ON e.position = a.position)
-        SELECT m.* EXCLUDE (priced_at), p.effective AS price_effective, p.model IS NOT NULL AS priced,
-               CASE WHEN p.model IS NOT NULL THEN
-                   (coalesce(m.input_tokens, 0) * p.input + coalesce(m.output_tokens, 0) * p.output
-                    + coalesce(m.cache_creation_tokens, 0) * p.cache_write
-                    + coalesce(m.cache_read_tokens, 0) * p.cache_read) / 1e6 END AS cost_usd
-        FROM m ASOF LEFT JOIN model_prices p ON m.price_model = p.model AND m.priced_at >= p.effective""",
+        WITH a AS (SELECT * EXCLUDE (cache_creation_5m_tokens, cache_creation_1h_tokens),
+                          coalesce(cache_creation_5m_tokens,
+                                   cache_creation_tokens - coalesce(cache_creation_1h_tokens, 0), 0)
+                              AS cache_creation_5m_tokens,
+                          coalesce(cache_creation_1h_tokens, 0) AS cache_creation_1h_tokens
+                   FROM api_usage),
+        m AS (SELECT a.*, e.writer, e.writer_token, e.writer_machine,
+                     {PRICE_KEY_SQL.format(col="a.model")} AS price_model,
+                     coalesce(a.occurred_at, TIMESTAMPTZ '9999-12-31 00:00:00+00') AS priced_at
+              FROM a LEFT JOIN events e ON e.position = a.position),
+        j AS (SELECT m.* EXCLUDE (priced_at), p.effective AS price_effective,
+                     p.model IS NOT NULL AND (m.cache_creation_1h_tokens = 0 OR p.cache_write_1h IS NOT NULL) AS priced,
+                     p.input, p.output, p.cache_write, p.cache_read, p.cache_write_1h
+              FROM m ASOF LEFT JOIN model_prices p ON m.price_model = p.model AND m.priced_at >= p.effective)
+        SELECT j.* EXCLUDE (input, output, cache_write, cache_read, cache_write_1h),
+               CASE WHEN priced THEN
+                   (coalesce(input_tokens, 0) * input + coalesce(output_tokens, 0) * output
+                    + cache_creation_5m_tokens * cache_write
+                    + CASE WHEN cache_creation_1h_tokens = 0 THEN 0 ELSE cache_creation_1h_tokens * cache_write_1h END
+                    + coalesce(cache_read_tokens, 0) * cache_read) / 1e6 END AS cost_usd
+        FROM j""",
     # Per stream: what its sessions cost (a session's own stream, and a run through the sessions that
     # wrote its state versions: run_sessions), for the runs index and the run pages.
     "run_usage": """
@@ -117,6 +132,8 @@ CORE_VIEWS: dict[str, str] = {
         SELECT l.stream_id, count(DISTINCT u.session_id) AS sessions, count(DISTINCT u.subagent) AS subagents,
                count(u.message_id) AS api_messages, sum(u.input_tokens) AS input_tokens,
                sum(u.output_tokens) AS output_tokens, sum(u.cache_creation_tokens) AS cache_creation_tokens,
+               sum(u.cache_creation_5m_tokens) AS cache_creation_5m_tokens,
+               sum(u.cache_creation_1h_tokens) AS cache_creation_1h_tokens,
                sum(u.cache_read_tokens) AS cache_read_tokens, sum(u.cost_usd) AS cost_usd,
                count_if(NOT u.priced) AS unpriced_messages
         FROM links l JOIN usage u ON u.session_id = l.session_id GROUP BY l.stream_id""",

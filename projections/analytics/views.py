@@ -26,7 +26,7 @@ from projections.prices import PriceTable
 #: ``model_prices``: the price table in force (``projections.prices``; ``evstore usage --prices`` refills it).
 LINKS: dict[str, str] = {"run_sessions": "stream_id VARCHAR, session_id VARCHAR",
                          "model_prices": "model VARCHAR, effective TIMESTAMPTZ, input DOUBLE, output DOUBLE, "
-                                         "cache_write DOUBLE, cache_read DOUBLE"}
+                                         "cache_write DOUBLE, cache_read DOUBLE, cache_write_1h DOUBLE"}
 
 
 def table_names() -> list[str]:
@@ -271,7 +271,7 @@ def fill_prices(con: duckdb.DuckDBPyConnection, table: PriceTable) -> None:
     con.execute("DELETE FROM model_prices")
     rows = [(m, datetime.combine(day, time(), UTC), *rates) for m, day, *rates in table.sql_rows()]
     if rows:
-        con.executemany("INSERT INTO model_prices VALUES (?, ?, ?, ?, ?, ?)", rows)
+        con.executemany("INSERT INTO model_prices VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
 
 
 @contextmanager

@@ -39,6 +39,10 @@ def _cwd(e: RecordedEvent, p: dict[str, Any]) -> str | None:
 
 def _claude(rows: Rows, e: RecordedEvent, p: dict[str, Any], at: datetime | None) -> None:
     usage = _d(p.get("usage"))
+    # The cache writes by lifetime (Claude Code 1.0.8x on): usage.cache_creation.ephemeral_5m_input_tokens
+    # and ephemeral_1h_input_tokens beside the total; None (both) when the line does not split them.
+    split = usage.get("cache_creation")
+    split = split if isinstance(split, dict) else {}
     # A subagent link names the subagent in ``agent`` (its agent id, or its sidechain's first line).
     agent = _s(p.get("agent")) if e.type == "claude.subagent_linked" else _s(p.get("agent_id"))
     rows["claude_events"].append((
@@ -46,7 +50,8 @@ def _claude(rows: Rows, e: RecordedEvent, p: dict[str, Any], at: datetime | None
         _s(p.get("request_id")), _s(p.get("tool_name")), _s(p.get("tool_use_id")), _b(p.get("is_error")),
         _i(usage.get("input_tokens")), _i(usage.get("output_tokens")), _i(usage.get("cache_read_input_tokens")),
         _i(usage.get("cache_creation_input_tokens")), agent, _ts(p.get("timestamp")) or at,
-        _s(p.get("sidechain")), _s(p.get("stream")), _s(p.get("by")), _cwd(e, p)))
+        _s(p.get("sidechain")), _s(p.get("stream")), _s(p.get("by")), _cwd(e, p),
+        _i(split.get("ephemeral_5m_input_tokens")), _i(split.get("ephemeral_1h_input_tokens"))))
 
 
 _on(*(f"claude.{kind}" for kind in _CLAUDE_KINDS))(_claude)
@@ -60,7 +65,8 @@ TABLES = (
         ("tool_name", "VARCHAR"), ("tool_use_id", "VARCHAR"), ("is_error", "BOOLEAN"), ("input_tokens", "BIGINT"),
         ("output_tokens", "BIGINT"), ("cache_read_tokens", "BIGINT"), ("cache_creation_tokens", "BIGINT"),
         ("agent_id", "VARCHAR"), ("occurred_at", "TIMESTAMPTZ"), ("sidechain", "VARCHAR"),
-        ("subagent_stream", "VARCHAR"), ("linked_by", "VARCHAR"), ("cwd", "VARCHAR"))),
+        ("subagent_stream", "VARCHAR"), ("linked_by", "VARCHAR"), ("cwd", "VARCHAR"),
+        ("cache_write_5m_tokens", "BIGINT"), ("cache_write_1h_tokens", "BIGINT"))),
 )
 
 # One row per API message for the shared view ``api_usage`` (and so ``usage``, priced, and ``evstore usage``).
@@ -69,6 +75,8 @@ TABLES = (
 # reader of the first line would count).  Counted once across the store (a resumed session's file repeats
 # earlier messages): in the stream that recorded it first.  A subagent is its own stream
 # (``<session>/agent-<id>``) or, inline (1.0.x), ``<session>#<first line uuid of its sidechain>``.
+# Cache writes by lifetime: a message whose usage splits them (``cache_creation``) has its 5-minute and
+# 1-hour writes as written; one that does not has them all as 5-minute writes (the API's default).
 API_USAGE = """
     WITH m AS (
         SELECT message_id, coalesce(request_id, '') AS request_key,
@@ -78,6 +86,8 @@ API_USAGE = """
                arg_max(input_tokens, position) AS input_tokens, arg_max(output_tokens, position) AS output_tokens,
                arg_max(cache_read_tokens, position) AS cache_read_tokens,
                arg_max(cache_creation_tokens, position) AS cache_creation_tokens,
+               arg_max(cache_write_5m_tokens, position) AS split_5m,
+               arg_max(cache_write_1h_tokens, position) AS split_1h,
                arg_min(output_tokens, position) AS first_output_tokens, min(position) AS position
         FROM claude_events
         WHERE message_id IS NOT NULL AND kind IN ('assistant_message', 'tool_use')
@@ -89,7 +99,10 @@ API_USAGE = """
                 WHEN m.sidechain IS NOT NULL THEN m.stream_id || '#' || m.sidechain END AS subagent,
            'claude' AS dialect, m.message_id, m.request_id, m.model, m.occurred_at, c.cwd, m.lines,
            m.input_tokens, m.output_tokens, m.cache_read_tokens, m.cache_creation_tokens, m.first_output_tokens,
-           m.position
+           m.position,
+           CASE WHEN m.split_5m IS NULL AND m.split_1h IS NULL THEN m.cache_creation_tokens
+                ELSE coalesce(m.split_5m, 0) END AS cache_creation_5m_tokens,
+           coalesce(m.split_1h, 0) AS cache_creation_1h_tokens
     FROM m LEFT JOIN cwd c ON c.session_id = split_part(m.stream_id, '/', 1)"""
 
 VIEWS = {
@@ -234,6 +247,6 @@ CLAUDE_RUNS = MetricSection(
     "subagent_wall_s: the subagents'; view: run_claude.")
 
 # version 2: claude_events' sidechain and subagent-link columns, the subagents view; 3: cwd, api_usage;
-# 4: api_usage's position (its first line: whose writer the message's is)
-ANALYTICS = Analytics(version=4, tables=TABLES, rows=_ROWS, views=VIEWS, view_parts={"api_usage": API_USAGE},
+# 4: api_usage's position (its first line: whose writer the message's is); 5: the cache writes by lifetime
+ANALYTICS = Analytics(version=5, tables=TABLES, rows=_ROWS, views=VIEWS, view_parts={"api_usage": API_USAGE},
                       sections=(*SECTIONS, CLAUDE_RUNS), every_run_sections=(CLAUDE_RUNS,))

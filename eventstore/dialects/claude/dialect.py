@@ -22,6 +22,24 @@ from eventstore.errors import EvstoreError, IngestError, IntegrityViolation
 from eventstore.events import Event
 
 _decode = msgspec.json.Decoder()
+
+
+class _LineEvent(msgspec.Struct):
+    """The fields of a stored line event that search reads."""
+
+    line: Any = None
+    blobs: Any = None
+
+
+class _LineFields(msgspec.Struct, rename={"type_": "type"}):
+    """The fields of a transcript line that search reads."""
+
+    type_: Any = None
+    message: Any = None
+
+
+_LINE_EVENT = msgspec.json.Decoder(_LineEvent)
+_LINE = msgspec.json.Decoder(_LineFields)
 #: Tools that write a file named by ``file_path`` (or ``notebook_path``).
 FILE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
 
@@ -141,6 +159,15 @@ class ClaudeDialect(Dialect):
 
         if event_type in ("claude.line_part", "claude.prefix_rewritten", "claude.subagent_linked"):
             return "event", json_words(raw_data)
+        if event_type != "claude.hook":
+            # a line event: only its line and blob refs are read (decoded into a Struct: the other
+            # fields are skipped, not built)
+            try:
+                outer = _LINE_EVENT.decode(raw_data)
+            except msgspec.ValidationError:
+                outer = None
+            if outer is not None and isinstance(outer.line, str):
+                return self._line_words(outer.line, outer.blobs, blob)
         data = _decode.decode(raw_data)
         if not isinstance(data, dict):
             return "event", ""
@@ -155,21 +182,27 @@ class ClaudeDialect(Dialect):
         line = data.get("line")
         if not isinstance(line, str):
             return "event", "\n".join(strings({k: v for k, v in data.items() if k != "line_b64"}))
+        return self._line_words(line, data.get("blobs"), blob)
+
+    def _line_words(self, line: str, blobs: Any, blob: Callable[[str], bytes]) -> tuple[str, str]:
+        """:meth:`search_text` of a transcript line (its blobs put back)."""
+        from eventstore.dialects.base import strings
+
         raw = line.encode("utf-8")
-        if data.get("blobs"):
+        if blobs:
             try:
-                raw = splice_blobs(raw, msgspec.convert(data["blobs"], list[ev.BlobRef]), blob)
+                raw = splice_blobs(raw, msgspec.convert(blobs, list[ev.BlobRef]), blob)
             except EvstoreError:
                 pass  # a missing blob: `evstore verify` reports it; search indexes what is there
         try:
-            rec = _decode.decode(raw)
+            rec = _LINE.decode(raw)  # only the fields searched (a tool's output repeated in toolUseResult: skipped)
+        except msgspec.ValidationError:  # not an object
+            return "event", line
         except (msgspec.DecodeError, RecursionError):
             return "event", line
-        if not isinstance(rec, dict):
-            return "event", line
-        message = rec.get("message")
+        message = rec.message
         content = message.get("content") if isinstance(message, dict) else None
-        kind = {"user": "prompt", "assistant": "assistant"}.get(str(rec.get("type")), "event")
+        kind = {"user": "prompt", "assistant": "assistant"}.get(str(rec.type_), "event")
         texts: list[str] = []
         if isinstance(content, str):
             texts.append(content)
@@ -191,8 +224,9 @@ class ClaudeDialect(Dialect):
                         texts.extend(x["text"] for x in inner if isinstance(x, dict) and isinstance(x.get("text"), str))
                     else:
                         texts.extend(strings(inner))
-        if not texts:
-            texts = strings({k: v for k, v in rec.items() if k in ("summary", "content", "subtype")})
+        if not texts:  # a summary or system line: its own fields, in the line's order
+            whole = _decode.decode(raw)
+            texts = strings({k: v for k, v in whole.items() if k in ("summary", "content", "subtype")})
         return kind, "\n".join(texts)
 
     def apply(self, doc: Any, event: Event) -> Any:
