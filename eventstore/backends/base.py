@@ -44,11 +44,9 @@ from eventstore.errors import (
 from eventstore.records import (
     CachedState,
     CacheEntry,
-    ChainLink,
     CheckpointNote,
     EventPayload,
     LeafEvent,
-    LinkedEvent,
     OrderEntry,
     ProjectionCheckpoint,
     RecordedEvent,
@@ -418,16 +416,24 @@ class Backend(abc.ABC):
         finally:
             cur.close()
 
-    def chain_links(self, cur: Any, stream_id: str | None = None) -> Iterator[ChainLink]:
+    def chain_rows(self, cur: Any, stream_id: str | None = None, after_position: int = 0) -> Iterator[Sequence[Any]]:
         """Every event with its stream's recorded head (one stream's, if given), by stream id and
-        version, streamed; a stream without events yields one link without an event."""
-        if stream_id is None:
-            rows = self._streamed(cur, self.sql_chain.format(where=""), (), "reading the log")
+        version, streamed as plain rows (``evstore verify``'s loop: no object per event); a stream
+        without events gives one row whose event columns are NULL.  Columns: stream id, the head's
+        version and hash, then the event's version, event id, type, schema version, data, meta,
+        occurred at, recorded at, data and meta SHA-256, prev hash, hash and position.
+
+        ``after_position``: only the events after it (``verify --since``), and no stream without one."""
+        if after_position:
+            where, params = f"WHERE e.position > {self.p}", [after_position]
+            if stream_id is not None:
+                where, params = f"{where} AND s.stream_id = {self.p}", [after_position, stream_id]
+            sql = self.sql_chain.replace("LEFT JOIN", "JOIN").format(where=where)
+        elif stream_id is None:
+            sql, params = self.sql_chain.format(where=""), []
         else:
-            rows = self._streamed(cur, self.sql_chain.format(where=f"WHERE s.stream_id = {self.p}"), (stream_id,),
-                                  "reading the log")
-        for r in rows:
-            yield ChainLink(r[0], r[1], bytes(r[2]), None if r[3] is None else LinkedEvent(*r[3:]))
+            sql, params = self.sql_chain.format(where=f"WHERE s.stream_id = {self.p}"), [stream_id]
+        return self._streamed(cur, sql, params, "reading the log")
 
     def order_entries(self, cur: Any, upto_position: int) -> Iterator[OrderEntry]:
         """(position, stream id, version, hash) of every event up to ``upto_position``, by position, streamed."""
