@@ -424,6 +424,7 @@ class Backend(abc.ABC):
         occurred at, recorded at, data and meta SHA-256, prev hash, hash and position.
 
         ``after_position``: only the events after it (``verify --since``), and no stream without one."""
+        params: list[Any]
         if after_position:
             where, params = f"WHERE e.position > {self.p}", [after_position]
             if stream_id is not None:
