@@ -61,6 +61,10 @@ class VerifyReport:
     failures: list[Failure] = field(default_factory=list)
     seal: dict[str, Any] | None = None
     checkpoint: dict[str, Any] | None = None  # the signed checkpoint checked (verify --checkpoint)
+    #: verify --since: the checkpoint whose root stood for the events before it (only later ones checked).
+    since: dict[str, Any] | None = None
+    #: verify --since: the streams with events after the checkpoint (whose derived rows the CLI checks).
+    streams_checked: list[str] = field(default_factory=list)
     #: The database engine's own file check that ran (empty: the backend has none, PostgreSQL).
     storage_check: str = ""
 
@@ -78,7 +82,8 @@ class VerifyReport:
                 "blobs": self.blobs, "purged": self.purged, "erased": self.erased,
                 "erased_blobs": self.erased_blobs, "storage_check": self.storage_check or None,
                 "failures": [f.to_dict() for f in self.failures], "seal": self.seal,
-                **({"checkpoint": self.checkpoint} if self.checkpoint is not None else {})}
+                **({"checkpoint": self.checkpoint} if self.checkpoint is not None else {}),
+                **({"since": self.since} if self.since is not None else {})}
 
 
 def verify(store: EventStore, stream_id: str | None = None,
@@ -204,6 +209,7 @@ def verify(store: EventStore, stream_id: str | None = None,
         close_stream()
         report.streams, report.events = streams, events
     if after_position:
+        report.streams_checked = list(touched)
         for sid, first in touched.items():
             _verify_sources(store, sid, {k: v for k, v in sources.items() if k[0] == sid}, report,
                             erased=tombstoned, from_version=first)
@@ -215,6 +221,29 @@ def verify(store: EventStore, stream_id: str | None = None,
     _verify_blobs(store, referenced, report, every=stream_id is None)
     if stream_id is None:
         report.failures.extend(verify_tree(store))
+    return report
+
+
+def verify_since(store: EventStore, size: int, root: bytes, signed: Sequence[tuple[int, bytes]] = (),
+                 progress: Callable[[int], None] | None = None) -> VerifyReport:
+    """``verify --since``: what was appended after a signed checkpoint of ``size`` leaves and ``root``
+    (its signature checked by the caller), trusting the checkpoint's root for everything before it.
+
+    What still covers the events before it: every leaf (``events.hash``, by position) is read and
+    the tree's stored nodes recomputed from them (:func:`verify_tree`: no gap, no node that differs),
+    so the first ``size`` leaves must hash to ``root`` (:func:`check_tree_checkpoint`): an event
+    before the checkpoint deleted, inserted, moved or rewritten with its hash fails.  What is not
+    checked again before it: that an event's stored fields and payload still hash to its stored hash
+    and link to its predecessor (a full ``verify`` does; the checkpoint was made of a verified log).
+    After it, every event as :func:`verify` checks it (``after_position``)."""
+    if size == 0:  # nothing before it: the whole log
+        report = verify(store, progress=progress)
+        report.failures.extend(check_tree_checkpoint(store, size, root, signed))
+        return report
+    failures = verify_tree(store)
+    failures += [f for f in check_tree_checkpoint(store, size, root, signed) if f not in failures]
+    report = verify(store, progress=progress, after_position=size)
+    report.failures[:0] = failures
     return report
 
 
