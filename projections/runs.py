@@ -601,38 +601,49 @@ def expected_row(store: EventStore, stream_id: str, upto_position: int, *, batch
     return row
 
 
-def check_index(store: EventStore, stream_id: str | None = None) -> list[tuple[str, int, str]]:
+def check_index(store: EventStore, stream_id: str | None = None, *,
+                streams: Sequence[str] | None = None) -> list[tuple[str, int, str]]:
     """``(stream, version, what differs)`` for each run whose ``proj_runs`` row is not what its
     events give (as of the index's checkpoint).  Whoever may append may write the index (the
     PostgreSQL writer role too: it is kept in the append's transaction), so ``evstore verify``
-    re-derives it instead of trusting it.
+    re-derives it instead of trusting it.  ``streams``: those runs only (``verify --since``: the
+    runs with new events), with one read of the checkpoint and of their rows.
 
     The checkpoint and the rows are two reads: an append between them moves a row past the
     checkpoint read first, so a stream that differs is looked at again (twice at most), each time
     with the checkpoint read afresh; a row that was written by hand differs every time."""
-    problems = _check_index_once(store, stream_id)
+    some = [stream_id] if stream_id is not None else None if streams is None else list(streams)
+    problems = _check_index_once(store, some)
     for _ in range(2):
         if not problems:
             break
-        problems = [p for sid in sorted({p[0] for p in problems}) for p in _check_index_once(store, sid)]
+        problems = _check_index_once(store, sorted({p[0] for p in problems}))
     return problems
 
 
-def _check_index_once(store: EventStore, stream_id: str | None) -> list[tuple[str, int, str]]:
+def _check_index_once(store: EventStore, stream_ids: list[str] | None) -> list[tuple[str, int, str]]:
     from sqlalchemy import select
 
+    if stream_ids is not None and not stream_ids:
+        return []
     with engine.ProjectionRunner(store) as runner:
         cp = runner.checkpoint(RUNS.name)
     upto = 0 if cp is None else cp.position
     t = _runs_table()
     query = select(*(t.c[c] for c in _COLUMNS))
-    if stream_id is not None:
-        query = query.where(t.c.stream_id == stream_id)
+    stored: dict[str, tuple[Any, ...]] = {}
     with store.engine.connect() as conn:
-        stored = {r[0]: tuple(r) for r in conn.execute(query).all()}
-    if stream_id is not None:
-        one = expected_row(store, stream_id, upto) if store.stream_head(stream_id) is not None else None
-        wanted = {} if one is None else {stream_id: one}
+        if stream_ids is None:
+            stored = {r[0]: tuple(r) for r in conn.execute(query).all()}
+        for i in range(0, len(stream_ids or ()), 500):
+            chunk = (stream_ids or [])[i:i + 500]
+            stored.update({r[0]: tuple(r) for r in conn.execute(query.where(t.c.stream_id.in_(chunk))).all()})
+    if stream_ids is not None:
+        wanted = {}
+        for sid in stream_ids:
+            one = expected_row(store, sid, upto) if store.stream_head(sid) is not None else None
+            if one is not None:
+                wanted[sid] = one
     else:
         wanted = expected_rows(store, upto)
     problems = []

@@ -432,9 +432,9 @@ def verify(ctx: click.Context, stream: str | None, as_json: bool, seal: Path | N
         from projections.runs import check_index  # the CLI is the top layer
 
         # The runs index is written by whoever may append (PostgreSQL's writer role too): re-derived, not trusted.
-        for one in (report.streams_checked if since_cp is not None else [stream]):
-            report.failures.extend(v.Failure(sid, version, "projection", detail)
-                                   for sid, version, detail in check_index(store, one))
+        report.failures.extend(v.Failure(sid, version, "projection", detail) for sid, version, detail in
+                               (check_index(store, streams=report.streams_checked) if since_cp is not None
+                                else check_index(store, stream)))
         if signed is not None:
             progress.phase("checking the seal")
             report.failures.extend(v.check_seal(store, signed, verifier))
