@@ -21,7 +21,7 @@ import os
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -29,6 +29,7 @@ from eventstore import chain, codec, documents, tree
 from eventstore.dialects import FALLBACK, Dialect, get_dialect
 from eventstore.errors import EvstoreError, IntegrityViolation, StreamNotFound
 from eventstore.events import decode_event
+from eventstore.records import RecordedEvent
 from eventstore.replay_cache import cache_name
 from eventstore.store import EventStore, utcnow
 
@@ -86,8 +87,20 @@ class VerifyReport:
                 **({"since": self.since} if self.since is not None else {})}
 
 
+class EventSink(Protocol):
+    """Told every event of verify's scan (by stream, then version, checked or not), so a layer above
+    re-derives what it keeps from the log in the same scan instead of reading the log again (the
+    runs index: ``projections.runs.IndexCheck``); ``end`` once the scan is over.  ``cur`` is the
+    scan's read transaction."""
+
+    def event(self, cur: Any, e: RecordedEvent) -> None: ...
+
+    def end(self, cur: Any) -> None: ...
+
+
 def verify(store: EventStore, stream_id: str | None = None,
-           progress: Callable[[int], None] | None = None, *, after_position: int = 0) -> VerifyReport:
+           progress: Callable[[int], None] | None = None, *, after_position: int = 0,
+           sink: EventSink | None = None) -> VerifyReport:
     """Recompute every chain (or one stream's), report the first chain failure per stream, and
     check every replay-cache row against the log.
 
@@ -95,7 +108,7 @@ def verify(store: EventStore, stream_id: str | None = None,
     size, once the leaves up to it hash to its signed root): each stream's first such event links to
     its stored predecessor, whose hash that root covers; the blobs, sources, replay-cache rows and
     heads checked are those of the streams with such events; no engine file check, no tree check
-    (:func:`verify_since` checks the tree)."""
+    (:func:`verify_since` checks the tree).  ``sink``: told each event of the scan (:class:`EventSink`)."""
     report = VerifyReport(storage_check=store.backend.storage_check_name if not after_position else "")
     if stream_id is None and report.storage_check:
         # The engine's own check first: a damaged page (of an index, say) that the chain walk below
@@ -165,6 +178,9 @@ def verify(store: EventStore, stream_id: str | None = None,
                 fail(Failure(sid, version, "position", f"position {position} is not after position {last_position} "
                              "of the stream's previous event (events reordered)"))
             last_position = position
+            if sink is not None:
+                sink.event(cur, RecordedEvent(position, sid, version, event_id, type_, schema_version, data, meta,
+                                              occurred_at, recorded_at, prev_hash, h))
             if failed:
                 continue
             # A data/meta mismatch does not break the chain (it commits to the recorded digests, so an
@@ -207,6 +223,8 @@ def verify(store: EventStore, stream_id: str | None = None,
             if b'"blobs"' in meta or b'"source":' in meta:
                 _note_meta(meta, sid, version, referenced, sources, report)
         close_stream()
+        if sink is not None:
+            sink.end(cur)
         report.streams, report.events = streams, events
     if after_position:
         report.streams_checked = list(touched)

@@ -601,6 +601,50 @@ def expected_row(store: EventStore, stream_id: str, upto_position: int, *, batch
     return row
 
 
+class IndexCheck:
+    """The ``proj_runs`` rows the log gives, derived in ``evstore verify``'s own scan of the log (an
+    :class:`eventstore.verify.EventSink`: the index's code folds each stream's events as the chain
+    walk reads them, instead of a second pass over the log), then compared with the stored rows
+    (:meth:`problems`, as :func:`check_index` does)."""
+
+    def __init__(self, store: EventStore, *, batch: int = 1000) -> None:
+        with engine.ProjectionRunner(store) as runner:
+            cp = runner.checkpoint(RUNS.name)
+        self.store, self.batch = store, batch
+        self.upto = 0 if cp is None else cp.position  # the rows are as of the index's checkpoint
+        self.index = RunsIndex(trust_cache=False)
+        self.rows: dict[str, tuple[Any, ...]] = {}
+        self.pending: list[RecordedEvent] = []
+        self.scanned = False
+
+    def event(self, cur: Any, e: RecordedEvent) -> None:
+        if e.position > self.upto:
+            return
+        pending = self.pending
+        if pending and (len(pending) >= self.batch or pending[-1].stream_id != e.stream_id):
+            self._apply(cur)
+        self.pending.append(e)
+
+    def _apply(self, cur: Any) -> None:
+        capture = _Capture(cur)
+        self.index.apply(capture, self.store.backend, self.pending)
+        for r in capture.rows:
+            self.rows[r[0]] = _merge(self.rows.get(r[0]), r)
+        self.pending = []
+
+    def end(self, cur: Any) -> None:
+        if self.pending:
+            self._apply(cur)
+        self.scanned = True
+
+    def problems(self) -> list[tuple[str, int, str]]:
+        """What :func:`check_index` reports, from the rows derived in the scan (none if the scan did
+        not run to its end: a damaged file, reported as such)."""
+        if not self.scanned:
+            return []
+        return _recheck(self.store, _check_index_once(self.store, None, derived=(self.upto, self.rows)))
+
+
 def check_index(store: EventStore, stream_id: str | None = None, *,
                 streams: Sequence[str] | None = None) -> list[tuple[str, int, str]]:
     """``(stream, version, what differs)`` for each run whose ``proj_runs`` row is not what its
@@ -613,7 +657,11 @@ def check_index(store: EventStore, stream_id: str | None = None, *,
     checkpoint read first, so a stream that differs is looked at again (twice at most), each time
     with the checkpoint read afresh; a row that was written by hand differs every time."""
     some = [stream_id] if stream_id is not None else None if streams is None else list(streams)
-    problems = _check_index_once(store, some)
+    return _recheck(store, _check_index_once(store, some))
+
+
+def _recheck(store: EventStore, problems: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
+    """The streams of ``problems`` looked at again (twice at most), the checkpoint read afresh each time."""
     for _ in range(2):
         if not problems:
             break
@@ -621,14 +669,20 @@ def check_index(store: EventStore, stream_id: str | None = None, *,
     return problems
 
 
-def _check_index_once(store: EventStore, stream_ids: list[str] | None) -> list[tuple[str, int, str]]:
+def _check_index_once(store: EventStore, stream_ids: list[str] | None,
+                      derived: tuple[int, dict[str, tuple[Any, ...]]] | None = None) -> list[tuple[str, int, str]]:
+    """The differences for ``stream_ids`` (None: every stream); ``derived``: (checkpoint position, rows)
+    derived already (:class:`IndexCheck`), else the checkpoint is read and the rows derived here."""
     from sqlalchemy import select
 
     if stream_ids is not None and not stream_ids:
         return []
-    with engine.ProjectionRunner(store) as runner:
-        cp = runner.checkpoint(RUNS.name)
-    upto = 0 if cp is None else cp.position
+    if derived is None:
+        with engine.ProjectionRunner(store) as runner:
+            cp = runner.checkpoint(RUNS.name)
+        upto = 0 if cp is None else cp.position
+    else:
+        upto = derived[0]
     t = _runs_table()
     query = select(*(t.c[c] for c in _COLUMNS))
     stored: dict[str, tuple[Any, ...]] = {}
@@ -645,7 +699,7 @@ def _check_index_once(store: EventStore, stream_ids: list[str] | None) -> list[t
             if one is not None:
                 wanted[sid] = one
     else:
-        wanted = expected_rows(store, upto)
+        wanted = expected_rows(store, upto) if derived is None else derived[1]
     problems = []
     for sid in sorted(set(wanted) | set(stored)):
         want, have = wanted.get(sid), stored.get(sid)

@@ -419,22 +419,29 @@ def verify(ctx: click.Context, stream: str | None, as_json: bool, seal: Path | N
 
     last = store.max_position()
     progress = _Progress(last - since_cp.size if since_cp is not None else last)
+    from projections.runs import IndexCheck, check_index  # the CLI is the top layer
+
+    # The runs index is written by whoever may append (PostgreSQL's writer role too): re-derived, not trusted;
+    # for the whole log in verify's own scan (the index's code folds each stream as the chain walk reads it).
     try:
         if since_cp is not None:
             report = v.verify_since(store, since_cp.size, since_cp.root,
                                     signed_heads(store, log_key, since_cp.origin), progress=progress)
+            progress.phase("checking the runs index against the log")
+            index_problems = check_index(store, streams=report.streams_checked)
+        elif stream is not None:
+            report = v.verify(store, stream, progress=progress)
+            index_problems = check_index(store, stream)
+        else:
+            derive = IndexCheck(store)
+            report = v.verify(store, progress=progress, sink=derive)
+            index_problems = derive.problems()
+        progress(report.events)
+        report.failures.extend(v.Failure(sid, version, "projection", detail)
+                               for sid, version, detail in index_problems)
+        if since_cp is not None:
             report.since = {"checkpoint": since_where, "origin": since_cp.origin, "tree_size": since_cp.size,
                             "ok": report.ok}
-        else:
-            report = v.verify(store, stream, progress=progress)
-        progress(report.events)
-        progress.phase("checking the runs index against the log")
-        from projections.runs import check_index  # the CLI is the top layer
-
-        # The runs index is written by whoever may append (PostgreSQL's writer role too): re-derived, not trusted.
-        report.failures.extend(v.Failure(sid, version, "projection", detail) for sid, version, detail in
-                               (check_index(store, streams=report.streams_checked) if since_cp is not None
-                                else check_index(store, stream)))
         if signed is not None:
             progress.phase("checking the seal")
             report.failures.extend(v.check_seal(store, signed, verifier))
