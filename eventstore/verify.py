@@ -21,6 +21,7 @@ import os
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Protocol
 
 import msgspec
@@ -276,6 +277,9 @@ def _leaf_failure(store: EventStore, leaf: int, field_class: str, detail: str) -
     return Failure(e.stream_id, e.version, field_class, f"leaf {leaf} (position {leaf + 1}): {detail}")
 
 
+_second = itemgetter(1)
+
+
 def verify_tree(store: EventStore) -> list[Failure]:
     """Positions must be gapless (leaf i is position i + 1) and every stored node of the Merkle tree
     must be the one its leaves make, none missing; the first difference only (one failure per kind)."""
@@ -286,11 +290,13 @@ def verify_tree(store: EventStore) -> list[Failure]:
 
         def leaves() -> Any:
             n = 0
-            for position, h in store.backend.leaves(cur, MAX_POSITION):
-                if position != n + 1 and not gap:
-                    gap.append(n)
-                n += 1
-                yield h
+            for rows in store.backend.leaf_batches(cur, MAX_POSITION):
+                # Positions are unique and come in order: the batch has no gap iff its last is n + len.
+                if not gap and rows[-1][0] != n + len(rows):
+                    gap.extend(n + i for i, r in enumerate(rows) if r[0] != n + i + 1)
+                    del gap[1:]
+                n += len(rows)
+                yield from map(_second, rows)
 
         for level, _idx, h in tree.all_nodes(leaves()):
             expected.setdefault(level, []).append(h)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import abc
 import functools
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -405,12 +406,17 @@ class Backend(abc.ABC):
         return conn.cursor()
 
     def _streamed(self, cur: Any, sql: str, params: Sequence[Any], what: str) -> Iterator[Sequence[Any]]:
-        """Rows of ``sql`` through a streaming cursor on ``cur``'s connection (same transaction)."""
+        """Rows of ``sql`` through a streaming cursor on ``cur``'s connection (same transaction); the
+        rows of each batch are handed on in C (no generator step per row: verify reads every event)."""
+        return itertools.chain.from_iterable(self._streamed_batches(cur, sql, params, what))
+
+    def _streamed_batches(self, cur: Any, sql: str, params: Sequence[Any], what: str) -> Iterator[list[Any]]:
+        """:meth:`_streamed`'s rows, a batch of up to :data:`STREAM_BATCH` at a time."""
         cur = self.stream_cursor(cur.connection)
         try:
             cur.execute(sql, params)
             while rows := cur.fetchmany(STREAM_BATCH):
-                yield from rows
+                yield rows
         except self.driver_errors as exc:
             raise self.translate(exc, what) from exc
         finally:
@@ -551,6 +557,10 @@ class Backend(abc.ABC):
         """(position, hash) of every event up to ``upto_position``, by position, streamed."""
         for r in self._streamed(cur, self.sql_leaves, (upto_position,), "reading the log's leaves"):
             yield int(r[0]), bytes(r[1])
+
+    def leaf_batches(self, cur: Any, upto_position: int) -> Iterator[list[Any]]:
+        """:meth:`leaves` as the driver gives them, a batch of rows at a time (verify's tree check)."""
+        return self._streamed_batches(cur, self.sql_leaves, (upto_position,), "reading the log's leaves")
 
     def all_tree_nodes(self, cur: Any) -> Iterator[tuple[int, int, bytes]]:
         """Every stored tree node by level and index, streamed."""
