@@ -143,10 +143,25 @@ def verify(store: EventStore, stream_id: str | None = None,
         events = 0
         streams = 0
 
+        # The source rows are read beside the log, in the same order (by stream id, then version: both
+        # queries sort on the same column), and compared a stream at a time: memory holds one stream's.
+        merged = not after_position
+        source_rows = store.backend.source_rows(cur, stream_id) if merged else iter(())
+        next_row = next(source_rows, None)
+
         def close_stream() -> None:
+            nonlocal next_row
             if current is not None and not failed and (expect_version, prev) != head:
                 fail(Failure(current, expect_version, "head", f"stream head says version {head[0]} but the chain "
                              f"ends at version {expect_version} (events missing or head rewritten)"))
+            if merged and current is not None:
+                rows: dict[tuple[str, int], str] = {}
+                while next_row is not None and next_row[0] == current:
+                    rows[(current, next_row[1])] = next_row[2]
+                    next_row = next(source_rows, None)
+                _compare_sources(rows, sources, report, tombstoned)
+                sources.clear()
+                tombstoned.clear()
 
         # One row per event, unpacked in the loop's header: the loop is verify's cost (one scan and
         # three SHA-256 per event), so it builds no object per event and looks nothing up globally.
@@ -224,6 +239,10 @@ def verify(store: EventStore, stream_id: str | None = None,
             if b'"blobs"' in meta or b'"source":' in meta:
                 _note_meta(meta, sid, version, referenced, sources, report)
         close_stream()
+        if next_row is not None:  # rows of no stream the scan met (none in one transaction)
+            rest = {(next_row[0], next_row[1]): next_row[2]}
+            rest.update(((sid, v), ident) for sid, v, ident in source_rows)
+            _compare_sources(rest, {}, report, set())
         if sink is not None:
             sink.end(cur)
         report.streams, report.events = streams, events
@@ -235,7 +254,6 @@ def verify(store: EventStore, stream_id: str | None = None,
             _verify_cache(store, sid, report)
         _verify_blobs(store, referenced, report, every=False)
         return report
-    _verify_sources(store, stream_id, sources, report, erased=tombstoned)
     _verify_cache(store, stream_id, report)
     _verify_blobs(store, referenced, report, every=stream_id is None)
     if stream_id is None:
@@ -479,12 +497,18 @@ def _verify_sources(store: EventStore, stream_id: str | None,
                     sources: dict[tuple[str, int], tuple[str | None, str | None]], report: VerifyReport,
                     erased: set[tuple[str, int]] = frozenset(),  # type: ignore[assignment]
                     from_version: int = 0) -> None:
-    """Each ``source_versions`` row says what its event's ``meta.source.id`` says (or, for an event
-    recorded before migration 0006, what the migration derived from its meta), and each event with
-    a ``meta.source.id`` has its row: a capture reads the table to decide what is recorded.
-    ``from_version``: only the rows of ``stream_id`` from that version on (``verify --since``)."""
+    """:func:`_compare_sources` with the rows read here (of ``stream_id`` from ``from_version`` on:
+    ``verify --since``)."""
     with store.reading() as cur:
         rows = {(sid, v): ident for sid, v, ident in store.backend.source_rows(cur, stream_id) if v >= from_version}
+    _compare_sources(rows, sources, report, erased)
+
+
+def _compare_sources(rows: dict[tuple[str, int], str], sources: dict[tuple[str, int], tuple[str | None, str | None]],
+                     report: VerifyReport, erased: set[tuple[str, int]]) -> None:
+    """Each ``source_versions`` row says what its event's ``meta.source.id`` says (or, for an event
+    recorded before migration 0006, what the migration derived from its meta), and each event with
+    a ``meta.source.id`` has its row: a capture reads the table to decide what is recorded."""
     for key, ident in rows.items():
         if key in erased:  # its meta is gone with the payload; the row keeps the capture from re-recording it
             continue

@@ -612,7 +612,8 @@ class IndexCheck:
             cp = runner.checkpoint(RUNS.name)
         self.store, self.batch = store, batch
         self.upto = 0 if cp is None else cp.position  # the rows are as of the index's checkpoint
-        self.index = RunsIndex(trust_cache=False)
+        # The scan gives each stream's events together: the stream being folded is the one document held.
+        self.index = RunsIndex(cache_size=2, trust_cache=False)
         self.rows: dict[str, tuple[Any, ...]] = {}
         self.pending: list[RecordedEvent] = []
         self.scanned = False
