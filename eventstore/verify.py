@@ -278,7 +278,8 @@ def verify_since(store: EventStore, size: int, root: bytes, signed: Sequence[tup
         report.failures.extend(check_tree_checkpoint(store, size, root, signed))
         return report
     failures = verify_tree(store)
-    failures += [f for f in check_tree_checkpoint(store, size, root, signed) if f not in failures]
+    gapless = not any(f.detail.startswith("position ") for f in failures)  # the leaves were all read just now
+    failures += [f for f in check_tree_checkpoint(store, size, root, signed, gapless=gapless) if f not in failures]
     report = verify(store, progress=progress, after_position=size)
     report.failures[:0] = failures
     return report
@@ -340,16 +341,19 @@ def verify_tree(store: EventStore) -> list[Failure]:
 
 
 def check_tree_checkpoint(store: EventStore, size: int, root: bytes,
-                          signed: Sequence[tuple[int, bytes]] = ()) -> list[Failure]:
+                          signed: Sequence[tuple[int, bytes]] = (), *, gapless: bool = False) -> list[Failure]:
     """Failures if the log's first ``size`` leaves no longer hash to ``root`` (a signed checkpoint's),
     naming the first leaf that differs where the store can tell: a leaf missing (the log is shorter,
     or has a gap), or a stored tree node that disagrees with the leaves.  Otherwise ``signed``, the
     (size, root) of other checkpoints whose signatures the caller checked (those the store recorded),
-    brackets it: after the largest one that still holds, up to the smallest one that fails."""
+    brackets it: after the largest one that still holds, up to the smallest one that fails.
+    ``gapless``: the caller found the positions gapless already (:func:`verify_tree`); not read again."""
     last = store.max_position()
     if last < size:
         return [Failure("*", 0, "checkpoint", f"leaf {last} (position {last + 1}) is missing: the log has {last} "
                         f"events, the checkpoint covers {size} (tail truncated or events deleted)")]
+    if gapless:
+        return _root_check(store, size, root, signed)
     with store.reading() as cur:
         n = 0
         for position, _h in store.backend.leaves(cur, size):
@@ -359,6 +363,10 @@ def check_tree_checkpoint(store: EventStore, size: int, root: bytes,
     if n != size:
         return [Failure("*", 0, "checkpoint", f"leaf {n} (position {n + 1}) is missing: events deleted or positions "
                         f"rewritten (the checkpoint covers {size} leaves)")]
+    return _root_check(store, size, root, signed)
+
+
+def _root_check(store: EventStore, size: int, root: bytes, signed: Sequence[tuple[int, bytes]]) -> list[Failure]:
     with store.tree(size) as t:
         got = t.root()
     if got == root:
