@@ -101,7 +101,7 @@ class EventSink(Protocol):
 
 def verify(store: EventStore, stream_id: str | None = None,
            progress: Callable[[int], None] | None = None, *, after_position: int = 0,
-           sink: EventSink | None = None) -> VerifyReport:
+           sink: EventSink | None = None, stage: Callable[[str], None] | None = None) -> VerifyReport:
     """Recompute every chain (or one stream's), report the first chain failure per stream, and
     check every replay-cache row against the log.
 
@@ -109,7 +109,8 @@ def verify(store: EventStore, stream_id: str | None = None,
     size, once the leaves up to it hash to its signed root): each stream's first such event links to
     its stored predecessor, whose hash that root covers; the blobs, sources, replay-cache rows and
     heads checked are those of the streams with such events; no engine file check, no tree check
-    (:func:`verify_since` checks the tree).  ``sink``: told each event of the scan (:class:`EventSink`)."""
+    (:func:`verify_since` checks the tree).  ``sink``: told each event of the scan (:class:`EventSink`);
+    ``stage``: told what is checked after the scan (for a progress line)."""
     report = VerifyReport(storage_check=store.backend.storage_check_name if not after_position else "")
     if stream_id is None and report.storage_check:
         # The engine's own check first: a damaged page (of an index, say) that the chain walk below
@@ -239,6 +240,8 @@ def verify(store: EventStore, stream_id: str | None = None,
             if b'"blobs"' in meta or b'"source":' in meta:
                 _note_meta(meta, sid, version, referenced, sources, report)
         close_stream()
+        if progress and events % 10000:
+            progress(events)  # and once at the end of the scan
         if next_row is not None:  # rows of no stream the scan met (none in one transaction)
             rest = {(next_row[0], next_row[1]): next_row[2]}
             rest.update(((sid, v), ident) for sid, v, ident in source_rows)
@@ -246,6 +249,8 @@ def verify(store: EventStore, stream_id: str | None = None,
         if sink is not None:
             sink.end(cur)
         report.streams, report.events = streams, events
+    if stage is not None:
+        stage("checking the replay cache and the blobs")
     if after_position:
         report.streams_checked = list(touched)
         for sid, first in touched.items():
@@ -257,12 +262,15 @@ def verify(store: EventStore, stream_id: str | None = None,
     _verify_cache(store, stream_id, report)
     _verify_blobs(store, referenced, report, every=stream_id is None)
     if stream_id is None:
+        if stage is not None:
+            stage("recomputing the Merkle tree from every leaf")
         report.failures.extend(verify_tree(store))
     return report
 
 
 def verify_since(store: EventStore, size: int, root: bytes, signed: Sequence[tuple[int, bytes]] = (),
-                 progress: Callable[[int], None] | None = None) -> VerifyReport:
+                 progress: Callable[[int], None] | None = None,
+                 stage: Callable[[str], None] | None = None) -> VerifyReport:
     """``verify --since``: what was appended after a signed checkpoint of ``size`` leaves and ``root``
     (its signature checked by the caller), trusting the checkpoint's root for everything before it.
 
@@ -274,13 +282,15 @@ def verify_since(store: EventStore, size: int, root: bytes, signed: Sequence[tup
     and link to its predecessor (a full ``verify`` does; the checkpoint was made of a verified log).
     After it, every event as :func:`verify` checks it (``after_position``)."""
     if size == 0:  # nothing before it: the whole log
-        report = verify(store, progress=progress)
+        report = verify(store, progress=progress, stage=stage)
         report.failures.extend(check_tree_checkpoint(store, size, root, signed))
         return report
+    if stage is not None:
+        stage(f"recomputing the Merkle tree from every leaf, then its root at {size}")
     failures = verify_tree(store)
     gapless = not any(f.detail.startswith("position ") for f in failures)  # the leaves were all read just now
     failures += [f for f in check_tree_checkpoint(store, size, root, signed, gapless=gapless) if f not in failures]
-    report = verify(store, progress=progress, after_position=size)
+    report = verify(store, progress=progress, after_position=size, stage=stage)
     report.failures[:0] = failures
     return report
 

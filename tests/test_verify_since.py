@@ -141,6 +141,27 @@ def test_verify_since_errors(run: Callable[..., Any], store: EventStore, checkpo
     assert r.exit_code == 1 and "records no checkpoint signed by other.example" in r.stderr, r.stderr
 
 
+def test_verify_since_checks_the_runs_index_rows_of_the_streams_with_new_events(
+        run: Callable[..., Any], store: EventStore, tmp_path: Path) -> None:
+    """The runs index (written by whoever may append) is re-derived for the runs that have events after
+    the checkpoint: a row forged there is named; a run without new events is what --since trusts."""
+    prefix = _keys(run, tmp_path)
+    for sid in ("R1", "R2"):
+        assert run("append", sid, "demo.note", "--data", '{"step": 1}').exit_code == 0
+    cp = tmp_path / "cp"
+    assert run("checkpoint", "--key-file", f"{prefix}.key", "--out", str(cp)).exit_code == 0
+    assert run("append", "R2", "demo.note", "--data", '{"step": 2}').exit_code == 0
+    vkey = Path(f"{prefix}.vkey")
+    assert _since(run, cp, vkey).exit_code == 0
+    exec_sql(store, "UPDATE proj_runs SET events = 7 WHERE stream_id IN ('R1', 'R2')")
+    r = _since(run, cp, vkey)
+    assert r.exit_code == 1
+    assert 'FAIL stream "R2" version 2: projection — runs index (proj_runs) differs from the log: events 7' \
+        in r.stderr, r.stderr
+    assert '"R1"' not in r.stderr
+    assert 'stream "R1"' in run("verify").stderr  # a full verify names both
+
+
 def test_progress_goes_to_stderr_never_stdout(run: Callable[..., Any], store: EventStore,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     _append(store, "A", 7)
@@ -151,6 +172,7 @@ def test_progress_goes_to_stderr_never_stdout(run: Callable[..., Any], store: Ev
     assert r.exit_code == 0
     assert json.loads(r.stdout)["events"] == 7  # stdout is the report alone
     assert "verify: 7 / 7 events (" in r.stderr, r.stderr
+    assert "verify: recomputing the Merkle tree from every leaf" in r.stderr, r.stderr
     r = run("verify")
     assert r.stdout.startswith("verified 1 streams, 7 events") and "verify:" not in r.stdout
     monkeypatch.setenv("EVSTORE_PROGRESS", "0")

@@ -426,17 +426,17 @@ def verify(ctx: click.Context, stream: str | None, as_json: bool, seal: Path | N
     try:
         if since_cp is not None:
             report = v.verify_since(store, since_cp.size, since_cp.root,
-                                    signed_heads(store, log_key, since_cp.origin), progress=progress)
+                                    signed_heads(store, log_key, since_cp.origin), progress=progress,
+                                    stage=progress.phase)
             progress.phase("checking the runs index against the log")
             index_problems = check_index(store, streams=report.streams_checked)
         elif stream is not None:
-            report = v.verify(store, stream, progress=progress)
+            report = v.verify(store, stream, progress=progress, stage=progress.phase)
             index_problems = check_index(store, stream)
         else:
             derive = IndexCheck(store)
-            report = v.verify(store, progress=progress, sink=derive)
+            report = v.verify(store, progress=progress, sink=derive, stage=progress.phase)
             index_problems = derive.problems()
-        progress(report.events)
         report.failures.extend(v.Failure(sid, version, "projection", detail)
                                for sid, version, detail in index_problems)
         if since_cp is not None:
