@@ -210,6 +210,8 @@ class RunsIndex(engine.Projection):
     def _load(self, cur: Any, be: Backend, e: RecordedEvent, dialect: str | None) -> _Doc:
         """The stream's document just before ``e`` (cache miss): folded from its newest usable
         replay-cache row, through the append transaction's own cursor."""
+        if dialect and e.version <= 1:  # a stream's first event names its dialect: nothing to read or fold
+            return _Doc(dialect, self._dialect(dialect), e.version - 1, e.prev_hash, None)
         head = be.stream_head(cur, e.stream_id)
         name = dialect or (head.dialect if head else None)
         entry = _Doc(name, self._dialect(name), e.version - 1, e.prev_hash, None)
