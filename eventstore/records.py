@@ -153,35 +153,6 @@ class ProjectionCheckpoint(msgspec.Struct, frozen=True):
     updated_at: str
 
 
-class LinkedEvent(msgspec.Struct, frozen=True):
-    """What ``evstore verify`` recomputes of one stored event: every input of its hash."""
-
-    version: int
-    event_id: str
-    type: str
-    schema_version: int
-    data: bytes
-    meta: bytes
-    occurred_at: str | None
-    recorded_at: str
-    data_sha256: bytes
-    meta_sha256: bytes
-    prev_hash: bytes
-    hash: bytes
-    position: int
-    salt: bytes | None = None  # what data_sha256 and meta_sha256 are salted with (None: plain SHA-256)
-
-
-class ChainLink(msgspec.Struct, frozen=True):
-    """One event with its stream's recorded head (version and hash), as ``evstore verify`` walks
-    the chains; a stream without events gives one link whose ``event`` is None."""
-
-    stream_id: str
-    stream_version: int
-    head_hash: bytes
-    event: LinkedEvent | None
-
-
 class OrderEntry(msgspec.Struct, frozen=True):
     """An event's place in the global order, as a seal commits to it."""
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import islice, repeat
 from typing import Any, Protocol
 
 from eventstore.errors import IntegrityViolation
@@ -186,24 +187,34 @@ def _exactly(got: list[bytes], n: int, level: int, start: int) -> list[bytes]:
     return got
 
 
-def all_nodes(leaf_data: Iterable[bytes]) -> Iterator[tuple[int, int, bytes]]:
+def all_nodes(leaf_data: Iterable[bytes], batch: int = 1 << 12) -> Iterator[tuple[int, int, bytes]]:
     """Every node the store keeps for a log of these leaves, recomputed from the leaves alone
-    (what the migration fills and ``verify`` compares with), level by level as each completes."""
-    pending: dict[int, list[bytes]] = {}
+    (what the migration fills and ``verify`` compares with); each level's nodes in index order.
+
+    The leaves are taken ``batch`` at a time and each level's complete groups of :data:`FAN` hashed
+    as one list (STRIDE rounds of pairwise hashing, as :func:`new_nodes` does): no call per node."""
+    leaf, sha = _leaf_sha, _sha
+    pending: dict[int, list[bytes]] = {}  # per stored level: the hashes of a group not yet complete
     counts: dict[int, int] = {}
-    for d in leaf_data:
-        h, level = _leaf_sha(b"\x00" + d).digest(), 0
-        while True:
-            buf = pending.setdefault(level, [])
-            buf.append(h)
-            if len(buf) < FAN:
+    it = iter(leaf_data)
+    while chunk := list(islice(it, batch)):
+        current, level = [leaf(b"\x00" + d).digest() for d in chunk], 0
+        while current:
+            left = pending.get(level)
+            if left:
+                current = left + current
+            whole = len(current) - len(current) % FAN
+            pending[level] = current[whole:]
+            children = current[:whole]
+            if not children:
                 break
-            h = fold(buf)
-            buf.clear()
+            for _ in range(STRIDE):
+                children = [sha(b"\x01" + children[i] + children[i + 1]).digest() for i in range(0, len(children), 2)]
             level += STRIDE
-            idx = counts.get(level, 0)
-            counts[level] = idx + 1
-            yield level, idx, h
+            first = counts.get(level, 0)
+            counts[level] = first + len(children)
+            yield from zip(repeat(level), range(first, first + len(children)), children)
+            current = children
 
 
 class Tree:

@@ -21,12 +21,16 @@ import os
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from operator import itemgetter
+from typing import Any, Protocol
+
+import msgspec
 
 from eventstore import chain, codec, documents, tree
 from eventstore.dialects import FALLBACK, Dialect, get_dialect
 from eventstore.errors import EvstoreError, IntegrityViolation, StreamNotFound
 from eventstore.events import decode_event
+from eventstore.records import RecordedEvent
 from eventstore.replay_cache import cache_name
 from eventstore.store import EventStore, utcnow
 
@@ -59,6 +63,10 @@ class VerifyReport:
     failures: list[Failure] = field(default_factory=list)
     seal: dict[str, Any] | None = None
     checkpoint: dict[str, Any] | None = None  # the signed checkpoint checked (verify --checkpoint)
+    #: verify --since: the checkpoint whose root stood for the events before it (only later ones checked).
+    since: dict[str, Any] | None = None
+    #: verify --since: the streams with events after the checkpoint (whose derived rows the CLI checks).
+    streams_checked: list[str] = field(default_factory=list)
     #: The database engine's own file check that ran (empty: the backend has none, PostgreSQL).
     storage_check: str = ""
 
@@ -76,14 +84,34 @@ class VerifyReport:
                 "blobs": self.blobs, "purged": self.purged, "erased": self.erased,
                 "erased_blobs": self.erased_blobs, "storage_check": self.storage_check or None,
                 "failures": [f.to_dict() for f in self.failures], "seal": self.seal,
-                **({"checkpoint": self.checkpoint} if self.checkpoint is not None else {})}
+                **({"checkpoint": self.checkpoint} if self.checkpoint is not None else {}),
+                **({"since": self.since} if self.since is not None else {})}
+
+
+class EventSink(Protocol):
+    """Told every event of verify's scan (by stream, then version, checked or not), so a layer above
+    re-derives what it keeps from the log in the same scan instead of reading the log again (the
+    runs index: ``projections.runs.IndexCheck``); ``end`` once the scan is over.  ``cur`` is the
+    scan's read transaction."""
+
+    def event(self, cur: Any, e: RecordedEvent) -> None: ...
+
+    def end(self, cur: Any) -> None: ...
 
 
 def verify(store: EventStore, stream_id: str | None = None,
-           progress: Callable[[int], None] | None = None) -> VerifyReport:
+           progress: Callable[[int], None] | None = None, *, after_position: int = 0,
+           sink: EventSink | None = None, stage: Callable[[str], None] | None = None) -> VerifyReport:
     """Recompute every chain (or one stream's), report the first chain failure per stream, and
-    check every replay-cache row against the log."""
-    report = VerifyReport(storage_check=store.backend.storage_check_name)
+    check every replay-cache row against the log.
+
+    ``after_position``: check only the events after it (:func:`verify_since` passes a checkpoint's
+    size, once the leaves up to it hash to its signed root): each stream's first such event links to
+    its stored predecessor, whose hash that root covers; the blobs, sources, replay-cache rows and
+    heads checked are those of the streams with such events; no engine file check, no tree check
+    (:func:`verify_since` checks the tree).  ``sink``: told each event of the scan (:class:`EventSink`);
+    ``stage``: told what is checked after the scan (for a progress line)."""
+    report = VerifyReport(storage_check=store.backend.storage_check_name if not after_position else "")
     if stream_id is None and report.storage_check:
         # The engine's own check first: a damaged page (of an index, say) that the chain walk below
         # never reads, and a clear report instead of a read failing half-way.
@@ -97,96 +125,181 @@ def verify(store: EventStore, stream_id: str | None = None,
         raise StreamNotFound(f'No stream "{stream_id}"; `evstore runs` lists the streams.')
     with store.reading() as cur:
         erasures = store.backend.erasure_rows(cur)
+    referenced: dict[bytes, tuple[str, int]] = {}  # blob digest -> first (stream, version) naming it
+    sources: dict[tuple[str, int], tuple[str | None, str | None]] = {}  # -> (meta.source.id, derived)
+    tombstoned: set[tuple[str, int]] = set()  # erased events: their meta (and source id) is gone
+    touched: dict[str, int] = {}  # verify --since: stream -> its first version after the checkpoint
+    failures = report.failures
+    fail = failures.append
+    sha = chain.sha256
+    event_hash = chain.event_hash
+    genesis = chain.GENESIS
     with store.reading() as cur:
         current: str | None = None
-        prev = chain.GENESIS
+        prev = genesis
         expect_version = 0
         last_position = 0
         failed = False
-        head: tuple[int, bytes] = (0, chain.GENESIS)
-        referenced: dict[bytes, tuple[str, int]] = {}  # blob digest -> first (stream, version) naming it
-        sources: dict[tuple[str, int], tuple[str | None, str | None]] = {}  # -> (meta.source.id, derived)
-        tombstoned: set[tuple[str, int]] = set()  # erased events: their meta (and source id) is gone
+        head: tuple[int, bytes] = (0, genesis)
+        events = 0
+        streams = 0
+
+        # The source rows are read beside the log, in the same order (by stream id, then version: both
+        # queries sort on the same column), and compared a stream at a time: memory holds one stream's.
+        merged = not after_position
+        source_rows = store.backend.source_rows(cur, stream_id) if merged else iter(())
+        next_row = next(source_rows, None)
 
         def close_stream() -> None:
+            nonlocal next_row
             if current is not None and not failed and (expect_version, prev) != head:
-                report.failures.append(Failure(current, expect_version, "head",
-                                               f"stream head says version {head[0]} but the chain ends at "
-                                               f"version {expect_version} (events missing or head rewritten)"))
+                fail(Failure(current, expect_version, "head", f"stream head says version {head[0]} but the chain "
+                             f"ends at version {expect_version} (events missing or head rewritten)"))
+            if merged and current is not None:
+                rows: dict[tuple[str, int], str] = {}
+                while next_row is not None and next_row[0] == current:
+                    rows[(current, next_row[1])] = next_row[2]
+                    next_row = next(source_rows, None)
+                _compare_sources(rows, sources, report, tombstoned)
+                sources.clear()
+                tombstoned.clear()
 
-        for r in store.backend.chain_links(cur, stream_id):
-            sid = r.stream_id
+        # One row per event, unpacked in the loop's header: the loop is verify's cost (one scan and
+        # three SHA-256 per event), so it builds no object per event and looks nothing up globally.
+        for (sid, head_version, head_hash, version, event_id, type_, schema_version, data, meta, occurred_at,
+             recorded_at, data_sha, meta_sha, prev_hash, h, position, salt) in store.backend.chain_rows(
+                cur, stream_id, after_position):
             if sid != current:
                 close_stream()
-                current, prev, expect_version, last_position, failed = sid, chain.GENESIS, 0, 0, False
-                head = (r.stream_version, bytes(r.head_hash))
-                report.streams += 1
-            e = r.event
-            if e is None:  # stream without events
+                current, prev, expect_version, last_position, failed = sid, genesis, 0, 0, False
+                head = (head_version, head_hash)
+                streams += 1
+                if after_position and version is not None:
+                    touched[sid] = version
+                    if version > 1:  # its predecessor is before the checkpoint: a leaf of its root
+                        before = store.backend.leaf_event(cur, stream_id=sid, version=version - 1)
+                        if before is None:
+                            fail(Failure(sid, version, "sequence", f"version {version - 1}, the one before the first "
+                                         "version after the checkpoint, is missing"))
+                            failed = True
+                        else:
+                            prev, expect_version, last_position = before.hash, version - 1, before.position
+            if version is None:  # stream without events
                 continue
-            version, position = e.version, e.position
-            report.events += 1
-            if progress and report.events % 10000 == 0:
-                progress(report.events)
+            events += 1
+            if progress and events % 10000 == 0:
+                progress(events)
             # Positions are not in the per-event chain (the signed seal covers the global
             # order); within a stream they must still grow with the versions.
             if position <= last_position:
-                report.failures.append(Failure(sid, version, "position",
-                                               f"position {position} is not after position {last_position} of the "
-                                               "stream's previous event (events reordered)"))
+                fail(Failure(sid, version, "position", f"position {position} is not after position {last_position} "
+                             "of the stream's previous event (events reordered)"))
             last_position = position
+            if sink is not None:
+                sink.event(cur, RecordedEvent(position, sid, version, event_id, type_, schema_version, data, meta,
+                                              occurred_at, recorded_at, prev_hash, h))
             if failed:
                 continue
-            data, meta = bytes(e.data), bytes(e.meta)
-            data_sha, meta_sha, prev_hash, h = bytes(e.data_sha256), bytes(e.meta_sha256), bytes(e.prev_hash), bytes(e.hash)
             # A data/meta mismatch does not break the chain (it commits to the recorded digests, so an
             # audited redaction stays local): report it and keep checking the rest of the stream.
-            erasure = erasures.get(position)
+            erasure = erasures.get(position) if erasures else None
             if erasure is not None or (not data and not meta):
                 # A tombstone: both emptied, as its erasures row says (eventstore/erasure.py).
                 if erasure is None:
-                    report.failures.append(Failure(sid, version, "data", "data and meta are empty but no erasure "
-                                                   "is recorded for this event (payload removed without a record)"))
+                    fail(Failure(sid, version, "data", "data and meta are empty but no erasure is recorded for "
+                                 "this event (payload removed without a record)"))
                 elif data or meta:
-                    report.failures.append(Failure(sid, version, "data", f"recorded as {erasure[0]} at {erasure[3]} "
-                                                   "but the stored payload is not the empty tombstone"))
-                elif e.salt is not None:
-                    report.failures.append(Failure(sid, version, "data", f"recorded as {erasure[0]} at {erasure[3]} "
-                                                   "but the event still holds its digests' salt (a guess of the "
-                                                   "erased payload could be confirmed against them)"))
+                    fail(Failure(sid, version, "data", f"recorded as {erasure[0]} at {erasure[3]} but the stored "
+                                 "payload is not the empty tombstone"))
+                elif salt is not None:
+                    fail(Failure(sid, version, "data", f"recorded as {erasure[0]} at {erasure[3]} but the event still "
+                                 "holds its digests' salt (a guess of the erased payload could be confirmed against them)"))
                 else:
                     tombstoned.add((sid, version))
                     if erasure[0] == "purged":
                         report.purged += 1
                     else:
                         report.erased += 1
-            elif chain.payload_digest(data, e.salt) != data_sha:
-                report.failures.append(Failure(sid, version, "data", "stored data does not match its recorded SHA-256"))
-            if erasure is None and (data or meta) and chain.payload_digest(meta, e.salt) != meta_sha:
-                report.failures.append(Failure(sid, version, "meta", "stored meta does not match its recorded SHA-256"))
-            problem: tuple[str, str] | None = None
+            elif salt is None:
+                if sha(data).digest() != data_sha:
+                    fail(Failure(sid, version, "data", "stored data does not match its recorded SHA-256"))
+                if sha(meta).digest() != meta_sha:
+                    fail(Failure(sid, version, "meta", "stored meta does not match its recorded SHA-256"))
+            else:  # salted digests (revision 0010): SHA-256(salt || payload)
+                if sha(salt + data).digest() != data_sha:
+                    fail(Failure(sid, version, "data", "stored data does not match its recorded SHA-256"))
+                if sha(salt + meta).digest() != meta_sha:
+                    fail(Failure(sid, version, "meta", "stored meta does not match its recorded SHA-256"))
             if version != expect_version + 1:
-                problem = ("sequence", f"expected version {expect_version + 1}, found {version}")
-            elif prev_hash != prev:
-                problem = ("link", "prev_hash is not the previous event's hash")
-            elif chain.event_hash(prev_hash, sid, version, e.event_id, e.type, e.schema_version, e.occurred_at,
-                                  e.recorded_at, data_sha, meta_sha) != h:
-                problem = ("header", "event hash does not recompute (type, ids, times or digests changed)")
-            if problem:
-                report.failures.append(Failure(sid, version, *problem))
+                fail(Failure(sid, version, "sequence", f"expected version {expect_version + 1}, found {version}"))
+                failed = True
+                continue
+            if prev_hash != prev:
+                fail(Failure(sid, version, "link", "prev_hash is not the previous event's hash"))
+                failed = True
+                continue
+            if event_hash(prev_hash, sid, version, event_id, type_, schema_version, occurred_at, recorded_at,
+                          data_sha, meta_sha) != h:
+                fail(Failure(sid, version, "header", "event hash does not recompute (type, ids, times or digests "
+                             "changed)"))
                 failed = True
                 continue
             prev, expect_version = h, version
-            if b'"blobs"' in meta:
-                _note_blobs(meta, sid, version, referenced, report)
-            if b'"source":' in meta:
-                _note_source(meta, sid, version, sources)
+            if b'"blobs"' in meta or b'"source":' in meta:
+                _note_meta(meta, sid, version, referenced, sources, report)
         close_stream()
-    _verify_sources(store, stream_id, sources, report, erased=tombstoned)
+        if progress and events % 10000:
+            progress(events)  # and once at the end of the scan
+        if next_row is not None:  # rows of no stream the scan met (none in one transaction)
+            rest = {(next_row[0], next_row[1]): next_row[2]}
+            rest.update(((sid, v), ident) for sid, v, ident in source_rows)
+            _compare_sources(rest, {}, report, set())
+        if sink is not None:
+            sink.end(cur)
+        report.streams, report.events = streams, events
+    if stage is not None:
+        stage("checking the replay cache and the blobs")
+    if after_position:
+        report.streams_checked = list(touched)
+        for sid, first in touched.items():
+            _verify_sources(store, sid, {k: v for k, v in sources.items() if k[0] == sid}, report,
+                            erased=tombstoned, from_version=first)
+            _verify_cache(store, sid, report)
+        _verify_blobs(store, referenced, report, every=False)
+        return report
     _verify_cache(store, stream_id, report)
     _verify_blobs(store, referenced, report, every=stream_id is None)
     if stream_id is None:
+        if stage is not None:
+            stage("recomputing the Merkle tree from every leaf")
         report.failures.extend(verify_tree(store))
+    return report
+
+
+def verify_since(store: EventStore, size: int, root: bytes, signed: Sequence[tuple[int, bytes]] = (),
+                 progress: Callable[[int], None] | None = None,
+                 stage: Callable[[str], None] | None = None) -> VerifyReport:
+    """``verify --since``: what was appended after a signed checkpoint of ``size`` leaves and ``root``
+    (its signature checked by the caller), trusting the checkpoint's root for everything before it.
+
+    What still covers the events before it: every leaf (``events.hash``, by position) is read and
+    the tree's stored nodes recomputed from them (:func:`verify_tree`: no gap, no node that differs),
+    so the first ``size`` leaves must hash to ``root`` (:func:`check_tree_checkpoint`): an event
+    before the checkpoint deleted, inserted, moved or rewritten with its hash fails.  What is not
+    checked again before it: that an event's stored fields and payload still hash to its stored hash
+    and link to its predecessor (a full ``verify`` does; the checkpoint was made of a verified log).
+    After it, every event as :func:`verify` checks it (``after_position``)."""
+    if size == 0:  # nothing before it: the whole log
+        report = verify(store, progress=progress, stage=stage)
+        report.failures.extend(check_tree_checkpoint(store, size, root, signed))
+        return report
+    if stage is not None:
+        stage(f"recomputing the Merkle tree from every leaf, then its root at {size}")
+    failures = verify_tree(store)
+    gapless = not any(f.detail.startswith("position ") for f in failures)  # the leaves were all read just now
+    failures += [f for f in check_tree_checkpoint(store, size, root, signed, gapless=gapless) if f not in failures]
+    report = verify(store, progress=progress, after_position=size, stage=stage)
+    report.failures[:0] = failures
     return report
 
 
@@ -201,6 +314,9 @@ def _leaf_failure(store: EventStore, leaf: int, field_class: str, detail: str) -
     return Failure(e.stream_id, e.version, field_class, f"leaf {leaf} (position {leaf + 1}): {detail}")
 
 
+_second = itemgetter(1)
+
+
 def verify_tree(store: EventStore) -> list[Failure]:
     """Positions must be gapless (leaf i is position i + 1) and every stored node of the Merkle tree
     must be the one its leaves make, none missing; the first difference only (one failure per kind)."""
@@ -211,11 +327,13 @@ def verify_tree(store: EventStore) -> list[Failure]:
 
         def leaves() -> Any:
             n = 0
-            for position, h in store.backend.leaves(cur, MAX_POSITION):
-                if position != n + 1 and not gap:
-                    gap.append(n)
-                n += 1
-                yield h
+            for rows in store.backend.leaf_batches(cur, MAX_POSITION):
+                # Positions are unique and come in order: the batch has no gap iff its last is n + len.
+                if not gap and rows[-1][0] != n + len(rows):
+                    gap.extend(n + i for i, r in enumerate(rows) if r[0] != n + i + 1)
+                    del gap[1:]
+                n += len(rows)
+                yield from map(_second, rows)
 
         for level, _idx, h in tree.all_nodes(leaves()):
             expected.setdefault(level, []).append(h)
@@ -241,16 +359,19 @@ def verify_tree(store: EventStore) -> list[Failure]:
 
 
 def check_tree_checkpoint(store: EventStore, size: int, root: bytes,
-                          signed: Sequence[tuple[int, bytes]] = ()) -> list[Failure]:
+                          signed: Sequence[tuple[int, bytes]] = (), *, gapless: bool = False) -> list[Failure]:
     """Failures if the log's first ``size`` leaves no longer hash to ``root`` (a signed checkpoint's),
     naming the first leaf that differs where the store can tell: a leaf missing (the log is shorter,
     or has a gap), or a stored tree node that disagrees with the leaves.  Otherwise ``signed``, the
     (size, root) of other checkpoints whose signatures the caller checked (those the store recorded),
-    brackets it: after the largest one that still holds, up to the smallest one that fails."""
+    brackets it: after the largest one that still holds, up to the smallest one that fails.
+    ``gapless``: the caller found the positions gapless already (:func:`verify_tree`); not read again."""
     last = store.max_position()
     if last < size:
         return [Failure("*", 0, "checkpoint", f"leaf {last} (position {last + 1}) is missing: the log has {last} "
                         f"events, the checkpoint covers {size} (tail truncated or events deleted)")]
+    if gapless:
+        return _root_check(store, size, root, signed)
     with store.reading() as cur:
         n = 0
         for position, _h in store.backend.leaves(cur, size):
@@ -260,6 +381,10 @@ def check_tree_checkpoint(store: EventStore, size: int, root: bytes,
     if n != size:
         return [Failure("*", 0, "checkpoint", f"leaf {n} (position {n + 1}) is missing: events deleted or positions "
                         f"rewritten (the checkpoint covers {size} leaves)")]
+    return _root_check(store, size, root, signed)
+
+
+def _root_check(store: EventStore, size: int, root: bytes, signed: Sequence[tuple[int, bytes]]) -> list[Failure]:
     with store.tree(size) as t:
         got = t.root()
     if got == root:
@@ -300,18 +425,38 @@ def _bracket(store: EventStore, size: int, signed: Sequence[tuple[int, bytes]]) 
     return low, high
 
 
-# ------------------------------------------------------------------ content-addressed blobs
+# ------------------------------------------------------------------ content-addressed blobs and sources
 
-def _note_blobs(meta: bytes, sid: str, version: int, referenced: dict[bytes, tuple[str, int]],
+
+class _MetaView(msgspec.Struct):
+    """The keys of an event's meta that verify reads (the rest is skipped, not built: decoding the
+    whole meta was a tenth of verify's time)."""
+
+    blobs: Any = None
+    source: Any = None
+    snapshot: Any = None
+
+
+_meta_view = msgspec.json.Decoder(_MetaView)
+
+
+def _note_meta(meta: bytes, sid: str, version: int, referenced: dict[bytes, tuple[str, int]],
+               sources: dict[tuple[str, int], tuple[str | None, str | None]], report: VerifyReport) -> None:
+    """What an event's meta says about blobs (:func:`_note_blobs`) and its source (:func:`_note_source`)."""
+    try:
+        view = _meta_view.decode(meta)
+    except Exception:  # noqa: BLE001 - meta is checked against its digest; no object, nothing to note
+        return
+    if view.blobs is not None:
+        _note_blobs(view.blobs, sid, version, referenced, report)
+    if isinstance(view.source, dict):
+        _note_source(view, sid, version, sources)
+
+
+def _note_blobs(names: Any, sid: str, version: int, referenced: dict[bytes, tuple[str, int]],
                 report: VerifyReport) -> None:
     """Remember the blobs an event's ``meta.blobs`` names (the first event naming each); a name
     that is no SHA-256 digest (the store refuses one, so only an edit writes it) is a failure."""
-    try:
-        names = codec.decode(meta).get("blobs")
-    except Exception:  # noqa: BLE001 - meta is checked against its digest above; no blobs list, nothing to note
-        return
-    if names is None:
-        return
     for name in names if isinstance(names, list) else [names]:
         key = chain.parse_digest(name)  # the store's rule for a blob name
         if key is None:
@@ -355,29 +500,41 @@ def _verify_blobs(store: EventStore, referenced: dict[bytes, tuple[str, int]], r
 # ------------------------------------------------------------------ source versions (capture-once)
 
 
-def _note_source(meta: bytes, sid: str, version: int,
+def _note_source(view: _MetaView, sid: str, version: int,
                  sources: dict[tuple[str, int], tuple[str | None, str | None]]) -> None:
+    """Remember what an event's ``meta.source`` says its source is: its id, or the id migration 0006
+    derived for a version recorded before capture-once (which needs a ``file``).  A source that says
+    neither is not kept: :func:`_verify_sources` reads a missing key as (None, None)."""
+    source = view.source
+    ident = source.get("id")
+    ident = ident if isinstance(ident, str) and ident else None
+    derived = _legacy_source_id({"source": source, "snapshot": view.snapshot}) if "file" in source else None
+    if ident is not None or derived is not None:
+        sources[(sid, version)] = (ident, derived)
+
+
+def _legacy_source_id(meta: dict[str, Any]) -> str | None:
     from eventstore.ingest import legacy_source_id
 
-    try:
-        decoded = codec.decode(meta)
-    except Exception:  # a meta that does not decode is reported by the chain checks
-        return
-    source = decoded.get("source") if isinstance(decoded, dict) else None
-    if not isinstance(source, dict):
-        return
-    ident = source.get("id")
-    sources[(sid, version)] = (ident if isinstance(ident, str) and ident else None, legacy_source_id(decoded))
+    return legacy_source_id(meta)
 
 
 def _verify_sources(store: EventStore, stream_id: str | None,
                     sources: dict[tuple[str, int], tuple[str | None, str | None]], report: VerifyReport,
-                    erased: set[tuple[str, int]] = frozenset()) -> None:  # type: ignore[assignment]
+                    erased: set[tuple[str, int]] = frozenset(),  # type: ignore[assignment]
+                    from_version: int = 0) -> None:
+    """:func:`_compare_sources` with the rows read here (of ``stream_id`` from ``from_version`` on:
+    ``verify --since``)."""
+    with store.reading() as cur:
+        rows = {(sid, v): ident for sid, v, ident in store.backend.source_rows(cur, stream_id) if v >= from_version}
+    _compare_sources(rows, sources, report, erased)
+
+
+def _compare_sources(rows: dict[tuple[str, int], str], sources: dict[tuple[str, int], tuple[str | None, str | None]],
+                     report: VerifyReport, erased: set[tuple[str, int]]) -> None:
     """Each ``source_versions`` row says what its event's ``meta.source.id`` says (or, for an event
     recorded before migration 0006, what the migration derived from its meta), and each event with
     a ``meta.source.id`` has its row: a capture reads the table to decide what is recorded."""
-    with store.reading() as cur:
-        rows = {(sid, v): ident for sid, v, ident in store.backend.source_rows(cur, stream_id)}
     for key, ident in rows.items():
         if key in erased:  # its meta is gone with the payload; the row keeps the capture from re-recording it
             continue

@@ -210,6 +210,8 @@ class RunsIndex(engine.Projection):
     def _load(self, cur: Any, be: Backend, e: RecordedEvent, dialect: str | None) -> _Doc:
         """The stream's document just before ``e`` (cache miss): folded from its newest usable
         replay-cache row, through the append transaction's own cursor."""
+        if dialect and e.version <= 1:  # a stream's first event names its dialect: nothing to read or fold
+            return _Doc(dialect, self._dialect(dialect), e.version - 1, e.prev_hash, None)
         head = be.stream_head(cur, e.stream_id)
         name = dialect or (head.dialect if head else None)
         entry = _Doc(name, self._dialect(name), e.version - 1, e.prev_hash, None)
@@ -601,40 +603,106 @@ def expected_row(store: EventStore, stream_id: str, upto_position: int, *, batch
     return row
 
 
-def check_index(store: EventStore, stream_id: str | None = None) -> list[tuple[str, int, str]]:
+class IndexCheck:
+    """The ``proj_runs`` rows the log gives, derived in ``evstore verify``'s own scan of the log (an
+    :class:`eventstore.verify.EventSink`: the index's code folds each stream's events as the chain
+    walk reads them, instead of a second pass over the log), then compared with the stored rows
+    (:meth:`problems`, as :func:`check_index` does)."""
+
+    def __init__(self, store: EventStore, *, batch: int = 1000) -> None:
+        with engine.ProjectionRunner(store) as runner:
+            cp = runner.checkpoint(RUNS.name)
+        self.store, self.batch = store, batch
+        self.upto = 0 if cp is None else cp.position  # the rows are as of the index's checkpoint
+        # The scan gives each stream's events together: the stream being folded is the one document held.
+        self.index = RunsIndex(cache_size=2, trust_cache=False)
+        self.rows: dict[str, tuple[Any, ...]] = {}
+        self.pending: list[RecordedEvent] = []
+        self.scanned = False
+
+    def event(self, cur: Any, e: RecordedEvent) -> None:
+        if e.position > self.upto:
+            return
+        pending = self.pending
+        if pending and (len(pending) >= self.batch or pending[-1].stream_id != e.stream_id):
+            self._apply(cur)
+        self.pending.append(e)
+
+    def _apply(self, cur: Any) -> None:
+        capture = _Capture(cur)
+        self.index.apply(capture, self.store.backend, self.pending)
+        for r in capture.rows:
+            self.rows[r[0]] = _merge(self.rows.get(r[0]), r)
+        self.pending = []
+
+    def end(self, cur: Any) -> None:
+        if self.pending:
+            self._apply(cur)
+        self.scanned = True
+
+    def problems(self) -> list[tuple[str, int, str]]:
+        """What :func:`check_index` reports, from the rows derived in the scan (none if the scan did
+        not run to its end: a damaged file, reported as such)."""
+        if not self.scanned:
+            return []
+        return _recheck(self.store, _check_index_once(self.store, None, derived=(self.upto, self.rows)))
+
+
+def check_index(store: EventStore, stream_id: str | None = None, *,
+                streams: Sequence[str] | None = None) -> list[tuple[str, int, str]]:
     """``(stream, version, what differs)`` for each run whose ``proj_runs`` row is not what its
     events give (as of the index's checkpoint).  Whoever may append may write the index (the
     PostgreSQL writer role too: it is kept in the append's transaction), so ``evstore verify``
-    re-derives it instead of trusting it.
+    re-derives it instead of trusting it.  ``streams``: those runs only (``verify --since``: the
+    runs with new events), with one read of the checkpoint and of their rows.
 
     The checkpoint and the rows are two reads: an append between them moves a row past the
     checkpoint read first, so a stream that differs is looked at again (twice at most), each time
     with the checkpoint read afresh; a row that was written by hand differs every time."""
-    problems = _check_index_once(store, stream_id)
+    some = [stream_id] if stream_id is not None else None if streams is None else list(streams)
+    return _recheck(store, _check_index_once(store, some))
+
+
+def _recheck(store: EventStore, problems: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
+    """The streams of ``problems`` looked at again (twice at most), the checkpoint read afresh each time."""
     for _ in range(2):
         if not problems:
             break
-        problems = [p for sid in sorted({p[0] for p in problems}) for p in _check_index_once(store, sid)]
+        problems = _check_index_once(store, sorted({p[0] for p in problems}))
     return problems
 
 
-def _check_index_once(store: EventStore, stream_id: str | None) -> list[tuple[str, int, str]]:
+def _check_index_once(store: EventStore, stream_ids: list[str] | None,
+                      derived: tuple[int, dict[str, tuple[Any, ...]]] | None = None) -> list[tuple[str, int, str]]:
+    """The differences for ``stream_ids`` (None: every stream); ``derived``: (checkpoint position, rows)
+    derived already (:class:`IndexCheck`), else the checkpoint is read and the rows derived here."""
     from sqlalchemy import select
 
-    with engine.ProjectionRunner(store) as runner:
-        cp = runner.checkpoint(RUNS.name)
-    upto = 0 if cp is None else cp.position
+    if stream_ids is not None and not stream_ids:
+        return []
+    if derived is None:
+        with engine.ProjectionRunner(store) as runner:
+            cp = runner.checkpoint(RUNS.name)
+        upto = 0 if cp is None else cp.position
+    else:
+        upto = derived[0]
     t = _runs_table()
     query = select(*(t.c[c] for c in _COLUMNS))
-    if stream_id is not None:
-        query = query.where(t.c.stream_id == stream_id)
+    stored: dict[str, tuple[Any, ...]] = {}
     with store.engine.connect() as conn:
-        stored = {r[0]: tuple(r) for r in conn.execute(query).all()}
-    if stream_id is not None:
-        one = expected_row(store, stream_id, upto) if store.stream_head(stream_id) is not None else None
-        wanted = {} if one is None else {stream_id: one}
+        if stream_ids is None:
+            stored = {r[0]: tuple(r) for r in conn.execute(query).all()}
+        for i in range(0, len(stream_ids or ()), 500):
+            chunk = (stream_ids or [])[i:i + 500]
+            stored.update({r[0]: tuple(r) for r in conn.execute(query.where(t.c.stream_id.in_(chunk))).all()})
+    if stream_ids is not None:
+        wanted = {}
+        for sid in stream_ids:
+            one = expected_row(store, sid, upto) if store.stream_head(sid) is not None else None
+            if one is not None:
+                wanted[sid] = one
     else:
-        wanted = expected_rows(store, upto)
+        wanted = expected_rows(store, upto) if derived is None else derived[1]
     problems = []
     for sid in sorted(set(wanted) | set(stored)):
         want, have = wanted.get(sid), stored.get(sid)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import abc
 import functools
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -44,11 +45,9 @@ from eventstore.errors import (
 from eventstore.records import (
     CachedState,
     CacheEntry,
-    ChainLink,
     CheckpointNote,
     EventPayload,
     LeafEvent,
-    LinkedEvent,
     OrderEntry,
     ProjectionCheckpoint,
     RecordedEvent,
@@ -435,27 +434,41 @@ class Backend(abc.ABC):
         return conn.cursor()
 
     def _streamed(self, cur: Any, sql: str, params: Sequence[Any], what: str) -> Iterator[Sequence[Any]]:
-        """Rows of ``sql`` through a streaming cursor on ``cur``'s connection (same transaction)."""
+        """Rows of ``sql`` through a streaming cursor on ``cur``'s connection (same transaction); the
+        rows of each batch are handed on in C (no generator step per row: verify reads every event)."""
+        return itertools.chain.from_iterable(self._streamed_batches(cur, sql, params, what))
+
+    def _streamed_batches(self, cur: Any, sql: str, params: Sequence[Any], what: str) -> Iterator[list[Any]]:
+        """:meth:`_streamed`'s rows, a batch of up to :data:`STREAM_BATCH` at a time."""
         cur = self.stream_cursor(cur.connection)
         try:
             cur.execute(sql, params)
             while rows := cur.fetchmany(STREAM_BATCH):
-                yield from rows
+                yield rows
         except self.driver_errors as exc:
             raise self.translate(exc, what) from exc
         finally:
             cur.close()
 
-    def chain_links(self, cur: Any, stream_id: str | None = None) -> Iterator[ChainLink]:
+    def chain_rows(self, cur: Any, stream_id: str | None = None, after_position: int = 0) -> Iterator[Sequence[Any]]:
         """Every event with its stream's recorded head (one stream's, if given), by stream id and
-        version, streamed; a stream without events yields one link without an event."""
-        if stream_id is None:
-            rows = self._streamed(cur, self.sql_chain.format(where=""), (), "reading the log")
+        version, streamed as plain rows (``evstore verify``'s loop: no object per event); a stream
+        without events gives one row whose event columns are NULL.  Columns: stream id, the head's
+        version and hash, then the event's version, event id, type, schema version, data, meta,
+        occurred at, recorded at, data and meta SHA-256, prev hash, hash, position and salt (None: plain digests).
+
+        ``after_position``: only the events after it (``verify --since``), and no stream without one."""
+        params: list[Any]
+        if after_position:
+            where, params = f"WHERE e.position > {self.p}", [after_position]
+            if stream_id is not None:
+                where, params = f"{where} AND s.stream_id = {self.p}", [after_position, stream_id]
+            sql = self.sql_chain.replace("LEFT JOIN", "JOIN").format(where=where)
+        elif stream_id is None:
+            sql, params = self.sql_chain.format(where=""), []
         else:
-            rows = self._streamed(cur, self.sql_chain.format(where=f"WHERE s.stream_id = {self.p}"), (stream_id,),
-                                  "reading the log")
-        for r in rows:
-            yield ChainLink(r[0], r[1], bytes(r[2]), None if r[3] is None else LinkedEvent(*r[3:]))
+            sql, params = self.sql_chain.format(where=f"WHERE s.stream_id = {self.p}"), [stream_id]
+        return self._streamed(cur, sql, params, "reading the log")
 
     def order_entries(self, cur: Any, upto_position: int) -> Iterator[OrderEntry]:
         """(position, stream id, version, hash) of every event up to ``upto_position``, by position, streamed."""
@@ -572,6 +585,10 @@ class Backend(abc.ABC):
         """(position, hash) of every event up to ``upto_position``, by position, streamed."""
         for r in self._streamed(cur, self.sql_leaves, (upto_position,), "reading the log's leaves"):
             yield int(r[0]), bytes(r[1])
+
+    def leaf_batches(self, cur: Any, upto_position: int) -> Iterator[list[Any]]:
+        """:meth:`leaves` as the driver gives them, a batch of rows at a time (verify's tree check)."""
+        return self._streamed_batches(cur, self.sql_leaves, (upto_position,), "reading the log's leaves")
 
     def all_tree_nodes(self, cur: Any) -> Iterator[tuple[int, int, bytes]]:
         """Every stored tree node by level and index, streamed."""

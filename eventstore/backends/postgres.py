@@ -4,6 +4,7 @@ that commits late; server-side cursors for the streamed reads; the roles of ``ev
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING, Any
 
 from eventstore.backends.base import Backend
@@ -18,6 +19,7 @@ _COPY_TYPES = ["int8", "int8", "int4", "varchar", "varchar", "int2", "bytea", "b
                "bytea", "bytea", "bytea", "bytea", "bytea"]
 
 #: Arbitrary constant naming evstore's append lock (pg_advisory_xact_lock key).
+_CURSORS = itertools.count(1)
 APPEND_LOCK_KEY = 0x65767374  # "evst"
 
 
@@ -120,8 +122,9 @@ class PostgresBackend(Backend):
         return f"{name} ({where})" if name else where
 
     def stream_cursor(self, conn: Any) -> Any:
-        # A server-side cursor: psycopg's client-side one would hold the whole result in memory.
-        return conn.cursor(name="evstore_streamed_read")
+        # A server-side cursor: psycopg's client-side one would hold the whole result in memory.  Named
+        # apart: verify reads two at once in one transaction (the log, and the source rows beside it).
+        return conn.cursor(name=f"evstore_streamed_read_{next(_CURSORS)}")
 
     def begin_read(self, raw: Any, snapshot: bool = False) -> bool:
         # READ COMMITTED (the engine's level) takes a new snapshot per statement; REPEATABLE READ

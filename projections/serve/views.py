@@ -334,11 +334,12 @@ class IntegrityState:
 
         with self.lock:  # one full verify at a time
             before = {s.stream_id: s.version for s in store.list_streams()}
-            report = v.verify(store)
-            from projections.runs import check_index
+            from projections.runs import IndexCheck
 
+            derive = IndexCheck(store)  # the runs index re-derived in verify's own scan of the log
+            report = v.verify(store, sink=derive)
             report.failures.extend(v.Failure(sid, version, "projection", detail)
-                                   for sid, version, detail in check_index(store))
+                                   for sid, version, detail in derive.problems())
             signed = self.seal()
             if signed is not None and "error" not in signed:
                 try:
