@@ -121,7 +121,8 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "query": ("projections.cli.analytics", "Run DuckDB SQL over the analytics views (runs, phases, "
                                            "review_findings, review_deltas, gates, ...)."),
     "usage": ("projections.cli.analytics", "Tokens and cost of the agent sessions in the store, by session, task, "
-                                           "model, subagent, day or project."),
+                                           "model, subagent, day, project or writer (token and machine that sent "
+                                           "them to a team server)."),
     "serve": ("projections.cli.serve", "Serve runs, states, diffs, metrics and integrity in a browser, and a JSON "
                                        "API (writes need a token)."),
 }
