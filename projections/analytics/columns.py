@@ -111,6 +111,37 @@ def table(columns: Sequence[Sequence[Any]], schema: pa.Schema, name: str = "") -
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def from_arrays(arrays: Sequence[pa.Array], schema: pa.Schema) -> pa.Table:
+    return pa.Table.from_arrays(list(arrays), schema=schema)
+
+
+#: evstore's stored time (``eventstore.store.iso``): UTC, microseconds, "Z".  RE2 (Arrow's) has no
+#: look-ahead, so the year 0000, which Arrow reads and Python does not, is refused apart.
+_STORED_TIME = r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{6}Z$"
+_UTC_MICROS = pa.timestamp("us", tz="UTC")
+
+
+def iso_times(values: Sequence[str | None]) -> pa.Array:
+    """A timestamp[us, UTC] array of ISO 8601 texts, each what ``eventstore.dialects.analytics.ts``
+    makes of it (null for None, for text that is no time and for a time without a zone).
+
+    A column of times as the store writes them (every ``occurred_at`` and ``recorded_at``) is parsed by
+    Arrow, a column at a time (80 ns a value against 500 for ``ts`` and the conversion of its datetime);
+    anything else, or a column Arrow refuses (a 30 February), value by value with ``ts`` itself."""
+    import pyarrow.compute as pc
+
+    from eventstore.dialects.analytics import ts
+
+    text = column(values, pa.string())
+    if len(text) and pc.all(pc.match_substring_regex(text, _STORED_TIME)).as_py() is not False \
+            and not pc.any(pc.starts_with(text, "0000")).as_py():
+        try:
+            return text.cast(_UTC_MICROS)
+        except pa.ArrowInvalid:
+            pass
+    return column([ts(v) for v in values], _UTC_MICROS)
+
+
 def empty(schema: pa.Schema) -> pa.Table:
     """A table of ``schema`` without rows (``Schema.empty_table`` without its pandas import)."""
     return table([[] for _ in schema], schema)

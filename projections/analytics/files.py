@@ -265,17 +265,19 @@ def _refresh(store: EventStore, out: Path, started: float, *, batch_size: int, r
     flat = Flattener()
     last: RecordedEvent | None = None
     with gc_paused():  # many live row tuples: young collections would walk them all
-        for e in store.iter_all(after_position=manifest.position, upto_position=high, batch_size=batch_size):
-            flat.add_one(e)
-            last = e
-            read += 1
-            if progress and read % batch_size == 0:
+        for batch in store.iter_batches(after_position=manifest.position, upto_position=high,
+                                        batch_size=batch_size):
+            while batch:  # the facts of every flush_events events are written together
+                take = flush_events - read % flush_events
+                part, batch = (batch, []) if take >= len(batch) else (batch[:take], batch[take:])
+                flat.add_batch(part)
+                last = part[-1]
+                read += len(part)
+                if read % flush_events == 0:
+                    written += _commit(out, manifest, flat, last, rows)
+                    flat = Flattener()
+            if progress:
                 progress(min(read, total), total)
-            if read % flush_events == 0:
-                written += _commit(out, manifest, flat, last, rows)
-                flat = Flattener()
-        if progress and read % batch_size:
-            progress(min(read, total), total)  # the last, partial batch: the bar ends full
         if last is not None and last.position > manifest.position:
             written += _commit(out, manifest, flat, last, rows)
     del flat
