@@ -58,11 +58,12 @@ def column(values: Sequence[Any], kind: pa.DataType) -> pa.Array:
     types.discard(type(None))
     if pa.types.is_string(kind):
         if types <= {str}:
-            joined = "".join(values if not nulls else [v for v in values if v is not None])
+            filled = values if not nulls else [v or "" for v in values]
+            joined = "".join(filled)
             data = joined.encode("utf-8")  # UnicodeEncodeError for a lone surrogate, as pyarrow refuses it
-            lengths: Iterable[int] = map(len, values if not nulls else (v or "" for v in values))
+            lengths: Iterable[int] = map(len, filled)
             if len(data) != len(joined):  # not ASCII: count each value's bytes
-                lengths = (0 if v is None else len(v.encode("utf-8")) for v in values)
+                lengths = (len(v.encode("utf-8")) for v in filled)
         else:
             encoded = [b"" if v is None else _text(v) for v in values]
             data, lengths = b"".join(encoded), map(len, encoded)
@@ -86,7 +87,13 @@ def column(values: Sequence[Any], kind: pa.DataType) -> pa.Array:
             _flag(next(v for v in values if v is not None and type(v) is not bool))  # raises, naming it
         buffers = [validity, _bits(map(bool, values))]
     elif pa.types.is_timestamp(kind) and kind.unit == "us":
-        buffers = [validity, pa.py_buffer(array("q", [0 if v is None else _micros(v) for v in values]).tobytes())]
+        try:  # times with a zone (what the facts hold), inline: a call per value was 2/3 of the cost
+            micros = [0 if v is None else (v - _EPOCH) // _MICROSECOND for v in values] if types <= {datetime} else None
+        except TypeError:  # a naive time
+            micros = None
+        if micros is None:
+            micros = [0 if v is None else _micros(v) for v in values]
+        buffers = [validity, pa.py_buffer(array("q", micros).tobytes())]
     else:
         raise TypeError(f"no column builder for {kind}")
     out = pa.Array.from_buffers(kind, n, buffers, null_count=nulls)

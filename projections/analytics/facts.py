@@ -461,18 +461,21 @@ class Flattener:
         types += [e.type for e in events]
         occurred_col += [e.occurred_at for e in events]
         recorded_col += [e.recorded_at for e in events]
-        decode_meta = _META.decode
+        decode_meta, decode, unset, invalid = _META.decode, _DATA.decode, msgspec.UNSET, msgspec.ValidationError
+        occurred_text, occurred = "", None  # the last event's time (a snapshot's events share it)
+        recorded_text, recorded = self._recorded
         for e in events:
-            meta = None
-            dialect = None
+            meta = dialect = None
             raw = e.meta
             if raw and raw != b"{}":  # (empty: a purged or erased payload)
                 try:
                     meta = decode_meta(raw)
-                except msgspec.ValidationError:  # not an object: no dialect, no source (add_one's d())
-                    meta = None
+                except invalid:  # not an object: no dialect, no source (add_one's d())
+                    pass
                 else:
-                    dialect = meta.dialect if type(meta.dialect) is str else None
+                    dialect = meta.dialect
+                    if type(dialect) is not str:
+                        dialect = None
             type_ = e.type
             if not dialect:
                 prefix = type_.split(".", 1)[0]
@@ -481,25 +484,29 @@ class Flattener:
             fn = fns.get(type_)
             if fn is None and dialect is not None:
                 fn = document_fns.get((dialect, type_))
-            has_source = meta is not None and meta.source is not msgspec.UNSET
-            if fn is None and not has_source and type_ != "document.patched":
+            source = meta is not None and meta.source is not unset
+            patch = type_ == "document.patched"
+            if fn is None and not source and not patch:
                 continue  # its row in events is all it has
-            occurred = ts(e.occurred_at)
-            if has_source or type_ == "document.patched":
-                if e.recorded_at != self._recorded[0]:
-                    self._recorded = (e.recorded_at, ts(e.recorded_at))
-                at = occurred or self._recorded[1]
-                if has_source:
+            if e.occurred_at != occurred_text:
+                occurred_text, occurred = e.occurred_at, ts(e.occurred_at)
+            if source or patch:
+                if e.recorded_at != recorded_text:
+                    recorded_text, recorded = e.recorded_at, ts(e.recorded_at)
+                at = occurred or recorded
+                if source:
                     assert meta is not None
                     found = meta.findings
                     lens = isinstance(found, list) and any(d(f).get("code") == "lens-failed" for f in found)
                     state_versions.append((e.position, e.stream_id, e.version, dialect, _KINDS.get(type_, "valid"),
                                            lens, at))
-                if type_ == "document.patched" and e.data:
-                    for key in _top_keys(d(_decode(e.data)).get("ops")):
+                if patch and e.data:
+                    for key in _top_keys(d(decode(e.data)).get("ops")):
                         patched.append((e.position, e.stream_id, dialect, key, at))
             if fn is not None and e.data:  # a purged or erased event keeps its row in events, no facts
-                fn(rows, e, d(_decode(e.data)), occurred)
+                payload = decode(e.data)
+                fn(rows, e, payload if type(payload) is dict else {}, occurred)
+        self._recorded = (recorded_text, recorded)
 
     def tables(self) -> dict[str, pa.Table]:
         from projections.analytics import columns
@@ -528,6 +535,7 @@ class _Meta(msgspec.Struct):
 
 
 _META = msgspec.json.Decoder(_Meta)
+_DATA = msgspec.json.Decoder()  # codec.decode's, without its call
 
 
 __all__ = ["CORE", "CORE_RUN_SECTIONS", "CORE_SECTIONS", "CORE_VIEWS", "Catalog", "FLATTEN_VERSION",
