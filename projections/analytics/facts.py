@@ -462,7 +462,8 @@ class Flattener:
         occurred_col += [e.occurred_at for e in events]
         recorded_col += [e.recorded_at for e in events]
         decode_meta, decode, unset, invalid = _META.decode, _DATA.decode, msgspec.UNSET, msgspec.ValidationError
-        occurred_text, occurred = "", None  # the last event's time (a snapshot's events share it)
+        occurred_text: str | None = ""
+        occurred: datetime | None = None  # the last event's time (a snapshot's events share it)
         recorded_text, recorded = self._recorded
         for e in events:
             meta = dialect = None

@@ -182,7 +182,7 @@ def _write(table: pa.Table, path: Path) -> None:
     import pyarrow.parquet as pq  # here, not at the top: a command that only reads never imports pyarrow
 
     with replacing(path) as tmp:
-        pq.write_table(table, tmp, **PARQUET)  # type: ignore[arg-type]
+        pq.write_table(table, tmp, **PARQUET)
 
 
 def _part(table: str, after: int, upto: int, tag: str = "") -> str:
@@ -342,7 +342,7 @@ def compact_tables(directory: Path, manifest: Manifest, *, at: int = COMPACT_AT)
         rows = 0
         # One small file in memory at a time; the files cover disjoint ranges in manifest order, each
         # in position order, so the merged file is in position order too.
-        with replacing(directory / table / name) as tmp, pq.ParquetWriter(tmp, schema, **PARQUET) as out:  # type: ignore[arg-type]
+        with replacing(directory / table / name) as tmp, pq.ParquetWriter(tmp, schema, **PARQUET) as out:
             for f in sorted(small, key=lambda f: (f["after"], f["upto"])):
                 # ParquetFile.read, not pq.read_table: that imports pandas (projections/analytics/columns.py)
                 data = pq.ParquetFile(directory / table / f["file"]).read().cast(schema)
