@@ -435,6 +435,12 @@ def test_iter_all_and_subscribe_read_every_event_in_batches_and_by_type(store: E
     assert [e.position for e in store.iter_all(batch_size=4)] == list(range(1, 9))
     assert [e.position for e in store.iter_all(batch_size=2, types=["t.b"])] == [6, 7, 8]
     assert [e.position for e in store.iter_all(after_position=3, upto_position=6, batch_size=2)] == [4, 5, 6]
+    positions = lambda **kw: [[e.position for e in b] for b in store.iter_batches(**kw)]  # noqa: E731
+    assert positions(batch_size=4) == [[1, 2, 3, 4], [5, 6, 7, 8]]
+    assert positions(batch_size=3) == [[1, 2, 3], [4, 5, 6], [7, 8]]
+    assert positions(after_position=2, upto_position=7, batch_size=2) == [[3, 4], [5, 6], [7]]
+    assert positions(after_position=2, upto_position=6, batch_size=2) == [[3, 4], [5, 6]]
+    assert positions(after_position=8) == [] and positions(upto_position=0) == []
     stop = threading.Event()
     timer = threading.Timer(30, stop.set)  # a subscriber that misses an event fails, never hangs
     timer.start()

@@ -58,11 +58,12 @@ def column(values: Sequence[Any], kind: pa.DataType) -> pa.Array:
     types.discard(type(None))
     if pa.types.is_string(kind):
         if types <= {str}:
-            joined = "".join(values if not nulls else [v for v in values if v is not None])
+            filled = values if not nulls else [v or "" for v in values]
+            joined = "".join(filled)
             data = joined.encode("utf-8")  # UnicodeEncodeError for a lone surrogate, as pyarrow refuses it
-            lengths: Iterable[int] = map(len, values if not nulls else (v or "" for v in values))
+            lengths: Iterable[int] = map(len, filled)
             if len(data) != len(joined):  # not ASCII: count each value's bytes
-                lengths = (0 if v is None else len(v.encode("utf-8")) for v in values)
+                lengths = (len(v.encode("utf-8")) for v in filled)
         else:
             encoded = [b"" if v is None else _text(v) for v in values]
             data, lengths = b"".join(encoded), map(len, encoded)
@@ -86,7 +87,13 @@ def column(values: Sequence[Any], kind: pa.DataType) -> pa.Array:
             _flag(next(v for v in values if v is not None and type(v) is not bool))  # raises, naming it
         buffers = [validity, _bits(map(bool, values))]
     elif pa.types.is_timestamp(kind) and kind.unit == "us":
-        buffers = [validity, pa.py_buffer(array("q", [0 if v is None else _micros(v) for v in values]).tobytes())]
+        try:  # times with a zone (what the facts hold), inline: a call per value was 2/3 of the cost
+            micros = [0 if v is None else (v - _EPOCH) // _MICROSECOND for v in values] if types <= {datetime} else None
+        except TypeError:  # a naive time
+            micros = None
+        if micros is None:
+            micros = [0 if v is None else _micros(v) for v in values]
+        buffers = [validity, pa.py_buffer(array("q", micros).tobytes())]
     else:
         raise TypeError(f"no column builder for {kind}")
     out = pa.Array.from_buffers(kind, n, buffers, null_count=nulls)
@@ -109,6 +116,38 @@ def table(columns: Sequence[Sequence[Any]], schema: pa.Schema, name: str = "") -
             kind = next(k for k in (OverflowError, TypeError, ValueError) if isinstance(exc, k))
             raise kind(f"fact column {where} ({field.type}): {exc}") from exc
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def from_arrays(arrays: Sequence[pa.Array], schema: pa.Schema) -> pa.Table:
+    return pa.Table.from_arrays(list(arrays), schema=schema)
+
+
+#: evstore's stored time (``eventstore.store.iso``): UTC, microseconds, "Z".  RE2 (Arrow's) has no
+#: look-ahead, so the year 0000, which Arrow reads and Python does not, is refused apart.
+_STORED_TIME = r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{6}Z$"
+_UTC_MICROS = pa.timestamp("us", tz="UTC")
+
+
+def iso_times(values: Sequence[str | None]) -> pa.Array:
+    """A timestamp[us, UTC] array of ISO 8601 texts, each what ``eventstore.dialects.analytics.ts``
+    makes of it (null for None, for text that is no time and for a time without a zone).
+
+    A column of times as the store writes them (every ``occurred_at`` and ``recorded_at``) is parsed by
+    Arrow, a column at a time (about 200 ns a value, the text column included, against 500 for ``ts`` and
+    the conversion of its datetime);
+    anything else, or a column Arrow refuses (a 30 February), value by value with ``ts`` itself."""
+    import pyarrow.compute as pc
+
+    from eventstore.dialects.analytics import ts
+
+    text = column(values, pa.string())
+    if len(text) and pc.all(pc.match_substring_regex(text, _STORED_TIME)).as_py() is not False \
+            and not pc.any(pc.starts_with(text, "0000")).as_py():
+        try:
+            return text.cast(_UTC_MICROS)
+        except pa.ArrowInvalid:
+            pass
+    return column([ts(v) for v in values], _UTC_MICROS)
 
 
 def empty(schema: pa.Schema) -> pa.Table:

@@ -27,6 +27,8 @@ from datetime import datetime
 from functools import cache, cached_property
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from eventstore import codec
 from eventstore.dialects import available, get_dialect
 from eventstore.dialects.analytics import COLUMN_TYPES, Chart, MetricSection, RowFunction, Rows, Table, d, s, ts
@@ -466,6 +468,9 @@ class Flattener:
         self.catalog = cat or catalog()
         self.rows: Rows = {name: [] for name in self.catalog.tables}
         self._recorded: tuple[str, datetime | None] = ("", None)  # one value per append transaction
+        # The ``events`` table of add_batch, a list per column (occurred_at, recorded_at as stored text:
+        # columns.iso_times converts them); add_one writes row tuples to rows["events"] instead.
+        self._events: tuple[list[Any], ...] = ([], [], [], [], [], [], [], [], [], [])
 
     def add_one(self, e: RecordedEvent) -> None:
         cat = self.catalog
@@ -499,15 +504,109 @@ class Flattener:
         if fn is not None and e.data:  # a purged or erased event keeps its row in events, no facts
             fn(self.rows, e, d(_decode(e.data)), occurred)
 
+    def add_batch(self, events: Sequence[RecordedEvent]) -> None:
+        """:meth:`add_one` of each of ``events`` (in position order), the same facts at a fraction of the
+        cost: the ``events`` table is kept as columns (no row tuple, no datetime per event: its times
+        are converted a column at a time), ``meta`` is decoded into a :class:`_Meta` (the three keys the
+        facts read, not a dict of everything), and an event's time is parsed only when a row needs it."""
+        if self.rows["events"]:
+            raise ValueError("add_batch after add_one: one Flattener takes one or the other")
+        cat = self.catalog
+        rows, state_versions, patched = self.rows, self.rows["state_versions"], self.rows["patched_keys"]
+        fns, document_fns, dialects = cat.rows, cat.document_rows, cat.dialects
+        (position, stream, version, types, dialect_col, occurred_col, recorded_col,
+         writer_col, token_col, machine_col) = self._events
+        position += [e.position for e in events]
+        stream += [e.stream_id for e in events]
+        version += [e.version for e in events]
+        types += [e.type for e in events]
+        occurred_col += [e.occurred_at for e in events]
+        recorded_col += [e.recorded_at for e in events]
+        decode_meta, decode, unset, invalid = _META.decode, _DATA.decode, msgspec.UNSET, msgspec.ValidationError
+        occurred_text: str | None = ""
+        occurred: datetime | None = None  # the last event's time (a snapshot's events share it)
+        recorded_text, recorded = self._recorded
+        for e in events:
+            meta = dialect = token = machine = None
+            raw = e.meta
+            if raw and raw != b"{}":  # (empty: a purged or erased payload)
+                try:
+                    meta = decode_meta(raw)
+                except invalid:  # not an object: no dialect, no source (add_one's d())
+                    pass
+                else:
+                    dialect = meta.dialect
+                    if type(dialect) is not str:
+                        dialect = None
+                    sender = meta.sent_by
+                    if sender is not None:
+                        sender = d(sender)
+                        token, machine = s(sender.get("token")), s(sender.get("machine"))
+            writer_col.append(writer_key(token, machine))
+            token_col.append(token)
+            machine_col.append(machine)
+            type_ = e.type
+            if not dialect:
+                prefix = type_.split(".", 1)[0]
+                dialect = prefix if prefix in dialects else None
+            dialect_col.append(dialect)
+            fn = fns.get(type_)
+            if fn is None and dialect is not None:
+                fn = document_fns.get((dialect, type_))
+            source = meta is not None and meta.source is not unset
+            patch = type_ == "document.patched"
+            if fn is None and not source and not patch:
+                continue  # its row in events is all it has
+            if e.occurred_at != occurred_text:
+                occurred_text, occurred = e.occurred_at, ts(e.occurred_at)
+            if source or patch:
+                if e.recorded_at != recorded_text:
+                    recorded_text, recorded = e.recorded_at, ts(e.recorded_at)
+                at = occurred or recorded
+                if source:
+                    assert meta is not None
+                    found = meta.findings
+                    lens = isinstance(found, list) and any(d(f).get("code") == "lens-failed" for f in found)
+                    state_versions.append((e.position, e.stream_id, e.version, dialect, _KINDS.get(type_, "valid"),
+                                           lens, at))
+                if patch and e.data:
+                    for key in _top_keys(d(decode(e.data)).get("ops")):
+                        patched.append((e.position, e.stream_id, dialect, key, at))
+            if fn is not None and e.data:  # a purged or erased event keeps its row in events, no facts
+                payload = decode(e.data)
+                fn(rows, e, payload if type(payload) is dict else {}, occurred)
+        self._recorded = (recorded_text, recorded)
+
     def tables(self) -> dict[str, pa.Table]:
         from projections.analytics import columns
 
         out = {}
         for name, schema in self.catalog.schemas.items():
+            if name == "events" and self._events[0]:
+                *plain, occurred, recorded = self._events[:7]
+                arrays = [columns.column(values, f.type) for values, f in zip(plain, schema, strict=False)]
+                arrays += [columns.iso_times(occurred), columns.iso_times(recorded)]
+                arrays += [columns.column(values, schema.field(i).type) for i, values in enumerate(self._events[7:], 7)]
+                out[name] = columns.from_arrays(arrays, schema)
+                continue
             cols: list[Sequence[Any]] = list(zip(*self.rows[name], strict=True)) if self.rows[name] else [
                 [] for _ in schema]
             out[name] = columns.table(cols, schema, name)  # not pa.array: see projections/analytics/columns.py
         return out
+
+
+class _Meta(msgspec.Struct):
+    """What the facts read of an event's ``meta``: its dialect, whether it closes a captured version
+    (``source``, any value: kept undecoded), the lens findings of that version and its sender."""
+
+    dialect: Any = None
+    source: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    findings: Any = None
+    sent_by: Any = None  # who sent it over the HTTP API (token, machine): the events' writer columns
+
+
+_META = msgspec.json.Decoder(_Meta)
+_DATA = msgspec.json.Decoder()  # codec.decode's, without its call
 
 
 __all__ = ["CORE", "CORE_RUN_SECTIONS", "CORE_SECTIONS", "CORE_VIEWS", "Catalog", "FLATTEN_VERSION",
