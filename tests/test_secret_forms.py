@@ -204,3 +204,81 @@ def test_forms_never_reach_the_store_or_the_log(store_url: str, tmp_path: Path, 
         raw = b"".join(p.read_bytes() for p in db.parent.glob(db.name + "*"))
         for secret in secrets:
             assert secret.encode() not in raw, secret
+
+
+# What the scrubber promises about its markers and its reading of the text (issue 33): each test below
+# is a promise a one-line change of secrets.py once broke without any other test noticing.
+
+
+def test_a_marker_is_the_keyed_fingerprint_of_exactly_its_secret(scrubber: Scrubber) -> None:
+    """``[evstore-secret:<kind>:<fingerprint>]``: HMAC-SHA256 of the secret's UTF-8 under the scrub key,
+    12 hex digits; so whoever holds the key can tell which known secret leaked, and two secrets never
+    share a marker."""
+    import hashlib
+    import hmac
+
+    for secret in ("AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPL2"):
+        expected = hmac.new(b"test-key", secret.encode(), hashlib.sha256).hexdigest()[:12]
+        assert scrubber.scrub(f"id {secret} end")[0] == f"id [evstore-secret:aws-access-key-id:{expected}] end"
+    a, b = (scrubber.scrub(f"DB_PASSWORD={s}")[0] for s in ("hunter2-Xq9", "hunter2-Xq8"))
+    assert a != b and re.fullmatch(r"DB_PASSWORD=\[evstore-secret:env-assignment:[0-9a-f]{12}\]", a)
+
+
+def test_a_secret_holding_a_lone_surrogate_is_scrubbed_not_a_crash(scrubber: Scrubber) -> None:
+    """Text decoded from bytes that are not UTF-8 (``surrogateescape``) can put a lone surrogate inside a
+    secret: it is still replaced, and its marker differs from the one of the secret without it."""
+    out, found = scrubber.scrub("DB_PASSWORD=hunter2\udcff9")
+    assert [f.kind for f in found] == ["env-assignment"] and "hunter2" not in out and "\udcff" not in out
+    assert out != scrubber.scrub("DB_PASSWORD=hunter29")[0]
+
+
+def test_a_quoted_secret_holding_brackets_is_scrubbed(scrubber: Scrubber) -> None:
+    """A bracket makes a *bare* value code (``password = getpass()``, kept); inside quotes it is data."""
+    for value in ("hu(nt)er2", "pa[ss]wd9", "s{e}cr3t"):
+        for text in (f'password = "{value}"', f'{{"apiKey": "{value}"}}', f"DB_PASSWORD='{value}'"):
+            out, found = scrubber.scrub(text)
+            assert value not in out and [f.kind for f in found] == ["secret-assignment"], text
+        assert scrubber.scrub(f"password = {value}")[1] == []  # bare: code
+
+
+def test_the_shortest_secret_value_is_two_characters(scrubber: Scrubber) -> None:
+    """A value of two characters is a secret; one character (``-``, ``0``, ``y``) is a flag, kept."""
+    for text in ("DB_PASSWORD=x9", 'password = "x9"', "password: x9", "Authorization: Bearer x9x9x9x9"):
+        out, found = scrubber.scrub(text)
+        assert found and "x9" not in out, text
+    for text in ("DB_PASSWORD=9", 'password = "9"', "password: 9"):
+        assert scrubber.scrub(text) == (text, []), text
+
+
+@pytest.mark.parametrize(("escaped", "char"), [("\\u0020", " "), ("\\u0041", "A"), ("\\u0030", "0"),
+                                               ("\\u0021", "!"), ("\\u007e", "~"), ("\\u00e9", "é"),
+                                               ("\\u0058", "X"), ("\\u005a", "Z"), ("\\ud7ff", "\ud7ff"),
+                                               ("\\ue000", "\ue000")])
+def test_every_escape_of_a_character_json_need_not_escape_is_decoded(escaped: str, char: str) -> None:
+    """Spaces, digits, capitals and punctuation written as ``\\u`` escapes are read as themselves (what
+    JSON must escape, the controls below a space, stays escaped)."""
+    assert decode_json_escapes(f'"a{escaped}b"') == f'"a{char}b"'
+    assert decode_json_escapes('"a\\u001fb"') == '"a\\u001fb"'
+
+
+@pytest.mark.parametrize("escaped", ["\\u0000", "\\u001f", "\\u0022", "\\u005c", "\\ud800", "\\udbff",
+                                     "\\udc00", "\\udfff"])
+def test_what_json_must_escape_and_lone_surrogate_halves_stay_escaped(escaped: str) -> None:
+    """Decoding must give the same JSON value: controls, the quote and the backslash stay escapes, and so
+    does each half of a surrogate pair (alone it is no character, and could not be stored as UTF-8)."""
+    text = f'{{"a": "x{escaped}y"}}'
+    assert decode_json_escapes(text) == text
+    assert json.loads(decode_json_escapes(text)) == json.loads(text)
+
+
+def test_secrets_written_with_escaped_spaces_capitals_or_digits_are_scrubbed(scrubber: Scrubber) -> None:
+    token = "AKIAIOSFODNN7EXAMPLE"
+    for text in ("\\u0041KIAIOSFODNN7EXAMPLE",  # an escaped capital
+                 "AKIAIOSFODNN\\u0037EXAMPLE",  # an escaped digit
+                 ):
+        line = '{"content": "id ' + text + '"}'
+        out, found = scrubber.scrub(line)
+        assert token not in json.loads(out)["content"] and [f.kind for f in found] == ["aws-access-key-id"], text
+    line = '{"content": "Authorization: Bearer\\u0020' + SECRET + '"}'  # an escaped space
+    out, found = scrubber.scrub(line)
+    assert SECRET not in json.loads(out)["content"] and [f.kind for f in found] == ["authorization-header"]
