@@ -282,3 +282,44 @@ def test_secrets_written_with_escaped_spaces_capitals_or_digits_are_scrubbed(scr
     line = '{"content": "Authorization: Bearer\\u0020' + SECRET + '"}'  # an escaped space
     out, found = scrubber.scrub(line)
     assert SECRET not in json.loads(out)["content"] and [f.kind for f in found] == ["authorization-header"]
+
+
+@pytest.mark.parametrize("where", ["before", "inside", "after", "between"])
+def test_a_secret_is_scrubbed_wherever_it_sits_among_a_lines_long_strings(where: str) -> None:
+    """A line whose long strings become blobs is looked at piece by piece (each long string once per
+    scrubber): a secret in any piece, before, inside, after or between the long strings, is replaced, in
+    the line and in the blobs, also when the same long strings were seen before in another line."""
+    import msgspec
+
+    from eventstore.dialects.claude.dialect import events_for_line
+
+    long_a, long_b = "a" * 300, "b" * 300
+    secret = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    fields = {"before": [secret, long_a, long_b], "inside": [long_a, f"{long_b} {secret} {long_b}", "x"],
+              "after": [long_a, long_b, secret], "between": [long_a, secret, long_b]}[where]
+    scrubber = Scrubber(key=b"test-key")
+    plain = json.dumps({"type": "user", "uuid": "u0", "content": [long_a, long_b, "x"]}).encode()
+    assert events_for_line(plain, 1, 0, scrubber, blob_threshold=100).findings == []  # seen first, no secret
+    line = json.dumps({"type": "user", "uuid": "u1", "content": fields}).encode()
+    got = events_for_line(line, 2, 0, scrubber, blob_threshold=100)
+    stored = b"".join(msgspec.json.encode(e) for e in got.events)
+    assert [f.code for f in got.findings] == ["secret-scrubbed"], where
+    assert secret.encode() not in stored and not any(secret.encode() in b for b in got.blobs.values())
+
+
+def test_the_scrub_key_is_evstore_scrub_key_else_a_private_key_file_made_once(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import stat
+
+    text = "DB_PASSWORD=hunter2-Xq9"
+    monkeypatch.setenv("EVSTORE_SCRUB_KEY", "the-team-key")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert Scrubber().scrub(text) == Scrubber(key=b"the-team-key").scrub(text)
+    assert not (tmp_path / "evstore").exists()  # the variable given: no key file
+    monkeypatch.delenv("EVSTORE_SCRUB_KEY")
+    first = Scrubber().scrub(text)
+    key = tmp_path / "evstore" / "scrub.key"
+    assert stat.S_IMODE(os.stat(key).st_mode) == 0o600 and len(key.read_bytes()) == 64
+    assert first == Scrubber(key=key.read_bytes()).scrub(text) == Scrubber().scrub(text)  # made once, then read
+    assert first != Scrubber(key=b"the-team-key").scrub(text)
