@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import secrets
 
 import pytest
@@ -171,3 +172,110 @@ def test_serve_with_named_writers_listens_beyond_loopback_and_runs_workers(url: 
     assert app == "projections.serve.app:app_from_env" and kw["workers"] == 3 and kw["factory"] is True
     assert kw["forwarded_allow_ips"] == "10.0.0.5" and kw["proxy_headers"] is True
     assert json.loads(os.environ[CONFIG_ENV])["url"] == url
+
+
+# The promises of eventstore/tokens.py itself (issue 33): each test below is one that a one-line change
+# of tokens.py once broke without any other test noticing.
+
+
+def test_tokens_list_json_shows_each_field_of_a_token_by_its_name(url: str) -> None:
+    with EventStore(url) as store:
+        tokens.add_token(store, "ci", "append")
+    code, listed, err = cli(url, "tokens", "list", "--json")
+    assert code == 0, err
+    [row] = json.loads(listed)
+    assert set(row) == {"name", "scope", "created_at", "last_used_at", "expires_at", "revoked_at"}
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", row["created_at"])
+
+
+def test_a_sender_is_named_whatever_meta_sent_by_holds() -> None:
+    assert tokens.sent_by_line({"token": "ci", "machine": "m1"}) == "sent by token ci from machine m1"
+    assert tokens.sent_by_line({"token": "ci", "machine": None}) == "sent by token ci (no machine named)"
+    assert tokens.sent_by_line({"token": "ci"}) == "sent by token ci (no machine named)"
+    assert tokens.sent_by_line({"token": 7, "machine": ["x"]}) == "sent by token ? (no machine named)"
+    assert tokens.sent_by_line({}) == "sent by token ? (no machine named)"
+
+
+@pytest.mark.parametrize("tz", ["UTC", "America/New_York", "Asia/Kolkata"])
+def test_an_expiry_is_read_in_utc_whatever_the_local_time_zone(tz: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--expires 2099-01-31`` is the end of that day in UTC; an ISO time without an offset is UTC; one with
+    ``Z`` or an offset is that instant; all are stored as UTC times, on any machine's time zone."""
+    import time
+
+    monkeypatch.setenv("TZ", tz)
+    time.tzset()
+    try:
+        assert tokens.parse_expiry("2099-01-31") == "2099-02-01T00:00:00.000000Z"
+        assert tokens.parse_expiry("2099-06-30T18:00:00Z") == "2099-06-30T18:00:00.000000Z"
+        assert tokens.parse_expiry("2099-06-30T18:00:00") == "2099-06-30T18:00:00.000000Z"
+        assert tokens.parse_expiry("2099-06-30T18:00:00+02:00") == "2099-06-30T16:00:00.000000Z"
+        assert tokens.parse_expiry("2099-06-30T18:00:00.25-05:30") == "2099-06-30T23:30:00.250000Z"
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_an_expiry_that_is_no_date_or_not_in_the_future_is_refused_saying_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    from eventstore.errors import EvstoreError
+
+    for value in ("next week", "2099-13-01", "2099-06-30T25:00Z", ""):
+        with pytest.raises(EvstoreError) as err:
+            tokens.parse_expiry(value)
+        assert str(err.value) == (f'--expires "{value}" is not a date; give YYYY-MM-DD or an ISO time such as '
+                                  "2027-06-30T18:00:00Z."), value
+    # an expiry of exactly now is already past (a token expiring at `now` is refused at `now`: Token.problem)
+    monkeypatch.setattr(tokens, "utcnow", lambda: "2099-06-30T18:00:00.000000Z")
+    with pytest.raises(EvstoreError, match=r'--expires "2099-06-30T18:00:00Z" is in the past; give a later date\.'):
+        tokens.parse_expiry("2099-06-30T18:00:00Z")
+    assert tokens.parse_expiry("2099-06-30T18:00:00.000001Z") == "2099-06-30T18:00:00.000001Z"
+
+
+def test_revoking_one_token_revokes_that_one_only_and_records_it(url: str) -> None:
+    from eventstore.errors import EvstoreError
+
+    with EventStore(url) as store:
+        for name in ("a-first", "b-second", "c-third"):
+            tokens.add_token(store, name, "read" if name == "b-second" else "append")
+        with pytest.raises(EvstoreError) as err:
+            tokens.revoke_token(store, "nobody")
+        assert str(err.value) == 'No token is named "nobody"; `evstore tokens list` shows them.'
+        revoked = tokens.revoke_token(store, "b-second")
+        assert revoked.name == "b-second" and revoked.scope == "read" and revoked.revoked_at is not None
+        assert [t.name for t in tokens.list_tokens(store) if t.revoked_at] == ["b-second"]
+        with pytest.raises(EvstoreError) as err:
+            tokens.revoke_token(store, "b-second")
+        assert re.fullmatch(r'The token "b-second" was revoked already \(at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\)\.',
+                            str(err.value)), str(err.value)
+        assert tokens.revoke_token(store, "c-third").name == "c-third"  # a-first revoked by no one
+        assert [t.name for t in tokens.list_tokens(store) if not t.revoked_at] == ["a-first"]
+        admin = list(store.read_stream(tokens.ADMIN_STREAM))
+    assert [json.loads(e.data) for e in admin if e.type == "token.revoked"] == [{"name": "b-second", "scope": "read"},
+                                                                              {"name": "c-third", "scope": "append"}]
+    for e in admin:  # who did it, on which machine, for every action
+        by = json.loads(e.meta)["by"]
+        assert set(by) == {"user", "machine"} and all(isinstance(v, str) and v for v in by.values()), e.type
+
+
+def test_write_tokens_in_force_count_the_unexpired_unrevoked_writers(url: str) -> None:
+    with EventStore(url) as store:
+        assert tokens.write_tokens_in_force(store) == 0
+        tokens.add_token(store, "reader", "read")
+        tokens.add_token(store, "later", "append", expires="2099-01-01T00:00:00.000000Z")
+        tokens.add_token(store, "gone", "append", expires="2001-01-01T00:00:00.000000Z")  # as stored: expired
+        assert tokens.write_tokens_in_force(store) == 1
+        tokens.add_token(store, "ops", "admin")
+        assert tokens.write_tokens_in_force(store) == 2
+        tokens.revoke_token(store, "later")
+        assert tokens.write_tokens_in_force(store) == 1
+
+
+def test_a_tokens_use_is_noted_at_most_once_a_minute(url: str) -> None:
+    with EventStore(url) as store:
+        secret = tokens.add_token(store, "ci", "append")
+        assert tokens.get_token(store, "ci").last_used_at is None  # type: ignore[union-attr]
+        tokens.find_token(store, secret)
+        first = tokens.get_token(store, "ci").last_used_at  # type: ignore[union-attr]
+        assert first is not None
+        for _ in range(3):
+            assert tokens.find_token(store, secret).name == "ci"  # type: ignore[union-attr]
+        assert tokens.get_token(store, "ci").last_used_at == first  # type: ignore[union-attr]
