@@ -279,3 +279,55 @@ def test_a_tokens_use_is_noted_at_most_once_a_minute(url: str) -> None:
         for _ in range(3):
             assert tokens.find_token(store, secret).name == "ci"  # type: ignore[union-attr]
         assert tokens.get_token(store, "ci").last_used_at == first  # type: ignore[union-attr]
+        # a minute later it is noted again
+        with store.writing("test: a use two minutes ago") as cur:
+            store.backend.touch_token(cur, "ci", "2001-01-01T00:00:00.000000Z")
+        tokens.find_token(store, secret)
+        again = tokens.get_token(store, "ci").last_used_at  # type: ignore[union-attr]
+        assert again is not None and again >= first
+
+
+def test_a_token_is_refused_from_the_instant_it_expires_or_is_revoked_saying_when() -> None:
+    at = "2099-06-30T18:00:00.000000Z"
+    token = tokens.Token("ci", "append", "2026-01-01T00:00:00.000000Z", at, None, None)
+    assert token.problem("2099-06-30T17:59:59.999999Z") is None
+    for now in (at, "2099-06-30T18:00:00.000001Z"):
+        assert token.problem(now) == 'the token "ci" expired at 2099-06-30T18:00:00Z'
+    assert token.problem() is None  # now: the clock's
+    revoked = tokens.Token("ci", "append", "2026-01-01T00:00:00.000000Z", None, "2026-05-01T09:30:15.123456Z", None)
+    assert revoked.problem() == revoked.problem("2001-01-01T00:00:00.000000Z") == (
+        'the token "ci" was revoked at 2026-05-01T09:30:15Z')
+
+
+def test_a_bad_token_name_or_scope_is_refused_naming_it(url: str) -> None:
+    from eventstore.errors import EvstoreError
+
+    long_bad = "x" * 130 + "!"
+    with EventStore(url) as store:
+        for name in ("", "-lead", "a b", "a" * 101, long_bad):
+            with pytest.raises(EvstoreError) as err:
+                tokens.add_token(store, name, "read")
+            assert str(err.value) == (f'Token name "{name[:120]}" is not valid; use letters, digits and . _ @ - '
+                                      "(at most 100, starting with a letter or digit), e.g. alice-laptop."), name
+        with pytest.raises(EvstoreError) as err:
+            tokens.add_token(store, "ci", "write")
+        assert str(err.value) == 'Scope "write" is not one of read, append, admin.'
+        assert tokens.list_tokens(store) == []
+
+
+def test_an_admin_action_by_a_user_the_system_cannot_name_records_a_question_mark(
+        url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a container whose uid has no passwd entry and no USER/LOGNAME, getpass raises: the action is still
+    recorded, by "?" on this machine."""
+    import getpass
+    import socket
+
+    def no_user() -> str:
+        raise OSError("No username set in the environment")
+
+    monkeypatch.setattr(getpass, "getuser", no_user)
+    with EventStore(url) as store:
+        tokens.add_token(store, "ci", "append")
+        tokens.revoke_token(store, "ci")
+        admin = list(store.read_stream(tokens.ADMIN_STREAM))
+    assert [json.loads(e.meta)["by"] for e in admin] == [{"user": "?", "machine": socket.gethostname()}] * 2
