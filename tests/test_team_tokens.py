@@ -331,3 +331,83 @@ def test_an_admin_action_by_a_user_the_system_cannot_name_records_a_question_mar
         tokens.revoke_token(store, "ci")
         admin = list(store.read_stream(tokens.ADMIN_STREAM))
     assert [json.loads(e.meta)["by"] for e in admin] == [{"user": "?", "machine": socket.gethostname()}] * 2
+
+
+def test_a_name_in_use_or_revoked_is_refused_saying_which(url: str) -> None:
+    from eventstore.errors import EvstoreError
+
+    with EventStore(url) as store:
+        tokens.add_token(store, "ci", "append")
+        with pytest.raises(EvstoreError) as err:
+            tokens.add_token(store, "ci", "read")
+        assert str(err.value) == 'A token named "ci" exists (in use); choose another name (e.g. ci-2).'
+        tokens.revoke_token(store, "ci")
+        with pytest.raises(EvstoreError) as err:
+            tokens.add_token(store, "ci", "read")
+        assert str(err.value) == 'A token named "ci" exists (revoked; names are never reused); choose another name (e.g. ci-2).'
+
+
+def test_a_secret_that_is_not_valid_unicode_finds_no_token_and_is_no_crash(sqlite_url: str) -> None:
+    """What a server was sent can hold a lone surrogate (undecodable bytes): no token, never an exception."""
+    with EventStore(migrated(sqlite_url)) as store:
+        secret = tokens.add_token(store, "ci", "append")
+        for sent in (secret + "\udcff", "\ud800" + secret[1:], "\udcff"):
+            assert tokens.find_token(store, sent) is None
+        assert tokens.find_token(store, secret).name == "ci"  # type: ignore[union-attr]
+
+
+def test_a_token_whose_admin_event_cannot_be_recorded_is_not_kept(sqlite_url: str) -> None:
+    """The admin stream records every token in force: when its ``token.added`` event cannot be appended,
+    the token is taken back (it was never usable) and the append's error is what the caller sees."""
+    from conftest import exec_sql
+
+    with EventStore(migrated(sqlite_url)) as store:
+        tokens.add_token(store, "kept", "read")
+        exec_sql(store, "CREATE TRIGGER no_admin BEFORE INSERT ON events WHEN NEW.type = 'token.added' "
+                        "BEGIN SELECT RAISE(ABORT, 'admin events refused by the test'); END")
+        with pytest.raises(Exception, match="admin events refused by the test"):
+            tokens.add_token(store, "lost", "append")
+        assert [t.name for t in tokens.list_tokens(store)] == ["kept"]
+        assert tokens.write_tokens_in_force(store) == 0
+
+
+def test_a_busy_database_is_reported_with_what_each_token_action_was_doing(sqlite_url: str,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process holding SQLite's write lock past the busy timeout: adding, revoking and noting a
+    token's use each fail saying which of them could not be written."""
+    import sqlite3
+
+    from eventstore.backends import sqlite as sqlite_backend
+    from eventstore.errors import EvstoreError
+
+    url = migrated(sqlite_url)
+    with EventStore(url) as store:
+        secret = tokens.add_token(store, "ci", "append")
+    monkeypatch.setattr(sqlite_backend, "BUSY_TIMEOUT", 0.05)
+    other = sqlite3.connect(url.split(":///", 1)[1], isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        with EventStore(url) as store:
+            for action, call in (("adding an API token", lambda: tokens.add_token(store, "cd", "read")),
+                                 ("revoking an API token", lambda: tokens.revoke_token(store, "ci")),
+                                 ("noting an API token's use", lambda: tokens.find_token(store, secret))):
+                with pytest.raises(EvstoreError) as err:
+                    call()
+                assert f"The database failed {action} (database is locked)" in str(err.value), str(err.value)
+    finally:
+        other.close()
+    with EventStore(url) as store:
+        assert [(t.name, t.revoked_at, t.last_used_at) for t in tokens.list_tokens(store)] == [("ci", None, None)]
+
+
+def test_a_use_a_minute_after_the_last_one_is_noted(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with EventStore(url) as store:
+        secret = tokens.add_token(store, "ci", "append")
+        monkeypatch.setattr(tokens, "utcnow", lambda: "2030-01-01T00:00:00.000000Z")
+        tokens.find_token(store, secret)
+        monkeypatch.setattr(tokens, "utcnow", lambda: "2030-01-01T00:00:59.999999Z")
+        tokens.find_token(store, secret)
+        assert tokens.get_token(store, "ci").last_used_at == "2030-01-01T00:00:00.000000Z"  # type: ignore[union-attr]
+        monkeypatch.setattr(tokens, "utcnow", lambda: "2030-01-01T00:01:00.000000Z")
+        tokens.find_token(store, secret)
+        assert tokens.get_token(store, "ci").last_used_at == "2030-01-01T00:01:00.000000Z"  # type: ignore[union-attr]
