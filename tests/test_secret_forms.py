@@ -323,3 +323,23 @@ def test_the_scrub_key_is_evstore_scrub_key_else_a_private_key_file_made_once(tm
     assert stat.S_IMODE(os.stat(key).st_mode) == 0o600 and len(key.read_bytes()) == 64
     assert first == Scrubber(key=key.read_bytes()).scrub(text) == Scrubber().scrub(text)  # made once, then read
     assert first != Scrubber(key=b"the-team-key").scrub(text)
+
+
+@pytest.mark.parametrize("config", ["home", "missing folders", "existing folder"])
+def test_the_key_file_is_made_where_the_docs_say_whatever_exists_of_its_folder(
+        config: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``~/.config/evstore/scrub.key`` (``$XDG_CONFIG_HOME/evstore/scrub.key`` when that is set), its folders
+    made as needed, next to whatever the evstore folder already holds."""
+    monkeypatch.delenv("EVSTORE_SCRUB_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    if config == "home":
+        monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+        key = tmp_path / "home" / ".config" / "evstore" / "scrub.key"
+    else:
+        monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "x" / "y"))
+        key = tmp_path / "x" / "y" / "evstore" / "scrub.key"
+        if config == "existing folder":
+            key.parent.mkdir(parents=True)
+            (key.parent / "other.toml").write_text("")
+    marked = Scrubber().scrub("DB_PASSWORD=hunter2-Xq9")[0]
+    assert key.is_file() and marked == Scrubber(key=key.read_bytes()).scrub("DB_PASSWORD=hunter2-Xq9")[0]
