@@ -203,3 +203,16 @@ def _mth(data: list[bytes]) -> bytes:
 def test_root_matches_the_rfc_definition_across_chunks(n: int) -> None:
     data = [i.to_bytes(4, "big") for i in range(n)]
     assert merkle.root(data) == _mth(data)
+
+
+def test_roots_from_consistency_relates_only_a_non_empty_tree_to_a_larger_one() -> None:
+    """The RFC's algorithm (§2.1.4.2) is defined for 0 < old < new; asked otherwise it refuses, naming the
+    sizes, and a proof hash of the wrong length is refused naming its place."""
+    for old, new in ((0, 5), (0, 1), (3, 3), (5, 3)):
+        with pytest.raises(ProofError) as err:
+            merkle.roots_from_consistency(old, new, ROOTS[0], [ROOTS[1]])
+        assert str(err.value) == (f"Sizes {old} -> {new}: a consistency proof relates a non-empty "
+                                  "tree to a larger one."), (old, new)
+    with pytest.raises(ProofError) as err:
+        merkle.roots_from_consistency(3, 5, ROOTS[2], [ROOTS[0], ROOTS[1][:31]])
+    assert str(err.value) == "Consistency proof hash 1 is 31 bytes, not 32 (a SHA-256 hash)."
