@@ -343,3 +343,21 @@ def test_the_key_file_is_made_where_the_docs_say_whatever_exists_of_its_folder(
             (key.parent / "other.toml").write_text("")
     marked = Scrubber().scrub("DB_PASSWORD=hunter2-Xq9")[0]
     assert key.is_file() and marked == Scrubber(key=key.read_bytes()).scrub("DB_PASSWORD=hunter2-Xq9")[0]
+
+
+@pytest.mark.parametrize(("form", "text", "kind"), FORMS, ids=[f[0] for f in FORMS])
+def test_a_pattern_is_never_skipped_on_text_it_matches(form: str, text: str, kind: str) -> None:
+    """Each built-in pattern runs only on lines that hold what its matches must contain (``_may_match``,
+    the speed-up): that test says "cannot match" only when the pattern cannot match, for the text as it
+    is, inside a JSON line, upper-cased where the pattern ignores case, with or without the caller's
+    lower-cased copy."""
+    from eventstore.dialects.claude.secrets import _may_match
+
+    rx = re.compile(dict(PATTERNS)[kind], re.S)
+    texts = [text, json.dumps({"content": text})]
+    if kind in ("aws-secret-access-key", "secret-assignment", "env-assignment", "config-assignment"):
+        texts.append(text.replace(text.split("=")[0].split(":")[0], text.split("=")[0].split(":")[0].upper(), 1))
+    for t in texts:
+        if rx.search(t):
+            data = t.encode()
+            assert _may_match(kind, data) and _may_match(kind, data, data.lower()), (form, t)
