@@ -361,3 +361,37 @@ def test_a_pattern_is_never_skipped_on_text_it_matches(form: str, text: str, kin
         if rx.search(t):
             data = t.encode()
             assert _may_match(kind, data) and _may_match(kind, data, data.lower()), (form, t)
+
+
+def test_extra_patterns_always_run_and_read_newlines_as_the_built_ins_do(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Scrubber(extra=...)`` and ``EVSTORE_SECRET_PATTERNS`` (``kind<TAB>regex`` lines, ``#`` comments and
+    blank lines skipped, a missing kind named ``custom``): each pattern runs on every line, whatever the
+    built-ins' gates say, and its ``.`` reads a newline too."""
+    monkeypatch.delenv("EVSTORE_SECRET_PATTERNS", raising=False)
+    block = "BEGIN ACME\nq1w2e3\nEND ACME"
+    extra = [("acme-key", r"ACME-[0-9]{8}"), ("acme-block", r"BEGIN ACME.*?END ACME")]
+    scrubber = Scrubber(extra=extra, key=b"k")
+    for text, kind in (("id ACME-12345678 ok", "acme-key"), (block, "acme-block"),
+                       (json.dumps({"content": block}), "acme-block")):
+        out, found = scrubber.scrub(text)
+        assert [f.kind for f in found] == [kind] and "12345678" not in out and "q1w2e3" not in out, text
+    patterns = tmp_path / "patterns.tsv"
+    patterns.write_text("# our own formats\n\nacme-key\tACME-[0-9]{8}\n\tBEGIN ACME.*?END ACME\n", encoding="utf-8")
+    monkeypatch.setenv("EVSTORE_SECRET_PATTERNS", str(patterns))
+    scrubber = Scrubber(key=b"k")
+    assert [f.kind for f in scrubber.scrub("id ACME-12345678 ok")[1]] == ["acme-key"]
+    assert [f.kind for f in scrubber.scrub(block)[1]] == ["custom"]
+    assert scrubber.scrub("# our own formats") == ("# our own formats", [])
+
+
+def test_a_bad_extra_pattern_is_refused_naming_its_file_and_line(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from eventstore.errors import EvstoreError
+
+    patterns = tmp_path / "patterns.tsv"
+    patterns.write_text("ok\tA{3}\n# comment\nbroken\t(unclosed\n", encoding="utf-8")
+    monkeypatch.setenv("EVSTORE_SECRET_PATTERNS", str(patterns))
+    with pytest.raises(EvstoreError) as err:
+        Scrubber(key=b"k")
+    assert str(err.value).startswith(f"{patterns}, line 3: not a regular expression (missing ), unterminated subpattern")
