@@ -216,3 +216,40 @@ def test_roots_from_consistency_relates_only_a_non_empty_tree_to_a_larger_one() 
     with pytest.raises(ProofError) as err:
         merkle.roots_from_consistency(3, 5, ROOTS[2], [ROOTS[0], ROOTS[1][:31]])
     assert str(err.value) == "Consistency proof hash 1 is 31 bytes, not 32 (a SHA-256 hash)."
+
+
+def test_every_proof_between_small_trees_verifies_and_only_with_its_own_sizes() -> None:
+    """Exhaustively, for every tree of up to 40 leaves: each leaf's inclusion proof and each older size's
+    consistency proof verify, and a consistency proof checked against a neighbouring old size does not."""
+    leaves = [b"leaf %d" % i for i in range(40)]
+    roots = [merkle.root(leaves[:n]) for n in range(41)]
+    subtree = _subtree(leaves)
+    for new in range(1, 41):
+        for i in range(new):
+            merkle.verify_inclusion(i, new, merkle.leaf_hash(leaves[i]), merkle.inclusion_proof(i, new, subtree),
+                                    roots[new])
+        for old in range(0, new + 1):
+            proof = merkle.consistency_proof(old, new, subtree)
+            merkle.verify_consistency(old, new, roots[old], roots[new], proof)
+            if 0 < old < new:
+                assert merkle.roots_from_consistency(old, new, roots[old], proof) == (roots[old], roots[new])
+                for other in {old - 1, old + 1} - {0, new}:
+                    with pytest.raises(ProofError):
+                        merkle.verify_consistency(other, new, roots[other], roots[new], proof)
+
+
+def test_a_consistency_proof_from_the_empty_tree_or_to_the_same_size_is_empty() -> None:
+    subtree = _subtree(LEAVES)
+    for new in range(0, len(LEAVES) + 1):
+        assert merkle.consistency_proof(0, new, subtree) == []
+        assert merkle.consistency_proof(new, new, subtree) == []
+
+
+def test_a_consistency_proof_of_the_wrong_length_is_refused_saying_so() -> None:
+    proof = merkle.consistency_proof(3, 7, _subtree(LEAVES))
+    with pytest.raises(ProofError) as err:
+        merkle.roots_from_consistency(3, 7, ROOTS[2], proof + [ROOTS[0]])
+    assert str(err.value) == f"The consistency proof from size 3 to 7 is too long ({len(proof) + 1} hashes)."
+    with pytest.raises(ProofError) as err:
+        merkle.roots_from_consistency(3, 7, ROOTS[2], proof[:-1])
+    assert str(err.value) == f"The consistency proof from size 3 to 7 is too short ({len(proof) - 1} hashes)."
