@@ -411,3 +411,21 @@ def test_a_use_a_minute_after_the_last_one_is_noted(url: str, monkeypatch: pytes
         monkeypatch.setattr(tokens, "utcnow", lambda: "2030-01-01T00:01:00.000000Z")
         tokens.find_token(store, secret)
         assert tokens.get_token(store, "ci").last_used_at == "2030-01-01T00:01:00.000000Z"  # type: ignore[union-attr]
+
+
+def test_a_token_that_cannot_be_taken_back_either_is_reported_as_such(sqlite_url: str) -> None:
+    """The admin event refused and the token's row then impossible to delete (here a deferred foreign key
+    pins it): the error says that taking the token back failed, so whoever added it knows it may exist."""
+    from conftest import exec_sql
+
+    from eventstore.errors import EvstoreError
+
+    with EventStore(migrated(sqlite_url)) as store:
+        exec_sql(store, "CREATE TABLE pin (name TEXT REFERENCES api_tokens(name) DEFERRABLE INITIALLY DEFERRED)")
+        exec_sql(store, "CREATE TRIGGER pin_token AFTER INSERT ON api_tokens BEGIN INSERT INTO pin VALUES (NEW.name); END")
+        exec_sql(store, "CREATE TRIGGER no_admin BEFORE INSERT ON events WHEN NEW.type = 'token.added' "
+                        "BEGIN SELECT RAISE(ABORT, 'admin events refused by the test'); END")
+        with pytest.raises(EvstoreError) as err:
+            tokens.add_token(store, "stuck", "append")
+        assert str(err.value).startswith("The database failed taking back an API token (FOREIGN KEY constraint"), (
+            str(err.value))
