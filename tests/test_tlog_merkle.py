@@ -253,3 +253,58 @@ def test_a_consistency_proof_of_the_wrong_length_is_refused_saying_so() -> None:
     with pytest.raises(ProofError) as err:
         merkle.roots_from_consistency(3, 7, ROOTS[2], proof[:-1])
     assert str(err.value) == f"The consistency proof from size 3 to 7 is too short ({len(proof) - 1} hashes)."
+
+
+def test_each_proof_failure_says_which_hash_or_root_did_not_hold() -> None:
+    """What a verifier is told when a proof fails names the hash, the root and the sizes concerned."""
+    subtree = _subtree(LEAVES)
+    cproof = merkle.consistency_proof(3, 7, subtree)
+    iproof = merkle.inclusion_proof(2, 7, subtree)
+    leaf = merkle.leaf_hash(LEAVES[2])
+    cases = [
+        (lambda: merkle.verify_consistency(3, 7, ROOTS[2][:31], ROOTS[6], cproof),
+         "The old root hash is 31 bytes, not 32 (a SHA-256 hash)."),
+        (lambda: merkle.verify_consistency(3, 7, ROOTS[2], ROOTS[6] + b"\x00", cproof),
+         "The new root hash is 33 bytes, not 32 (a SHA-256 hash)."),
+        (lambda: merkle.verify_consistency(3, 7, ROOTS[3], ROOTS[6], cproof),
+         "The consistency proof does not lead to the old root (size 3): the log of size 7 does not extend it, "
+         "or the proof is wrong."),
+        (lambda: merkle.verify_consistency(3, 7, ROOTS[2], ROOTS[5], cproof),
+         "The consistency proof does not lead to the new root (size 7): the log of size 7 does not extend the "
+         "one of size 3, or the proof is wrong."),
+        (lambda: merkle.verify_consistency(3, 2, ROOTS[2], ROOTS[1], []),
+         "The old tree (size 3) is larger than the new one (size 2): a log only grows; give the older "
+         "checkpoint first."),
+        (lambda: merkle.verify_consistency(-1, 2, ROOTS[2], ROOTS[1], []),
+         "The old tree (size -1) is larger than the new one (size 2): a log only grows; give the older "
+         "checkpoint first."),
+        (lambda: merkle.verify_consistency(0, 2, EMPTY, ROOTS[1], [ROOTS[0]]),
+         "A consistency proof from size 0 to 2 must be empty; this one has 1 hashes."),
+        (lambda: merkle.verify_consistency(2, 2, ROOTS[1], ROOTS[0], []),
+         "Two different roots for the same tree size 2: the log forked."),
+        (lambda: merkle.roots_from_consistency(3, 7, ROOTS[2], []),
+         "The consistency proof from size 3 to 7 is empty."),
+        (lambda: merkle.verify_inclusion(2, 7, leaf, iproof, ROOTS[6][:-1]),
+         "The root hash is 31 bytes, not 32 (a SHA-256 hash)."),
+        (lambda: merkle.verify_inclusion(2, 7, leaf, iproof, ROOTS[5]),
+         "The inclusion proof of leaf 2 does not lead to the root of the tree of size 7: the leaf is not there, "
+         "or the proof or root is wrong."),
+        (lambda: merkle.verify_inclusion(2, 7, leaf[:5], iproof, ROOTS[6]),
+         "The leaf hash is 5 bytes, not 32 (a SHA-256 hash)."),
+        (lambda: merkle.verify_inclusion(2, 7, leaf, [iproof[0], iproof[1][:3], iproof[2]], ROOTS[6]),
+         "Inclusion proof hash 1 is 3 bytes, not 32 (a SHA-256 hash)."),
+        (lambda: merkle.verify_inclusion(2, 7, leaf, [*iproof, ROOTS[0]], ROOTS[6]),
+         "The inclusion proof is too long: 4 hashes where a leaf 2 of a tree of size 7 needs 3."),
+        (lambda: merkle.verify_inclusion(2, 7, leaf, iproof[:-1], ROOTS[6]),
+         "The inclusion proof is too short: 2 hashes for leaf 2 of a tree of size 7."),
+        (lambda: merkle.verify_inclusion(7, 7, leaf, iproof, ROOTS[6]), "Leaf index 7 is outside a tree of size 7."),
+        (lambda: merkle.inclusion_proof(7, 7, subtree),
+         "Leaf index 7 is outside a tree of size 7; ask for a leaf below 7."),
+        (lambda: merkle.consistency_proof(3, 2, subtree),
+         "Cannot prove that a tree of size 3 is consistent with a smaller one of size 2; give the older "
+         "(smaller) size first."),
+    ]
+    for call, message in cases:
+        with pytest.raises(ProofError) as err:
+            call()
+        assert str(err.value) == message
