@@ -395,3 +395,17 @@ def test_a_bad_extra_pattern_is_refused_naming_its_file_and_line(tmp_path: Path,
     with pytest.raises(EvstoreError) as err:
         Scrubber(key=b"k")
     assert str(err.value).startswith(f"{patterns}, line 3: not a regular expression (missing ), unterminated subpattern")
+
+
+def test_what_scrub_reports_is_each_secrets_kind_marker_and_place(scrubber: Scrubber) -> None:
+    """The findings a capture records (``secret-scrubbed``: "a KIND was replaced by MARKER") come from
+    these: the kind, the very marker now in the text, and where the secret started."""
+    from eventstore.dialects.claude.secrets import Scrubbed
+
+    for text, kind, at in (("id AKIAIOSFODNN7EXAMPLE end", "aws-access-key-id", 3),
+                           ("export DB_PASSWORD=hunter2-Xq9", "env-assignment", 19),
+                           ('{"password": "hunter2-Xq9"}', "secret-assignment", 14)):
+        out, found = scrubber.scrub(text)
+        [(got_kind, marker, offset)] = [(f.kind, f.marker, f.offset) for f in found]
+        assert (got_kind, offset) == (kind, at) and isinstance(found[0], Scrubbed), text
+        assert re.fullmatch(rf"\[evstore-secret:{kind}:[0-9a-f]{{12}}\]", marker) and out[at:at + len(marker)] == marker
