@@ -409,3 +409,21 @@ def test_what_scrub_reports_is_each_secrets_kind_marker_and_place(scrubber: Scru
         [(got_kind, marker, offset)] = [(f.kind, f.marker, f.offset) for f in found]
         assert (got_kind, offset) == (kind, at) and isinstance(found[0], Scrubbed), text
         assert re.fullmatch(rf"\[evstore-secret:{kind}:[0-9a-f]{{12}}\]", marker) and out[at:at + len(marker)] == marker
+
+
+def test_the_patterns_file_is_read_as_utf8_whatever_the_locale(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pattern may hold any character (a kind named in another language, a non-ASCII prefix); the file is
+    UTF-8 also under a C (ASCII) locale, and a kind is all that comes before the first tab."""
+    import locale
+
+    patterns = tmp_path / "patterns.tsv"
+    patterns.write_text("clé-api\tCLÉ-[0-9]{6}\ttail\n", encoding="utf-8")
+    monkeypatch.setenv("EVSTORE_SECRET_PATTERNS", str(patterns))
+    previous = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    try:
+        scrubber = Scrubber(key=b"k")
+    finally:
+        locale.setlocale(locale.LC_CTYPE, previous)
+    out, found = scrubber.scrub("x CLÉ-123456\ttail y")
+    assert [f.kind for f in found] == ["clé-api"] and "123456" not in out

@@ -380,3 +380,17 @@ def test_key_files_are_read_or_refused_naming_the_file(tmp_path) -> None:
     with pytest.raises(EvstoreError) as err:
         n.read_verifier_key(garbage)
     assert str(err.value) == f"{garbage} is not a verifier key (not UTF-8 text)."
+
+
+def test_a_verifier_key_file_is_read_as_utf8_whatever_the_locale(tmp_path) -> None:
+    import locale
+
+    signer = n.NoteSigner.generate("ünï.example/log")
+    vkey = tmp_path / "log.vkey"
+    vkey.write_bytes(signer.verifier.vkey.encode("utf-8") + b"\n")
+    previous = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    try:
+        assert n.read_verifier_key(vkey) == signer.verifier
+    finally:
+        locale.setlocale(locale.LC_CTYPE, previous)
