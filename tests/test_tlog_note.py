@@ -394,3 +394,42 @@ def test_a_verifier_key_file_is_read_as_utf8_whatever_the_locale(tmp_path) -> No
         assert n.read_verifier_key(vkey) == signer.verifier
     finally:
         locale.setlocale(locale.LC_CTYPE, previous)
+
+
+def test_a_verifier_key_text_is_refused_saying_what_is_wrong() -> None:
+    name, hex_id, data = PETER_VKEY.split("+", 2)
+    long = "x" * 100
+    cases = {
+        long: f"{long[:80]!r} is not a verifier key NAME+KEYID+KEY (three parts joined by '+').",
+        f"{name}+{hex_id}": f"{(name + '+' + hex_id)!r} is not a verifier key NAME+KEYID+KEY (three parts joined by '+').",
+        f"{name}+c74f20aX+{data}": f"Verifier key {name}: the key id 'c74f20aX' is not 8 lowercase hex digits.",
+        f"{name}+C74F20A3+{data}": f"Verifier key {name}: the key id 'C74F20A3' is not 8 lowercase hex digits.",
+        f"{name}+c74f20a+{data}": f"Verifier key {name}: the key id 'c74f20a' is not 8 lowercase hex digits.",
+        f"{name}+{hex_id}+{data[:-1]}": f"Verifier key {name}'s key is not standard base64 (",
+        f"{name}+{hex_id}+": f"Verifier key {name} has no key data.",
+        f"{name}+c74f20a4+{data}": f"Verifier key {name}: key id c74f20a4 does not match its key (expected c74f20a3); "
+                                   "the key text was altered.",
+    }
+    for vkey, message in cases.items():
+        with pytest.raises(ProofError) as err:
+            n.NoteVerifier.parse(vkey)
+        assert str(err.value).startswith(message), (vkey, str(err.value))
+
+
+def test_a_note_that_is_not_well_formed_is_refused_saying_how() -> None:
+    peter = n.NoteVerifier.parse(PETER_VKEY)
+    signer = n.NoteSigner.from_skey(PETER_SKEY)
+    tabbed = "a\tb\n"  # signed as it is (sign() does not check): refused for its tab, not for a bad signature
+    tabbed_note = tabbed + "\n" + n.NoteSignature(signer.name, signer.key_id, signer.sign(tabbed)).line
+    cases = [
+        (b"\xff" + (TEXT + "\n" + PETER_SIG).encode(), "The note is not valid UTF-8 (byte 0)."),
+        (tabbed_note, "The note holds a control character (U+0009) at offset 1; a note is text with newlines only."),
+        (TEXT + "\n" + PETER_SIG[:-1], "The note does not end with a newline (it is cut short)."),
+        (TEXT, "The note has no blank line before its signatures (is it signed?)."),
+        (TEXT + "\n", "The note has no signature lines after its blank line."),
+        (TEXT + "\n" + PETER_SIG * 101, "The note has 101 signatures, more than the 100 accepted."),
+    ]
+    for data, message in cases:
+        with pytest.raises(ProofError) as err:
+            n.open_note(data, [peter])
+        assert str(err.value) == message
