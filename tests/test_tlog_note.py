@@ -433,3 +433,27 @@ def test_a_note_that_is_not_well_formed_is_refused_saying_how() -> None:
         with pytest.raises(ProofError) as err:
             n.open_note(data, [peter])
         assert str(err.value) == message
+
+
+def test_a_note_text_may_hold_blank_lines_and_up_to_100_signatures() -> None:
+    """The signatures start after the note's last blank line (Go's note.Open: strings.LastIndex); 100
+    signature lines are accepted, as Go's reference does."""
+    signer = n.NoteSigner.from_skey(PETER_SKEY)
+    text = "first\n\nsecond after a blank line\n\n\nthird\n"
+    opened = n.open_note(n.sign_note(text, [signer]), [signer.verifier])
+    assert opened.text == text
+    hundred = TEXT + "\n" + PETER_SIG * 100
+    assert len(n.parse_note(hundred)[1]) == 100 and n.open_note(hundred, [signer.verifier]).text == TEXT
+
+
+def test_a_note_without_a_known_signature_names_who_signed_and_who_was_known() -> None:
+    peter, enoch = n.NoteVerifier.parse(PETER_VKEY), n.NoteVerifier.parse(ENOCH_VKEY)
+    other = n.NoteSigner.generate("other.example/k").verifier
+    both = TEXT + "\n" + PETER_SIG + ENOCH_SIG
+    for known, wanted in (([], "none"), ([other], f"other.example/k+{other.key_id:08x}"),
+                          ([other, other], f"other.example/k+{other.key_id:08x}")):
+        with pytest.raises(ProofError) as err:
+            n.open_note(both, known)
+        assert str(err.value) == ("No signature on the note is by a known key (signed by PeterNeumann+c74f20a3, "
+                                  f"EnochRoot+af0cfe78; known: {wanted}); check that you gave the log's verifier key.")
+    assert n.open_note(both, [other, peter, enoch]).verified[0][0] == peter
