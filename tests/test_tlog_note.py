@@ -449,9 +449,11 @@ def test_a_note_text_may_hold_blank_lines_and_up_to_100_signatures() -> None:
 def test_a_note_without_a_known_signature_names_who_signed_and_who_was_known() -> None:
     peter, enoch = n.NoteVerifier.parse(PETER_VKEY), n.NoteVerifier.parse(ENOCH_VKEY)
     other = n.NoteSigner.generate("other.example/k").verifier
+    third = n.NoteSigner.generate("third.example/k").verifier
     both = TEXT + "\n" + PETER_SIG + ENOCH_SIG
     for known, wanted in (([], "none"), ([other], f"other.example/k+{other.key_id:08x}"),
-                          ([other, other], f"other.example/k+{other.key_id:08x}")):
+                          ([other, other], f"other.example/k+{other.key_id:08x}"),
+                          ([other, third], f"other.example/k+{other.key_id:08x}, third.example/k+{third.key_id:08x}")):
         with pytest.raises(ProofError) as err:
             n.open_note(both, known)
         assert str(err.value) == ("No signature on the note is by a known key (signed by PeterNeumann+c74f20a3, "
