@@ -72,7 +72,9 @@ def sent_by_line(sender: dict[str, Any]) -> str:
 
 
 def digest(secret: str) -> bytes:
-    return hashlib.sha256(secret.encode("utf-8", "surrogateescape")).digest()
+    # surrogatepass: any str is bytes, even one holding a lone surrogate (it then matches no token: a
+    # stored secret is ASCII); surrogateescape raised on a high one (U+D800-U+DBFF)
+    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).digest()
 
 
 def check_name(name: str) -> str:

@@ -235,6 +235,20 @@ def test_a_named_token_is_accepted_only_exactly(sqlite_url: str) -> None:
                 assert err.value.status == 403, given
 
 
+def test_a_named_token_with_a_lone_surrogate_is_refused_not_a_crash(sqlite_url: str) -> None:
+    """As for the token of the command line: any str is looked up (a 403), none raises."""
+    from eventstore import tokens
+    from projections.serve.app import StoreTokens
+
+    with EventStore(migrated(sqlite_url)) as store:
+        admin = tokens.add_token(store, "ci", "admin")
+        policy = Policy.of(host="0.0.0.0", token=None, read_token=None, allowed_hosts=(), tokens=StoreTokens(store))
+        for given in ("\ud800" + admin[1:], admin + "\udbff", admin[:-1] + "\udcff", "\udfff"):
+            with pytest.raises(HTTPError) as err:
+                policy.authorize(bearer(given), "write")
+            assert err.value.status == 403, ascii(given)
+
+
 def test_a_request_without_a_token_is_told_how_to_send_one(policy: Policy) -> None:
     """Writes are challenged for a Bearer token (never Basic: a browser would then attach the
     token to a cross-site form by itself); reads for Basic, so a browser asks for it."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import secrets
 
 import pytest
@@ -171,3 +172,260 @@ def test_serve_with_named_writers_listens_beyond_loopback_and_runs_workers(url: 
     assert app == "projections.serve.app:app_from_env" and kw["workers"] == 3 and kw["factory"] is True
     assert kw["forwarded_allow_ips"] == "10.0.0.5" and kw["proxy_headers"] is True
     assert json.loads(os.environ[CONFIG_ENV])["url"] == url
+
+
+# The promises of eventstore/tokens.py itself (issue 33): each test below is one that a one-line change
+# of tokens.py once broke without any other test noticing.
+
+
+def test_tokens_list_json_shows_each_field_of_a_token_by_its_name(url: str) -> None:
+    with EventStore(url) as store:
+        tokens.add_token(store, "ci", "append")
+    code, listed, err = cli(url, "tokens", "list", "--json")
+    assert code == 0, err
+    [row] = json.loads(listed)
+    assert set(row) == {"name", "scope", "created_at", "last_used_at", "expires_at", "revoked_at"}
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", row["created_at"])
+
+
+def test_a_sender_is_named_whatever_meta_sent_by_holds() -> None:
+    assert tokens.sent_by_line({"token": "ci", "machine": "m1"}) == "sent by token ci from machine m1"
+    assert tokens.sent_by_line({"token": "ci", "machine": None}) == "sent by token ci (no machine named)"
+    assert tokens.sent_by_line({"token": "ci"}) == "sent by token ci (no machine named)"
+    assert tokens.sent_by_line({"token": 7, "machine": ["x"]}) == "sent by token ? (no machine named)"
+    assert tokens.sent_by_line({}) == "sent by token ? (no machine named)"
+
+
+@pytest.mark.parametrize("tz", ["UTC", "America/New_York", "Asia/Kolkata"])
+def test_an_expiry_is_read_in_utc_whatever_the_local_time_zone(tz: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--expires 2099-01-31`` is the end of that day in UTC; an ISO time without an offset is UTC; one with
+    ``Z`` or an offset is that instant; all are stored as UTC times, on any machine's time zone."""
+    import time
+
+    monkeypatch.setenv("TZ", tz)
+    time.tzset()
+    try:
+        assert tokens.parse_expiry("2099-01-31") == "2099-02-01T00:00:00.000000Z"
+        assert tokens.parse_expiry("2099-06-30T18:00:00Z") == "2099-06-30T18:00:00.000000Z"
+        assert tokens.parse_expiry("2099-06-30T18:00:00") == "2099-06-30T18:00:00.000000Z"
+        assert tokens.parse_expiry("2099-06-30T18:00:00+02:00") == "2099-06-30T16:00:00.000000Z"
+        assert tokens.parse_expiry("2099-06-30T18:00:00.25-05:30") == "2099-06-30T23:30:00.250000Z"
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_an_expiry_that_is_no_date_or_not_in_the_future_is_refused_saying_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    from eventstore.errors import EvstoreError
+
+    for value in ("next week", "2099-13-01", "2099-06-30T25:00Z", ""):
+        with pytest.raises(EvstoreError) as err:
+            tokens.parse_expiry(value)
+        assert str(err.value) == (f'--expires "{value}" is not a date; give YYYY-MM-DD or an ISO time such as '
+                                  "2027-06-30T18:00:00Z."), value
+    # an expiry of exactly now is already past (a token expiring at `now` is refused at `now`: Token.problem)
+    monkeypatch.setattr(tokens, "utcnow", lambda: "2099-06-30T18:00:00.000000Z")
+    with pytest.raises(EvstoreError, match=r'--expires "2099-06-30T18:00:00Z" is in the past; give a later date\.'):
+        tokens.parse_expiry("2099-06-30T18:00:00Z")
+    assert tokens.parse_expiry("2099-06-30T18:00:00.000001Z") == "2099-06-30T18:00:00.000001Z"
+
+
+def test_revoking_one_token_revokes_that_one_only_and_records_it(url: str) -> None:
+    from eventstore.errors import EvstoreError
+
+    with EventStore(url) as store:
+        for name in ("a-first", "b-second", "c-third"):
+            tokens.add_token(store, name, "read" if name == "b-second" else "append")
+        with pytest.raises(EvstoreError) as err:
+            tokens.revoke_token(store, "nobody")
+        assert str(err.value) == 'No token is named "nobody"; `evstore tokens list` shows them.'
+        revoked = tokens.revoke_token(store, "b-second")
+        assert revoked.name == "b-second" and revoked.scope == "read" and revoked.revoked_at is not None
+        assert [t.name for t in tokens.list_tokens(store) if t.revoked_at] == ["b-second"]
+        with pytest.raises(EvstoreError) as err:
+            tokens.revoke_token(store, "b-second")
+        assert re.fullmatch(r'The token "b-second" was revoked already \(at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\)\.',
+                            str(err.value)), str(err.value)
+        assert tokens.revoke_token(store, "c-third").name == "c-third"  # a-first revoked by no one
+        assert [t.name for t in tokens.list_tokens(store) if not t.revoked_at] == ["a-first"]
+        admin = list(store.read_stream(tokens.ADMIN_STREAM))
+    assert [json.loads(e.data) for e in admin if e.type == "token.revoked"] == [{"name": "b-second", "scope": "read"},
+                                                                              {"name": "c-third", "scope": "append"}]
+    for e in admin:  # who did it, on which machine, for every action
+        by = json.loads(e.meta)["by"]
+        assert set(by) == {"user", "machine"} and all(isinstance(v, str) and v for v in by.values()), e.type
+
+
+def test_write_tokens_in_force_count_the_unexpired_unrevoked_writers(url: str) -> None:
+    with EventStore(url) as store:
+        assert tokens.write_tokens_in_force(store) == 0
+        tokens.add_token(store, "reader", "read")
+        tokens.add_token(store, "later", "append", expires="2099-01-01T00:00:00.000000Z")
+        tokens.add_token(store, "gone", "append", expires="2001-01-01T00:00:00.000000Z")  # as stored: expired
+        assert tokens.write_tokens_in_force(store) == 1
+        tokens.add_token(store, "ops", "admin")
+        assert tokens.write_tokens_in_force(store) == 2
+        tokens.revoke_token(store, "later")
+        assert tokens.write_tokens_in_force(store) == 1
+
+
+def test_a_tokens_use_is_noted_at_most_once_a_minute(url: str) -> None:
+    with EventStore(url) as store:
+        secret = tokens.add_token(store, "ci", "append")
+        assert tokens.get_token(store, "ci").last_used_at is None  # type: ignore[union-attr]
+        tokens.find_token(store, secret)
+        first = tokens.get_token(store, "ci").last_used_at  # type: ignore[union-attr]
+        assert first is not None
+        for _ in range(3):
+            assert tokens.find_token(store, secret).name == "ci"  # type: ignore[union-attr]
+        assert tokens.get_token(store, "ci").last_used_at == first  # type: ignore[union-attr]
+        # a minute later it is noted again
+        with store.writing("test: a use two minutes ago") as cur:
+            store.backend.touch_token(cur, "ci", "2001-01-01T00:00:00.000000Z")
+        tokens.find_token(store, secret)
+        again = tokens.get_token(store, "ci").last_used_at  # type: ignore[union-attr]
+        assert again is not None and again >= first
+
+
+def test_a_token_is_refused_from_the_instant_it_expires_or_is_revoked_saying_when() -> None:
+    at = "2099-06-30T18:00:00.000000Z"
+    token = tokens.Token("ci", "append", "2026-01-01T00:00:00.000000Z", at, None, None)
+    assert token.problem("2099-06-30T17:59:59.999999Z") is None
+    for now in (at, "2099-06-30T18:00:00.000001Z"):
+        assert token.problem(now) == 'the token "ci" expired at 2099-06-30T18:00:00Z'
+    assert token.problem() is None  # now: the clock's
+    revoked = tokens.Token("ci", "append", "2026-01-01T00:00:00.000000Z", None, "2026-05-01T09:30:15.123456Z", None)
+    assert revoked.problem() == revoked.problem("2001-01-01T00:00:00.000000Z") == (
+        'the token "ci" was revoked at 2026-05-01T09:30:15Z')
+
+
+def test_a_bad_token_name_or_scope_is_refused_naming_it(url: str) -> None:
+    from eventstore.errors import EvstoreError
+
+    long_bad = "x" * 130 + "!"
+    with EventStore(url) as store:
+        for name in ("", "-lead", "a b", "a" * 101, long_bad):
+            with pytest.raises(EvstoreError) as err:
+                tokens.add_token(store, name, "read")
+            assert str(err.value) == (f'Token name "{name[:120]}" is not valid; use letters, digits and . _ @ - '
+                                      "(at most 100, starting with a letter or digit), e.g. alice-laptop."), name
+        with pytest.raises(EvstoreError) as err:
+            tokens.add_token(store, "ci", "write")
+        assert str(err.value) == 'Scope "write" is not one of read, append, admin.'
+        assert tokens.list_tokens(store) == []
+
+
+def test_an_admin_action_by_a_user_the_system_cannot_name_records_a_question_mark(
+        url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a container whose uid has no passwd entry and no USER/LOGNAME, getpass raises: the action is still
+    recorded, by "?" on this machine."""
+    import getpass
+    import socket
+
+    def no_user() -> str:
+        raise OSError("No username set in the environment")
+
+    monkeypatch.setattr(getpass, "getuser", no_user)
+    with EventStore(url) as store:
+        tokens.add_token(store, "ci", "append")
+        tokens.revoke_token(store, "ci")
+        admin = list(store.read_stream(tokens.ADMIN_STREAM))
+    assert [json.loads(e.meta)["by"] for e in admin] == [{"user": "?", "machine": socket.gethostname()}] * 2
+
+
+def test_a_name_in_use_or_revoked_is_refused_saying_which(url: str) -> None:
+    from eventstore.errors import EvstoreError
+
+    with EventStore(url) as store:
+        tokens.add_token(store, "ci", "append")
+        with pytest.raises(EvstoreError) as err:
+            tokens.add_token(store, "ci", "read")
+        assert str(err.value) == 'A token named "ci" exists (in use); choose another name (e.g. ci-2).'
+        tokens.revoke_token(store, "ci")
+        with pytest.raises(EvstoreError) as err:
+            tokens.add_token(store, "ci", "read")
+        assert str(err.value) == 'A token named "ci" exists (revoked; names are never reused); choose another name (e.g. ci-2).'
+
+
+def test_a_secret_that_is_not_valid_unicode_finds_no_token_and_is_no_crash(sqlite_url: str) -> None:
+    """What a server was sent can hold a lone surrogate (undecodable bytes): no token, never an exception."""
+    with EventStore(migrated(sqlite_url)) as store:
+        secret = tokens.add_token(store, "ci", "append")
+        for sent in (secret + "\udcff", "\ud800" + secret[1:], "\udcff"):
+            assert tokens.find_token(store, sent) is None
+        assert tokens.find_token(store, secret).name == "ci"  # type: ignore[union-attr]
+
+
+def test_a_token_whose_admin_event_cannot_be_recorded_is_not_kept(sqlite_url: str) -> None:
+    """The admin stream records every token in force: when its ``token.added`` event cannot be appended,
+    the token is taken back (it was never usable) and the append's error is what the caller sees."""
+    from conftest import exec_sql
+
+    with EventStore(migrated(sqlite_url)) as store:
+        tokens.add_token(store, "kept", "read")
+        exec_sql(store, "CREATE TRIGGER no_admin BEFORE INSERT ON events WHEN NEW.type = 'token.added' "
+                        "BEGIN SELECT RAISE(ABORT, 'admin events refused by the test'); END")
+        with pytest.raises(Exception, match="admin events refused by the test"):
+            tokens.add_token(store, "lost", "append")
+        assert [t.name for t in tokens.list_tokens(store)] == ["kept"]
+        assert tokens.write_tokens_in_force(store) == 0
+
+
+def test_a_busy_database_is_reported_with_what_each_token_action_was_doing(sqlite_url: str,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process holding SQLite's write lock past the busy timeout: adding, revoking and noting a
+    token's use each fail saying which of them could not be written."""
+    import sqlite3
+
+    from eventstore.backends import sqlite as sqlite_backend
+    from eventstore.errors import EvstoreError
+
+    url = migrated(sqlite_url)
+    with EventStore(url) as store:
+        secret = tokens.add_token(store, "ci", "append")
+    monkeypatch.setattr(sqlite_backend, "BUSY_TIMEOUT", 0.05)
+    other = sqlite3.connect(url.split(":///", 1)[1], isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        with EventStore(url) as store:
+            for action, call in (("adding an API token", lambda: tokens.add_token(store, "cd", "read")),
+                                 ("revoking an API token", lambda: tokens.revoke_token(store, "ci")),
+                                 ("noting an API token's use", lambda: tokens.find_token(store, secret))):
+                with pytest.raises(EvstoreError) as err:
+                    call()
+                assert f"The database failed {action} (database is locked)" in str(err.value), str(err.value)
+    finally:
+        other.close()
+    with EventStore(url) as store:
+        assert [(t.name, t.revoked_at, t.last_used_at) for t in tokens.list_tokens(store)] == [("ci", None, None)]
+
+
+def test_a_use_a_minute_after_the_last_one_is_noted(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with EventStore(url) as store:
+        secret = tokens.add_token(store, "ci", "append")
+        monkeypatch.setattr(tokens, "utcnow", lambda: "2030-01-01T00:00:00.000000Z")
+        tokens.find_token(store, secret)
+        monkeypatch.setattr(tokens, "utcnow", lambda: "2030-01-01T00:00:59.999999Z")
+        tokens.find_token(store, secret)
+        assert tokens.get_token(store, "ci").last_used_at == "2030-01-01T00:00:00.000000Z"  # type: ignore[union-attr]
+        monkeypatch.setattr(tokens, "utcnow", lambda: "2030-01-01T00:01:00.000000Z")
+        tokens.find_token(store, secret)
+        assert tokens.get_token(store, "ci").last_used_at == "2030-01-01T00:01:00.000000Z"  # type: ignore[union-attr]
+
+
+def test_a_token_that_cannot_be_taken_back_either_is_reported_as_such(sqlite_url: str) -> None:
+    """The admin event refused and the token's row then impossible to delete (here a deferred foreign key
+    pins it): the error says that taking the token back failed, so whoever added it knows it may exist."""
+    from conftest import exec_sql
+
+    from eventstore.errors import EvstoreError
+
+    with EventStore(migrated(sqlite_url)) as store:
+        exec_sql(store, "CREATE TABLE pin (name TEXT REFERENCES api_tokens(name) DEFERRABLE INITIALLY DEFERRED)")
+        exec_sql(store, "CREATE TRIGGER pin_token AFTER INSERT ON api_tokens BEGIN INSERT INTO pin VALUES (NEW.name); END")
+        exec_sql(store, "CREATE TRIGGER no_admin BEFORE INSERT ON events WHEN NEW.type = 'token.added' "
+                        "BEGIN SELECT RAISE(ABORT, 'admin events refused by the test'); END")
+        with pytest.raises(EvstoreError) as err:
+            tokens.add_token(store, "stuck", "append")
+        assert str(err.value).startswith("The database failed taking back an API token (FOREIGN KEY constraint"), (
+            str(err.value))

@@ -203,3 +203,108 @@ def _mth(data: list[bytes]) -> bytes:
 def test_root_matches_the_rfc_definition_across_chunks(n: int) -> None:
     data = [i.to_bytes(4, "big") for i in range(n)]
     assert merkle.root(data) == _mth(data)
+
+
+def test_roots_from_consistency_relates_only_a_non_empty_tree_to_a_larger_one() -> None:
+    """The RFC's algorithm (§2.1.4.2) is defined for 0 < old < new; asked otherwise it refuses, naming the
+    sizes, and a proof hash of the wrong length is refused naming its place."""
+    for old, new in ((0, 5), (0, 1), (3, 3), (5, 3)):
+        with pytest.raises(ProofError) as err:
+            merkle.roots_from_consistency(old, new, ROOTS[0], [ROOTS[1]])
+        assert str(err.value) == (f"Sizes {old} -> {new}: a consistency proof relates a non-empty "
+                                  "tree to a larger one."), (old, new)
+    with pytest.raises(ProofError) as err:
+        merkle.roots_from_consistency(3, 5, ROOTS[2], [ROOTS[0], ROOTS[1][:31]])
+    assert str(err.value) == "Consistency proof hash 1 is 31 bytes, not 32 (a SHA-256 hash)."
+
+
+def test_every_proof_between_small_trees_verifies_and_only_with_its_own_sizes() -> None:
+    """Exhaustively, for every tree of up to 40 leaves: each leaf's inclusion proof and each older size's
+    consistency proof verify, and a consistency proof checked against a neighbouring old size does not."""
+    leaves = [b"leaf %d" % i for i in range(40)]
+    roots = [merkle.root(leaves[:n]) for n in range(41)]
+    subtree = _subtree(leaves)
+    for new in range(1, 41):
+        for i in range(new):
+            merkle.verify_inclusion(i, new, merkle.leaf_hash(leaves[i]), merkle.inclusion_proof(i, new, subtree),
+                                    roots[new])
+        for old in range(0, new + 1):
+            proof = merkle.consistency_proof(old, new, subtree)
+            merkle.verify_consistency(old, new, roots[old], roots[new], proof)
+            if 0 < old < new:
+                assert merkle.roots_from_consistency(old, new, roots[old], proof) == (roots[old], roots[new])
+                for other in {old - 1, old + 1} - {0, new}:
+                    with pytest.raises(ProofError):
+                        merkle.verify_consistency(other, new, roots[other], roots[new], proof)
+
+
+def test_a_consistency_proof_from_the_empty_tree_or_to_the_same_size_is_empty() -> None:
+    subtree = _subtree(LEAVES)
+    for new in range(0, len(LEAVES) + 1):
+        assert merkle.consistency_proof(0, new, subtree) == []
+        assert merkle.consistency_proof(new, new, subtree) == []
+
+
+def test_a_consistency_proof_of_the_wrong_length_is_refused_saying_so() -> None:
+    proof = merkle.consistency_proof(3, 7, _subtree(LEAVES))
+    with pytest.raises(ProofError) as err:
+        merkle.roots_from_consistency(3, 7, ROOTS[2], proof + [ROOTS[0]])
+    assert str(err.value) == f"The consistency proof from size 3 to 7 is too long ({len(proof) + 1} hashes)."
+    with pytest.raises(ProofError) as err:
+        merkle.roots_from_consistency(3, 7, ROOTS[2], proof[:-1])
+    assert str(err.value) == f"The consistency proof from size 3 to 7 is too short ({len(proof) - 1} hashes)."
+
+
+def test_each_proof_failure_says_which_hash_or_root_did_not_hold() -> None:
+    """What a verifier is told when a proof fails names the hash, the root and the sizes concerned."""
+    subtree = _subtree(LEAVES)
+    cproof = merkle.consistency_proof(3, 7, subtree)
+    iproof = merkle.inclusion_proof(2, 7, subtree)
+    leaf = merkle.leaf_hash(LEAVES[2])
+    cases = [
+        (lambda: merkle.verify_consistency(3, 7, ROOTS[2][:31], ROOTS[6], cproof),
+         "The old root hash is 31 bytes, not 32 (a SHA-256 hash)."),
+        (lambda: merkle.verify_consistency(3, 7, ROOTS[2], ROOTS[6] + b"\x00", cproof),
+         "The new root hash is 33 bytes, not 32 (a SHA-256 hash)."),
+        (lambda: merkle.verify_consistency(3, 7, ROOTS[3], ROOTS[6], cproof),
+         "The consistency proof does not lead to the old root (size 3): the log of size 7 does not extend it, "
+         "or the proof is wrong."),
+        (lambda: merkle.verify_consistency(3, 7, ROOTS[2], ROOTS[5], cproof),
+         "The consistency proof does not lead to the new root (size 7): the log of size 7 does not extend the "
+         "one of size 3, or the proof is wrong."),
+        (lambda: merkle.verify_consistency(3, 2, ROOTS[2], ROOTS[1], []),
+         "The old tree (size 3) is larger than the new one (size 2): a log only grows; give the older "
+         "checkpoint first."),
+        (lambda: merkle.verify_consistency(-1, 2, ROOTS[2], ROOTS[1], []),
+         "The old tree (size -1) is larger than the new one (size 2): a log only grows; give the older "
+         "checkpoint first."),
+        (lambda: merkle.verify_consistency(0, 2, EMPTY, ROOTS[1], [ROOTS[0]]),
+         "A consistency proof from size 0 to 2 must be empty; this one has 1 hashes."),
+        (lambda: merkle.verify_consistency(2, 2, ROOTS[1], ROOTS[0], []),
+         "Two different roots for the same tree size 2: the log forked."),
+        (lambda: merkle.roots_from_consistency(3, 7, ROOTS[2], []),
+         "The consistency proof from size 3 to 7 is empty."),
+        (lambda: merkle.verify_inclusion(2, 7, leaf, iproof, ROOTS[6][:-1]),
+         "The root hash is 31 bytes, not 32 (a SHA-256 hash)."),
+        (lambda: merkle.verify_inclusion(2, 7, leaf, iproof, ROOTS[5]),
+         "The inclusion proof of leaf 2 does not lead to the root of the tree of size 7: the leaf is not there, "
+         "or the proof or root is wrong."),
+        (lambda: merkle.verify_inclusion(2, 7, leaf[:5], iproof, ROOTS[6]),
+         "The leaf hash is 5 bytes, not 32 (a SHA-256 hash)."),
+        (lambda: merkle.verify_inclusion(2, 7, leaf, [iproof[0], iproof[1][:3], iproof[2]], ROOTS[6]),
+         "Inclusion proof hash 1 is 3 bytes, not 32 (a SHA-256 hash)."),
+        (lambda: merkle.verify_inclusion(2, 7, leaf, [*iproof, ROOTS[0]], ROOTS[6]),
+         "The inclusion proof is too long: 4 hashes where a leaf 2 of a tree of size 7 needs 3."),
+        (lambda: merkle.verify_inclusion(2, 7, leaf, iproof[:-1], ROOTS[6]),
+         "The inclusion proof is too short: 2 hashes for leaf 2 of a tree of size 7."),
+        (lambda: merkle.verify_inclusion(7, 7, leaf, iproof, ROOTS[6]), "Leaf index 7 is outside a tree of size 7."),
+        (lambda: merkle.inclusion_proof(7, 7, subtree),
+         "Leaf index 7 is outside a tree of size 7; ask for a leaf below 7."),
+        (lambda: merkle.consistency_proof(3, 2, subtree),
+         "Cannot prove that a tree of size 3 is consistent with a smaller one of size 2; give the older "
+         "(smaller) size first."),
+    ]
+    for call, message in cases:
+        with pytest.raises(ProofError) as err:
+            call()
+        assert str(err.value) == message
