@@ -18,8 +18,9 @@ the machine's load falls on all of them:
 - one single-event append and one 100-event append to an existing stream, in process (median of
   ``--appends``, wall and CPU milliseconds);
 - the in-process read of one run (``EventStore.read_stream``, every event; median of ``--appends``);
-- ``evstore log RUN`` and ``evstore replay RUN`` as whole processes (median of ``--repeat``; wall
-  and CPU seconds of the child);
+- ``evstore log RUN`` and ``evstore replay RUN`` as whole processes (median of ``--repeat`` a
+  round, after one run of each not measured; wall and CPU seconds of the child).  A demo run has
+  fewer events than ``projections.replay.CACHE_EVERY``: its replay folds every event, no cache;
 - with ``--explain``, ``EXPLAIN (ANALYZE, BUFFERS)`` of the statements those paths send on
   PostgreSQL (the rows and pages each reads, which do not depend on the load).
 
@@ -175,13 +176,16 @@ CLI_ROWS = [("`evstore log RUN`", ["log", "{run}"]), ("`evstore replay RUN`", ["
 
 
 def cli_times(url: str, run: str, n: int) -> dict[str, list[tuple[float, float]]]:
-    """(wall s, CPU s) of ``n`` ``log`` and ``replay`` processes each, interleaved."""
+    """(wall s, CPU s) of ``n`` ``log`` and ``replay`` processes each, interleaved, after one of each
+    not measured (it writes the modules' bytecode, as an installed evstore has it)."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     out: dict[str, list[tuple[float, float]]] = {}
-    for _ in range(n):
+    for i in range(n + 1):
         for label, args in CLI_ROWS:
             wall, cpu, _ = child(url, [a.replace("{run}", run) for a in args], env)
-            out.setdefault(label, []).append((wall, cpu))
+            if i:
+                out.setdefault(label, []).append((wall, cpu))
     return out
 
 
