@@ -117,8 +117,11 @@ def build(url: str, size: int, pool: list[Any], real_every: int) -> tuple[int, i
                 for i in range(0, len(group), INTERLEAVE):
                     part = group[i:i + INTERLEAVE]
                     for _ in range(real_every - 1):
-                        filler += 1
-                        store.append_many(_interleaved([_Filler(filler, len(r.items)) for r in part], copy))
+                        fillers = []
+                        for r in part:
+                            filler += 1
+                            fillers.append(_Filler(filler, len(r.items)))
+                        store.append_many(_interleaved(fillers, copy))
                         written += sum(len(r.items) for r in part)
                     items = list(_interleaved(part, copy))
                     store.append_many(items, dialect=dialect)
