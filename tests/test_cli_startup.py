@@ -3,7 +3,9 @@
 Whole processes, as a user runs them: ``evstore --help`` imports no command module, and
 ``append``, ``log`` and ``replay`` on a SQLite store import neither SQLAlchemy nor Alembic (the
 store opens its connection with the stdlib ``sqlite3`` module), nor DuckDB, Arrow, jsonschema,
-the terminal libraries or a dialect's simulator.  The timings themselves are ``benchmarks/bench_cli.py``'s, not a test's.
+the terminal libraries or a dialect's simulator.  On PostgreSQL, ``log``, ``replay`` and ``append``
+import psycopg but not SQLAlchemy either (the backend connects with psycopg until something needs
+the engine: SQLAlchemy's import and first connect doubled the CPU of a ``log``).  The timings themselves are ``benchmarks/bench_cli.py``'s, not a test's.
 """
 
 from __future__ import annotations
@@ -93,6 +95,32 @@ def test_append_and_reads_on_sqlite_import_no_sqlalchemy(tmp_path: Path, sqlite_
     assert printed in r.stdout  # the command did its work (on the stdlib sqlite3 connection)
     assert heavy(modules) == [], f"evstore {args[0]} imported {heavy(modules)}"
     assert not [m for m in modules if m.endswith(".simulate")]
+
+
+@pytest.mark.parametrize("args, printed", [
+    (["append", "ONE", "demo.note", "--data", '{"n": 1}', "--json"], '"version": 2'),
+    (["replay", "RUN-5", "--json"], '{"task": "RUN-5", "step": 4}'),
+    (["log", "RUN-5"], "    5  "),
+], ids=["append", "replay", "log"])
+def test_append_and_reads_on_postgresql_import_no_sqlalchemy(tmp_path: Path, pg_url: str, args: list[str],
+                                                             printed: str) -> None:
+    from conftest import migrated
+
+    url = migrated(pg_url)
+    versions = tmp_path / "versions"
+    versions.mkdir()
+    for i in range(5):
+        (versions / f"{i:03d}.json").write_text(json.dumps({"task": "RUN-5", "step": i}) + "\n")
+    runner, cli = CliRunner(), register()
+    for setup in (["append", "ONE", "demo.note", "--data", '{"n": 0}'],
+                  ["ingest", "generic", "--stream", "RUN-5", str(versions)]):
+        r = runner.invoke(cli, ["--url", url, *setup])
+        assert r.exit_code == 0, r.output
+    r, modules = run(tmp_path, url, *args)
+    assert r.returncode == 0, r.stderr
+    assert printed in r.stdout  # the command did its work, on a psycopg connection of its own
+    assert "psycopg" in modules
+    assert heavy(modules) == [], f"evstore {args[0]} imported {heavy(modules)}"
 
 
 def test_the_probe_sees_sqlalchemy_when_it_is_imported(tmp_path: Path, sqlite_store: str) -> None:

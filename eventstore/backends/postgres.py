@@ -43,19 +43,101 @@ def make_engine(url: str) -> Engine:
                          use_native_hstore=False)
 
 
+def conninfo(url: str) -> str:
+    """The libpq URI of an evstore PostgreSQL URL (``postgresql+psycopg://`` as ``postgresql://``).
+    libpq reads the same user, password, host, port and database, percent-decoded; the query is
+    decoded as SQLAlchemy decodes it (``+`` is a space, as in the URL SQLAlchemy renders) and
+    percent-encoded again, since libpq would keep a ``+``."""
+    from urllib.parse import parse_qsl, quote, urlencode
+
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in ("postgresql", "postgres", "postgresql+psycopg"):
+        raise EvstoreError(f"Not a PostgreSQL URL for psycopg: {scheme}://...")
+    base, _, query = rest.partition("?")
+    if query:
+        base += "?" + urlencode(parse_qsl(query, keep_blank_values=True), quote_via=quote)
+    return "postgresql://" + base
+
+
+class _Direct:
+    """A psycopg connection opened without SQLAlchemy, as a handle like the pool's proxy
+    (``driver_connection``, ``close()``, ``invalidate()``).  ``close()`` rolls back and keeps the
+    connection for the backend's next ``connect()`` (up to :attr:`PostgresBackend.IDLE` of them),
+    as SQLAlchemy's pool would: a ``log`` checks a connection out and back seven times."""
+
+    __slots__ = ("driver_connection", "_backend")
+
+    def __init__(self, conn: Any, backend: PostgresBackend) -> None:
+        self.driver_connection = conn
+        self._backend = backend
+
+    def close(self) -> None:
+        self._backend._give_back(self.driver_connection)
+
+    def invalidate(self) -> None:
+        """Close without a rollback (the connection may be busy with an interrupted statement)."""
+        self.driver_connection.close()
+
+
 class PostgresBackend(Backend):
     name = "postgresql"
     p = "%s"
     has_roles = True
 
+    #: Idle direct connections kept for the next ``connect()`` (the engine's pool_size).
+    IDLE = 10
+
     def __init__(self, url: str, *, synchronous: str | None = None, engine: Engine | None = None) -> None:
         super().__init__(url, synchronous=synchronous, engine=engine)
+        import threading
+
         import psycopg
 
         self.driver_errors = (psycopg.Error,)
+        self._idle: list[Any] = []
+        self._idle_lock = threading.Lock()
 
     def make_engine(self) -> Engine:
         return make_engine(self.url)
+
+    def connect(self) -> Any:
+        """Until something needs the SQLAlchemy engine (Alembic, a projection's DDL, Core reads), a
+        psycopg connection of its own, with the engine's settings (READ COMMITTED, not autocommit):
+        importing SQLAlchemy and its dialect's first connect cost a ``log`` or ``replay`` process
+        about 0.15 s of CPU, as much as SQLite's whole command.  Once the engine exists, its pool."""
+        if self._engine is not None:
+            return super().connect()
+        with self._idle_lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is not None:
+            return _Direct(conn, self)
+        import psycopg
+
+        # A failure to connect is psycopg's OperationalError, which the CLI reports as it reports
+        # SQLAlchemy's (eventstore.cli._database_error).
+        conn = psycopg.connect(conninfo(self.url), autocommit=False)
+        conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+        return _Direct(conn, self)
+
+    def _give_back(self, conn: Any) -> None:
+        """Roll back ``conn`` and keep it idle (closed instead if it is broken or enough are kept)."""
+        try:
+            conn.rollback()
+        except Exception:  # the server went away, or the connection is unusable: drop it
+            conn.close()
+            return
+        with self._idle_lock:
+            if not conn.closed and len(self._idle) < self.IDLE:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def dispose(self) -> None:
+        with self._idle_lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+        super().dispose()
 
     sql_contains = "position({p}::bytea in {col}) > 0"
 

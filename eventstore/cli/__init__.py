@@ -304,7 +304,7 @@ def interruptible(store: Any, said: Callable[[int, int], str]) -> Iterator[None]
     except KeyboardInterrupt:
         from eventstore.store import EventStore
 
-        with EventStore(store.engine.url.render_as_string(hide_password=False), check_schema=False) as fresh:
+        with EventStore(store.url, check_schema=False) as fresh:
             streams: set[str] = set()
             written = 0
             for e in fresh.iter_all(after_position=before):
