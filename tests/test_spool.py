@@ -124,6 +124,8 @@ def test_a_header_with_text_in_it_is_json(tmp_path: Path) -> None:
     assert record.header == {"received_at": 2.5, "pid": os.getpid(), "bytes": record.header["bytes"],
                              "file": str(written), "file_bytes": 5}
     assert record.file_bytes == b"hello"
+    header = (tmp_path / "s" / spool.SPOOL).read_bytes().split(b"\t")[0]
+    assert base64.b64decode(header) == json.dumps(record.header, separators=(",", ":")).encode()  # compact
 
 
 @pytest.mark.parametrize("tool", ["Write", "Edit", "MultiEdit", "NotebookEdit"])
@@ -197,6 +199,9 @@ def test_a_hook_after_a_dead_one_ends_its_remains_and_starts_a_line_of_its_own(t
     assert text.startswith(whole + whole[:7] + spool.DEAD_TAIL)
     assert [r.stdin for r in _records(path) if r.header != {"corrupt": True}] == [_call(0), _call(1)]
     assert [r.header for r in _records(path)][1] == {"corrupt": True}
+    path.write_bytes(whole[:1])  # a hook died after one byte
+    spool.write(tmp_path, _call(1), now=1.0)
+    assert path.read_bytes().startswith(whole[:1] + spool.DEAD_TAIL) and _records(path)[1].stdin == _call(1)
     path.write_bytes(whole)  # after a whole record, or into an empty spool: no dead tail
     spool.write(tmp_path, _call(1), now=1.0)
     assert spool.DEAD_TAIL not in path.read_bytes()
@@ -293,6 +298,15 @@ def test_what_a_record_holds_is_all_there_for_a_scrub_to_see(tmp_path: Path) -> 
     [record] = _records(tmp_path / "d")
     assert record.header == {"corrupt": True}
     assert spool.contents(record) == [damaged, b"SECRET", b"OTHER"]  # "abc" is not base64: left out
+    # a field with a space in it (read as base64 where it is), an empty last field, one ending in "X"
+    damaged = b"U0VD UkVU\t" + base64.b64encode(b"abW") + b"\t\n"
+    (tmp_path / "d").write_bytes(damaged)
+    [record] = _records(tmp_path / "d")
+    assert spool.contents(record) == [damaged, b"SECRET", b"abW", b""]
+    damaged = b"!\t" + base64.b64encode(b"abW") + b"\n"
+    (tmp_path / "d").write_bytes(damaged)
+    [record] = _records(tmp_path / "d")
+    assert spool.contents(record) == [damaged, b"", b"abW"]
 
 
 def test_a_record_holding_corrupt_true_in_its_header_is_still_whole(tmp_path: Path) -> None:
@@ -341,13 +355,23 @@ def _hold(path: Path) -> int:
     return fd
 
 
+def _opened_twice(path: Path) -> None:
+    """Wait until a second descriptor of this process is open on ``path`` (the thread reached its lock)."""
+    while True:
+        fds = os.listdir("/proc/self/fd")
+        if sum(1 for fd in fds if os.path.realpath(f"/proc/self/fd/{fd}") == str(path)) >= 2:
+            return
+        time.sleep(0.01)
+
+
 def test_a_claim_waits_for_a_hook_mid_write(tmp_path: Path) -> None:
     spool.write(tmp_path, _call(0), now=1.0)
     fd = _hold(tmp_path / spool.SPOOL)  # a hook holds the spool, writing
     done: list[list[Path]] = []
     t = threading.Thread(target=lambda: done.append(spool.claim(tmp_path)))
     t.start()
-    t.join(0.3)
+    _opened_twice(tmp_path / spool.SPOOL)
+    t.join(0.2)
     try:
         assert (tmp_path / spool.SPOOL).exists() and not done, "the claim did not wait for the hook"
         os.write(fd, b"")
@@ -364,7 +388,7 @@ def test_a_hook_that_opened_the_spool_just_before_a_claim_writes_to_the_new_one(
     fd = _hold(tmp_path / spool.SPOOL)
     t = threading.Thread(target=lambda: spool.write(tmp_path, _call(1), now=1.0))
     t.start()
-    t.join(0.3)  # the hook has opened the file and waits for the lock
+    _opened_twice(tmp_path / spool.SPOOL)  # the hook has opened the file and waits for the lock
     os.rename(tmp_path / spool.SPOOL, tmp_path / "claimed-1-1.jsonl")
     os.close(fd)
     t.join()
@@ -427,7 +451,7 @@ def test_a_lock_descriptor_another_open_file_holds_is_not_taken_over(tmp_path: P
 
 def test_a_folder_has_one_identity_made_once(tmp_path: Path) -> None:
     first = spool.spool_id(tmp_path / "new")
-    assert re.fullmatch(r"[0-9a-f]{32}", first)
+    assert re.fullmatch(r"[0-9a-f]{32}", first) and _mode(tmp_path / "new") == 0o700
     assert spool.spool_id(str(tmp_path / "new")) == first
     assert sorted(p.name for p in (tmp_path / "new").iterdir()) == [spool.SPOOL_ID]  # no temporary left
     assert (tmp_path / "new" / spool.SPOOL_ID).read_text() == first + "\n"
@@ -435,6 +459,8 @@ def test_a_folder_has_one_identity_made_once(tmp_path: Path) -> None:
     (tmp_path / "mounted" / spool.SPOOL_ID).write_text("  abc123\n")  # made by another machine
     assert spool.spool_id(tmp_path / "mounted") == "abc123"
     assert spool.spool_id(tmp_path / "other") != first
+    (tmp_path / "existing").mkdir()
+    assert re.fullmatch(r"[0-9a-f]{32}", spool.spool_id(tmp_path / "existing"))  # a folder made before: fine
 
 
 def test_what_is_waiting_and_what_is_pending(tmp_path: Path) -> None:
@@ -443,13 +469,28 @@ def test_what_is_waiting_and_what_is_pending(tmp_path: Path) -> None:
     (tmp_path / spool.SPOOL).write_bytes(b"")
     (tmp_path / "drain.lock").write_bytes(b"")
     assert not spool.pending(tmp_path) and not spool.waiting(tmp_path)  # an empty spool holds nothing
+    (tmp_path / spool.SPOOL).write_bytes(b"Q")  # a dead hook's one byte: a drain claims (and clears) it
+    assert spool.pending(tmp_path) and spool.waiting(tmp_path)
     spool.write(tmp_path, _call(0), now=1.0)
     assert spool.pending(tmp_path) and spool.waiting(tmp_path)
     spool.claim(tmp_path)
     assert spool.pending(tmp_path) and not spool.waiting(tmp_path)  # claimed, not yet recorded
 
 
-def test_the_last_drain_and_the_drain_errors_are_noted_in_utc(tmp_path: Path) -> None:
+def test_the_last_drain_and_the_drain_errors_are_noted_in_utc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TZ", "Asia/Kathmandu")  # +05:45: a local time is never mistaken for UTC
+    time.tzset()
+    (tmp_path / "gone").mkdir()
+    monkeypatch.chdir(tmp_path / "gone")
+    (tmp_path / "gone").rmdir()  # the drain's working folder is gone: the note is written beside the spool
+    try:
+        _notes_in_utc(tmp_path)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def _notes_in_utc(tmp_path: Path) -> None:
     assert spool.last_drained(tmp_path) is None
     (tmp_path / spool.DRAIN_OK).write_text("\n")
     assert spool.last_drained(tmp_path) is None
@@ -461,6 +502,7 @@ def test_the_last_drain_and_the_drain_errors_are_noted_in_utc(tmp_path: Path) ->
     assert sorted(p.name for p in tmp_path.iterdir()) == [spool.DRAIN_OK]
     spool.log_drain_error(tmp_path / "new", "the store\nis gone\t now")
     spool.log_drain_error(tmp_path / "new", "again")
+    assert _mode(tmp_path / "new") == 0o700
     lines = (tmp_path / "new" / spool.DRAIN_ERRORS).read_text().splitlines()
     pid = os.getpid()
     assert [re.sub(r"^\S+ ", "", x) for x in lines] == [f"pid {pid}: the store is gone now", f"pid {pid}: again"]
@@ -492,6 +534,9 @@ def test_remove_takes_the_selected_records_out_of_every_spool_file(tmp_path: Pat
     os.close(lock)
     spool.write(tmp_path, _call(7), now=1.0)  # hooks append to the rewritten spool
     assert _sessions(tmp_path / spool.SPOOL) == ["t4", "t6", "t7"]
+    digest = _records(tmp_path / spool.SPOOL)[1].digest  # an event id names its record by the line's digest
+    assert spool.remove(tmp_path, lambda r: r.digest == digest) == (1, True)
+    assert _sessions(tmp_path / spool.SPOOL) == ["t4", "t7"]
 
 
 def test_remove_leaves_the_claimed_files_to_a_drain_that_holds_the_folder(tmp_path: Path) -> None:
@@ -532,9 +577,10 @@ def test_remove_skips_a_spool_a_drain_claimed_while_it_waited(tmp_path: Path) ->
     result: list[tuple[int, bool]] = []
     t = threading.Thread(target=lambda: result.append(spool.remove(tmp_path, lambda r: True)))
     t.start()
-    t.join(0.3)
+    _opened_twice(tmp_path / spool.SPOOL)
     os.rename(tmp_path / spool.SPOOL, tmp_path / "claimed-1-1.jsonl")
+    spool.write(tmp_path, _call(1), now=1.0)  # and a hook started a new spool
     os.close(fd)
     t.join()
-    assert result == [(0, True)] and not (tmp_path / spool.SPOOL).exists()
+    assert result == [(0, True)]
     assert _sessions(tmp_path / "claimed-1-1.jsonl") == ["t0"]
