@@ -584,3 +584,21 @@ def test_remove_skips_a_spool_a_drain_claimed_while_it_waited(tmp_path: Path) ->
     t.join()
     assert result == [(0, True)]
     assert _sessions(tmp_path / "claimed-1-1.jsonl") == ["t0"]
+
+
+def test_a_drain_error_is_logged_in_utf_8_whatever_the_locale(tmp_path: Path) -> None:
+    import locale
+
+    before = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")  # a drain started from cron: an ASCII locale
+    try:
+        spool.log_drain_error(tmp_path, "the store at /srv/données is gone")
+    finally:
+        locale.setlocale(locale.LC_CTYPE, before)
+    assert (tmp_path / spool.DRAIN_ERRORS).read_bytes().endswith("/srv/données is gone\n".encode())
+
+
+def test_an_existing_folder_identity_is_read_and_nothing_is_written(tmp_path: Path) -> None:
+    (tmp_path / spool.SPOOL_ID).write_text("abc123\n")
+    (tmp_path / f"{spool.SPOOL_ID}.{os.getpid()}.tmp").mkdir()  # where a new identity would be written first
+    assert spool.spool_id(tmp_path) == "abc123"
