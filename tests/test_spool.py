@@ -348,6 +348,9 @@ def test_a_claim_returns_the_claims_a_crashed_drain_left_oldest_first(tmp_path: 
 
 
 def _hold(path: Path) -> int:
+    """Lock ``path`` as a hook or a drain would (the tests that use it watch a thread's descriptors)."""
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("needs /proc/self/fd to see the thread's descriptor")
     fd = os.open(path, os.O_RDWR)
     import fcntl
 
@@ -355,9 +358,11 @@ def _hold(path: Path) -> int:
     return fd
 
 
-def _opened_twice(path: Path) -> None:
-    """Wait until a second descriptor of this process is open on ``path`` (the thread reached its lock)."""
-    while True:
+def _opened_twice(path: Path, thread: threading.Thread) -> None:
+    """Wait until a second descriptor of this process is open on ``path`` (the thread reached its lock),
+    or the thread has ended (then the test's own assertions say what went wrong)."""
+    deadline = time.monotonic() + 30
+    while thread.is_alive() and time.monotonic() < deadline:
         fds = os.listdir("/proc/self/fd")
         if sum(1 for fd in fds if os.path.realpath(f"/proc/self/fd/{fd}") == str(path)) >= 2:
             return
@@ -368,9 +373,9 @@ def test_a_claim_waits_for_a_hook_mid_write(tmp_path: Path) -> None:
     spool.write(tmp_path, _call(0), now=1.0)
     fd = _hold(tmp_path / spool.SPOOL)  # a hook holds the spool, writing
     done: list[list[Path]] = []
-    t = threading.Thread(target=lambda: done.append(spool.claim(tmp_path)))
+    t = threading.Thread(daemon=True, target=lambda: done.append(spool.claim(tmp_path)))
     t.start()
-    _opened_twice(tmp_path / spool.SPOOL)
+    _opened_twice(tmp_path / spool.SPOOL, t)
     t.join(0.2)
     try:
         assert (tmp_path / spool.SPOOL).exists() and not done, "the claim did not wait for the hook"
@@ -386,9 +391,9 @@ def test_a_hook_that_opened_the_spool_just_before_a_claim_writes_to_the_new_one(
     not into the claimed one the drain may have read and deleted already."""
     spool.write(tmp_path, _call(0), now=1.0)
     fd = _hold(tmp_path / spool.SPOOL)
-    t = threading.Thread(target=lambda: spool.write(tmp_path, _call(1), now=1.0))
+    t = threading.Thread(daemon=True, target=lambda: spool.write(tmp_path, _call(1), now=1.0))
     t.start()
-    _opened_twice(tmp_path / spool.SPOOL)  # the hook has opened the file and waits for the lock
+    _opened_twice(tmp_path / spool.SPOOL, t)  # the hook has opened the file and waits for the lock
     os.rename(tmp_path / spool.SPOOL, tmp_path / "claimed-1-1.jsonl")
     os.close(fd)
     t.join()
@@ -575,9 +580,9 @@ def test_remove_skips_a_spool_a_drain_claimed_while_it_waited(tmp_path: Path) ->
     spool.write(tmp_path, _call(0), now=1.0)
     fd = _hold(tmp_path / spool.SPOOL)
     result: list[tuple[int, bool]] = []
-    t = threading.Thread(target=lambda: result.append(spool.remove(tmp_path, lambda r: True)))
+    t = threading.Thread(daemon=True, target=lambda: result.append(spool.remove(tmp_path, lambda r: True)))
     t.start()
-    _opened_twice(tmp_path / spool.SPOOL)
+    _opened_twice(tmp_path / spool.SPOOL, t)
     os.rename(tmp_path / spool.SPOOL, tmp_path / "claimed-1-1.jsonl")
     spool.write(tmp_path, _call(1), now=1.0)  # and a hook started a new spool
     os.close(fd)
