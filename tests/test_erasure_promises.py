@@ -16,9 +16,24 @@ from typing import Any
 import pytest
 
 from eventstore import erasure
-from eventstore.erasure import (ADMIN_STREAM, FLOOR_DAYS, EraseResult, Hold, Policies, Retention, add_hold,
-                                apply_retention, due, erase, needles, parse_duration, policies, refuse, release_hold,
-                                set_retention)
+from eventstore.erasure import (
+    ADMIN_STREAM,
+    FLOOR_DAYS,
+    EraseResult,
+    Hold,
+    Policies,
+    Retention,
+    add_hold,
+    apply_retention,
+    due,
+    erase,
+    needles,
+    parse_duration,
+    policies,
+    refuse,
+    release_hold,
+    set_retention,
+)
 from eventstore.errors import ContentErased, EvstoreError, HoldInForce, InvalidEvent
 from eventstore.store import EventStore, NewEvent
 from eventstore.verify import verify
@@ -301,8 +316,7 @@ def test_only_payloads_past_their_policy_are_purged_and_holds_keep_theirs(store:
 
 
 def test_retention_purges_many_streams_in_groups_and_counts_them_all(store: EventStore) -> None:
-    for i in range(205):
-        store.append(f"s{i:03}", [NewEvent("t.x", {"i": i})], dialect="claude")
+    store.append_many(((f"s{i:03}", NewEvent("t.x", {"i": i}), None) for i in range(205)), dialect="claude")
     set_retention(store, "dialect", "claude", 200)
     [r] = apply_retention(store, now=datetime.now(UTC) + timedelta(days=201), scrub=False)
     assert (r.events, len(r.streams), r.batches) == (205, 205, 2)
