@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from eventstore import erasure
+from eventstore import erasure, replay_cache
 from eventstore.erasure import (
     ADMIN_STREAM,
     FLOOR_DAYS,
@@ -109,17 +109,23 @@ def test_the_most_specific_policy_wins() -> None:
 
 def test_the_floor_is_180_days_unless_below_floor_and_it_is_recorded(store: EventStore) -> None:
     assert FLOOR_DAYS == 180
-    with pytest.raises(EvstoreError, match="Keeping payloads 179 days is below the floor of 180 days .*--below-floor"):
+    with pytest.raises(EvstoreError) as refused:
         set_retention(store, "dialect", "claude", 179)
+    assert str(refused.value) == ("Keeping payloads 179 days is below the floor of 180 days (the EU AI Act asks for at "
+                                  "least six months of logs) — pass --below-floor to set it anyway (recorded in the "
+                                  "admin stream).")
     assert _admin(store) == []  # refused before anything is written
     at_floor = set_retention(store, "dialect", "claude", 180, reason="the law")
     assert at_floor is not None and (at_floor.keep_days, at_floor.below_floor, at_floor.set_by) == \
         (180, False, "dpo@example.org")
     below = set_retention(store, "project", "P", 30, below_floor=True, reason="test data")
     assert below is not None and (below.scope, below.name, below.keep_days, below.below_floor) == ("project", "P", 30, True)
-    # below_floor given for a policy above the floor records nothing below it.
+    # below_floor given for a policy at or above the floor records nothing below it.
     above = set_retention(store, "stream", "S", 400, below_floor=True)
     assert above is not None and above.below_floor is False
+    at_floor_anyway = set_retention(store, "stream", "F", 180, below_floor=True)
+    assert at_floor_anyway is not None and at_floor_anyway.below_floor is False
+    set_retention(store, "stream", "F", None)
     assert set_retention(store, "stream", "S", None, below_floor=True) is None  # removed
     assert [(t, {k: v for k, v in d.items() if k != "reason"}) for t, d in _admin(store)] == [
         ("evstore.retention_set", {"scope": "dialect", "name": "claude", "keep_days": 180, "below_floor": False,
@@ -128,10 +134,14 @@ def test_the_floor_is_180_days_unless_below_floor_and_it_is_recorded(store: Even
                                    "by": "dpo@example.org"}),
         ("evstore.retention_set", {"scope": "stream", "name": "S", "keep_days": 400, "below_floor": False,
                                    "by": "dpo@example.org"}),
+        ("evstore.retention_set", {"scope": "stream", "name": "F", "keep_days": 180, "below_floor": False,
+                                   "by": "dpo@example.org"}),
+        ("evstore.retention_set", {"scope": "stream", "name": "F", "keep_days": None, "below_floor": False,
+                                   "by": "dpo@example.org"}),
         ("evstore.retention_set", {"scope": "stream", "name": "S", "keep_days": None, "below_floor": False,
                                    "by": "dpo@example.org"}),
     ]
-    assert [d["reason"] for _, d in _admin(store)] == ["the law", "test data", "", ""]
+    assert [d["reason"] for _, d in _admin(store)] == ["the law", "test data", "", "", "", ""]
     assert sorted(policies(store).retention) == [("dialect", "claude"), ("project", "P")]
     with pytest.raises(InvalidEvent, match='Retention scope "team" is not dialect, project or stream'):
         set_retention(store, "team", "x", 400)
@@ -141,7 +151,7 @@ def test_holds_are_recorded_listed_and_released_by_id_or_name(store: EventStore)
     assert policies(store).holds == {}
     with pytest.raises(InvalidEvent, match='Hold scope "dialect" is not stream or project'):
         add_hold(store, "dialect", "claude", "matter")
-    with pytest.raises(InvalidEvent, match="A hold needs a reason"):
+    with pytest.raises(InvalidEvent, match=r"^A hold needs a reason \(--reason\): the matter it is kept for\.$"):
         add_hold(store, "stream", "S", "  ")
     a = add_hold(store, "stream", "S", "matter 1")
     b = add_hold(store, "project", "P", "matter 2")
@@ -300,11 +310,14 @@ def test_only_payloads_past_their_policy_are_purged_and_holds_keep_theirs(store:
     assert (p1.name, s1, k1, p2.name, s2, k2) == ("claude", ["a"], ["b"], "d", ["d"], [])
     assert cut1 == (now - timedelta(days=200)).isoformat(timespec="microseconds").replace("+00:00", "Z")
     assert cut1.endswith("Z") and len(cut1) == len("2026-01-01T00:00:00.000000Z")
-    assert apply_retention(store, now=recorded + timedelta(days=199))[0].events == 0  # not yet past
+    not_yet = apply_retention(store, now=recorded + timedelta(days=199))
+    assert [(r.events, r.scrubbed) for r in not_yet] == [(0, []), (0, [])]  # nothing purged: nothing to scrub
     dry = apply_retention(store, now=now, dry_run=True)
-    assert [(r.events, r.streams, r.held) for r in dry] == [(1, ["a"], ["b"]), (0, [], [])]
+    assert [(r.events, r.streams, r.held, r.scrubbed) for r in dry] == [(1, ["a"], ["b"], []), (0, [], [], [])]
     assert all(_payloads(store).values()) and [t for t, _ in _admin(store)][-1] == "evstore.hold_added"
-    done = apply_retention(store, now=now, batch=1)
+    seen: list[int] = []
+    done = apply_retention(store, now=now, batch=1, on_batch=seen.append)
+    assert seen == [1]
     assert [(r.kind, r.reason, r.events, r.streams, r.held, r.batches) for r in done] == [
         ("purged", p1.describe(), 1, ["a"], ["b"], 1), ("purged", p2.describe(), 0, [], [], 0)]
     assert done[0].scrubbed == store.backend.scrub(store._raw()) and done[1].scrubbed == []
@@ -316,11 +329,64 @@ def test_only_payloads_past_their_policy_are_purged_and_holds_keep_theirs(store:
 
 
 def test_retention_purges_many_streams_in_groups_and_counts_them_all(store: EventStore) -> None:
-    store.append_many(((f"s{i:03}", NewEvent("t.x", {"i": i}), None) for i in range(205)), dialect="claude")
+    """Streams go to ``erase`` 200 at a time; the result adds up every group's events, blobs, batches
+    and replay-cache rows."""
+    img = b"an image of the first stream"
+    store.append("s000", [NewEvent("t.x", {"i": 0}, meta={"blobs": [_blob(img)]})], dialect="claude",
+                 blobs={_blob(img): img})
+    store.append_many(((f"s{i:03}", NewEvent("t.x", {"i": i}), None) for i in range(1, 201)), dialect="claude")
+    for sid in ("s000", "s200"):
+        state = store.stream_info(sid)
+        assert state is not None
+        replay_cache.save(store, state.stream_pk, "test", 1, {"i": sid})
     set_retention(store, "dialect", "claude", 200)
     [r] = apply_retention(store, now=datetime.now(UTC) + timedelta(days=201), scrub=False)
-    assert (r.events, len(r.streams), r.batches) == (205, 205, 2)
+    assert (r.events, len(r.streams), r.batches, r.blobs, r.cache_rows) == (201, 201, 2, 1, 2)
     assert not any(_payloads(store).values())
+    assert [d["events"] for t, d in _admin(store) if t == "evstore.purged"] == [200, 1]
+
+
+def test_retention_reads_projects_through_the_lookup_it_is_given(store: EventStore) -> None:
+    """A project's policy purges its streams and a project's hold keeps them, in ``due`` and in
+    ``apply_retention`` alike; with project holds in force, the lookup reaches the erasure too."""
+    for sid in ("p1", "p2", "q1"):
+        store.append(sid, [NewEvent("t.x", {"s": sid})])
+    projects = {"p1": "P", "p2": "P", "q1": "Q"}.get
+    set_retention(store, "project", "P", 200)
+    add_hold(store, "stream", "p2", "matter")
+    add_hold(store, "project", "Q", "audit")
+    now = datetime.now(UTC) + timedelta(days=201)
+    [(policy, cutoff, streams, kept)] = due(store, now=now, project_of=projects)
+    assert (policy.name, streams, kept) == ("P", ["p1"], ["p2"])
+    assert due(store, now=now) == []  # no lookup: no project's policy applies
+    [r] = apply_retention(store, now=now, project_of=projects, scrub=False)
+    assert (r.events, r.streams, r.held) == (1, ["p1"], ["p2"])
+    assert _payloads(store) == {("p1", 1): b"", ("p2", 1): b'{"s":"p2"}', ("q1", 1): b'{"s":"q1"}'}
+    set_retention(store, "project", "Q", 200)
+    [_, held] = sorted(apply_retention(store, now=now, project_of=projects, scrub=False), key=lambda x: x.reason)
+    assert (held.events, held.held) == (0, ["q1"])
+
+
+def test_due_cuts_off_at_now_in_utc_by_default(store: EventStore) -> None:
+    store.append("S", [NewEvent("t.x", {"i": 1})], dialect="claude")
+    set_retention(store, "dialect", "claude", 200)
+    before = datetime.now(UTC) - timedelta(days=200)
+    [(_, cutoff, streams, _)] = due(store)
+    after = datetime.now(UTC) - timedelta(days=200)
+    assert cutoff.endswith("Z") and streams == ["S"]
+    assert before <= datetime.fromisoformat(cutoff.replace("Z", "+00:00")) <= after
+
+
+def test_what_an_erasure_keeps_of_meta_is_the_capture_bookkeeping_only(store: EventStore) -> None:
+    """``transcript`` only as a value, ``blobs`` only nested or as a value: nothing is kept, no blob is
+    looked for, and the erasure goes through."""
+    store.append("S", [NewEvent("t.x", {"i": 1}, meta={"note": "transcript", "x": {"blobs": 1}, "y": "blobs"}),
+                       NewEvent("t.x", {"i": 2}, meta={"transcript": {"offset": 5}, "other": 1})])
+    r = erase(store, reason="r", stream_ids=["S"], scrub=False)
+    assert (r.events, r.blobs) == (2, 0)
+    with store.reading() as cur:
+        assert store.backend.kept_meta(cur, 1) is None
+        assert store.backend.kept_meta(cur, 2) == '{"transcript":{"offset":5}}'
 
 
 def test_the_refusal_to_show_erased_content_says_when_and_why(store: EventStore) -> None:
