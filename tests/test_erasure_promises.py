@@ -402,3 +402,28 @@ def test_the_refusal_to_show_erased_content_says_when_and_why(store: EventStore)
         "hold; the content cannot be shown.")
     assert str(refuse(store, None, 1, 1)).startswith("The content of version 1 was erased at")
     assert erasure.describe(None) == "missing (an empty payload with no erasure recorded; run `evstore verify`)"
+
+
+def test_without_scrub_nothing_rewrites_the_file_so_an_open_reader_does_not_stop_a_purge(sqlite_url: str) -> None:
+    """The CLI purges with ``scrub=False`` and scrubs once at the end (after closing what it holds open):
+    ``apply_retention`` and ``erase`` then never VACUUM, which a reader holding the file open would stop."""
+    import sqlite3
+
+    from conftest import migrated
+
+    from eventstore.config import sqlite_file
+
+    with EventStore(migrated(sqlite_url)) as store:
+        store.append("S", [NewEvent("t.x", {"i": 1})], dialect="claude")
+        store.append("T", [NewEvent("t.x", {"i": 2})], dialect="claude")
+        set_retention(store, "stream", "S", 200)
+        reader = sqlite3.connect(str(sqlite_file(store.url)), timeout=0.1)
+        try:
+            reader.execute("BEGIN")
+            assert reader.execute("SELECT count(*) FROM events").fetchone()[0] == 3  # a read transaction, open
+            [r] = apply_retention(store, now=datetime.now(UTC) + timedelta(days=201), scrub=False)
+            assert (r.events, r.scrubbed) == (1, [])
+            assert erase(store, reason="r", stream_ids=["T"], scrub=False).events == 1
+        finally:
+            reader.close()
+        assert not any(_payloads(store).values())
