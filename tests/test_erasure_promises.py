@@ -72,6 +72,20 @@ def test_the_actor_is_evstore_actor_else_the_login_name(monkeypatch: pytest.Monk
     assert erasure.actor() == "login-name-7"
 
 
+def test_a_hold_by_a_user_the_system_cannot_name_is_recorded_by_unknown(store: EventStore,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a container whose uid has no passwd entry and no USER/LOGNAME, getpass raises: the hold is still
+    recorded, by "unknown"."""
+    import getpass
+
+    def no_user() -> str:
+        raise OSError("No username set in the environment")
+
+    monkeypatch.delenv("EVSTORE_ACTOR")
+    monkeypatch.setattr(getpass, "getuser", no_user)
+    assert add_hold(store, "stream", "S", "matter").added_by == "unknown"
+
+
 def test_policies_and_holds_describe_themselves() -> None:
     r = Retention("dialect", "claude", 200, False, "2026-01-01T00:00:00Z", "ann")
     assert r.describe() == "retention dialect claude: keep payloads 200 days (set 2026-01-01T00:00:00Z by ann)"
