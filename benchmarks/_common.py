@@ -12,6 +12,7 @@ import string
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -225,3 +226,26 @@ def write_json(path: str, meta: dict[str, Any], results: list[Result], targets: 
     with open(path, "w", encoding="utf-8") as fh:
         json.dump({"meta": meta, "results": [r.to_json() for r in results],
                    "targets": [t.to_json() for t in targets]}, fh, indent=2)
+
+
+@contextmanager
+def pg_schema(prefix: str) -> Iterator[str]:
+    """A store URL on a new PostgreSQL schema of ``$EVSTORE_BENCH_PG_URL`` (or the tests' URL),
+    dropped with everything in it when the block ends (the benchmarks that need a server)."""
+    import os
+    import uuid
+
+    import psycopg
+
+    base_url = os.environ.get("EVSTORE_BENCH_PG_URL") or os.environ.get("EVSTORE_TEST_POSTGRES_URL")
+    if not base_url:
+        raise SystemExit("set EVSTORE_BENCH_PG_URL (or EVSTORE_TEST_POSTGRES_URL) to a PostgreSQL server")
+    schema = prefix + uuid.uuid4().hex[:8]
+    admin_url = base_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield f"{base_url}{'&' if '?' in base_url else '?'}options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")

@@ -33,8 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx2  # noqa: E402
-import psycopg  # noqa: E402
-from _common import log  # noqa: E402
+from _common import log, pg_schema  # noqa: E402
 
 from eventstore import migrate, tokens  # noqa: E402
 from eventstore.db import make_engine  # noqa: E402
@@ -164,15 +163,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=120.0, help="length of each phase")
     ap.add_argument("--batch", type=int, default=20, help="events per request")
     args = ap.parse_args()
-    base_url = os.environ.get("EVSTORE_BENCH_PG_URL") or os.environ.get("EVSTORE_TEST_POSTGRES_URL")
-    if not base_url:
-        raise SystemExit("set EVSTORE_BENCH_PG_URL (or EVSTORE_TEST_POSTGRES_URL) to a PostgreSQL server")
-    schema = "bench_team_" + uuid.uuid4().hex[:8]
-    admin_url = base_url.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    url = f"{base_url}{'&' if '?' in base_url else '?'}options=-csearch_path%3D{schema}"
-    try:
+    with pg_schema("bench_team_") as url:
         engine = make_engine(url)
         migrate.upgrade(engine)
         engine.dispose()
@@ -191,9 +182,6 @@ def main() -> None:
                       "targets", flush=True)
         finally:
             server.kill()
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 if __name__ == "__main__":

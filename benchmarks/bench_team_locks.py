@@ -9,16 +9,17 @@ something to drain).  Compared with one append of one event, the work a round gu
 from __future__ import annotations
 
 import argparse
-import os
+import sys
 import time
-import uuid
-
-import psycopg
+from pathlib import Path
 
 from eventstore import migrate
 from eventstore.db import make_engine
 from eventstore.locks import ExclusiveLock
 from eventstore.store import EventStore, NewEvent
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import pg_schema  # noqa: E402
 
 
 def per_call(n: int, body: object) -> float:
@@ -32,15 +33,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("-n", type=int, default=500, help="rounds of each")
     args = ap.parse_args()
-    base_url = os.environ.get("EVSTORE_BENCH_PG_URL") or os.environ.get("EVSTORE_TEST_POSTGRES_URL")
-    if not base_url:
-        raise SystemExit("set EVSTORE_BENCH_PG_URL (or EVSTORE_TEST_POSTGRES_URL) to a PostgreSQL server")
-    schema = "bench_locks_" + uuid.uuid4().hex[:8]
-    admin_url = base_url.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    url = f"{base_url}{'&' if '?' in base_url else '?'}options=-csearch_path%3D{schema}"
-    try:
+    with pg_schema("bench_locks_") as url:
         engine = make_engine(url)
         migrate.upgrade(engine)
         engine.dispose()
@@ -71,9 +64,6 @@ def main() -> None:
         print(f"still_held check:                   {check:.2f} ms ({check / append:.2f}x)")
         print(f"one-shot lock (connect ... close):  {shot:.2f} ms ({shot / append:.2f}x)")
         print(f"one append of one event:            {append:.2f} ms")
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 if __name__ == "__main__":
