@@ -186,3 +186,187 @@ def test_a_checkpoint_opens_from_bytes_too() -> None:
 def test_the_empty_tree_checkpoint() -> None:
     cp = Checkpoint(LOG.name, 0, merkle.EMPTY_ROOT)
     assert open_checkpoint(_signed(cp), LOG.verifier).checkpoint.size == 0
+
+
+# -- proof files: decode_proof, verify_inclusion_proof, verify_consistency_proof --------------------------
+
+import hashlib  # noqa: E402
+import json  # noqa: E402
+from typing import Any  # noqa: E402
+
+from eventstore.tlog import proofs as p  # noqa: E402
+
+LEAVES = [hashlib.sha256(b"leaf %d" % i).digest() for i in range(9)]
+
+
+def _sub(start: int, end: int) -> bytes:
+    return merkle.root(LEAVES[start:end])
+
+
+def _cp(size: int, *cosigners: n.NoteSigner, origin: str = LOG.name, ts: int = 1_764_000_000) -> str:
+    cp = Checkpoint(origin, size, merkle.root(LEAVES[:size]))
+    return sign_checkpoint(cp, LOG) + "".join(w.signature_line(cp.body, timestamp=ts) for w in cosigners)
+
+
+def _inclusion(index: int, size: int, *cosigners: n.NoteSigner, **extra: Any) -> dict[str, Any]:
+    return {"leaf_index": index, "tree_size": size, "event_hash": LEAVES[index].hex(),
+            "inclusion": p.encode_hashes(merkle.inclusion_proof(index, size, _sub)),
+            "checkpoint": _cp(size, *cosigners), **extra}
+
+
+def _consistency(old: int, new: int, *cosigners: n.NoteSigner) -> dict[str, Any]:
+    return {"old_size": old, "new_size": new, "consistency": p.encode_hashes(merkle.consistency_proof(old, new, _sub)),
+            "old_checkpoint": _cp(old), "new_checkpoint": _cp(new, *cosigners)}
+
+
+def _verify(doc: dict[str, Any] | bytes, **kw: Any) -> p.ProofReport:
+    return p.verify_proof(doc if isinstance(doc, bytes) else json.dumps(doc).encode(), LOG.verifier, **kw)
+
+
+def test_encode_hashes_is_standard_base64() -> None:
+    assert p.encode_hashes([b"\xfb" * 32]) == [base64.b64encode(b"\xfb" * 32).decode()]
+    assert p.encode_hashes([]) == []
+
+
+def test_decode_proof_tells_the_kinds_apart_and_names_what_is_wrong() -> None:
+    assert isinstance(p.decode_proof(json.dumps(_inclusion(1, 5)).encode()), p.InclusionProof)
+    assert isinstance(p.decode_proof(json.dumps(_consistency(2, 5)).encode()), p.ConsistencyProof)
+    cases = {
+        b"{": r"^The proof file is not JSON \(",
+        b"[1]": r"^The proof file is not a JSON object\.$",
+        b"{}": r"^The proof file has neither an 'inclusion' nor a 'consistency' field: it is not a proof written "
+               r"by `evstore prove`\.$",
+        json.dumps({**_inclusion(1, 5), "leaf_index": "1"}).encode():
+            r"^The inclusion proof file is not valid: Expected `int`, got `str` - at `\$\.leaf_index`\.$",
+        json.dumps({**_consistency(2, 5), "new_size": 5.0}).encode(): r"^The consistency proof file is not valid: .*new_size",
+    }
+    for data, message in cases.items():
+        with pytest.raises(ProofError, match=message):
+            p.decode_proof(data)
+
+
+def test_an_inclusion_proof_verifies_for_its_exact_leaf_size_and_root() -> None:
+    for size in range(1, len(LEAVES) + 1):
+        for index in range(size):
+            report = _verify(_inclusion(index, size))
+            assert report.details["leaf_index"] == index and report.details["tree_size"] == size
+    good = _inclusion(3, 7, stream="S-1", version=4, event_id="e-4")
+    report = _verify(good)
+    assert (report.kind, report.origin) == ("inclusion", LOG.name)
+    assert report.details == {"leaf_index": 3, "tree_size": 7, "event_hash": LEAVES[3].hex(),
+                              "root": merkle.root(LEAVES[:7]).hex(), "stream": "S-1", "version": 4, "event_id": "e-4"}
+    assert report.to_dict() == {"ok": True, "kind": "inclusion", "origin": LOG.name, **report.details,
+                                "cosignatures": []}
+    # another leaf, another index, another size: refused
+    with pytest.raises(ProofError, match=rf"^The event {LEAVES[4].hex()[:16]}… is not proven in log '{LOG.name}': "):
+        _verify({**good, "event_hash": LEAVES[4].hex()})
+    with pytest.raises(ProofError, match="is not proven in log"):
+        _verify({**good, "leaf_index": 2})
+    with pytest.raises(ProofError, match=r"^The proof is for a tree of size 8 but its checkpoint is at size 7; "
+                                         r"ask `evstore prove` for a proof against that checkpoint\.$"):
+        _verify({**good, "tree_size": 8})
+    with pytest.raises(ProofError, match="is not proven in log"):
+        _verify({**good, "inclusion": good["inclusion"][:-1]})
+    other_root = sign_checkpoint(Checkpoint(LOG.name, 7, merkle.root(LEAVES[1:8])), LOG)
+    with pytest.raises(ProofError, match="is not proven in log"):
+        _verify({**good, "checkpoint": other_root})
+
+
+def test_an_inclusion_proof_event_hash_is_32_bytes_of_hex_and_its_hashes_base64() -> None:
+    good = _inclusion(3, 7)
+    with pytest.raises(ProofError, match=r"^\$\.event_hash is not hex \("):
+        _verify({**good, "event_hash": "zz"})
+    with pytest.raises(ProofError, match=r"^\$\.event_hash is 31 bytes, not an event's 32-byte chain hash\.$"):
+        _verify({**good, "event_hash": LEAVES[3].hex()[:-2]})
+    with pytest.raises(ProofError, match=r"^\$\.inclusion\[1\] is not base64 \("):
+        _verify({**good, "inclusion": [good["inclusion"][0], "!!", *good["inclusion"][2:]]})
+    with pytest.raises(ProofError, match=r"^\$\.inclusion\[0\] is not base64 \("):
+        _verify({**good, "inclusion": ["\u00e9", *good["inclusion"][1:]]})
+    with pytest.raises(ProofError, match=r"^\$\.inclusion\[2\] is 31 bytes, not a 32-byte hash\.$"):
+        _verify({**good, "inclusion": [*good["inclusion"][:2], base64.b64encode(bytes(31)).decode()]})
+
+
+def test_a_consistency_proof_verifies_only_for_its_exact_sizes_and_roots() -> None:
+    for new in range(1, len(LEAVES) + 1):
+        for old in range(1, new + 1):
+            report = _verify(_consistency(old, new))
+            assert (report.details["old_size"], report.details["new_size"]) == (old, new)
+    good = _consistency(3, 7)
+    report = _verify(good)
+    assert (report.kind, report.origin, [c.checkpoint.size for c in report.checkpoints]) == ("consistency", LOG.name,
+                                                                                             [3, 7])
+    assert report.details == {"old_size": 3, "new_size": 7, "old_root": merkle.root(LEAVES[:3]).hex(),
+                              "new_root": merkle.root(LEAVES[:7]).hex()}
+    with pytest.raises(ProofError, match=r"^\$\.old_size is 4 but the old checkpoint is at size 3\.$"):
+        _verify({**good, "old_size": 4})
+    with pytest.raises(ProofError, match=r"^\$\.new_size is 8 but the new checkpoint is at size 7\.$"):
+        _verify({**good, "new_size": 8})
+    with pytest.raises(ProofError, match=rf"^Log '{LOG.name}' at size 7 is not proven to extend its checkpoint at "
+                                         r"size 4: "):
+        _verify({**good, "old_checkpoint": _cp(4), "old_size": 4})
+    with pytest.raises(ProofError, match=r"^\$\.consistency\[0\] is not base64"):
+        _verify({**good, "consistency": ["!", *good["consistency"][1:]]})
+
+
+def test_a_forked_log_is_not_proven_consistent() -> None:
+    fork = [*LEAVES[:3], hashlib.sha256(b"other").digest(), *LEAVES[4:]]
+    new = Checkpoint(LOG.name, 7, merkle.root(fork[:7]))
+    doc = {**_consistency(3, 7), "new_checkpoint": sign_checkpoint(new, LOG)}
+    with pytest.raises(ProofError, match="is not proven to extend"):
+        _verify(doc)
+    old = Checkpoint(LOG.name, 5, merkle.root(fork[:5]))
+    doc = {**_consistency(5, 7), "old_checkpoint": sign_checkpoint(old, LOG)}
+    with pytest.raises(ProofError, match="is not proven to extend"):
+        _verify(doc)
+
+
+def test_witnesses_are_required_on_the_checkpoint_proven_against() -> None:
+    assert [c.witness for c in _verify(_inclusion(2, 5, W1), witnesses=[W1.verifier]).cosignatures] == [W1.verifier]
+    with pytest.raises(ProofError, match="not cosigned by the witness w1.example"):
+        _verify(_inclusion(2, 5), witnesses=[W1.verifier])
+    # consistency: the newer checkpoint must be cosigned (the older need not be)
+    report = _verify(_consistency(2, 5, W1), witnesses=[W1.verifier])
+    assert [c.witness for c in report.cosignatures] == [W1.verifier]
+    with pytest.raises(ProofError, match="not cosigned by the witness w1.example"):
+        _verify(_consistency(2, 5), witnesses=[W1.verifier])
+    doc = {**_consistency(2, 5), "old_checkpoint": _cp(2, W1)}
+    with pytest.raises(ProofError, match="not cosigned by the witness w1.example"):
+        _verify(doc, witnesses=[W1.verifier])
+
+
+def test_the_origin_of_both_checkpoints_is_checked() -> None:
+    doc = _consistency(2, 5)
+    with pytest.raises(ProofError, match=r"not 'x/y'\.$"):
+        _verify(doc, origin="x/y")
+    other = {**doc, "old_checkpoint": _cp(2, origin="x/y")}
+    with pytest.raises(ProofError, match=rf"^The checkpoint is for the log 'x/y', not '{LOG.name}'\.$"):
+        _verify(other)
+    with pytest.raises(ProofError, match=r"not 'x/y'\.$"):
+        _verify({**_inclusion(1, 5)}, origin="x/y")
+    assert _verify({**doc, "old_checkpoint": _cp(2, origin="x/y"), "new_checkpoint": _cp(5, origin="x/y")},
+                   origin="x/y").origin == "x/y"
+    assert _verify({**_inclusion(1, 5), "checkpoint": _cp(5, origin="x/y")}, origin="x/y").origin == "x/y"
+
+
+def test_the_summary_says_what_was_proven_and_by_whom_in_utc() -> None:
+    doc = _inclusion(3, 7, W1, stream="S-1", version=4)
+    s = _verify(doc, witnesses=[W1.verifier]).summary
+    root = merkle.root(LEAVES[:7]).hex()
+    assert s == (f"OK: event {LEAVES[3].hex()[:16]}… (stream 'S-1' version 4) is leaf 3 of log '{LOG.name}' at "
+                 f"size 7, root {root[:16]}…; cosigned by w1.example at 2025-11-24T16:00:00Z (1764000000)")
+    assert _verify(_inclusion(3, 7)).summary == (f"OK: event {LEAVES[3].hex()[:16]}… is leaf 3 of log '{LOG.name}' "
+                                                 f"at size 7, root {root[:16]}…")
+    c = _verify(_consistency(3, 7))
+    assert c.summary == (f"OK: log '{LOG.name}' at size 7 (root {root[:16]}…) extends its checkpoint at size 3 "
+                         f"(root {merkle.root(LEAVES[:3]).hex()[:16]}…)")
+    assert c.to_dict() == {"ok": True, "kind": "consistency", "origin": LOG.name, **c.details, "cosignatures": []}
+
+
+def test_a_cosignature_time_from_2_to_the_38_is_shown_as_unknown_with_its_number() -> None:
+    for ts, shown in ((1 << 38, "?"), ((1 << 38) - 1, "10680-07-14T06:09:03Z"), (0, "1970-01-01T00:00:00Z")):
+        cp = Checkpoint(LOG.name, 5, merkle.root(LEAVES[:5]))
+        doc = {**_inclusion(1, 5), "checkpoint": sign_checkpoint(cp, LOG) + W1.signature_line(cp.body, timestamp=ts)}
+        report = _verify(doc, witnesses=[W1.verifier])
+        assert report.summary.endswith(f"; cosigned by w1.example at {shown} ({ts})")
+        assert report.to_dict()["cosignatures"] == [{"witness": "w1.example", "key_id": f"{W1.verifier.key_id:08x}",
+                                                     "timestamp": ts}]
