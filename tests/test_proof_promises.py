@@ -71,6 +71,8 @@ def test_parse_refuses_saying_which_line_breaks_which_rule() -> None:
         "o\n1\nnot base64!\n": r"^The checkpoint's root hash \(line 3\) is not base64 \(",
         "o\n1\nAAAA\n": r"^The checkpoint's root hash \(line 3\) is not the base64 of a 32-byte hash\.$",
         "o\n1\n\u00e9\n": r"^The checkpoint's root hash \(line 3\) is not base64 \(",
+        # a character outside the alphabet is refused as such, not skipped (the rest is a valid root)
+        f"o\n1\n{ROOT64[:4]}!{ROOT64[4:]}\n": r"^The checkpoint's root hash \(line 3\) is not base64 \(",
         f"o\n1\n{ROOT64}\n\n": r"^The checkpoint's extension line 4 is empty\.$",
         f"o\n1\n{ROOT64}\na\n\n": r"^The checkpoint's extension line 5 is empty\.$",
     }
