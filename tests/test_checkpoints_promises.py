@@ -284,3 +284,59 @@ def test_cosign_gives_up_on_a_409_it_cannot_act_on(store: EventStore, witness: t
     assert handler.witness.add_checkpoint(format_request(0, [], c.recorded_checkpoints(store)[0].note)).status == 200
     note = _checkpoint(store, url)
     assert open_checkpoint(note, LOG.verifier, require_witnesses=[WKEY.verifier]).checkpoint.size == 4
+
+
+def test_recorded_checkpoints_are_the_newest_100_unless_asked(store: EventStore) -> None:
+    note = sign_checkpoint(Checkpoint(LOG.name, 0, merkle.EMPTY_ROOT), LOG)
+    for _ in range(101):
+        c.record_checkpoint(store, note, Checkpoint(LOG.name, 0, merkle.EMPTY_ROOT))
+    assert len(c.recorded_checkpoints(store)) == 100
+    assert len(c.recorded_checkpoints(store, limit=101)) == 101
+
+
+def test_signed_heads_count_and_check_only_their_origin(store: EventStore) -> None:
+    _append(store, 2)
+    c.make_checkpoint(store, LOG)
+    c.make_checkpoint(store, LOG, origin="x/y")  # newer, another origin
+    assert c.signed_heads(store, LOG.verifier, LOG.name, limit=1) == [(2, _root(store, 2))]
+    assert c.signed_heads(store, LOG.verifier, "x/y") == [(2, _root(store, 2))]
+
+
+def test_consistency_names_the_new_checkpoint_when_the_log_no_longer_extends_it(store: EventStore) -> None:
+    _append(store, 4)
+    old = c.make_checkpoint(store, LOG)
+    _append(store, 2)
+    new = c.make_checkpoint(store, LOG)
+    drop_append_only_triggers(store)
+    exec_sql(store, "UPDATE events SET hash = :h WHERE position = 5", h=bytes(32))
+    with pytest.raises(ProofError, match=r"^The log's first 6 events no longer hash to the root of the new checkpoint "):
+        c.consistency(store, old, new)
+
+
+def test_consistency_hashes_are_of_the_checkpoints_tree_not_the_grown_log(store: EventStore) -> None:
+    _append(store, 5)
+    cp = c.read_checkpoint(c.make_checkpoint(store, LOG))
+    _append(store, 4)
+    merkle.verify_consistency(3, 5, _root(store, 3), cp.root, c.consistency_hashes(store, 3, cp))
+
+
+def test_cosign_starts_from_the_size_cosigned_for_this_origin(store: EventStore, tmp_path: Path) -> None:
+    other_log = NoteSigner.generate("x/y")
+    w = Witness(tmp_path / "w2.db", WKEY, [LOG.verifier, other_log.verifier])
+    handler = type("H", (_Handler,), {"witness": w, "paths": [], "answer": None})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        _append(store, 3)
+        _checkpoint(store, url)
+        _append(store, 2)
+        c.make_checkpoint(store, other_log, cosign=lambda note, cp: c.cosign(store, note, cp, [(url, WKEY.verifier)]))
+        _append(store, 1)
+        handler.paths.clear()
+        note = _checkpoint(store, url)  # from 3 (this log's), not 5 (the other's): one request
+        assert handler.paths == ["/add-checkpoint"]
+        assert open_checkpoint(note, LOG.verifier, require_witnesses=[WKEY.verifier]).checkpoint.size == 6
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
