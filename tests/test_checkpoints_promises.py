@@ -27,6 +27,7 @@ from eventstore.tlog.witness import Answer, Witness, format_request
 
 LOG = NoteSigner.generate("evstore.example/store-log")
 WKEY = NoteSigner.generate("witness.example/w", ALG_COSIGNATURE_V1)
+NOW_TS = 1_764_000_000
 
 
 def _append(store: EventStore, n: int, stream: str = "S") -> None:
@@ -340,3 +341,38 @@ def test_cosign_starts_from_the_size_cosigned_for_this_origin(store: EventStore,
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def test_a_busy_database_names_the_checkpoint_being_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process holding SQLite's write lock past the busy timeout: the error says a checkpoint
+    could not be recorded, and none was."""
+    import sqlite3
+
+    from conftest import migrated
+
+    from eventstore.backends import sqlite as sqlite_backend
+    from eventstore.errors import EvstoreError
+
+    url = migrated(f"sqlite:///{tmp_path}/events.db")
+    monkeypatch.setattr(sqlite_backend, "BUSY_TIMEOUT", 0.05)
+    other = sqlite3.connect(tmp_path / "events.db", isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        with EventStore(url) as store, pytest.raises(EvstoreError) as err:
+            c.make_checkpoint(store, LOG)
+        assert "The database failed recording a checkpoint (database is locked)" in str(err.value), str(err.value)
+    finally:
+        other.close()
+    with EventStore(url) as store:
+        assert c.recorded_checkpoints(store) == []
+
+
+def test_the_last_cosigned_size_is_found_behind_up_to_1000_checkpoints(store: EventStore) -> None:
+    _append(store, 2)
+    cp = Checkpoint(LOG.name, 2, _root(store, 2))
+    c.record_checkpoint(store, sign_checkpoint(cp, LOG) + WKEY.signature_line(cp.body, timestamp=NOW_TS), cp)
+    plain = sign_checkpoint(cp, LOG)
+    for _ in range(150):
+        c.record_checkpoint(store, plain, cp)
+    assert c.last_cosigned_size(store, LOG.name, WKEY.verifier) == 2
+
