@@ -177,6 +177,13 @@ def test_unknown_origins_are_404_and_untrusted_or_broken_signatures_403(w: Witne
     assert w.latest(ORIGIN) is None and w.refused(ORIGIN) == []
 
 
+def test_the_origin_is_the_whole_first_line(w: Witness) -> None:
+    """A checkpoint whose origin line is the key's name and more is of another log: 404, never cosigned."""
+    body = sign_note(f"{ORIGIN} extra\n3\n{base64.b64encode(merkle.root(LEAVES[:3])).decode()}\n", [LOG])
+    assert w.add_checkpoint(format_request(0, [], body), now=NOW) == Answer(404, f"Unknown log origin '{ORIGIN} extra'.\n")
+    assert w.latest(ORIGIN) is None
+
+
 def test_malformed_requests_are_400_saying_what(w: Witness) -> None:
     cp = note(20).encode()
     cases = {
@@ -190,6 +197,7 @@ def test_malformed_requests_are_400_saying_what(w: Witness) -> None:
         "old \u0661\n\n".encode() + cp: "The first line 'old \u0661' is not 'old <size>'.",
         b"old  1\n\n" + cp: "The first line 'old  1' is not 'old <size>'.",
         b"Old 1\n\n" + cp: "The first line 'Old 1' is not 'old <size>'.",
+        b"new " + b"1" * 60 + b"\n\n" + cp: "The first line 'new " + "1" * 36 + "' is not 'old <size>'.",
         b"old 1" + b"0" * 60 + b"\n\n" + cp: "The old size 1" + "0" * 39 + " is too large.",
         b"old 9223372036854775808\n\n" + cp: "The old size 9223372036854775808 is too large.",
         b"old 10000000000000000000\n\n" + cp: "The old size 10000000000000000000 is too large.",
