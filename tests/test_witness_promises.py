@@ -98,6 +98,8 @@ def test_without_a_time_given_the_cosignature_is_stamped_now(w: Witness) -> None
     a = w.add_checkpoint(request(0, 4))
     stamp = open_checkpoint(note(4) + a.body, LOG.verifier, require_witnesses=[WKEY.verifier]).cosignatures[0].timestamp
     assert before <= stamp <= int(time.time())
+    with sqlite3.connect(w.db) as conn:  # and what it cosigned is kept, with that time
+        assert conn.execute("SELECT size, cosigned_at FROM cosigned").fetchall() == [(4, stamp)]
 
 
 def test_it_cosigns_only_checkpoints_extending_the_last_it_cosigned(w: Witness) -> None:
