@@ -240,6 +240,8 @@ def test_add_cosignatures_appends_each_line_once() -> None:
     assert add_cosignatures(base, [line.rstrip("\n")]) == base + line
     assert add_cosignatures(base + line, [line, line.rstrip("\n")]) == base + line
     assert add_cosignatures(base, []) == base
+    second = WKEY.signature_line(Checkpoint(ORIGIN, 3, merkle.root(LEAVES[:3])).body, timestamp=NOW + 1)
+    assert add_cosignatures(base, [line, second.rstrip("\n")]) == base + line + second
 
 
 def test_the_app_answers_with_the_witness_status_and_exact_content_type(w: Witness) -> None:
