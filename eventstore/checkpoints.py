@@ -188,7 +188,7 @@ def consistency(store: EventStore, old_note: str, new_note: str) -> ConsistencyP
                          "give the older checkpoint first.")
     with _open_tree(store, new, "the new checkpoint") as (t, _):
         ranges = _recorded_ranges(lambda f: merkle.consistency_proof(old.size, new.size, f))
-        t.prefetch([(0, new.size), *([(0, old.size)] if old.size else []), *ranges])
+        t.prefetch([*([(0, new.size)] if new.size else []), *([(0, old.size)] if old.size else []), *ranges])
         _check_root(t, new, "the new checkpoint")
         if old.size:
             got = t.subtree(0, old.size)
