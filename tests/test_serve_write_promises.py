@@ -1,0 +1,114 @@
+"""The write routes of ``evstore serve`` as promises (issue 33): an append stores exactly what was
+sent, and a body it cannot store is refused with a clear error naming what and where (nothing
+written).  In-process (Starlette's TestClient and the parser itself), so mutation runs see them."""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+import pytest
+from conftest import migrated
+from serve_fixtures import LOCAL
+from starlette.testclient import TestClient
+
+from eventstore import config
+from eventstore.dialects import available
+from eventstore.errors import InvalidEvent
+from projections.serve import ServeConfig, create_app
+from projections.serve.access import HTTPError
+from projections.serve.app import parse_append
+
+TOKEN = secrets.token_urlsafe(32)
+
+
+def test_expected_version_takes_exactly_the_documented_spellings() -> None:
+    def expected(value: object) -> object:
+        return parse_append(json.dumps({"events": [{"type": "t"}], "expected_version": value}).encode())[1]
+
+    assert parse_append(b'{"events": [{"type": "t"}]}')[1] == "any"
+    assert expected(None) == expected("any") == "any"
+    assert expected("no-stream") == expected("no stream") == "no stream"
+    assert expected(0) == 0 and expected(1) == 1 and expected(7) == 7
+    for bad in ("ANY", "Any", "NO STREAM", "no_stream", "", -1, 1.5, 0.0, True, "3", [], {}):
+        with pytest.raises(InvalidEvent) as err:
+            expected(bad)
+        assert str(err.value) == ('expected_version must be "any", "no-stream" or a version number >= 0, '
+                                  f"got {bad!r}."), bad
+
+
+def test_a_dialect_is_a_known_one_or_none() -> None:
+    def dialect(value: object) -> object:
+        return parse_append(json.dumps({"events": [{"type": "t"}], "dialect": value}).encode())[3]
+
+    assert dialect(None) is None
+    for name in available():
+        assert dialect(name) == name
+    for bad in ("no-such-dialect", "GENERIC", "", 5, ["generic"]):
+        with pytest.raises(InvalidEvent) as err:
+            dialect(bad)
+        assert str(err.value) == f'request body: "dialect" must be one of {", ".join(sorted(available()))}.', bad
+
+
+def test_the_body_keys_are_events_expected_version_blobs_and_dialect() -> None:
+    events, expected, blobs, dialect = parse_append(
+        json.dumps({"events": [{"type": "t"}], "expected_version": "any", "blobs": {}, "dialect": None}).encode())
+    assert (len(events), expected, blobs, dialect) == (1, "any", {}, None)
+    with pytest.raises(InvalidEvent) as err:
+        parse_append(b'{"events": [{"type": "t"}], "Blobs": {}, "extra": 1}')
+    assert str(err.value) == "request body: unknown key(s) Blobs, extra."
+    with pytest.raises(InvalidEvent) as err:
+        parse_append(b'{"events": ')
+    assert str(err.value).startswith("request body: not valid JSON at line 1"), str(err.value)
+    with pytest.raises(InvalidEvent) as err:
+        parse_append(b"[]")
+    assert str(err.value) == 'request body: must be a JSON object with an "events" list.'
+
+
+def test_an_event_at_the_size_limit_is_not_called_too_large() -> None:
+    """The 413 is for data over the limit; a bad event whose data is exactly the limit is a 400
+    naming its own problem."""
+    pad = config.MAX_EVENT_BYTES - len(b'{"p":""}')
+    at_limit = {"p": "x" * pad}
+    assert len(json.dumps(at_limit, separators=(",", ":"))) == config.MAX_EVENT_BYTES
+    body = json.dumps({"events": [{"type": "t", "data": at_limit, "event_id": "x"}]}).encode()
+    with pytest.raises(InvalidEvent) as err:
+        parse_append(body)
+    assert not isinstance(err.value, HTTPError) and str(err.value) == "events[0]: event_id 'x' is not a UUID."
+    over = {"p": "x" * (pad + 1)}
+    with pytest.raises(HTTPError) as too_large:
+        parse_append(json.dumps({"events": [{"type": "t", "data": over, "event_id": "x"}]}).encode())
+    assert too_large.value.status == 413
+
+
+@pytest.fixture
+def client(sqlite_url: str) -> TestClient:
+    return TestClient(create_app(ServeConfig(url=migrated(sqlite_url), token=TOKEN)), base_url=LOCAL)
+
+
+def test_an_append_stores_exactly_what_was_sent(client: TestClient) -> None:
+    event_id = "6f1c1b9e-3f0a-4c55-9a3b-2f6c1d2e3a4b"
+    sent = {"type": "demo.note", "data": {"n": 1, "text": "héllo", "list": [1, 2.5, None, True]},
+            "meta": {"why": "test"}, "event_id": event_id, "occurred_at": "2026-01-02T03:04:05Z"}
+    auth = {"authorization": f"Bearer {TOKEN}", "x-evstore-machine": "box-1"}
+    with client as c:
+        r = c.post("/api/streams/s-1/events", content=json.dumps({"events": [sent], "expected_version": "no-stream"}),
+                   headers=auth)
+        assert (r.status_code, r.json()["stream"], r.json()["version"], r.json()["duplicate"]) == (
+            201, "s-1", 1, False), r.text
+        got = c.get("/api/runs/s-1/events", headers=auth).json()
+        assert len(got) == 1
+        assert (got[0]["type"], got[0]["data"], got[0]["event_id"]) == (sent["type"], sent["data"], event_id)
+        assert got[0]["meta"]["why"] == "test"
+        assert got[0]["meta"]["sent_by"] == {"token": "EVSTORE_SERVE_TOKEN", "machine": "box-1"}
+        # the same event again: a duplicate (200), nothing new
+        r = c.post("/api/streams/s-1/events", content=json.dumps({"events": [sent]}), headers=auth)
+        assert (r.status_code, r.json()["duplicate"], r.json()["version"]) == (200, True, 1), r.text
+        # a wrong expected version: 409 saying where the stream is; nothing written
+        r = c.post("/api/streams/s-1/events", content=json.dumps({"events": [{"type": "t"}], "expected_version": 0}),
+                   headers=auth)
+        assert r.status_code == 409 and r.json()["stream_version"] == 1, r.text
+        r = c.post("/api/streams/s-1/events", content=json.dumps({"events": [{"type": "t"}], "expected_version": "ANY"}),
+                   headers=auth)
+        assert r.status_code == 400 and "expected_version must be" in r.json()["error"], r.text
+        assert len(c.get("/api/runs/s-1/events", headers=auth).json()) == 1
