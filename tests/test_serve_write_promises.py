@@ -112,3 +112,18 @@ def test_an_append_stores_exactly_what_was_sent(client: TestClient) -> None:
                    headers=auth)
         assert r.status_code == 400 and "expected_version must be" in r.json()["error"], r.text
         assert len(c.get("/api/runs/s-1/events", headers=auth).json()) == 1
+
+
+def test_the_start_up_line_names_the_token_and_the_named_tokens_that_may_write(sqlite_url: str) -> None:
+    from eventstore import tokens
+    from eventstore.store import EventStore
+    from projections.serve.access import Policy
+    from projections.serve.app import StoreTokens
+
+    with EventStore(migrated(sqlite_url)) as store:
+        tokens.add_token(store, "ci", "append")
+        both = Policy.of(host="0.0.0.0", token=TOKEN, read_token=None, allowed_hosts=(), tokens=StoreTokens(store))
+        assert both.describe() == ("reads: holders of the token; writes: holders of the token or a named token "
+                                   "with append or admin scope")
+        named = Policy.of(host="0.0.0.0", token=None, read_token=None, allowed_hosts=(), tokens=StoreTokens(store))
+        assert named.describe() == "reads: holders of the token; writes: holders of a named token with append or admin scope"
