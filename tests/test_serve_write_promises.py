@@ -127,3 +127,23 @@ def test_the_start_up_line_names_the_token_and_the_named_tokens_that_may_write(s
                                    "with append or admin scope")
         named = Policy.of(host="0.0.0.0", token=None, read_token=None, allowed_hosts=(), tokens=StoreTokens(store))
         assert named.describe() == "reads: holders of the token; writes: holders of a named token with append or admin scope"
+
+
+def test_a_hook_calls_warning_goes_to_the_log_naming_the_route(sqlite_url: str, tmp_path, monkeypatch,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """What a hook call could not do (here: read a transcript outside the projects folder) is answered
+    in ``evstore-warnings`` and written to the server's log, naming the route and the problem."""
+    import logging
+
+    monkeypatch.setenv("EVSTORE_SCRUB_KEY", "test-key")
+    projects = tmp_path / "projects"
+    projects.mkdir()
+    app = create_app(ServeConfig(url=migrated(sqlite_url), token=TOKEN, hook_files=(projects,)))
+    body = json.dumps({"session_id": "S-1", "transcript_path": "/etc/passwd", "hook_event_name": "Stop"})
+    with TestClient(app, base_url=LOCAL) as c, caplog.at_level(logging.WARNING):
+        r = c.post("/hooks/claude-code", content=body, headers={"authorization": f"Bearer {TOKEN}"})
+    assert r.status_code == 204 and r.headers["evstore-warnings"] == "1", r.text
+    logged = [rec.getMessage() for rec in caplog.records if rec.getMessage().startswith("POST /hooks/claude-code: ")]
+    assert len(logged) == 1, [rec.getMessage() for rec in caplog.records]
+    problem = logged[0].removeprefix("POST /hooks/claude-code: ")
+    assert problem and problem != "None" and "transcript" in problem, problem
