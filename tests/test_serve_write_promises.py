@@ -147,3 +147,77 @@ def test_a_hook_calls_warning_goes_to_the_log_naming_the_route(sqlite_url: str, 
     assert len(logged) == 1, [rec.getMessage() for rec in caplog.records]
     problem = logged[0].removeprefix("POST /hooks/claude-code: ")
     assert problem and problem != "None" and "transcript" in problem, problem
+
+
+def test_the_machine_header_is_a_name_of_1_to_100_printable_ascii_characters(client: TestClient) -> None:
+    body = json.dumps({"events": [{"type": "t"}]})
+    auth = {"authorization": f"Bearer {TOKEN}"}
+    with client as c:
+        r = c.post("/api/streams/m/events", content=body, headers={**auth, "x-evstore-machine": "m" * 100})
+        assert r.status_code == 201, r.text
+        assert c.get("/api/runs/m/events", headers=auth).json()[0]["meta"]["sent_by"]["machine"] == "m" * 100
+        for bad in ("m" * 101, " ", "a\tb", "b\x7f"):
+            r = c.post("/api/streams/m/events", content=body, headers={**auth, "x-evstore-machine": bad})
+            assert (r.status_code, r.json()["error"]) == (400, "the x-evstore-machine header must be a machine name of "
+                                                               "1 to 100 printable ASCII characters."), repr(bad)
+        r = c.post("/api/streams/m/events", content=body,
+                   headers=[("authorization", f"Bearer {TOKEN}"), ("x-evstore-machine", "h\u00e9".encode())])
+        assert r.status_code == 400, r.text
+        assert len(c.get("/api/runs/m/events", headers=auth).json()) == 1
+
+
+def test_blobs_are_stored_exactly_and_bad_ones_refused_naming_which() -> None:
+    import base64
+    import hashlib
+
+    data = b"\x00blob bytes\xff"
+    digest = hashlib.sha256(data).hexdigest()
+    sent = {"events": [{"type": "t", "meta": {"blobs": [digest]}}], "blobs": {digest: base64.b64encode(data).decode()}}
+    assert parse_append(json.dumps(sent).encode())[2] == {digest: data}
+    long_key = "k" * 70
+    cases = [([], 'request body: "blobs" must be an object of SHA-256 hex digests to base64 bytes.'),
+             ({long_key: 5}, f'request body: blobs["{"k" * 64}"] must be a base64 string.'),
+             ({long_key: "YWJj!"}, f'request body: blobs["{"k" * 64}"] is not base64.'),
+             ({long_key: "YW Jj"}, f'request body: blobs["{"k" * 64}"] is not base64.'),
+             ({long_key: "YWJ"}, f'request body: blobs["{"k" * 64}"] is not base64.')]
+    for blobs, message in cases:
+        with pytest.raises(InvalidEvent) as err:
+            parse_append(json.dumps({"events": [{"type": "t"}], "blobs": blobs}).encode())
+        assert str(err.value) == message, blobs
+
+
+def test_each_event_is_checked_naming_where() -> None:
+    cases = [(b'{"events": []}', 'request body: "events" must be a non-empty list.'),
+             (b'{"events": [{"type": "t"}, 5]}', "events[1]: each event must be a JSON object."),
+             (b'{"events": [{"type": "t", "b": 1, "a": 2}]}', "events[0]: unknown key(s) a, b.")]
+    for body, message in cases:
+        with pytest.raises(InvalidEvent) as err:
+            parse_append(body)
+        assert str(err.value) == message, body
+    events = parse_append(b'{"events": [{"type": "t", "schema_version": 3}, {"type": "u"}]}')[0]
+    assert [e.schema_version for e in events] == [3, 1]
+    over = {"p": "x" * config.MAX_EVENT_BYTES}
+    with pytest.raises(HTTPError) as err:
+        parse_append(json.dumps({"events": [{"type": "t", "meta": over}]}).encode())
+    assert err.value.status == 413 and str(err.value).startswith("events[0]: "), str(err.value)[:200]
+
+
+def test_an_append_stores_the_blobs_and_the_dialect_it_was_sent(client: TestClient, sqlite_url: str) -> None:
+    import base64
+    import hashlib
+
+    from eventstore.store import EventStore
+    from projections.replay import dialect_of
+
+    data = b"the blob"
+    digest = hashlib.sha256(data).hexdigest()
+    other = sorted(d for d in available() if d != "generic")[0]
+    auth = {"authorization": f"Bearer {TOKEN}"}
+    with client as c:
+        r = c.post("/api/streams/b/events", headers=auth, content=json.dumps(
+            {"events": [{"type": "t", "meta": {"blobs": [digest]}}], "blobs": {digest: base64.b64encode(data).decode()},
+             "dialect": other}))
+        assert r.status_code == 201, r.text
+    with EventStore(migrated(sqlite_url)) as store:
+        assert store.read_blob(digest) == data
+        assert dialect_of(store, "b").name == other
