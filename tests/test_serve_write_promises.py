@@ -221,3 +221,42 @@ def test_an_append_stores_the_blobs_and_the_dialect_it_was_sent(client: TestClie
     with EventStore(migrated(sqlite_url)) as store:
         assert store.read_blob(digest) == data
         assert dialect_of(store, "b").name == other
+
+
+def test_a_body_over_the_limit_is_a_413_sent_whole_or_in_chunks(sqlite_url: str) -> None:
+    """The limit is on the bytes of the body: exactly the limit is read; one byte more is a 413 saying
+    so, whether the client declares its length or streams the body in chunks."""
+    body = json.dumps({"events": [{"type": "t", "data": {"p": "x" * 200}}]}).encode()
+    auth = {"authorization": f"Bearer {TOKEN}"}
+    app = create_app(ServeConfig(url=migrated(sqlite_url), token=TOKEN, max_body=len(body)))
+    with TestClient(app, base_url=LOCAL) as c:
+        assert c.post("/api/streams/a/events", content=body, headers=auth).status_code == 201
+        r = c.post("/api/streams/b/events", content=body + b" ", headers=auth)
+        assert (r.status_code, r.json()["error"]) == (
+            413, f"request body of {len(body) + 1} bytes exceeds the limit of {len(body)} bytes "
+                 "(EVSTORE_MAX_SNAPSHOT_BYTES)."), r.text
+
+        def chunks(data: bytes):  # type: ignore[no-untyped-def]
+            for i in range(0, len(data), 50):
+                yield data[i:i + 50]
+
+        r = c.post("/api/streams/c/events", content=chunks(body), headers=auth)
+        assert r.status_code == 201, r.text
+        r = c.post("/api/streams/d/events", content=chunks(body + b" "), headers=auth)
+        assert (r.status_code, r.json()["error"]) == (
+            413, f"request body exceeds the limit of {len(body)} bytes (EVSTORE_MAX_SNAPSHOT_BYTES)."), r.text
+        assert [x["stream_id"] for x in c.get("/api/runs", headers=auth).json()["runs"]] in (["a", "c"], ["c", "a"])
+
+
+def test_a_refused_host_is_logged_with_the_method_path_and_why(sqlite_url: str,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    app = create_app(ServeConfig(url=migrated(sqlite_url), token=TOKEN))
+    with TestClient(app, base_url=LOCAL) as c, caplog.at_level(logging.WARNING):
+        r = c.get("/api/runs", headers={"host": "attacker.example"})
+    assert r.status_code == 421
+    logged = [rec.getMessage() for rec in caplog.records if " refused: " in rec.getMessage()]
+    assert logged == ['GET /api/runs refused: Host "attacker.example" is not a name of this server (a guard against '
+                      "DNS rebinding); if clients reach it by that name, start `evstore serve` with --allowed-host "
+                      "attacker.example."], logged
