@@ -260,3 +260,29 @@ def test_a_refused_host_is_logged_with_the_method_path_and_why(sqlite_url: str,
     assert logged == ['GET /api/runs refused: Host "attacker.example" is not a name of this server (a guard against '
                       "DNS rebinding); if clients reach it by that name, start `evstore serve` with --allowed-host "
                       "attacker.example."], logged
+
+
+def test_a_body_streamed_in_many_chunks_is_counted_whole(sqlite_url: str) -> None:
+    """The limit counts every chunk a client streams (as an ASGI server hands them over), not the last."""
+    import asyncio
+
+    from starlette.requests import Request
+
+    from projections.serve.app import Server
+
+    def request(chunks: list[bytes]) -> Request:
+        messages = [{"type": "http.request", "body": c, "more_body": i < len(chunks) - 1} for i, c in enumerate(chunks)]
+
+        async def receive() -> dict[str, object]:
+            return messages.pop(0)
+        return Request({"type": "http", "method": "POST", "path": "/", "headers": []}, receive)  # type: ignore[arg-type]
+
+    server = Server(ServeConfig(url=migrated(sqlite_url), token=TOKEN, max_body=100))
+    try:
+        assert asyncio.run(server.read_body(request([b"x" * 25] * 4))) == b"x" * 100
+        with pytest.raises(HTTPError) as err:
+            asyncio.run(server.read_body(request([b"x" * 25] * 4 + [b"y"])))
+        assert (err.value.status, err.value.message) == (
+            413, "request body exceeds the limit of 100 bytes (EVSTORE_MAX_SNAPSHOT_BYTES).")
+    finally:
+        server.store.close()
