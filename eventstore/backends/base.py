@@ -847,21 +847,25 @@ class Backend(abc.ABC):
     #: their own file lock (one machine: a SQLite file is on one).
     has_session_locks = False
 
+    # Without shared locks a store is on one machine and its callers keep their own file lock: the
+    # session lock is always this session's (what eventstore.locks.ExclusiveLock does without asking).
+
     def try_session_lock(self, raw: Any, key: int, label: str) -> bool:
         """Take the session-wide lock ``key`` on ``raw`` without waiting (False: another session
         holds it); ``label`` says who holds it to those who find it taken."""
-        raise NotImplementedError(f"{self.name} has no session locks")
+        return True
 
     def holds_session_lock(self, raw: Any, key: int) -> bool:
         """Whether ``raw``'s session holds the lock ``key`` (raises if the session is gone)."""
-        raise NotImplementedError(f"{self.name} has no session locks")
+        return True
 
     def release_session_lock(self, raw: Any, key: int) -> None:
-        raise NotImplementedError(f"{self.name} has no session locks")
+        """Let the lock ``key`` go."""
 
     def session_lock_holder(self, raw: Any, key: int) -> str | None:
-        """Who holds the lock ``key`` (the label it gave, its session), or None if nobody does."""
-        raise NotImplementedError(f"{self.name} has no session locks")
+        """Who holds the lock ``key`` (the label it gave, its session), or None if nobody does
+        (or, without shared locks, nobody else can)."""
+        return None
 
     #: Whether the database has roles to grant rights to (``evstore db roles``).
     has_roles = False
