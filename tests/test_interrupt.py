@@ -3,9 +3,11 @@ was not written, which the store then holds (issue 31, part 3; SQLite and Postgr
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
+import select
 import sqlite3
 import time
 from pathlib import Path
@@ -15,18 +17,33 @@ from conftest import evstore_child, migrated
 from eventstore.store import EventStore
 
 
-def _opened(pid: int, under: Path, timeout: float = 60) -> None:
-    """Wait until process ``pid`` has a file under ``under`` open: it is in the command, reading it."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
-        except OSError:  # a descriptor closed between listing and reading it
-            links = []
-        if any(link.startswith(str(under)) for link in links):
-            return
-        time.sleep(0.005)
-    raise AssertionError(f"process {pid} opened nothing under {under} within {timeout} s")
+class _Opens:
+    """An inotify watch on ``path`` (a folder: the files in it, or one file), set before the child starts.
+
+    Polling ``/proc/PID/fd`` can miss every open of 4,000 small files on a loaded machine (the
+    reads take microseconds and the poller may not run for milliseconds): the kernel queues an
+    inotify event for each open instead, so the first one is never missed."""
+
+    IN_OPEN = 0x20
+
+    def __init__(self, path: Path) -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.path = path
+        self.fd = libc.inotify_init1(os.O_CLOEXEC | os.O_NONBLOCK)
+        if self.fd < 0 or libc.inotify_add_watch(self.fd, os.fsencode(path), self.IN_OPEN) < 0:
+            raise OSError(ctypes.get_errno(), f"inotify on {path}")
+
+    def __enter__(self) -> _Opens:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)
+
+    def wait(self, timeout: float = 60) -> None:
+        """Return once something opened the path or a file in it: the child is in the command, reading."""
+        ready, _, _ = select.select([self.fd], [], [], timeout)
+        if not ready:
+            raise AssertionError(f"nothing opened {self.path} within {timeout} s")
 
 
 def _events(url: str) -> int:
@@ -39,8 +56,8 @@ def test_ctrl_c_during_ingest_writes_nothing_and_says_so(store_url: str, tmp_pat
     folder.mkdir()
     for i in range(4000):
         (folder / f"{i:05d}.json").write_text(json.dumps({"taskId": "BIG", "n": i, "pad": "x" * 200}))
-    with evstore_child("--url", store_url, "ingest", "generic", str(folder)) as child:
-        _opened(child.proc.pid, folder)
+    with _Opens(folder) as opens, evstore_child("--url", store_url, "ingest", "generic", str(folder)) as child:
+        opens.wait()
         out, err = child.interrupt(timeout=60)
     assert child.proc.returncode == 130, err
     assert err.splitlines()[-1] == ("interrupted: nothing written (an ingest is all-or-nothing; run it again to "
@@ -54,8 +71,8 @@ def test_ctrl_c_during_append_batch_writes_nothing_and_says_so(store_url: str, t
     with batch.open("w") as fh:
         for i in range(200_000):
             fh.write(json.dumps({"stream": f"S-{i % 50}", "type": "t.x", "data": {"i": i}}) + "\n")
-    with evstore_child("--url", store_url, "append", "--batch", str(batch)) as child:
-        _opened(child.proc.pid, batch)
+    with _Opens(batch) as opens, evstore_child("--url", store_url, "append", "--batch", str(batch)) as child:
+        opens.wait()
         out, err = child.interrupt(timeout=60)
     assert child.proc.returncode == 130, err
     assert err.splitlines()[-1] == f"interrupted: nothing written (a --batch is all-or-nothing; {batch} is not recorded)"
@@ -95,8 +112,8 @@ def test_ctrl_c_during_a_transcript_ingest_says_what_was_written(sqlite_url: str
     body = b"".join(records())
     for _ in range(400):
         (project / f"{uuid.uuid4()}.jsonl").write_bytes(body)
-    with evstore_child("--url", url, "ingest", "claude", str(tmp_path / "projects")) as child:
-        _opened(child.proc.pid, project)
+    with _Opens(project) as opens, evstore_child("--url", url, "ingest", "claude", str(tmp_path / "projects")) as child:
+        opens.wait()
         out, err = child.interrupt(timeout=60)
     assert child.proc.returncode == 130, err
     last = err.splitlines()[-1]
