@@ -754,6 +754,10 @@ def load_paths(dialect: Dialect, paths: Iterable[Path], *, order: str = "name",
                 n = seen[ident] = seen.get(ident, 0) + 1
                 snap.source["id"] = ident if n == 1 else f"{ident}#{n}"  # one file, several snapshots
             snap.live = live
+            for key in ("file", "dir"):  # a relative path names a file only from here: coverage checks this one
+                where = snap.source.get(key)
+                if isinstance(where, str) and not os.path.isabs(where):
+                    snap.source["abspath"] = os.path.abspath(where)
         loaded.extend(batch)
     stamp_times(dialect, loaded)
     return loaded

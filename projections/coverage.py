@@ -45,10 +45,11 @@ class SourceCoverage:
     last_version: int = 0
     last_identity: dict[str, Any] = field(default_factory=dict)
     files: set[str] = field(default_factory=set)  # the recorded files (a folder: each version's file)
+    paths: dict[str, str] = field(default_factory=dict)  # a recorded file -> the absolute path to look for
     missing: list[str] = field(default_factory=list)  # recorded files that no longer exist
     gone: bool = False
     gone_noticed_at: str | None = None
-    checked: bool = True  # False: the recorded path is relative, or the source is no file (git)
+    checked: bool = True  # False: the source is no file (git), or recorded by a relative path alone (before abspath)
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "kind": self.kind, "stream": self.stream, "versions": self.versions,
@@ -62,7 +63,7 @@ def _identity(meta: dict[str, Any], source: dict[str, Any]) -> dict[str, Any]:
     """What identifies a captured version, from whatever its meta holds (path and git details today;
     the identity fields a newer capture adds are kept as they are)."""
     out: dict[str, Any] = {k: v for k, v in source.items()
-                           if k not in ("git", "time") and isinstance(v, (str, int))}
+                           if k not in ("git", "time", "abspath") and isinstance(v, (str, int))}
     git = source.get("git")
     if isinstance(git, dict):
         out.update({k: git[k] for k in ("repo", "commit") if isinstance(git.get(k), str)})
@@ -72,22 +73,26 @@ def _identity(meta: dict[str, Any], source: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _origin(meta: dict[str, Any]) -> tuple[str, str, str | None, dict[str, Any]] | None:
-    """(kind, source, file, identity) of an event closing a capture, or None."""
+def _origin(meta: dict[str, Any]) -> tuple[str, str, str | None, dict[str, Any], str | None] | None:
+    """(kind, source, file, identity, path) of an event closing a capture, or None; ``path`` is where
+    to look for the file: ``meta.source.abspath`` (the absolute path a capture by a relative one
+    recorded beside it), else the file as recorded."""
     source = meta.get("source")
     if isinstance(source, dict):
         file = source.get("file")
         git = source.get("git")
         if isinstance(git, dict):
-            return "git", f"{git.get('repo')}:{file}", None, _identity(meta, source)
+            return "git", f"{git.get('repo')}:{file}", None, _identity(meta, source), None
         where = file if isinstance(file, str) else source.get("dir")
         if isinstance(where, str):
-            return "file", where, where if isinstance(file, str) else None, _identity(meta, source)
+            path = source.get("abspath")
+            return ("file", where, where if isinstance(file, str) else None, _identity(meta, source),
+                    path if isinstance(path, str) else where)
         return None
     transcript = meta.get("transcript")
     if isinstance(transcript, dict) and isinstance(transcript.get("file"), str):
         ident = {k: transcript[k] for k in ("file", "end", "lines", "prefix_sha256") if k in transcript}
-        return "transcript", transcript["file"], transcript["file"], ident
+        return "transcript", transcript["file"], transcript["file"], ident, transcript["file"]
     return None
 
 
@@ -129,7 +134,7 @@ def _scan(store: EventStore, streams: Iterable[str] | None = None,
         origin = _origin(meta)
         if origin is None:
             continue
-        kind, source, file, ident = origin
+        kind, source, file, ident, path = origin
         row = found.get((e.stream_id, source))
         if row is None and kind == "file":
             row = by_stream.get(e.stream_id)
@@ -144,6 +149,7 @@ def _scan(store: EventStore, streams: Iterable[str] | None = None,
                 by_stream[e.stream_id] = row
         if file is not None:
             row.files.add(file)
+            row.paths[file] = path or file
         row.versions += 1 if kind != "transcript" else max(int(ident.get("lines", 0)) - _lines(row), 0)
         row.unreadable += e.type == "document.unreadable"
         row.first_capture = row.first_capture or e.recorded_at
@@ -164,10 +170,10 @@ def coverage(store: EventStore, *, notice: bool = True, streams: Iterable[str] |
     new: list[NewEvent] = []
     now = utcnow()
     for (sid, source), row in sorted(found.items()):
-        if row.kind == "git" or not row.files or not all(os.path.isabs(f) for f in row.files):
-            row.checked = False  # a relative path names a file only from where it was captured
+        if row.kind == "git" or not row.files or not all(os.path.isabs(p) for p in row.paths.values()):
+            row.checked = False  # a relative path alone names a file only from where it was captured
             continue
-        row.missing = sorted(f for f in row.files if not os.path.exists(f))
+        row.missing = sorted(f for f, p in row.paths.items() if not os.path.exists(p))
         # A file or transcript: it is gone; a folder of versions: every file of it is.
         row.gone = len(row.missing) == len(row.files) if row.kind == "folder" else bool(row.missing)
         if not row.gone:

@@ -79,6 +79,14 @@ def short_title(s: Section) -> str:
     return s.title.split(" (")[0].split(":")[0]
 
 
+def short_titles(sections: Sequence[Section]) -> list[str]:
+    """The sections' short titles for the one line of sections without data: a title that shares its
+    part before the colon with another (a dialect's sections: ``task-master: tasks``,
+    ``task-master: planning changes``) keeps the part after it, so no name is listed twice."""
+    cut = [short_title(s) for s in sections]
+    return [c if cut.count(c) == 1 else s.title.split(" (")[0] for c, s in zip(cut, sections, strict=True)]
+
+
 def without_data(report: Report) -> list[Section]:
     """The sections with no rows: listed on one line, not one block each (a store of three real
     histories must not print sixteen "(no data)" sections)."""
@@ -161,7 +169,7 @@ def to_table(report: Report) -> str:
             out.append("   " + "  ".join(f"{heading(k)}={figure(k, v)}" for k, v in s.summary.items()))
         out.append(table_text(s.columns, s.rows))
     if empty:
-        out += ["", "No data: " + "; ".join(short_title(s) for s in empty)]
+        out += ["", "No data: " + "; ".join(short_titles(empty))]
     return "\n".join(out) + "\n"
 
 
@@ -238,8 +246,10 @@ def hbar_chart(label: str, items: Sequence[tuple[str, float, float | None, float
 _CHAR_W = 7.0
 
 
-def grouped_bar_chart(label: str, groups: Sequence[str], series: dict[str, Sequence[float]]) -> str:
-    """Vertical grouped bars: one group per x label, one bar per series, with a legend.
+def grouped_bar_chart(label: str, groups: Sequence[str], series: dict[str, Sequence[float]], *,
+                      fmt: Callable[[float], str] | None = None) -> str:
+    """Vertical grouped bars: one group per x label, one bar per series, with a legend; ``fmt``
+    writes the axis's top value and each bar's tooltip (default: the number as it is).
 
     Labels wider than their slot are turned 45 degrees (anchored at their group) and the legend
     moves below them, so no label overlaps another, the axis or the legend."""
@@ -256,7 +266,8 @@ def grouped_bar_chart(label: str, groups: Sequence[str], series: dict[str, Seque
     band = int(max(len(g) for g in names) * _CHAR_W * 0.71) + 24 if turned else 24  # 0.71: sin 45 degrees
     height = bottom + band + 24
     parts = [f'<line x1="{left}" y1="{bottom}" x2="{_W - 10}" y2="{bottom}" stroke="#999"/>',
-             _text(left - 6, 20, f"{top:,.0f}" if top >= 10 else f"{top:g}", anchor="end", size=10),
+             _text(left - 6, 20, fmt(top) if fmt else f"{top:,.0f}" if top >= 10 else f"{top:g}", anchor="end",
+                   size=10),
              _text(left - 6, bottom, "0", anchor="end", size=10)]
     for gi, g in enumerate(names):
         x0 = left + gi * slot + slot * 0.1
@@ -265,7 +276,7 @@ def grouped_bar_chart(label: str, groups: Sequence[str], series: dict[str, Seque
             h = (bottom - 20) * v / top
             parts.append(f'<rect class="bar" x="{x0 + si * bw:.1f}" y="{bottom - h:.1f}" width="{bw - 2:.1f}" '
                          f'height="{max(h, 0.5):.1f}" fill="{_COLORS[si % len(_COLORS)]}"><title>{html.escape(name)}: '
-                         f'{v:g}</title></rect>')
+                         f'{html.escape(fmt(v) if fmt else f"{v:g}")}</title></rect>')
         cx = x0 + slot * 0.4
         if turned:
             parts.append(f'<g transform="rotate(-45 {cx:.1f} {bottom + 14})">'
@@ -288,11 +299,16 @@ def chart(c: Chart, rows: Sequence[dict[str, Any]]) -> str:
     def num(v: Any) -> float:
         return float(v or 0) / c.scale
 
+    # Durations (``*_s`` columns, seconds) are labelled as every table shows them (2h 27m), whatever the scale.
+    durations = all(v.endswith("_s") for v in c.values)
+
     if c.kind == "bars":
         shown = [r for r in rows if r.get(c.values[0]) is not None]
         lo, hi = c.interval or (None, None)
         items = [(label(r), num(r[c.values[0]]), None if lo is None or r.get(lo) is None else num(r[lo]),
                   None if hi is None or r.get(hi) is None else num(r[hi])) for r in shown]
+        if durations:
+            return hbar_chart(c.title, items, max_value=c.max_value, fmt=lambda v: duration(v * c.scale))
         if c.integer:
             return hbar_chart(c.title, items, max_value=c.max_value, fmt=lambda v: f"{v:.0f}")
         return hbar_chart(c.title, items, max_value=c.max_value)
@@ -300,7 +316,8 @@ def chart(c: Chart, rows: Sequence[dict[str, Any]]) -> str:
         shown = [r for r in rows if any(r.get(v) is not None for v in c.values)]
         names = c.series or c.values
         return grouped_bar_chart(c.title, [label(r) for r in shown],
-                                 {n: [num(r.get(v)) for r in shown] for n, v in zip(names, c.values, strict=True)})
+                                 {n: [num(r.get(v)) for r in shown] for n, v in zip(names, c.values, strict=True)},
+                                 fmt=(lambda v: duration(v * c.scale)) if durations else None)
     raise ValueError(f"unknown chart kind {c.kind!r}; expected bars or groups")
 
 
@@ -353,11 +370,11 @@ def to_html(report: Report) -> str:
             parts.append(f'<p class="note">{html.escape(s.note)}</p>')
         parts.append("</section>")
     if empty:
-        parts.append('<p class="note" id="no-data">No data: ' + "; ".join(html.escape(short_title(s)) for s in empty) + "</p>")
+        parts.append('<p class="note" id="no-data">No data: ' + "; ".join(html.escape(x) for x in short_titles(empty)) + "</p>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
 
 __all__ = ["FORMATS", "chart", "charts", "column_format", "column_formats", "duration", "figure", "fit", "grouped_bar_chart", "hbar_chart",
-           "heading", "render", "rows_csv", "short_title", "table_text", "to_csv", "without_data",
+           "heading", "render", "rows_csv", "short_title", "short_titles", "table_text", "to_csv", "without_data",
            "to_html", "to_table"]

@@ -319,16 +319,15 @@ def test_a_task_folder_is_a_live_source(store: EventStore, tmp_path: Path) -> No
 # ------------------------------------------------------------------ watch and hooks
 
 
-def test_watch_restarted_records_nothing_again(sqlite_url: str, tmp_path: Path) -> None:
+def test_watch_restarted_records_nothing_again(store_url: str, tmp_path: Path) -> None:
     """A watched folder of versions and a watched file: stopped and started again, watch records only
     what is new (before, a restarted watch of a folder recorded its versions again after the newest)."""
-    migrated(sqlite_url)
     folder = _state_folder(tmp_path, [{"taskId": "W", "n": i} for i in range(1, 4)])
     state = tmp_path / "state.json"
     state.write_text(json.dumps({"n": 1}))
 
     def watching(path: Path) -> Any:
-        return evstore_child("--url", sqlite_url, "watch", "generic", str(path), "--interval", "0.05", "--json")
+        return evstore_child("--url", store_url, "watch", "generic", str(path), "--interval", "0.05", "--json")
 
     with watching(folder) as child:
         assert [json.loads(child.readline())["version"] for _ in range(3)] == [1, 2, 3]
@@ -344,7 +343,7 @@ def test_watch_restarted_records_nothing_again(sqlite_url: str, tmp_path: Path) 
             out, _ = child.interrupt()
         assert (line["version"], line["status"], line["source_id"].split("@")[0]) == (version, "new", place)
         assert out == []
-    with EventStore(sqlite_url) as s:
+    with EventStore(store_url) as s:
         assert s.stream_version("W") == 4 and s.stream_version("state.json") == 2
 
 

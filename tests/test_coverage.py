@@ -144,3 +144,32 @@ def test_the_next_capture_notices_files_gone(run, tmp_path: Path) -> None:  # ty
     r = run("ingest", "generic", str(folder / "2.json"), "--stream", "N-1")
     assert r.exit_code == 0, r.output
     assert f"note: {folder} (N-1) has lost 1 recorded file(s), e.g. {folder / '0.json'}; the record stays" in r.stderr
+
+
+def test_sources_named_by_a_relative_path_are_checked_from_anywhere(run, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                                    monkeypatch) -> None:
+    """`evstore ingest generic history/` as the README writes it: the record keeps the path as given and
+    the absolute path beside it, so coverage (from another directory) and the next capture see a file gone."""
+    project = tmp_path / "project"
+    (project / "hist").mkdir(parents=True)
+    for i in range(2):
+        (project / "hist" / f"{i}.json").write_text(json.dumps({"taskId": "R-1", "n": i}))
+    (project / "state.json").write_text(json.dumps({"taskId": "R-2", "n": 1}))
+    monkeypatch.chdir(project)
+    assert run("ingest", "generic", "hist").exit_code == 0
+    assert run("ingest", "generic", "state.json").exit_code == 0
+    monkeypatch.chdir(tmp_path)
+    rows = _rows(run)
+    assert (rows["R-1"]["source"], rows["R-1"]["checked"], rows["R-1"]["gone"]) == ("hist", True, False)
+    assert (rows["R-2"]["source"], rows["R-2"]["checked"], rows["R-2"]["gone"]) == ("state.json", True, False)
+    assert "abspath" not in rows["R-1"]["last_identity"]  # where it is, not what it is
+    (project / "state.json").unlink()
+    (project / "hist" / "0.json").unlink()
+    rows = _rows(run)
+    assert rows["R-2"]["gone"] is True and rows["R-2"]["gone_noticed_at"]
+    assert (rows["R-1"]["gone"], rows["R-1"]["missing_files"]) == (False, 1)
+    (project / "hist" / "2.json").write_text(json.dumps({"taskId": "R-1", "n": 2}))
+    monkeypatch.chdir(project)
+    r = run("ingest", "generic", "hist")
+    assert r.exit_code == 0 and "note: hist (R-1) has lost 1 recorded file(s), e.g. hist/0.json; the record stays" \
+        in r.stderr, r.output

@@ -66,6 +66,9 @@ def test_metrics_of_real_generic_histories(run, tmp_path: Path) -> None:  # type
     assert "(no data)" not in text
     [no_data] = [line for line in text.splitlines() if line.startswith("No data: ")]
     assert "Reviewer acceptance per model" in no_data and "Gates" in no_data
+    names = no_data.removeprefix("No data: ").split("; ")
+    assert len(names) == len(set(names)), no_data  # a dialect's sections are told apart, never "task-master" four times
+    assert "task-master: planning changes" in names
     assert text.count("\n## ") == sum(1 for s in data["sections"] if s["rows"])
 
 
@@ -101,6 +104,20 @@ def test_durations_and_empty_sections_in_text_and_html() -> None:
     assert "p50: <b>2h 27m</b>" in html and "<td>2h 27m</td>" in html and "8,833" not in html
     assert '<p class="note" id="no-data">No data: Reviewer acceptance per model; Gates</p>' in html
     assert 'id="empty_one"' not in html
+
+
+def test_a_duration_chart_reads_durations() -> None:
+    """A chart of ``*_s`` columns labels its axis and its bars as the tables do (2h 27m), not as minutes."""
+    from eventstore.dialects.analytics import Chart
+    from projections.report import chart
+
+    rows = [{"phase": "build", "p50_s": 8833.0, "p90_s": 30360.0}, {"phase": "test", "p50_s": 441.0, "p90_s": 600.0}]
+    svg = chart(Chart("groups", "Phase duration percentiles", "{phase}", ("p50_s", "p90_s"), series=("p50", "p90"),
+                      scale=60), rows)
+    assert re.findall(r"<title>([^<]*)</title>", svg) == ["p50: 2h 27m", "p90: 8h 26m", "p50: 7m 21s", "p90: 10m"]
+    assert ">8h 26m</text>" in svg and "147.2" not in svg
+    bars = chart(Chart("bars", "Durations", "{phase}", ("p50_s",)), rows)
+    assert ">2h 27m</text>" in bars and ">7m 21s</text>" in bars and "0 … 2h 27m" in bars
 
 
 def test_metrics_page_durations_and_empty_sections(run, store_url: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -86,6 +86,16 @@ def test_opening_paragraph_names_every_source_evstore_captures() -> None:
     assert [name for name, phrase in named.items() if phrase not in opening] == []
 
 
+def test_readme_says_what_a_repeated_capture_does() -> None:
+    """The capture paragraph says what running the same capture again does, and the rule for a write
+    of the same bytes (tests/test_capture_once.py holds the behaviour)."""
+    text = " ".join(README.read_text().split())
+    for phrase in ("Capturing the same source again records nothing", "a folder that grew adds only its new versions",
+                   "a rewritten history is refused", "a new commit with the same blob) is no version",
+                   "nothing is written for it"):
+        assert phrase in text, phrase
+
+
 def test_readme_says_how_to_run_a_notebook_on_your_own_store() -> None:
     text = README.read_text()
     line = next(x for x in text.splitlines() if x.startswith("EVSTORE_NOTEBOOK_URL="))

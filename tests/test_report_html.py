@@ -47,7 +47,7 @@ def test_html_is_self_contained_with_five_charts(html_file: Path) -> None:
     # in section order: the dialects' own sections, then the shared ones (gates, phases)
     assert labels == ["Reviewer acceptance per model with Wilson 95% interval",
                       "Findings resolved vs still present per iteration", "Circuit-breaker trips per trigger",
-                      "First-pass yield per gate", "Phase duration percentiles (minutes)"]
+                      "First-pass yield per gate", "Phase duration percentiles"]
     # interval whiskers on the acceptance chart
     assert text.count('class="ci"') >= 2
 

@@ -298,7 +298,7 @@ CORE_SECTIONS: tuple[MetricSection, ...] = (
                    count_if(skipped) AS skips
             FROM phases WHERE {_IN}
             GROUP BY dialect, phase ORDER BY dialect, phase""",
-        chart=Chart("groups", "Phase duration percentiles (minutes)", "{dialect} {phase}", ("p50_s", "p90_s"),
+        chart=Chart("groups", "Phase duration percentiles", "{dialect} {phase}", ("p50_s", "p90_s"),
                     series=("p50", "p90"), scale=60)),
     USAGE_SECTION,
     WRITERS_SECTION,

@@ -47,7 +47,7 @@ from eventstore.errors import (
     StreamNotFound,
 )
 from eventstore.store import NewEvent, stamped
-from projections.report import _cell, charts, column_formats, figure, heading, short_title, without_data
+from projections.report import _cell, charts, column_formats, figure, heading, short_titles, without_data
 from projections.serve import views
 from projections.serve.access import Grant, HTTPError, Policy, is_loopback
 from projections.serve.access import Scope as Access
@@ -315,7 +315,7 @@ class Server:
         self.env.filters["cell"] = _cell
         # Metric figures as the CLI and the HTML report show them (durations as 2h 27m).
         self.env.globals.update(figure=figure, heading=heading, column_formats=column_formats,
-                                without_data=without_data, short_title=short_title)
+                                without_data=without_data, short_titles=short_titles)
         self.env.filters["source"] = views.describe_source
         self.env.filters["when"] = lambda s: (s or "")[:19].replace("T", " ")
         self.env.globals["writable"] = self.policy.writable
