@@ -220,7 +220,7 @@ def demo_cmd(ctx: click.Context, n_runs: int, seed: int, url: str | None, worker
         with interruptible(store, said), progress_bar(f"simulating {n_runs} runs") as update:  # the bar ends first
             summary = run_demo(store, runs=n_runs, seed=seed, workers=workers, progress=update,
                                sessions=n_sessions)
-        where = store.engine.url.render_as_string(hide_password=True)
+        where = store.backend.display_url()
     finally:
         store.close()
     if as_json:
