@@ -6,7 +6,10 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pathlib costs milliseconds to import: the hook's fast path reads this module
+    from collections.abc import Mapping
     from pathlib import Path
+
+    from sqlalchemy.engine import URL
 
 DEFAULT_URL = "sqlite:///./.evstore/events.db"
 
@@ -35,6 +38,31 @@ MAX_SNAPSHOT_BYTES = int(os.environ.get("EVSTORE_MAX_SNAPSHOT_BYTES", str(64 * 1
 def database_url(url: str | None = None) -> str:
     """``url`` if given, else ``$EVSTORE_URL``, else the embedded SQLite default."""
     return url or os.environ.get("EVSTORE_URL") or DEFAULT_URL
+
+
+def password_keys(query: Mapping[str, object]) -> list[str]:
+    """The keys of a URL's query that carry a password (``?password=...``, ``?sslpassword=...``: the
+    PostgreSQL drivers take them as connection options, so they are as secret as ``user:PASSWORD@``)."""
+    return [key for key in query if "password" in key.lower()]
+
+
+def url_has_password(url: str) -> bool:
+    """Whether a database URL holds a password: ``scheme://user:PASSWORD@host/...`` or in its query."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):  # not a URL SQLAlchemy reads: look for the userinfo's colon
+        head = url.partition("://")[2].partition("/")[0]
+        return ("@" in head and ":" in head.rpartition("@")[0]) or "password" in url.partition("?")[2].lower()
+    return parsed.password is not None or bool(password_keys(parsed.query))
+
+
+def shown_url(url: URL) -> str:
+    """``url`` for a message: its password, in the userinfo or the query, as ``***``."""
+    hidden = url.update_query_dict({key: "***" for key in password_keys(url.query)})
+    return hidden.render_as_string(hide_password=True).replace("%2A%2A%2A", "***")
 
 
 def sqlite_path(url: str) -> str | None:

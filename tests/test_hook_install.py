@@ -171,3 +171,21 @@ def test_a_dry_run_writes_no_url_file_and_the_spool_is_the_owners(pg_url: str, t
     _install(folder, env, "--url", sqlite)
     _run_hook(_installed_command(folder), folder, env, "s-4")
     assert stat.S_IMODE((folder / "store" / "spool").stat().st_mode) == 0o700  # calls wait here unscrubbed
+
+
+def test_a_password_in_the_urls_query_never_lands_in_the_settings_or_a_message(pg_url: str, tmp_path: Path) -> None:
+    """PostgreSQL's drivers take ``?password=`` (and ``?sslpassword=``) as connection options: such a URL is
+    as secret as one with ``user:PASSWORD@`` and is referenced through --url-file the same way."""
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    env = _env(tmp_path)
+    secret = "q-hunter2-query"
+    url = pg_url + ("&" if "?" in pg_url else "?") + f"password={secret}"
+    r = subprocess.run([EVSTORE, "--url", url, "init"], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert secret not in r.stdout + r.stderr and "password=***" in r.stdout
+    r = _install(folder, env, "--url", url)
+    text = (folder / ".claude" / "settings.json").read_text(encoding="utf-8")
+    assert secret not in text and "--url-file" in text and secret not in r.stdout + r.stderr
+    _run_hook(_installed_command(folder), folder, env, "s-5")
+    assert _drain(url, env)["hooks"] == 1

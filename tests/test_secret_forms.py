@@ -241,6 +241,23 @@ def test_a_quoted_secret_holding_brackets_is_scrubbed(scrubber: Scrubber) -> Non
         assert scrubber.scrub(f"password = {value}")[1] == []  # bare: code
 
 
+def test_a_quoted_secret_holding_the_other_quote_or_an_escape_is_scrubbed_whole(scrubber: Scrubber) -> None:
+    """Passwords hold quotes and backslashes: JSON writes them as escapes, shell keeps the other quote.
+    The value is read as its quotes read it (inside a JSON string too), and never past its closing quote."""
+    texts = [f'{{"password": "{SECRET}\\"q"}}', f'{{"password": "a\\\\{SECRET}"}}', f'password: "{SECRET}\'s"',
+             f"DB_PASSWORD='it\"s-{SECRET}'", f'{{"token": "\\u00e9{SECRET}"}}', f'export API_TOKEN="{SECRET} two"']
+    for text in texts:
+        for line in (text, json.dumps({"content": text})):
+            out, found = scrubber.scrub(line)
+            assert SECRET not in out and [f.kind for f in found] == ["secret-assignment"], (line, out)
+            if line.startswith("{"):
+                json.loads(out)  # still JSON
+    # The value ends at its own closing quote: what follows is not swallowed, JSON or not.
+    text = '{"password": "x\\\\", "user": "bob"}'
+    assert json.loads(scrubber.scrub(text)[0])["user"] == "bob"
+    assert json.loads(json.loads(scrubber.scrub(json.dumps({"content": text}))[0])["content"])["user"] == "bob"
+
+
 def test_the_shortest_secret_value_is_two_characters(scrubber: Scrubber) -> None:
     """A value of two characters is a secret; one character (``-``, ``0``, ``y``) is a flag, kept."""
     for text in ("DB_PASSWORD=x9", 'password = "x9"', "password: x9", "Authorization: Bearer x9x9x9x9"):

@@ -189,9 +189,15 @@ def test_a_huge_last_event_id_is_a_400(url: str) -> None:
 
 
 @pytest.mark.parametrize("args", [["runs", "--limit", HUGE], ["log", "r-1", "--after", HUGE],
-                                  ["replay", "r-1", "--upto", HUGE], ["replay", "r-1", "--diff", "1", HUGE]])
+                                  ["replay", "r-1", "--upto", HUGE], ["replay", "r-1", "--diff", "1", HUGE],
+                                  ["log", "r-1", "-n", HUGE], ["log", "r-1", "--after", "-" + HUGE],
+                                  ["prove", "r-1", "--version", HUGE], ["demo", "--runs", HUGE],
+                                  ["demo", "--sessions", HUGE], ["demo", "--workers", HUGE],
+                                  ["ingest", "claude", "--blob-threshold", HUGE, "."],
+                                  ["witness", "serve", "--port", HUGE]])
 def test_huge_integers_on_the_command_line_are_usage_errors(store_url: str, args: list[str]) -> None:
     url = migrated(store_url)
     CliRunner().invoke(register(), ["--url", url, "append", "r-1", "demo.note", "--data", "{}"])
     r = CliRunner().invoke(register(), ["--url", url, *args])
     assert r.exit_code == 2 and f"{HUGE} is not in the range" in r.stderr, r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception

@@ -240,7 +240,9 @@ class Backend(abc.ABC):
 
     def display_url(self) -> str:
         """The URL without its password (for messages)."""
-        return self.engine.url.render_as_string(hide_password=True)
+        from eventstore.config import shown_url
+
+        return shown_url(self.engine.url)
 
     def read_all_query(self, after: int, limit: int, types: Sequence[str] | None) -> tuple[str, tuple[Any, ...]]:
         """(sql, params) of up to ``limit`` events after position ``after`` (of ``types`` only, if given)."""

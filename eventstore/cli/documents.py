@@ -44,7 +44,7 @@ def _dialect(name: str) -> Any:
               "(already, nothing written) or unchanged (the same bytes as the version before it).")
 @click.option("--no-scrub", is_flag=True, help="Dialects that scrub secrets from transcripts: store them as they are "
               "(not advised).")
-@click.option("--blob-threshold", type=click.IntRange(min=0), default=None, metavar="BYTES",
+@click.option("--blob-threshold", type=click.IntRange(0, config.MAX_INT), default=None, metavar="BYTES",
               help="Dialects that store transcripts: store JSON strings of at least BYTES once, "
                    "content-addressed, in transcripts and the hook calls drained with them "
                    "(default 4096, or $EVSTORE_BLOB_THRESHOLD; 0: never).")
@@ -346,9 +346,9 @@ def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_j
 @cli.command()
 @click.argument("task")
 @click.option("--json", "as_json", is_flag=True, help="NDJSON: one event per line.")
-@click.option("--after", "after", type=click.IntRange(max=config.MAX_INT), default=None, metavar="N",
+@click.option("--after", "after", type=click.IntRange(0, config.MAX_INT), default=None, metavar="N",
               help="Only events after version N.")
-@click.option("-n", "--limit", "limit", type=click.IntRange(min=1), default=None, metavar="N",
+@click.option("-n", "--limit", "limit", type=click.IntRange(1, config.MAX_INT), default=None, metavar="N",
               help="Only the last N events shown (with --after: the first N after it).")
 @click.option("--type", "type_pattern", default=None, metavar="PATTERN",
               help="Only events whose type matches PATTERN (shell-style: 'document.*', '*gate*').")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from eventstore import config
 from eventstore.cli import cli
 from eventstore.errors import EvstoreError
 
@@ -63,7 +64,7 @@ def witness() -> None:
 @click.option("--db", "db", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="The witness's state (SQLite file, created if missing).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
-@click.option("--port", default=8766, show_default=True, type=int, help="Port to listen on.")
+@click.option("--port", default=8766, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
 def witness_serve(key_file: Path, name: str | None, trust: tuple[Path, ...], db: Path, host: str, port: int) -> None:
     """Serve POST /add-checkpoint (C2SP tlog-witness): cosign each checkpoint of a trusted log that
     extends the last one cosigned for it."""
@@ -161,7 +162,7 @@ def _write(out: Path, text: str) -> None:
 
 @cli.command("prove")
 @click.argument("stream", required=False)
-@click.option("--version", "version", type=int, default=None, help="The event's version in STREAM.")
+@click.option("--version", "version", type=click.IntRange(1, config.MAX_INT), default=None, help="The event's version in STREAM.")
 @click.option("--event-id", "event_id", default=None, help="The event's id (instead of STREAM --version).")
 @click.option("--checkpoint", "checkpoint", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="The signed checkpoint (of `evstore checkpoint`) to prove the event's inclusion in.")

@@ -184,13 +184,13 @@ def coverage_cmd(ctx: click.Context, as_json: bool) -> None:
 
 
 @cli.command("demo")
-@click.option("--runs", "n_runs", type=click.IntRange(min=1), default=40, show_default=True,
+@click.option("--runs", "n_runs", type=click.IntRange(1, config.MAX_INT), default=40, show_default=True,
               help="How many runs to simulate.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Same seed + fresh store = same runs.")
 @click.option("--url", default=None, metavar="URL", help="Database URL (overrides the global --url).")
-@click.option("--workers", type=click.IntRange(min=1), default=None,
+@click.option("--workers", type=click.IntRange(1, 1024), default=None,
               help="Simulation processes (default: all cores for 200+ runs).")
-@click.option("--sessions", "n_sessions", type=click.IntRange(min=0), default=3, show_default=True,
+@click.option("--sessions", "n_sessions", type=click.IntRange(0, config.MAX_INT), default=3, show_default=True,
               help="Runs whose state files simulated agent sessions write (their timelines, usage and search show "
                    "the conversations); 0: none.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
@@ -220,7 +220,7 @@ def demo_cmd(ctx: click.Context, n_runs: int, seed: int, url: str | None, worker
         with interruptible(store, said), progress_bar(f"simulating {n_runs} runs") as update:  # the bar ends first
             summary = run_demo(store, runs=n_runs, seed=seed, workers=workers, progress=update,
                                sessions=n_sessions)
-        where = store.engine.url.render_as_string(hide_password=True)
+        where = store.backend.display_url()
     finally:
         store.close()
     if as_json:

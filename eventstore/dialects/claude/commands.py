@@ -242,15 +242,10 @@ def url_file_for(url: str, *, write: bool = True) -> Path:
 
 
 def has_password(url: str) -> bool:
-    """Whether a database URL holds a password (``scheme://user:PASSWORD@host/...``)."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
+    """Whether a database URL holds a password (``scheme://user:PASSWORD@host/...`` or ``?password=``)."""
+    from eventstore.config import url_has_password
 
-    try:
-        return make_url(url).password is not None
-    except (ArgumentError, ValueError):  # not a URL SQLAlchemy reads: look for the userinfo's colon
-        head = url.partition("://")[2].partition("/")[0]
-        return "@" in head and ":" in head.rpartition("@")[0]
+    return url_has_password(url)
 
 
 def hook_store_args(url: str | None, *, url_file: str | None = None, write: bool = True) -> tuple[list[str], str]:

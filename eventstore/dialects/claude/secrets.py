@@ -41,6 +41,18 @@ _AFTER = r"(?:(?<=^)|(?<=[^A-Za-z0-9_.\-\\])|(?<=\\[nrt]))"
 #: newline or where a string starts (a quote: a file's text as a tool output, a command line).
 _LINE_START = r"(?:(?<=^)|(?<=[\r\n\"])|(?<=\\n)|(?<=\\r))"
 
+#: A quoted value, read as the quotes around it read it, so a value holding the other quote or an
+#: escape is caught whole and never runs past its closing quote.  Three quotings: "..." (JSON or
+#: shell, where a backslash escapes the character after it); the same inside a JSON string, whose
+#: quotes are backslash-quote (there the value's own escaped quote is three backslashes and a quote,
+#: its escaped backslash four backslashes, and an escaped newline ends the line); and '...'.
+_QUOTED_VALUE = (
+    r"(?:(?P<dq>\")|(?P<eq>\\\")|(?P<sq>\\?'))"
+    r"(?P<secret>(?:(?(dq)(?:[^\"\\\r\n]|\\[^\r\n])"
+    r"|(?(eq)(?:[^\"\\\r\n]|\\\\\\\\|\\\\\\\"|\\\\[^\"\\]|\\[t/]|\\u[0-9A-Fa-f]{4})"
+    r"|(?:[^'\\\r\n]|\\[^nr\r\n])))){1,512}?)"
+    r"(?(dq)\"|(?(eq)\\\"|(?P=sq)))")
+
 #: Every built-in pattern, in the order they run: ``(kind, regex)``.  This list is the one place
 #: to add a format; ``tests/test_secret_forms.py`` holds a case for every form it claims.
 PATTERNS: list[tuple[str, str]] = [
@@ -63,7 +75,7 @@ PATTERNS: list[tuple[str, str]] = [
     # Quoted value, anywhere: JSON "password": "x", TOML/INI/YAML key = "x" / key: 'x', shell
     # export DB_PASSWORD="x", code literals; inside a JSON string the quotes are \".
     ("secret-assignment",
-     _AFTER + _KEY_NAME + r"(?:\\?[\"'])?[ \t]*(?::=|=>|[:=])[ \t]*(?P<q>\\?[\"'])(?P<secret>[^\"'\\\r\n]{1,512})(?P=q)"),
+     _AFTER + _KEY_NAME + r"(?:\\?[\"'])?[ \t]*(?::=|=>|[:=])[ \t]*" + _QUOTED_VALUE),
     # NAME=value with nothing around "=", anywhere a word starts: .env and shell (indented, after
     # export, inline before a command: API_TOKEN=x ./deploy), INI without spaces.
     ("env-assignment", _AFTER + _KEY_NAME + r"=(?P<secret>[^\s\"'\\=][^\s\"'\\]{0,511})"),
