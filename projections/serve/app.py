@@ -370,10 +370,12 @@ class Server:
             refresh(self.store, self.cfg.analytics_dir)
         f = filters or views.RunFilters()
         # Kept per log position (projections.metrics.report): an unchanged store is answered from the
-        # kept report; a filter matching nothing is named, as `evstore metrics` does.
+        # kept report; a filter matching nothing is named, as `evstore metrics` does (``writer``: its
+        # --writer, the runs an event of TOKEN or TOKEN/MACHINE went to; the writers section then shows
+        # that writer's rows).
         return report(self.store, self.cfg.analytics_dir, stream_id=stream_id, fresh=False,
                       scope=None if stream_id is not None else Scope(project=f.project, dialect=f.dialect,
-                                                                     since=f.since))
+                                                                     since=f.since, writer=f.writer))
 
     def usage_of(self, stream_ids: list[str], *, detail: bool = False) -> tuple[dict[str, Any], str | None]:
         """Tokens and cost per stream (``detail``: the one stream's usage section), from the analytics
