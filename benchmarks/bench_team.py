@@ -194,7 +194,7 @@ class Machine(threading.Thread):
             conn.close()
 
 
-def phase(url: str, server: Server, secrets_: dict[str, str], seconds: float, batch: int, disturb: bool) -> dict:
+def phase(url: str, server: Server, secrets_: dict[str, str], seconds: float, batch: int, disturb: bool) -> dict[str, Any]:
     stop = threading.Event()
     machines = [Machine(name, tok, server.port, batch, stop) for name, tok in secrets_.items()]
     started = time.perf_counter()
