@@ -130,9 +130,11 @@ class Machine(threading.Thread):
     took a good part of the two cores the server needs), four hook-call batches to its session
     stream for each batch of state-file versions to its state stream."""
 
-    def __init__(self, name: str, token: str, port: int, batch: int, stop: threading.Event) -> None:
+    def __init__(self, name: str, token: str, port: int, batch: int, stop: threading.Event,
+                 interval: float = 0.0) -> None:
         super().__init__(daemon=True)
         self.name_, self.token, self.port, self.batch, self.stop = name, token, port, batch, stop
+        self.interval = interval  # seconds between this machine's requests (0: each as soon as the last is answered)
         self.sent_ids: list[str] = []
         self.latencies: list[float] = []
         self.retries = 0
@@ -158,7 +160,13 @@ class Machine(threading.Thread):
         run = uuid.uuid4().hex[:8]
         streams = {"session": (f"{self.name_}/session-{run}", 0), "state": (f"{self.name_}/state-{run}", 0)}
         n = 0
+        # Paced: the machines' first requests spread over one interval, then one every interval; a
+        # request's latency counts from when it was due, so a server falling behind shows as latency.
+        due = time.perf_counter() + self.interval * (int(self.name_[1:]) % 50) / 50
         while not self.stop.is_set():
+            if self.interval:
+                if self.stop.wait(max(0.0, due - time.perf_counter())):
+                    break
             kind = "state" if n % 5 == 4 else "session"
             n += 1
             stream, version = streams[kind]
@@ -167,8 +175,10 @@ class Machine(threading.Thread):
                                "expected_version": version if version else "no-stream"}).encode()
             path = "/api/streams/" + urllib.parse.quote(stream, safe="/") + "/events"
             self.sent_ids.extend(ids)
+            first_try = due if self.interval else None
+            due += self.interval
             while True:  # the same batch until it is answered: idempotent by its event ids
-                started = time.perf_counter()
+                started = time.perf_counter() if first_try is None else first_try
                 status, text = 0, ""
                 try:
                     if conn is None:
@@ -194,9 +204,11 @@ class Machine(threading.Thread):
             conn.close()
 
 
-def phase(url: str, server: Server, secrets_: dict[str, str], seconds: float, batch: int, disturb: bool) -> dict[str, Any]:
+def phase(url: str, server: Server, secrets_: dict[str, str], seconds: float, batch: int, disturb: bool,
+          rate: float = 0.0) -> dict[str, Any]:
     stop = threading.Event()
-    machines = [Machine(name, tok, server.port, batch, stop) for name, tok in secrets_.items()]
+    interval = len(secrets_) * batch / rate if rate else 0.0
+    machines = [Machine(name, tok, server.port, batch, stop, interval) for name, tok in secrets_.items()]
     started = time.perf_counter()
     client_cpu, server_cpu = time.process_time(), server.cpu_seconds()
     for m in machines:
@@ -243,6 +255,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--seconds", type=float, default=120.0, help="length of each phase")
     ap.add_argument("--batch", type=int, default=20, help="events per request")
+    ap.add_argument("--rate", type=float, default=0.0,
+                    help="events/s offered by all machines together, paced (0: each machine sends its next "
+                         "request as soon as the last is answered, which measures the most the server takes)")
     args = ap.parse_args()
     with pg_database("bench_team_") as url:
         engine = make_engine(url)
@@ -254,13 +269,15 @@ def main() -> None:
         server.start()
         try:
             for name, disturb in (("steady", False), ("worker killed + restart", True)):
-                log(f"phase: {name} ({args.machines} machines, {args.workers} workers, {args.seconds:g} s)")
-                r = phase(url, server, secrets_, args.seconds, args.batch, disturb)
+                log(f"phase: {name} ({args.machines} machines, {args.workers} workers, {args.seconds:g} s"
+                    + (f", {args.rate:g} events/s offered)" if args.rate else ")"))
+                r = phase(url, server, secrets_, args.seconds, args.batch, disturb, args.rate)
                 ok = r["events_per_s"] >= 2000 and r["p99_ms"] < 250 and not r["lost"] and not r["duplicated"]
                 print(f"{name}: {r['events_per_s']:.0f} events/s, {r['requests']} requests, p50 {r['p50_ms']:.1f} ms, "
                       f"p95 {r['p95_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, lost {r['lost']}, duplicated "
                       f"{r['duplicated']}, retried requests {r['retries']}; CPU: clients {r['client_cpu']:.2f} cores, "
-                      f"server {r['server_cpu']:.2f} cores; load average {r['load']:.1f} -> "
+                      + (f"server {r['server_cpu']:.2f} cores; " if not disturb else "")  # restarted: not comparable
+                      + f"load average {r['load']:.1f} -> "
                       f"{'meets' if ok else 'misses'} the targets", flush=True)
         finally:
             server.kill()
