@@ -80,6 +80,17 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _cpu_of(pids: list[int]) -> float:
+    total, tick = 0.0, os.sysconf("SC_CLK_TCK")
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
 class Server:
     def __init__(self, url: str, port: int, workers: int) -> None:
         self.url, self.port, self.workers = url, port, workers
@@ -109,14 +120,18 @@ class Server:
     def cpu_seconds(self) -> float:
         """CPU time (user + system) of the server's processes so far (the parent and its workers)."""
         assert self.proc is not None
-        total, tick = 0.0, os.sysconf("SC_CLK_TCK")
-        for pid in [self.proc.pid, *self.worker_pids()]:
-            try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            total += (int(fields[11]) + int(fields[12])) / tick
-        return total
+        return _cpu_of([self.proc.pid, *self.worker_pids()])
+
+    def database_cpu_seconds(self) -> float:
+        """CPU time of the PostgreSQL backends serving this store's database now (the server is on this
+        machine; 0 when its processes cannot be read), and of its WAL writer."""
+        import psycopg
+
+        admin = self.url.replace("postgresql+psycopg://", "postgresql://")
+        with psycopg.connect(admin, autocommit=True) as conn:
+            pids = [r[0] for r in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                                               "AND pid <> pg_backend_pid() OR backend_type = 'walwriter'")]
+        return _cpu_of(pids)
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -210,7 +225,7 @@ def phase(url: str, server: Server, secrets_: dict[str, str], seconds: float, ba
     interval = len(secrets_) * batch / rate if rate else 0.0
     machines = [Machine(name, tok, server.port, batch, stop, interval) for name, tok in secrets_.items()]
     started = time.perf_counter()
-    client_cpu, server_cpu = time.process_time(), server.cpu_seconds()
+    client_cpu, server_cpu, db_cpu = time.process_time(), server.cpu_seconds(), server.database_cpu_seconds()
     for m in machines:
         m.start()
     events = []
@@ -232,6 +247,7 @@ def phase(url: str, server: Server, secrets_: dict[str, str], seconds: float, ba
     took = time.perf_counter() - started
     client_cpu = time.process_time() - client_cpu
     server_cpu = server.cpu_seconds() - server_cpu  # the workers of a restarted server: since their start
+    db_cpu = server.database_cpu_seconds() - db_cpu  # (the backends of the pool, kept for the whole phase)
     load = os.getloadavg()[0]
     lat = sorted(x for m in machines for x in m.latencies)
     sent = {i for m in machines for i in m.sent_ids}
@@ -246,7 +262,7 @@ def phase(url: str, server: Server, secrets_: dict[str, str], seconds: float, ba
             "p50_ms": q[49] * 1000, "p95_ms": q[94] * 1000, "p99_ms": q[98] * 1000,
             "lost": len(sent - set(counts)), "duplicated": sum(c - 1 for c in counts.values() if c > 1),
             "retries": sum(m.retries for m in machines), "client_cpu": client_cpu / took,
-            "server_cpu": server_cpu / took, "load": load}
+            "server_cpu": server_cpu / took, "db_cpu": db_cpu / took, "load": load}
 
 
 def main() -> None:
@@ -276,7 +292,8 @@ def main() -> None:
                 print(f"{name}: {r['events_per_s']:.0f} events/s, {r['requests']} requests, p50 {r['p50_ms']:.1f} ms, "
                       f"p95 {r['p95_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, lost {r['lost']}, duplicated "
                       f"{r['duplicated']}, retried requests {r['retries']}; CPU: clients {r['client_cpu']:.2f} cores, "
-                      + (f"server {r['server_cpu']:.2f} cores; " if not disturb else "")  # restarted: not comparable
+                      + (f"server {r['server_cpu']:.2f}, PostgreSQL {r['db_cpu']:.2f} cores; " if not disturb
+                         else "")  # restarted: not comparable
                       + f"load average {r['load']:.1f} -> "
                       f"{'meets' if ok else 'misses'} the targets", flush=True)
         finally:
