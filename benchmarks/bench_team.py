@@ -4,14 +4,18 @@
     python benchmarks/bench_team.py --machines 20 --seconds 10 --workers 2   # a short run
     EVSTORE_BENCH_PG_URL=postgresql+psycopg://postgres@127.0.0.1:5432/test python benchmarks/bench_team.py
 
-Each machine is a thread with its own HTTP connection, its own named token (``evstore tokens add``) and
-its own ``X-Evstore-Machine``; it sends what a machine's ``evstore push`` sends: batches of hook-call
-sized events (``--batch`` events, each with a client event id) to its own session streams, with the
-stream's version as ``expected_version``.  A request that fails (connection refused, reset, 5xx) is
+The store is a new database of that server (dropped afterwards), as a team's store would have.
+
+Each machine is a thread with its own keep-alive HTTP connection, its own named token (``evstore tokens
+add``) and its own ``X-Evstore-Machine``; it sends what a machine's ``evstore push`` sends: batches of
+``--batch`` events, each with a client event id, with the stream's version as ``expected_version``:
+four batches of hook calls (PostToolUse of an Edit, ~0.5 KB) to its session stream for each batch of
+state-file versions (~1.5 KB) to its state stream.  A request that fails (connection refused, reset, 5xx) is
 sent again unchanged until it is answered: the event ids make that at-least-once delivery
 exactly-once.  Phase 1 runs undisturbed; phase 2 SIGKILLs one worker a third of the way in and
 restarts the whole server two thirds of the way in.  Reported per phase: events/s sustained, request
-latency p50/p95/p99 (answered requests), and, from the store afterwards, events lost (sent ids
+latency p50/p95/p99 (answered requests), the CPU the client process and the server's processes
+used (in cores) and the load average, and, from the store afterwards, events lost (sent ids
 missing) and duplicated (ids recorded more than once; the unique index makes this 0 by construction,
 counted anyway).  Targets (issue 36): >= 2,000 events/s, p99 < 250 ms, 0 lost, 0 duplicated.
 """
@@ -19,6 +23,8 @@ counted anyway).  Targets (issue 36): >= 2,000 events/s, p99 < 250 ms, 0 lost, 0
 from __future__ import annotations
 
 import argparse
+import http.client
+import json
 import os
 import signal
 import socket
@@ -27,13 +33,17 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx2  # noqa: E402
-from _common import log, pg_schema  # noqa: E402
+from _common import log  # noqa: E402
 
 from eventstore import migrate, tokens  # noqa: E402
 from eventstore.db import make_engine  # noqa: E402
@@ -42,10 +52,43 @@ from eventstore.store import EventStore  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@contextmanager
+def pg_database(prefix: str) -> Iterator[str]:
+    """A store URL on a new database of ``$EVSTORE_BENCH_PG_URL``'s server, dropped afterwards: a team's
+    store has its database to itself (the append lock is one per database: a schema of a shared one
+    would also wait for whatever else appends there, such as other test runs)."""
+    import psycopg
+
+    base_url = os.environ.get("EVSTORE_BENCH_PG_URL") or os.environ.get("EVSTORE_TEST_POSTGRES_URL")
+    if not base_url:
+        raise SystemExit("set EVSTORE_BENCH_PG_URL (or EVSTORE_TEST_POSTGRES_URL) to a PostgreSQL server")
+    name = prefix + uuid.uuid4().hex[:8]
+    admin = base_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    head, _, query = base_url.partition("?")
+    try:
+        yield head.rsplit("/", 1)[0] + "/" + name + (f"?{query}" if query else "")
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _cpu_of(pids: list[int]) -> float:
+    total, tick = 0.0, os.sysconf("SC_CLK_TCK")
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
 
 
 class Server:
@@ -74,6 +117,22 @@ class Server:
         out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout.split()
         return [int(p) for p in out]
 
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) of the server's processes so far (the parent and its workers)."""
+        assert self.proc is not None
+        return _cpu_of([self.proc.pid, *self.worker_pids()])
+
+    def database_cpu_seconds(self) -> float:
+        """CPU time of the PostgreSQL backends serving this store's database now (the server is on this
+        machine; 0 when its processes cannot be read), and of its WAL writer."""
+        import psycopg
+
+        admin = self.url.replace("postgresql+psycopg://", "postgresql://")
+        with psycopg.connect(admin, autocommit=True) as conn:
+            pids = [r[0] for r in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                                               "AND pid <> pg_backend_pid() OR backend_type = 'walwriter'")]
+        return _cpu_of(pids)
+
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
@@ -81,47 +140,92 @@ class Server:
 
 
 class Machine(threading.Thread):
-    def __init__(self, name: str, token: str, base: str, batch: int, stop: threading.Event) -> None:
+    """One machine's sender: one keep-alive ``http.client`` connection (what ``evstore push`` holds;
+    lighter on the client's CPU than a full HTTP client library, which with 50 threads in one process
+    took a good part of the two cores the server needs), four hook-call batches to its session
+    stream for each batch of state-file versions to its state stream."""
+
+    def __init__(self, name: str, token: str, port: int, batch: int, stop: threading.Event,
+                 interval: float = 0.0) -> None:
         super().__init__(daemon=True)
-        self.name_, self.token, self.base, self.batch, self.stop = name, token, base, batch, stop
+        self.name_, self.token, self.port, self.batch, self.stop = name, token, port, batch, stop
+        self.interval = interval  # seconds between this machine's requests (0: each as soon as the last is answered)
         self.sent_ids: list[str] = []
         self.latencies: list[float] = []
         self.retries = 0
         self.confirmed = 0
 
+    def _events(self, kind: str, version: int, ids: list[str]) -> list[dict[str, Any]]:
+        if kind == "session":  # a PostToolUse hook call, as `evstore hook claude-code` records it
+            return [{"type": "claude.hook", "event_id": eid,
+                     "data": {"hook_event_name": "PostToolUse", "tool_name": "Edit", "n": version + i,
+                              "tool_input": {"file_path": f"src/mod_{i % 7}.py", "old_string": "x" * 120,
+                                             "new_string": "y" * 160}}}
+                    for i, eid in enumerate(ids)]
+        return [{"type": "state.version", "event_id": eid,  # a state file's new version (~1.5 KB)
+                 "data": {"path": ".taskmaster/tasks.json", "version": version + i,
+                          "doc": {"tasks": [{"id": t, "title": f"task {t}", "status": "done" if t < i else "pending",
+                                             "details": "z" * 80} for t in range(10)]}}}
+                for i, eid in enumerate(ids)]
+
     def run(self) -> None:
-        headers = {"Authorization": f"Bearer {self.token}", "X-Evstore-Machine": self.name_}
-        client = httpx2.Client(base_url=self.base, timeout=30, headers=headers)
-        session, version = f"{self.name_}/session-{uuid.uuid4().hex[:8]}", 0
+        headers = {"Authorization": f"Bearer {self.token}", "X-Evstore-Machine": self.name_,
+                   "Content-Type": "application/json"}
+        conn: http.client.HTTPConnection | None = None
+        run = uuid.uuid4().hex[:8]
+        streams = {"session": (f"{self.name_}/session-{run}", 0), "state": (f"{self.name_}/state-{run}", 0)}
+        n = 0
+        # Paced: the machines' first requests spread over one interval, then one every interval; a
+        # request's latency counts from when it was due, so a server falling behind shows as latency.
+        due = time.perf_counter() + self.interval * (int(self.name_[1:]) % 50) / 50
         while not self.stop.is_set():
+            if self.interval:
+                if self.stop.wait(max(0.0, due - time.perf_counter())):
+                    break
+            kind = "state" if n % 5 == 4 else "session"
+            n += 1
+            stream, version = streams[kind]
             ids = [str(uuid.uuid4()) for _ in range(self.batch)]
-            body = {"events": [{"type": "claude.hook", "data": {"tool": "Edit", "n": version + i, "input": "x" * 300},
-                                "event_id": eid} for i, eid in enumerate(ids)],
-                    "expected_version": version if version else "no-stream"}
+            body = json.dumps({"events": self._events(kind, version, ids),
+                               "expected_version": version if version else "no-stream"}).encode()
+            path = "/api/streams/" + urllib.parse.quote(stream, safe="/") + "/events"
             self.sent_ids.extend(ids)
+            first_try = due if self.interval else None
+            due += self.interval
             while True:  # the same batch until it is answered: idempotent by its event ids
-                started = time.perf_counter()
+                started = time.perf_counter() if first_try is None else first_try
+                status, text = 0, ""
                 try:
-                    r = client.post(f"/api/streams/{session}/events", json=body)
-                except httpx2.HTTPError:
-                    r = None
-                if r is not None and r.status_code in (200, 201):
+                    if conn is None:
+                        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+                    conn.request("POST", path, body=body, headers=headers)
+                    resp = conn.getresponse()
+                    text = resp.read().decode("utf-8", "replace")
+                    status = resp.status
+                except (OSError, http.client.HTTPException):
+                    if conn is not None:
+                        conn.close()
+                    conn = None
+                if status in (200, 201):
                     self.latencies.append(time.perf_counter() - started)
                     self.confirmed += len(ids)
-                    version += len(ids)
+                    streams[kind] = (stream, version + len(ids))
                     break
-                if r is not None and r.status_code < 500:
-                    raise SystemExit(f"{self.name_}: {r.status_code} {r.text}")
+                if 0 < status < 500:
+                    raise SystemExit(f"{self.name_}: {status} {text}")
                 self.retries += 1
                 time.sleep(0.2)
-        client.close()
+        if conn is not None:
+            conn.close()
 
 
-def phase(url: str, server: Server, secrets_: dict[str, str], seconds: float, batch: int, disturb: bool) -> dict:
+def phase(url: str, server: Server, secrets_: dict[str, str], seconds: float, batch: int, disturb: bool,
+          rate: float = 0.0) -> dict[str, Any]:
     stop = threading.Event()
-    base = f"http://127.0.0.1:{server.port}"
-    machines = [Machine(name, tok, base, batch, stop) for name, tok in secrets_.items()]
+    interval = len(secrets_) * batch / rate if rate else 0.0
+    machines = [Machine(name, tok, server.port, batch, stop, interval) for name, tok in secrets_.items()]
     started = time.perf_counter()
+    client_cpu, server_cpu, db_cpu = time.process_time(), server.cpu_seconds(), server.database_cpu_seconds()
     for m in machines:
         m.start()
     events = []
@@ -141,6 +245,10 @@ def phase(url: str, server: Server, secrets_: dict[str, str], seconds: float, ba
     for m in machines:
         m.join()
     took = time.perf_counter() - started
+    client_cpu = time.process_time() - client_cpu
+    server_cpu = server.cpu_seconds() - server_cpu  # the workers of a restarted server: since their start
+    db_cpu = server.database_cpu_seconds() - db_cpu  # (the backends of the pool, kept for the whole phase)
+    load = os.getloadavg()[0]
     lat = sorted(x for m in machines for x in m.latencies)
     sent = {i for m in machines for i in m.sent_ids}
     with EventStore(url) as store:
@@ -153,7 +261,8 @@ def phase(url: str, server: Server, secrets_: dict[str, str], seconds: float, ba
     return {"events_per_s": sum(m.confirmed for m in machines) / took, "requests": len(lat),
             "p50_ms": q[49] * 1000, "p95_ms": q[94] * 1000, "p99_ms": q[98] * 1000,
             "lost": len(sent - set(counts)), "duplicated": sum(c - 1 for c in counts.values() if c > 1),
-            "retries": sum(m.retries for m in machines)}
+            "retries": sum(m.retries for m in machines), "client_cpu": client_cpu / took,
+            "server_cpu": server_cpu / took, "db_cpu": db_cpu / took, "load": load}
 
 
 def main() -> None:
@@ -162,8 +271,11 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--seconds", type=float, default=120.0, help="length of each phase")
     ap.add_argument("--batch", type=int, default=20, help="events per request")
+    ap.add_argument("--rate", type=float, default=0.0,
+                    help="events/s offered by all machines together, paced (0: each machine sends its next "
+                         "request as soon as the last is answered, which measures the most the server takes)")
     args = ap.parse_args()
-    with pg_schema("bench_team_") as url:
+    with pg_database("bench_team_") as url:
         engine = make_engine(url)
         migrate.upgrade(engine)
         engine.dispose()
@@ -173,13 +285,17 @@ def main() -> None:
         server.start()
         try:
             for name, disturb in (("steady", False), ("worker killed + restart", True)):
-                log(f"phase: {name} ({args.machines} machines, {args.workers} workers, {args.seconds:g} s)")
-                r = phase(url, server, secrets_, args.seconds, args.batch, disturb)
+                log(f"phase: {name} ({args.machines} machines, {args.workers} workers, {args.seconds:g} s"
+                    + (f", {args.rate:g} events/s offered)" if args.rate else ")"))
+                r = phase(url, server, secrets_, args.seconds, args.batch, disturb, args.rate)
                 ok = r["events_per_s"] >= 2000 and r["p99_ms"] < 250 and not r["lost"] and not r["duplicated"]
                 print(f"{name}: {r['events_per_s']:.0f} events/s, {r['requests']} requests, p50 {r['p50_ms']:.1f} ms, "
                       f"p95 {r['p95_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, lost {r['lost']}, duplicated "
-                      f"{r['duplicated']}, retried requests {r['retries']} -> {'meets' if ok else 'misses'} the "
-                      "targets", flush=True)
+                      f"{r['duplicated']}, retried requests {r['retries']}; CPU: clients {r['client_cpu']:.2f} cores, "
+                      + (f"server {r['server_cpu']:.2f}, PostgreSQL {r['db_cpu']:.2f} cores; " if not disturb
+                         else "")  # restarted: not comparable
+                      + f"load average {r['load']:.1f} -> "
+                      f"{'meets' if ok else 'misses'} the targets", flush=True)
         finally:
             server.kill()
 

@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -281,6 +282,24 @@ class AppendResult(msgspec.Struct, frozen=True):
     duplicate: bool = False  # True: an idempotent retry, nothing was written
 
 
+@dataclass
+class GroupAppend:
+    """One append of :meth:`EventStore.append_group`: what :meth:`EventStore.append` takes."""
+
+    stream_id: str
+    events: list[NewEvent]
+    expected_version: ExpectedVersion = ANY
+    blobs: Mapping[str, bytes] | None = None
+    dialect: str | None = None
+
+    @classmethod
+    def of(cls, stream_id: str, events: Iterable[NewEvent], *, expected_version: ExpectedVersion = ANY,
+           blobs: Mapping[str, bytes] | None = None, dialect: str | None = None) -> GroupAppend:
+        """The events stamped (:func:`stamped`) as :meth:`EventStore.append` stamps them: call it
+        inside the request's ``stamped`` block."""
+        return cls(stream_id, [_stamp(e) for e in events], expected_version, blobs, dialect)
+
+
 class EventStore:
     """The append-only, hash-chained log over SQLite or PostgreSQL (thread-safe)."""
 
@@ -406,6 +425,52 @@ class EventStore:
             if digests:
                 self.backend.insert_blobs(txn.cur, digests, txn.now)
             return txn.add(stream_id, batch, expected_version)
+
+    def append_group(
+        self, items: Sequence[GroupAppend], *, before: Callable[[Any], Mapping[int, Exception]] | None = None,
+    ) -> list[AppendResult | Exception]:
+        """Several independent appends in one transaction: one append lock, one commit (one fsync),
+        the Merkle tree's nodes and the inline handlers once for all: what a server does with the
+        requests that arrive while the previous group commits (group commit).
+
+        Each item is what :meth:`append` takes, its events stamped by the caller; each succeeds or
+        fails alone, as if appended by itself in list order: an item that fails (a concurrency
+        conflict, a duplicate event id, a bad blob reference) is rolled back to a savepoint taken
+        before it, and its place in the answer holds the exception.  ``before(cursor)``, called once the
+        lock is held, names items to refuse (index -> exception) before anything is written: what has
+        to be checked against the store's state at the commit (a token revoked a moment ago).
+        An error of the whole transaction (the commit, an inline handler) raises for all."""
+        out: list[AppendResult | Exception] = []
+        with _Transaction(self, None) as txn:
+            refused = before(txn.cur) if before is not None else {}
+            for index, item in enumerate(items):
+                if index in refused:
+                    out.append(refused[index])
+                    continue
+                saved = txn.save()
+                txn.cur.execute("SAVEPOINT evstore_group_item")
+                try:
+                    check_stream_id(item.stream_id)
+                    if not item.events:
+                        raise InvalidEvent(f'Nothing to append to stream "{item.stream_id}".')
+                    txn.dialect = item.dialect
+                    dup = txn.find_duplicates(item.stream_id, item.events) \
+                        if any(e._client_id for e in item.events) else None
+                    if dup is not None:
+                        out.append(dup)
+                        continue
+                    if item.blobs:
+                        self.backend.insert_blobs(txn.cur, _checked_blobs(item.blobs), txn.now)
+                    out.append(txn.add(item.stream_id, item.events, item.expected_version))
+                except Exception as exc:  # this item only: back to before it
+                    txn.cur.execute("ROLLBACK TO SAVEPOINT evstore_group_item")
+                    txn.restore(saved)
+                    if self.backend.is_unique_violation(exc):
+                        exc = EvstoreError(f"Append clashed with a concurrent write ({exc}); retry.")
+                    out.append(exc)
+            if not any(isinstance(r, AppendResult) and not r.duplicate for r in out):
+                txn.abandon()  # nothing written: no commit
+        return out
 
     def read_blob(self, sha256: str) -> bytes:
         """The bytes stored under ``sha256`` (hex), checked against it."""
@@ -767,6 +832,20 @@ class _Transaction:
     def abandon(self) -> None:
         self.be.rollback(self.raw)
         self.done = True
+
+    def save(self) -> tuple[Any, ...]:
+        """What :meth:`restore` puts back: this transaction's own state before one item of a group."""
+        return (self.position, len(self.leaves), {k: list(v) for k, v in self.heads.items()},
+                dict(self.client_ids), len(self.recorded), self.dialect)
+
+    def restore(self, saved: tuple[Any, ...]) -> None:
+        """Back to :meth:`save`'s state (the database side: ROLLBACK TO SAVEPOINT)."""
+        position, leaves, heads, client_ids, recorded, self.dialect = saved
+        self.position, self.heads, self.client_ids = position, heads, client_ids
+        del self.leaves[leaves:]
+        del self.recorded[recorded:]
+        for key in [k for k in self.recorded.documents if k > position]:
+            del self.recorded.documents[key]
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         try:

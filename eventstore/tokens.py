@@ -180,6 +180,19 @@ def find_token(store: EventStore, secret: str) -> Token | None:
     return token
 
 
+def tokens_in_transaction(store: EventStore, cur: Any, digests: list[bytes]) -> dict[bytes, Token]:
+    """Inside a write transaction (``cur``): the stored tokens of these secrets' digests as they are
+    now (a revocation committed a moment ago included), noting each one's use at most once a minute,
+    as :func:`find_token` does.  A digest no token has is missing from the answer."""
+    rows = store.backend.tokens_by_digests(cur, list(dict.fromkeys(digests)))
+    now, out = utcnow(), {}
+    for key, row in rows.items():
+        token = out[key] = _row(row)
+        if token.problem(now) is None and (token.last_used_at is None or token.last_used_at <= _minus(now)):
+            store.backend.touch_token(cur, token.name, now)
+    return out
+
+
 def write_tokens_in_force(store: EventStore) -> int:
     """How many tokens that may write (append, admin) are neither revoked nor expired."""
     with store.reading() as cur:
@@ -192,4 +205,4 @@ def _minus(now: str) -> str:
 
 
 __all__ = ["ACCESS", "ADMIN_STREAM", "SCOPES", "Token", "add_token", "find_token", "get_token", "list_tokens",
-           "parse_expiry", "revoke_token", "sent_by_line", "write_tokens_in_force"]
+           "parse_expiry", "revoke_token", "sent_by_line", "tokens_in_transaction", "write_tokens_in_force"]

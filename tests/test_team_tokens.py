@@ -109,6 +109,32 @@ def test_server_uses_named_tokens_refuses_a_revoked_one_at_once_and_records_the_
     assert cli(url, "verify")[0] == 0
 
 
+def test_a_token_the_worker_remembers_is_still_refused_at_once_when_revoked_and_writes_nothing(url: str) -> None:
+    """An append whose token the worker has seen valid skips the look-up before its body (group
+    commit, projections/serve/grouping.py); the group's transaction reads the token again and refuses
+    a revoked one: 403, nothing written, and the worker forgets it."""
+    with EventStore(url) as store:
+        writer = tokens.add_token(store, "ci-runner", "append")
+        other = tokens.add_token(store, "other", "append")
+    app = create_app(ServeConfig(url=url, token=SERVE_TOKEN, read_token=None, host="127.0.0.1", workers=2))
+    note = {"events": [{"type": "demo.note", "data": {"n": 1}}]}
+    with TestClient(app, base_url="http://127.0.0.1") as http:
+        for token in (writer, other):
+            assert http.post("/api/streams/r-1/events", json=note, headers=bearer(token)).status_code == 201
+        grants = app.state.server.grants
+        assert grants.cached(writer) is not None and grants.cached(other) is not None
+        with EventStore(url) as store:
+            tokens.revoke_token(store, "ci-runner")
+        r = http.post("/api/streams/r-9/events", json=note, headers=bearer(writer))
+        assert r.status_code == 403 and 'the token "ci-runner" was revoked' in r.json()["error"]
+        assert grants.cached(writer) is None and grants.cached(other) is not None
+        r = http.post("/api/streams/r-9/events", json=note, headers=bearer(writer))  # now refused before its body
+        assert r.status_code == 403 and "revoked" in r.json()["error"]
+        assert http.post("/api/streams/r-1/events", json=note, headers=bearer(other)).status_code == 201
+    with EventStore(url) as store:
+        assert store.stream_info("r-9") is None and store.stream_version("r-1") == 3
+
+
 def test_named_tokens_alone_open_writes_and_reads_beyond_loopback(url: str) -> None:
     """No EVSTORE_SERVE_TOKEN: writes are disabled until a token that may write is in force."""
     app = create_app(ServeConfig(url=url, token=None, read_token=None, host="0.0.0.0", workers=2))

@@ -148,3 +148,36 @@ def test_metrics_writers_section_and_writer_filter(team: tuple[str, dict[str, An
     code, _, err = cli(url, "metrics", "--writer", "carol")
     assert code == 1 and 'No event was sent by --writer "carol"' in err
     assert "alice, alice/alice-linux, alice/alice-mbp, bob, bob/bob-pc" in err
+
+
+def test_serve_metrics_writer_filter_is_the_cli_writers_section(
+        team: tuple[str, dict[str, Any], Counter[tuple[str, str]]], tmp_path: Path) -> None:
+    """``/metrics?writer=`` and ``/api/metrics?writer=`` on `evstore serve` give what `evstore metrics
+    --writer` gives: the same scope and the same writers section, TOKEN or TOKEN/MACHINE; a writer that
+    sent nothing is a 400 naming the writers there are."""
+    url, _, sent = team
+    analytics = str(tmp_path / "analytics")
+    app = create_app(ServeConfig(url=url, token=None, read_token=None, host="127.0.0.1", workers=1,
+                                 analytics_dir=analytics))
+    with TestClient(app, base_url="http://127.0.0.1") as http:
+        for writer, rows in (("bob", {"bob/bob-pc"}), ("alice", {"alice/alice-mbp", "alice/alice-linux"}),
+                             ("alice/alice-mbp", {"alice/alice-mbp"})):
+            cli_report = _json(url, "metrics", "--format", "json", "--writer", writer, "--analytics-dir", analytics)
+            r = http.get("/api/metrics", params={"writer": writer})
+            assert r.status_code == 200, r.text
+            api = r.json()
+            assert api["scope"] == cli_report["scope"] and api["scope"]["writer"] == writer
+            section = next(s for s in api["sections"] if s["name"] == "writers")
+            assert section == next(s for s in cli_report["sections"] if s["name"] == "writers")
+            assert {row["writer"]: row["events"] for row in section["rows"]} == {
+                w: sent[tuple(w.split("/"))] for w in rows}  # type: ignore[index]
+            page = http.get("/metrics", params={"writer": writer})
+            assert page.status_code == 200 and f'name="writer" value="{writer}"' in page.text
+            assert all(w in page.text for w in rows) and (writer.startswith("alice") or "alice/" not in page.text)
+            assert "writer=" + writer.replace("/", "%2F") in page.text  # the JSON link keeps the filter
+        everyone = http.get("/api/metrics").json()
+        assert {r["writer"] for r in next(s for s in everyone["sections"] if s["name"] == "writers")["rows"]} >= {
+            f"{t}/{m}" for t, m in sent}
+        r = http.get("/api/metrics", params={"writer": "carol"})
+        assert r.status_code == 400 and 'No event was sent by --writer "carol"' in r.json()["error"]
+        assert "alice, alice/alice-linux, alice/alice-mbp, bob, bob/bob-pc" in r.json()["error"]

@@ -262,9 +262,13 @@ class Backend(abc.ABC):
         row = cur.fetchone()
         return int(row[0]), None if row[1] is None else StreamState(row[1], row[2], bytes(row[3]))
 
+    def execute_planned(self, cur: Any, sql: str, params: Sequence[Any]) -> None:
+        """``cur.execute`` planned for these values each time (PostgreSQL: see its override)."""
+        cur.execute(sql, params)
+
     def find_event_ids(self, cur: Any, event_ids: Sequence[str]) -> list[RecordedIdentity]:
         """Where each of ``event_ids`` that is already recorded was recorded, and its digests."""
-        cur.execute(self.sql_find_ids.format(ids=", ".join([self.p] * len(event_ids))), list(event_ids))
+        self.execute_planned(cur, self.sql_find_ids.format(ids=", ".join([self.p] * len(event_ids))), list(event_ids))
         return [RecordedIdentity(r[0], r[1], r[2], r[3], r[4], bytes(r[5]), bytes(r[6]), r[7], r[8],
                                  None if r[9] is None else bytes(r[9]), int(r[10]) == 0) for r in cur.fetchall()]
 
@@ -313,7 +317,7 @@ class Backend(abc.ABC):
 
     @recorder("reading a stream")
     def stream_state(self, cur: Any, stream_id: str) -> StreamState | None:
-        cur.execute(self.sql_stream, (stream_id,))
+        self.execute_planned(cur, self.sql_stream, (stream_id,))
         row = cur.fetchone()
         return None if row is None else StreamState(row[0], row[1], bytes(row[2]))
 
@@ -641,6 +645,16 @@ class Backend(abc.ABC):
         cur.execute(f"SELECT {self.TOKEN_COLUMNS} FROM api_tokens WHERE token_sha256 = {self.p}", (self.blob(digest),))
         row = cur.fetchone()
         return None if row is None else tuple(row)
+
+    def tokens_by_digests(self, cur: Any, digests: list[bytes]) -> dict[bytes, tuple[Any, ...]]:
+        """The tokens whose secrets have these SHA-256 digests (one round trip), by digest, as
+        :meth:`token_by_digest` returns each."""
+        if not digests:
+            return {}
+        marks = ", ".join([self.p] * len(digests))
+        cur.execute(f"SELECT token_sha256, {self.TOKEN_COLUMNS} FROM api_tokens WHERE token_sha256 IN ({marks})",
+                    [self.blob(d) for d in digests])
+        return {bytes(row[0]): tuple(row[1:]) for row in cur.fetchall()}
 
     @recorder("reading the API tokens")
     def token_rows(self, cur: Any, name: str | None = None) -> list[tuple[Any, ...]]:

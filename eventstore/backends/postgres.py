@@ -5,6 +5,7 @@ that commits late; server-side cursors for the streamed reads; the roles of ``ev
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from eventstore.backends.base import Backend
@@ -152,6 +153,13 @@ class PostgresBackend(Backend):
         finally:
             raw.autocommit = False
         return ["VACUUM FULL rewrote events, blobs and replay_cache (the old files were dropped)"]
+
+    def execute_planned(self, cur: Any, sql: str, params: Sequence[Any]) -> None:
+        # Not prepared: psycopg prepares a statement from its fifth run on, and PostgreSQL then plans it
+        # once for any values (a generic plan) from statistics of when the table was small.  An append's
+        # look-ups (its event ids, its stream) took 8x and 2x longer that way on a store filling up
+        # (9.5 ms against 1.25 ms for 20 ids).
+        cur.execute(sql, params, prepare=False)
 
     def begin_write(self, raw: Any) -> None:
         raw.execute(f"SELECT pg_advisory_xact_lock({APPEND_LOCK_KEY})")

@@ -46,12 +46,13 @@ from eventstore.errors import (
     InvalidEvent,
     StreamNotFound,
 )
-from eventstore.store import NewEvent, stamped
+from eventstore.store import AppendResult, GroupAppend, NewEvent, stamped
 from projections.report import _cell, charts, column_formats, figure, heading, short_titles, without_data
 from projections.serve import views
 from projections.serve.access import Grant, HTTPError, Policy, is_loopback
 from projections.serve.access import Scope as Access
 from projections.serve.drainer import SpoolDrainer
+from projections.serve.grouping import Committer, WriteGrants
 from projections.usage import cost_text
 from projections.writers import writers
 
@@ -143,8 +144,9 @@ class StoreTokens:
     (one indexed read by the secret's SHA-256), so a revocation holds from the next request on
     every worker, with nothing to invalidate."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Any, grants: WriteGrants | None = None) -> None:
         self.store = store
+        self.grants = grants  # the valid ones, remembered for the appends (grouping.WriteGrants)
 
     def find(self, secret: str) -> Grant | str | None:
         found = tokens.find_token(self.store, secret)
@@ -153,7 +155,10 @@ class StoreTokens:
         problem = found.problem()
         if problem is not None:
             return problem
-        return Grant(found.name, "", tokens.ACCESS[found.scope])
+        grant = Grant(found.name, "", tokens.ACCESS[found.scope])
+        if self.grants is not None:
+            self.grants.remember(secret, grant)
+        return grant
 
     def can_write(self) -> bool:
         return tokens.write_tokens_in_force(self.store) > 0
@@ -299,8 +304,10 @@ class Server:
         Policy.of(host=cfg.host, token=cfg.token, read_token=cfg.read_token,
                   allowed_hosts=cfg.allowed_hosts)  # a weak token: EvstoreError, nothing opened
         self.store = IndexedEventStore(cfg.url, synchronous=cfg.synchronous)
+        self.grants = WriteGrants()
         self.policy = Policy.of(host=cfg.host, token=cfg.token, read_token=cfg.read_token,
-                                allowed_hosts=cfg.allowed_hosts, tokens=StoreTokens(self.store))
+                                allowed_hosts=cfg.allowed_hosts, tokens=StoreTokens(self.store, self.grants))
+        self._committer: Committer | None = None  # the appends' group commit (started by the first append)
         from eventstore import chain
 
         verifier = chain.load_public_key(cfg.public_key) if cfg.public_key is not None else None
@@ -370,10 +377,12 @@ class Server:
             refresh(self.store, self.cfg.analytics_dir)
         f = filters or views.RunFilters()
         # Kept per log position (projections.metrics.report): an unchanged store is answered from the
-        # kept report; a filter matching nothing is named, as `evstore metrics` does.
+        # kept report; a filter matching nothing is named, as `evstore metrics` does (``writer``: its
+        # --writer, the runs an event of TOKEN or TOKEN/MACHINE went to; the writers section then shows
+        # that writer's rows).
         return report(self.store, self.cfg.analytics_dir, stream_id=stream_id, fresh=False,
                       scope=None if stream_id is not None else Scope(project=f.project, dialect=f.dialect,
-                                                                     since=f.since))
+                                                                     since=f.since, writer=f.writer))
 
     def usage_of(self, stream_ids: list[str], *, detail: bool = False) -> tuple[dict[str, Any], str | None]:
         """Tokens and cost per stream (``detail``: the one stream's usage section), from the analytics
@@ -631,10 +640,29 @@ class Server:
             raise HTTPError(400, 'query parameters "from" and "to" (versions) are required.')
         return JSONResponse(diff_versions(self.store, sid, v_from, v_to))
 
-    def append(self, stream_id: str, body: bytes, writer: dict[str, Any]) -> Response:
+    def write_grant(self, headers: Any) -> tuple[Grant | None, bytes | None]:
+        """An append's grant from this worker's remembered tokens (no database read: the append's
+        transaction checks the token again, :mod:`projections.serve.grouping`), with the token's
+        digest; ``(None, None)`` when it is none of them."""
+        given = Policy._given(headers, basic=False)
+        if not given or self.policy._match(given) is not None:  # the server's own token: no lookup anyway
+            return None, None
+        hit = self.grants.cached(given)
+        return (None, None) if hit is None else hit
+
+    def prepare(self, stream_id: str, body: bytes, writer: dict[str, Any]) -> GroupAppend:
+        """The append a request's body asks for, its events stamped with their writer."""
         events, expected, blobs, dialect = parse_append(body)
         with stamped({"sent_by": writer}):
-            r = self.store.append(stream_id, events, expected_version=expected, blobs=blobs, dialect=dialect)
+            return GroupAppend.of(stream_id, events, expected_version=expected, blobs=blobs, dialect=dialect)
+
+    async def append(self, stream_id: str, body: bytes, writer: dict[str, Any], token: bytes | None) -> Response:
+        """Parse on the database threads, then append in the next group (``token``: the digest of the
+        named token to check again in the group's transaction)."""
+        item = await self.call(self.prepare, stream_id, body, writer)
+        if self._committer is None:
+            self._committer = Committer(self.store, self.grants)
+        r: AppendResult = await asyncio.wrap_future(self._committer.submit(item, token))
         return JSONResponse({"stream": r.stream_id, "version": r.version, "positions": r.positions,
                              "duplicate": r.duplicate}, status_code=200 if r.duplicate else 201)
 
@@ -735,10 +763,14 @@ def create_app(cfg: ServeConfig) -> Starlette:
 
     async def append_endpoint(request: Request) -> Response:
         try:
-            grant = await server.allowed(request, "write")
+            grant, key = server.write_grant(request.headers)  # a token this worker knows: checked at the commit
+            if grant is None:
+                grant = await server.allowed(request, "write")
+                if grant is not None and not grant.secret:  # a named token: checked again at the commit too
+                    key = tokens.digest(Policy._given(request.headers, basic=False) or "")
             writer = sent_by(grant, request.headers)
             body = await server.read_body(request)
-            return await server.call(server.append, request.path_params["stream_id"], body, writer)
+            return await server.append(request.path_params["stream_id"], body, writer, key)
         except (HTTPError, EvstoreError) as exc:
             return error_response(request, exc)
 
@@ -811,6 +843,8 @@ def create_app(cfg: ServeConfig) -> Starlette:
                 drainer.close()  # the drain in progress stops after its current record
                 await draining
                 drainer.shutdown()
+            if server._committer is not None:
+                await asyncio.get_running_loop().run_in_executor(None, server._committer.close)
             server.pool.shutdown(wait=True, cancel_futures=True)
             server.store.close()
 

@@ -78,6 +78,8 @@ def spec() -> dict[str, Any]:
                 "parameters": [_q("project", "string", "Only this project."),
                                _q("dialect", "string", "Only this dialect."),
                                _q("since", "string", "Only runs active since this ISO time."),
+                               _q("writer", "string", "Only the runs TOKEN (any machine) or TOKEN/MACHINE "
+                                                      "sent an event to (`evstore metrics --writer`)."),
                                _q("run", "string", "One run's report (`evstore metrics TASK`).")],
                 "responses": {"200": _ok({"type": "object"}), "400": _ERROR}}},
             "/api/search": {"get": {

@@ -42,13 +42,15 @@ MAX_PAGE_SIZE = 500
 
 @dataclass(frozen=True)
 class RunFilters:
-    """The ``evstore runs`` filters plus a text search over stream id, task id, title and project."""
+    """The ``evstore runs`` filters plus a text search over stream id, task id, title and project, and
+    (the metrics page's, as ``evstore metrics --writer``) the writer: TOKEN or TOKEN/MACHINE."""
 
     dialect: str | None = None
     project: str | None = None
     status: str | None = None
     since: str | None = None
     q: str | None = None
+    writer: str | None = None
 
     @classmethod
     def from_query(cls, params: Any) -> RunFilters:
@@ -56,11 +58,11 @@ class RunFilters:
             value = params.get(name)
             return value.strip() or None if isinstance(value, str) else None
 
-        return cls(get("dialect"), get("project"), get("status"), get("since"), get("q"))
+        return cls(get("dialect"), get("project"), get("status"), get("since"), get("q"), get("writer"))
 
     def to_query(self) -> dict[str, str]:
         return {k: v for k, v in (("dialect", self.dialect), ("project", self.project), ("status", self.status),
-                                  ("since", self.since), ("q", self.q)) if v}
+                                  ("since", self.since), ("q", self.q), ("writer", self.writer)) if v}
 
 
 @dataclass

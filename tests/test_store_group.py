@@ -1,0 +1,71 @@
+"""`EventStore.append_group` (the group commit of `evstore serve`'s appends), SQLite and PostgreSQL:
+each item succeeds or fails alone, in list order, as if appended by itself; what failed leaves nothing
+behind, and the log stays gapless and verifiable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eventstore.errors import ConcurrencyError, DuplicateEventId, InvalidEvent
+from eventstore.store import AppendResult, EventStore, GroupAppend, NewEvent
+from eventstore.verify import verify
+
+ID = "0190e6a1-0000-7000-8000-00000000000{}"
+
+
+def ev(n: int, event_id: str | None = None, **data: Any) -> NewEvent:
+    return NewEvent("t.noted", {"n": n, **data}, event_id=event_id)
+
+
+def test_items_succeed_or_fail_alone_in_order(store_url: str) -> None:
+    with EventStore(store_url) as store:
+        store.append("a", [ev(1), ev(2)])
+        refused = RuntimeError("refused before anything was written")
+        items = [
+            GroupAppend.of("b", [ev(1), ev(2)], expected_version="no stream"),  # 0: a new stream
+            GroupAppend.of("a", [ev(3)], expected_version=0),  # 1: a conflict (a is at 2)
+            GroupAppend.of("c", [ev(1, ID.format(1))]),  # 2: a client event id
+            GroupAppend.of("d", [ev(9, ID.format(1))]),  # 3: the same id, other content and stream
+            GroupAppend.of("c", [ev(1, ID.format(1))]),  # 4: item 2 again: the idempotent retry
+            GroupAppend.of("b", [ev(3)], expected_version=2),  # 5: sees item 0's write
+            GroupAppend.of("e", [ev(1)]),  # 6: refused by `before`
+            GroupAppend.of("f", [ev(1), ev(2, ID.format(2)), ev(3, ID.format(2), x=1)]),  # 7: a changed repeat
+            GroupAppend.of("a", [ev(3)], expected_version=2),  # 8: after the conflict, right
+            GroupAppend.of("g", [ev(1)]),  # 9: replaced below
+        ]
+        items[9] = GroupAppend.of("g", [NewEvent("t.noted", {"n": 1}, meta={"blobs": ["ab" * 32]})])  # unknown blob
+        seen: list[Any] = []
+
+        def before(cur: Any) -> dict[int, Exception]:
+            seen.append(cur)
+            return {6: refused}
+
+        out = store.append_group(items, before=before)
+        assert len(seen) == 1 and len(out) == len(items)
+        assert isinstance(out[0], AppendResult) and (out[0].version, out[0].positions) == (2, [3, 4])
+        assert isinstance(out[1], ConcurrencyError)
+        assert isinstance(out[2], AppendResult) and out[2].positions == [5] and not out[2].duplicate
+        assert isinstance(out[3], DuplicateEventId)
+        assert isinstance(out[4], AppendResult) and out[4].duplicate and out[4].positions == [5]
+        assert isinstance(out[5], AppendResult) and (out[5].version, out[5].positions) == (3, [6])
+        assert out[6] is refused
+        assert isinstance(out[7], DuplicateEventId)
+        assert isinstance(out[8], AppendResult) and (out[8].version, out[8].positions) == (3, [7])
+        assert isinstance(out[9], InvalidEvent)
+        every = list(store.iter_all())
+        assert [e.position for e in every] == list(range(1, 8))  # gapless: the failed items took no position
+        assert [(e.stream_id, e.version) for e in every] == [("a", 1), ("a", 2), ("b", 1), ("b", 2), ("c", 1),
+                                                              ("b", 3), ("a", 3)]
+        assert {s.stream_id for s in store.list_streams()} == {"a", "b", "c"}  # d, e, f, g: no stream left
+        assert verify(store).ok
+        store.append("a", [ev(4)], expected_version=3)  # the store goes on from there
+        assert verify(store).ok
+
+
+def test_a_group_that_writes_nothing_commits_nothing(store_url: str) -> None:
+    with EventStore(store_url) as store:
+        store.append("a", [ev(1, ID.format(1))])
+        out = store.append_group([GroupAppend.of("a", [ev(1, ID.format(1))]),
+                                  GroupAppend.of("a", [ev(2)], expected_version=5)])
+        assert isinstance(out[0], AppendResult) and out[0].duplicate and isinstance(out[1], ConcurrencyError)
+        assert store.max_position() == 1 and verify(store).ok
