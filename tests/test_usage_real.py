@@ -76,6 +76,9 @@ def test_usage_on_real_transcripts_equals_a_count_from_the_jsonl(run: Any) -> No
         s: sums([m for m in mine.values() if m["session"] == s]) for s in sessions}
     assert report["total"]["unpriced_messages"] == 0 and report["total"]["cost_usd"] > 0
 
+    # no 1-hour cache writes here: the text table keeps the one cache-write column
+    text = run("usage")
+    assert text.exit_code == 0 and "cache_creation_tokens" in text.stdout and "cache_write_1h" not in text.stdout
     sub = usage(run, "--by", "subagent")["rows"]
     assert len(sub) == 1
     assert {k: sub[0][k] for k in keep} == sums([m for m in mine.values() if m["sidechain"]])
