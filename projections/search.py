@@ -123,12 +123,21 @@ class SearchIndex(Projection):
     def apply(self, cur: Any, backend: Backend, events: Sequence[RecordedEvent]) -> None:
         names = frozenset(available())
         blob = _blob_reader(cur, backend)
+        # an event's dialect depends on its meta and type only: a batch has a handful of those
+        dialects: dict[tuple[bytes, str], str | None] = {}
+        line_based: dict[str | None, bool] = {None: False}
         rows = []
         for e in events:
             if e.erased:  # purged or erased: nothing of it may be found again
                 continue
-            dialect, kind, body = _words(e, names, blob)
-            found = _LINENO.search(e.data, 0, 200) if dialect is not None and get_dialect(dialect).line_based else None
+            key = (e.meta, e.type)
+            if key not in dialects:
+                dialects[key] = _dialect_of(e, names)
+            dialect = dialects[key]
+            kind, body = _words_of(e, dialect, blob)
+            if dialect is not None and dialect not in line_based:
+                line_based[dialect] = get_dialect(dialect).line_based
+            found = _LINENO.search(e.data, 0, 200) if line_based[dialect] else None
             rows.append((e.position, e.stream_id, e.version, int(found.group(1)) if found else None, e.type, dialect,
                          kind, _utc(e.occurred_at or e.recorded_at), body))
         if rows:
@@ -165,11 +174,18 @@ def _words(e: RecordedEvent, names: frozenset[str], blob: Callable[[str], bytes]
     """(dialect, kind, words) of an event: what the index holds of it (the snippets of the SQLite
     index are made from the same words, derived again)."""
     dialect = _dialect_of(e, names)
+    return (dialect, *_words_of(e, dialect, blob))
+
+
+def _words_of(e: RecordedEvent, dialect: str | None, blob: Callable[[str], bytes]) -> tuple[str, str]:
+    """(kind, words) of an event whose dialect is known (:func:`_words`)."""
     if dialect is not None:
         kind, body = get_dialect(dialect).search_text(e.type, e.data, blob=blob)
     else:
         kind, body = "event", json_words(e.data)
-    return dialect, kind, body[:MAX_BODY].replace("\x00", "")
+    if len(body) > MAX_BODY:
+        body = body[:MAX_BODY]
+    return kind, body.replace("\x00", "") if "\x00" in body else body
 
 
 # The transcript line an event records (a line-based dialect's events start with "lineno"; a
@@ -182,7 +198,7 @@ def _utc(at: str) -> str:
     """An ISO time as ``YYYY-MM-DDTHH:MM:SS...Z`` (UTC), so times compare as strings."""
     from datetime import UTC, datetime
 
-    if _UTC.fullmatch(at):
+    if at.endswith("Z") and _UTC.fullmatch(at):
         return at
     try:
         t = datetime.fromisoformat(at.replace("Z", "+00:00"))
