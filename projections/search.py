@@ -51,13 +51,15 @@ _meta = msgspec.json.Decoder()
 
 @functools.cache
 def _metadata() -> MetaData:
-    from sqlalchemy import BigInteger, Column, Index, MetaData, String, Table, Text
+    from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, String, Table, Text
 
     from eventstore.schema import NAMING
 
     md = MetaData(naming_convention=NAMING)
     Table("proj_search", md,
-          Column("position", BigInteger, primary_key=True, autoincrement=False),
+          # on SQLite INTEGER PRIMARY KEY: the position is the table's rowid (one b-tree, not a table
+          # and an index beside it)
+          Column("position", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=False),
           Column("stream_id", String(500), nullable=False),
           Column("version", BigInteger, nullable=False),
           Column("lineno", BigInteger),
@@ -71,6 +73,13 @@ def _metadata() -> MetaData:
           Index("ix_proj_search_stream", "stream_id", "position"))
     return md
 
+
+#: ``proj_search`` written out as SQLAlchemy compiles :func:`_metadata` (``tests/test_search.py`` checks
+#: they agree), so that building the index need not import SQLAlchemy.
+_TABLE_DDL = """CREATE TABLE proj_search (
+\tposition {position} NOT NULL, \n\tstream_id VARCHAR(500) NOT NULL, \n\tversion BIGINT NOT NULL, \n\tlineno BIGINT, \n\ttype VARCHAR(200) NOT NULL, \n\tdialect VARCHAR(100), \n\tkind VARCHAR(40) NOT NULL, \n\toccurred_at VARCHAR(40), \n\tbody TEXT, \n\tCONSTRAINT pk_proj_search PRIMARY KEY (position)
+)"""
+_INDEX_DDL = "CREATE INDEX ix_proj_search_stream ON proj_search (stream_id, position)"
 
 _META_DIALECT = b'{"dialect":"'
 
@@ -94,12 +103,18 @@ class SearchIndex(Projection):
     """The ``search`` projection (see the module docstring)."""
 
     name = "search"
-    version = 2  # 2: contentless FTS5 on SQLite (the words no longer stored in proj_search.body)
+    # 2: contentless FTS5 on SQLite (the words no longer stored in proj_search.body); 3: on SQLite the
+    # position is proj_search's rowid, FTS5 keeps no column sizes, an event without words has no FTS5 row
+    version = 3
     event_types = None
     caught_up_by = "evstore search and serve's search (each catches up first), evstore projections run"
 
     def tables(self) -> list[Table]:
         return list(_metadata().sorted_tables)
+
+    def table_ddl(self, backend: str) -> tuple[list[str], list[str]] | None:
+        position = {"sqlite": "INTEGER", "postgresql": "BIGINT"}.get(backend)
+        return None if position is None else (["proj_search"], [_TABLE_DDL.format(position=position), _INDEX_DDL])
 
     def extra_ddl(self, backend: str) -> tuple[list[str], list[str]]:
         drops, creates = _ENGINES[backend].ddl()
@@ -108,12 +123,21 @@ class SearchIndex(Projection):
     def apply(self, cur: Any, backend: Backend, events: Sequence[RecordedEvent]) -> None:
         names = frozenset(available())
         blob = _blob_reader(cur, backend)
+        # an event's dialect depends on its meta and type only: a batch has a handful of those
+        dialects: dict[tuple[bytes, str], str | None] = {}
+        line_based: dict[str | None, bool] = {None: False}
         rows = []
         for e in events:
             if e.erased:  # purged or erased: nothing of it may be found again
                 continue
-            dialect, kind, body = _words(e, names, blob)
-            found = _LINENO.search(e.data, 0, 200) if dialect is not None and get_dialect(dialect).line_based else None
+            key = (e.meta, e.type)
+            if key not in dialects:
+                dialects[key] = _dialect_of(e, names)
+            dialect = dialects[key]
+            kind, body = _words_of(e, dialect, blob)
+            if dialect is not None and dialect not in line_based:
+                line_based[dialect] = get_dialect(dialect).line_based
+            found = _LINENO.search(e.data, 0, 200) if line_based[dialect] else None
             rows.append((e.position, e.stream_id, e.version, int(found.group(1)) if found else None, e.type, dialect,
                          kind, _utc(e.occurred_at or e.recorded_at), body))
         if rows:
@@ -150,11 +174,18 @@ def _words(e: RecordedEvent, names: frozenset[str], blob: Callable[[str], bytes]
     """(dialect, kind, words) of an event: what the index holds of it (the snippets of the SQLite
     index are made from the same words, derived again)."""
     dialect = _dialect_of(e, names)
+    return (dialect, *_words_of(e, dialect, blob))
+
+
+def _words_of(e: RecordedEvent, dialect: str | None, blob: Callable[[str], bytes]) -> tuple[str, str]:
+    """(kind, words) of an event whose dialect is known (:func:`_words`)."""
     if dialect is not None:
         kind, body = get_dialect(dialect).search_text(e.type, e.data, blob=blob)
     else:
         kind, body = "event", json_words(e.data)
-    return dialect, kind, body[:MAX_BODY].replace("\x00", "")
+    if len(body) > MAX_BODY:
+        body = body[:MAX_BODY]
+    return kind, body.replace("\x00", "") if "\x00" in body else body
 
 
 # The transcript line an event records (a line-based dialect's events start with "lineno"; a
@@ -167,7 +198,7 @@ def _utc(at: str) -> str:
     """An ISO time as ``YYYY-MM-DDTHH:MM:SS...Z`` (UTC), so times compare as strings."""
     from datetime import UTC, datetime
 
-    if _UTC.fullmatch(at):
+    if at.endswith("Z") and _UTC.fullmatch(at):
         return at
     try:
         t = datetime.fromisoformat(at.replace("Z", "+00:00"))
@@ -212,12 +243,15 @@ class _Sqlite:
 
     def ddl(self) -> tuple[list[str], list[str]]:
         return (["DROP TABLE IF EXISTS proj_search_fts"],
-                [f"CREATE VIRTUAL TABLE proj_search_fts USING fts5(body, content='', {_FTS5_TOKENIZE})"])
+                # columnsize=0: no table of each row's token count (only ranking by bm25 reads it;
+                # hits come newest first)
+                [f"CREATE VIRTUAL TABLE proj_search_fts USING fts5(body, content='', columnsize=0, {_FTS5_TOKENIZE})"])
 
     def insert(self, cur: Any, rows: list[tuple[Any, ...]]) -> None:
         cur.executemany("INSERT INTO proj_search (position, stream_id, version, lineno, type, dialect, kind, "
                         "occurred_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [r[:8] for r in rows])
-        cur.executemany("INSERT INTO proj_search_fts (rowid, body) VALUES (?, ?)", [(r[0], r[8]) for r in rows])
+        # an event without words has nothing to be found by: no row in the index
+        cur.executemany("INSERT INTO proj_search_fts (rowid, body) VALUES (?, ?)", [(r[0], r[8]) for r in rows if r[8]])
 
     def snippets(self, cur: Any, backend: Backend, hits: list[list[Any]], match: str) -> None:
         """Fill each hit's snippet (its last item) from its event's words; a hit whose words cannot be

@@ -189,3 +189,22 @@ def test_an_erased_session_is_found_no_more_and_its_turns_say_so(run: Any, fille
     with EventStore(filled) as store:
         turns = session_items(store, F.S1)
     assert turns and all(t.text == "(content purged or erased)" for t in turns)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_the_written_table_ddl_is_what_sqlalchemy_compiles(backend: str) -> None:
+    """Building the index creates ``proj_search`` from statements written out (no SQLAlchemy import
+    in a process that only rebuilds it): they must be what the table's declaration compiles to (on
+    SQLite an INTEGER PRIMARY KEY, so the position is the rowid)."""
+    from sqlalchemy.dialects import postgresql, sqlite
+    from sqlalchemy.schema import CreateIndex, CreateTable
+
+    dialect = sqlite.dialect() if backend == "sqlite" else postgresql.psycopg.dialect()  # type: ignore[no-untyped-call]
+    ddl = SEARCH.table_ddl(backend)
+    assert ddl is not None
+    names, statements = ddl
+    tables = SEARCH.tables()
+    assert names == [t.name for t in tables]
+    assert statements == [s for t in tables for s in (str(CreateTable(t).compile(dialect=dialect)).strip(),
+                                                      *(str(CreateIndex(i).compile(dialect=dialect)) for i in t.indexes))]
+    assert ("position INTEGER NOT NULL" in statements[0]) == (backend == "sqlite")

@@ -35,7 +35,7 @@ def _scrub_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("EVSTORE_PRICES", raising=False)
 
 
-def count_by_hand(root: Path) -> dict[str, Any]:
+def count_by_hand(root: Path) -> dict[tuple[str, str], dict[str, Any]]:
     """Per API message (message.id, requestId): the usage on its last line, in the first file (in
     name order, sessions before subagent files) that has it; its session and subagent."""
     files = sorted(root.rglob("*.jsonl"), key=lambda p: (p.parent.name == "subagents", str(p)))
@@ -49,7 +49,7 @@ def count_by_hand(root: Path) -> dict[str, Any]:
             agent = f"{session}/{path.stem}"
         else:
             session, agent = path.stem, None
-        roots: dict[str, str] = {}
+        roots: dict[str, str | None] = {}
         seen_here: set[tuple[str, str]] = set()
         for rec in lines:
             side = None
@@ -213,6 +213,18 @@ def test_five_minute_and_one_hour_cache_writes_are_priced_apart(run: Any, ingest
         (2650, 2500, 150)
     assert report["total"]["cache_creation_1h_tokens"] == 150
     assert report["total"]["cache_creation_5m_tokens"] + 150 == report["total"]["cache_creation_tokens"]
+    # the text table splits them too (the data has 1-hour writes), and so does the metrics usage section
+    text = run("usage", "--by", "session")
+    assert text.exit_code == 0, text.output
+    head, *_, total = text.stdout.splitlines()
+    assert "cache_write_5m" in head and "cache_write_1h" in head
+    cells = dict(zip(head.split(), total.split(), strict=False))
+    assert (cells["cache_write_5m"], cells["cache_write_1h"]) == \
+        (str(report["total"]["cache_creation_5m_tokens"]), "150")
+    m = run("metrics", "--format", "json")
+    assert m.exit_code == 0, m.output
+    section = next(x for x in json.loads(m.stdout)["sections"] if x["name"] == "usage")
+    assert sum(r["cache_write_1h"] or 0 for r in section["rows"]) == 150
     # a price row without a 1-hour price cannot price a message with 1-hour writes: "no price", not 0
     prices = tmp_path / "prices.toml"
     prices.write_text('[[price]]\nmodel = "claude-sonnet-4-5"\neffective = "2025-01-01"\ninput = 3\noutput = 15\n'
@@ -280,15 +292,15 @@ def test_a_task_costs_the_sessions_that_wrote_it(run: Any, tmp_path: Path) -> No
     rows = {r["key"]: r for r in report["rows"]}
     task = next(k for k in rows if k is not None)
     assert rows[task]["label"].startswith(L.TASK)
-    for t in BASE_TOKENS:
-        assert rows[task][t] == L.RUN_TOTALS[t], t
+    for name in BASE_TOKENS:
+        assert rows[task][name] == L.RUN_TOTALS[name], name
     assert rows[task]["subagents"] == 1
     # the same figures in `evstore metrics TASK` (its usage section) and on the cross-run report
     m = run("metrics", task, "--format", "json")
     assert m.exit_code == 0, m.output
     usage = next(s for s in json.loads(m.stdout)["sections"] if s["name"] == "usage")
-    for t in BASE_TOKENS:
-        assert usage["summary"][t] == L.RUN_TOTALS[t], t
+    for name in BASE_TOKENS:
+        assert usage["summary"][name] == L.RUN_TOTALS[name], name
     assert usage["summary"]["cost_usd"] == pytest.approx(rows[task]["cost_usd"], abs=1e-4)  # rounded in reports
     html = tmp_path / "report.html"
     assert run("metrics", "--format", "html", "--out", str(html)).exit_code == 0

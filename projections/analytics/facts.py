@@ -164,9 +164,11 @@ CORE_VIEWS: dict[str, str] = {
 _IN = "stream_id IN (SELECT stream_id FROM sel)"
 
 _USAGE_COLUMNS = ("model", "sessions", "api_messages", "input_tokens", "output_tokens", "cache_creation_tokens",
-                  "cache_read_tokens", "cost_usd", "unpriced_messages", "price_effective")
+                  "cache_write_5m", "cache_write_1h", "cache_read_tokens", "cost_usd", "unpriced_messages",
+                  "price_effective")
 _USAGE_NOTE = ("one count per API message (message id + request id) with the usage of its last transcript line; "
-               "subagents in their session; cost_usd from the price table in force at each message's time "
+               "subagents in their session; cache_creation_tokens split by lifetime into cache_write_5m and cache_write_1h "
+               "(priced apart; all 5-minute where a transcript does not split them); cost_usd from the price table in force at each message's time "
                "(`evstore usage` says which), empty where a model has no price (unpriced_messages counts them); "
                "views: api_usage, usage, run_usage.")
 
@@ -174,7 +176,9 @@ _USAGE_NOTE = ("one count per API message (message id + request id) with the usa
 def _usage_sql(where: str) -> str:
     return f"""SELECT model, count(DISTINCT session_id) AS sessions, count(*) AS api_messages,
                    sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
-                   sum(cache_creation_tokens) AS cache_creation_tokens, sum(cache_read_tokens) AS cache_read_tokens,
+                   sum(cache_creation_tokens) AS cache_creation_tokens,
+                   sum(cache_creation_5m_tokens) AS cache_write_5m, sum(cache_creation_1h_tokens) AS cache_write_1h,
+                   sum(cache_read_tokens) AS cache_read_tokens,
                    sum(cost_usd) AS cost_usd, count_if(NOT priced) AS unpriced_messages,
                    max(price_effective)::DATE::VARCHAR AS price_effective
                FROM usage WHERE {where} GROUP BY model ORDER BY cost_usd DESC NULLS LAST, model"""
@@ -183,7 +187,9 @@ def _usage_sql(where: str) -> str:
 def _usage_summary(where: str) -> str:
     return f"""SELECT count(DISTINCT session_id) AS sessions, count(*) AS api_messages,
                    sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
-                   sum(cache_creation_tokens) AS cache_creation_tokens, sum(cache_read_tokens) AS cache_read_tokens,
+                   sum(cache_creation_tokens) AS cache_creation_tokens,
+                   sum(cache_creation_5m_tokens) AS cache_write_5m, sum(cache_creation_1h_tokens) AS cache_write_1h,
+                   sum(cache_read_tokens) AS cache_read_tokens,
                    sum(cost_usd) AS cost_usd, count_if(NOT priced) AS unpriced_messages
                FROM usage WHERE {where}"""
 

@@ -163,16 +163,21 @@ def usage_cmd(ctx: click.Context, by: str, since: str | None, prices_file: str |
     if as_json:
         click.echo(json.dumps(report.to_dict(), ensure_ascii=False))
         return
+    # The cache writes split by lifetime (5-minute and 1-hour, priced apart) where the transcripts have
+    # 1-hour writes; otherwise every write is a 5-minute one and the split says nothing more.
+    split = bool(report.total.get("cache_creation_1h_tokens"))
+    counts = ("sessions", "api_messages", "input_tokens", "output_tokens", "cache_creation_tokens",
+              *(("cache_write_5m", "cache_write_1h") if split else ()), "cache_read_tokens")
+
+    def cells(r: dict[str, Any]) -> dict[str, Any]:
+        named = {**r, "cache_write_5m": r.get("cache_creation_5m_tokens"),
+                 "cache_write_1h": r.get("cache_creation_1h_tokens")}
+        return {c: named[c] for c in counts}
+
     shown = [{by: "(none)" if r["key"] is None else r["key"], **({"label": r["label"]} if r["label"] else {}),
-              **{c: r[c] for c in ("sessions", "api_messages", "input_tokens", "output_tokens",
-                                   "cache_creation_tokens", "cache_read_tokens")},
-              "cost": cost_text(r)} for r in report.rows]
-    shown.append({by: "total", **{c: report.total[c] for c in ("sessions", "api_messages", "input_tokens",
-                                                                "output_tokens", "cache_creation_tokens",
-                                                                "cache_read_tokens")},
-                  "cost": cost_text(report.total)})
-    columns = [by, *(["label"] if any("label" in r for r in shown) else []), "sessions", "api_messages",
-               "input_tokens", "output_tokens", "cache_creation_tokens", "cache_read_tokens", "cost"]
+              **cells(r), "cost": cost_text(r)} for r in report.rows]
+    shown.append({by: "total", **cells(report.total), "cost": cost_text(report.total)})
+    columns = [by, *(["label"] if any("label" in r for r in shown) else []), *counts, "cost"]
     click.echo(table_text(columns, shown, max_width=48))
     p = report.prices
     click.echo(f"prices: table {p.name}, as of {p.as_of or 'undated'} ({p.source})", err=True)

@@ -188,10 +188,10 @@ class ClaudeDialect(Dialect):
         """:meth:`search_text` of a transcript line (its blobs put back)."""
         from eventstore.dialects.base import strings
 
-        raw = line.encode("utf-8")
+        raw: str | bytes = line  # msgspec decodes a str as it does its UTF-8 bytes: no copy without blobs
         if blobs:
             try:
-                raw = splice_blobs(raw, msgspec.convert(blobs, list[ev.BlobRef]), blob)
+                raw = splice_blobs(line.encode("utf-8"), msgspec.convert(blobs, list[ev.BlobRef]), blob)
             except EvstoreError:
                 pass  # a missing blob: `evstore verify` reports it; search indexes what is there
         try:
