@@ -19,7 +19,9 @@ Append overhead: the same batch appends (``--overhead-events``, 1,000 per call) 
 maintained and with the append transaction's tree steps stubbed out (``_tree_edge``: no edge looked
 up or read; ``_grow_tree``: no node hashed, so none inserted; everything else the same), alternated
 ``--repeat`` times on fresh databases; wall time and process CPU time, medians and the range of each
-run against the run beside it.
+run against the run beside it.  ``--by-append N`` also alternates append by append between two stores
+in one process (N appends each; the events built outside the timing), which a busy machine's drift
+disturbs far less than runs of seconds.
 The targets (proof < 10 ms and checkpoint < 1 s at 10^6, overhead < 10 %, proof ≤ 32·⌈log2 n⌉
 bytes) are printed as met / NOT met.
 """
@@ -179,6 +181,27 @@ def overhead(backend: str, workdir: Path, pg_url: str | None, payloads: list[dic
     return out
 
 
+def overhead_by_append(backend: str, workdir: Path, pg_url: str | None, payloads: list[dict[str, Any]],
+                       appends: int) -> dict[str, Any]:
+    """Two fresh stores in one process, 1,000-event appends alternated append by append between the one
+    with the tree and the one with its steps stubbed out (the events built outside the timing): a
+    machine's load drifts between two runs of seconds far more than between two appends."""
+    times: dict[str, list[tuple[float, float]]] = {"with tree": [], "without": []}
+    with fresh_store(backend, workdir, pg_url) as a, fresh_store(backend, workdir, pg_url) as b:
+        for k in range(appends):
+            for label in (("with tree", "without") if k % 2 == 0 else ("without", "with tree")):
+                store = a if label == "with tree" else b
+                events = [NewEvent("bench.noted", payloads[(k * 1000 + i) % len(payloads)]) for i in range(1000)]
+                with without_tree() if label == "without" else contextlib.nullcontext():
+                    t, c = time.perf_counter(), time.process_time()
+                    store.append(f"run-{k}", events)
+                    times[label].append((time.perf_counter() - t, time.process_time() - c))
+    w, wo = times["with tree"], times["without"]
+    return {"appends": appends,
+            "wall": (statistics.median(v[0] for v in w), statistics.median(v[0] for v in wo)),
+            "cpu": (sum(v[1] for v in w) / appends, sum(v[1] for v in wo) / appends)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="100000,1000000", help="log sizes to measure (default 10^5 and 10^6)")
@@ -188,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--proofs", type=int, default=50, help="proofs drawn per size")
     ap.add_argument("--overhead-events", type=int, default=100_000, help="events per append-overhead run")
     ap.add_argument("--repeat", type=int, default=5, help="append-overhead runs per variant")
+    ap.add_argument("--by-append", type=int, default=0, metavar="N",
+                    help="also N appends a variant alternated append by append in one process (overhead_by_append)")
     ap.add_argument("--dir", default=None, help="where SQLite files go (default: a temporary directory)")
     args = ap.parse_args(argv)
     import os
@@ -212,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
                 results.append(measure_size(store, n, rng, signer, args.proofs))
         log(f"append overhead: {args.overhead_events:,} events, 1,000 per append, {args.repeat} runs each ...")
         ov = overhead(args.backend, workdir, pg_url, payloads, args.overhead_events, args.repeat)
+        by_append = overhead_by_append(args.backend, workdir, pg_url, payloads, args.by_append) \
+            if args.by_append else None
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -234,6 +261,11 @@ def main(argv: list[str] | None = None) -> int:
           f"fastest against fastest: {ov['wall_best']:+.1%} wall, {ov['cpu_best']:+.1%} CPU")
     for label, values in ov["runs"].items():
         print(f"  {label}: " + ", ".join(f"{v[0]:.2f} s ({v[1]:.2f} CPU)" for v in values))
+    if by_append is not None:
+        (ww, wo), (cw, co) = by_append["wall"], by_append["cpu"]
+        print(f"append by append, {by_append['appends']} appends of 1,000 each way, events built outside the timing: "
+              f"median wall {ww * 1000:.1f} ms with the tree, {wo * 1000:.1f} ms without ({ww / wo - 1:+.1%}); "
+              f"mean CPU {cw * 1000:.2f} ms, {co * 1000:.2f} ms ({cw / co - 1:+.1%})")
     top = results[-1]
     print("\ntargets:")
     print(f"  proof < 10 ms at {top['events']:,}: {top['inclusion_ms']:.2f} ms, {met(top['inclusion_ms'] < 10)}")

@@ -732,7 +732,6 @@ class _Transaction:
         self.done = False
         self.recorded = InlineBatch()  # only filled when inline handlers exist
         self.client_ids: dict[str, tuple[str, str, bytes, bytes]] = {}  # client ids written by this txn
-        self.tree_size = 0  # leaves in the Merkle tree before this transaction (= the last position)
         self.edge: tree.Frontier | None = None  # the tree's right edge at the current size, when known
         self.nodes: list[tuple[int, int, bytes]] = []  # the tree nodes this transaction's events complete
 
@@ -741,7 +740,6 @@ class _Transaction:
         try:
             self.be.begin_write(self.raw)
             self.position, found = self.be.begin_append(self.cur, self.first_stream)
-            self.tree_size = self.position
             if found is not None and self.first_stream is not None:
                 self.heads[self.first_stream] = [found.stream_pk, found.version, found.head_hash]
         except BaseException as exc:
