@@ -16,8 +16,12 @@ For each size N a fresh store is filled with N events of ~500 bytes (1,000 per a
 * proof size: the longest inclusion and consistency proofs drawn, against 32·⌈log2 N⌉ bytes.
 
 Append overhead: the same batch appends (``--overhead-events``, 1,000 per call) with the tree
-maintained and with ``eventstore.tree.new_nodes`` stubbed to write nothing (everything else the
-same), alternated ``--repeat`` times on fresh databases; wall time and process CPU time, medians.
+maintained and with the append transaction's tree steps stubbed out (``_tree_edge``: no edge looked
+up or read; ``_grow_tree``: no node hashed, so none inserted; everything else the same), alternated
+``--repeat`` times on fresh databases; wall time and process CPU time, medians and the range of each
+run against the run beside it.  ``--by-append N`` also alternates append by append between two stores
+in one process (N appends each; the events built outside the timing), which a busy machine's drift
+disturbs far less than runs of seconds.
 The targets (proof < 10 ms and checkpoint < 1 s at 10^6, overhead < 10 %, proof ≤ 32·⌈log2 n⌉
 bytes) are printed as met / NOT met.
 """
@@ -25,6 +29,7 @@ bytes) are printed as met / NOT met.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import random
 import shutil
@@ -43,6 +48,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # and the check
 from _common import log, make_payloads  # noqa: E402
 
 from eventstore import checkpoints, migrate, tree  # noqa: E402
+from eventstore import store as store_module  # noqa: E402
 from eventstore.store import EventStore, NewEvent  # noqa: E402
 from eventstore.tlog.note import NoteSigner  # noqa: E402
 
@@ -108,21 +114,21 @@ def measure_size(store: EventStore, n: int, rng: random.Random, signer: NoteSign
     old_sizes = [rng.randrange(1, n) for _ in range(reps)]
     old_notes = {}
     for size in set(old_sizes):  # checkpoints of earlier sizes, signed from the stored tree
-        with store.tree(size) as t:
+        with store.tree(size) as old_tree:
             from eventstore.tlog.checkpoint import Checkpoint, sign_checkpoint
 
-            old_notes[size] = sign_checkpoint(Checkpoint(signer.name, size, t.root()), signer)
+            old_notes[size] = sign_checkpoint(Checkpoint(signer.name, size, old_tree.root()), signer)
     inc_ms, con_ms, inc_len, con_len = [], [], 0, 0
     for i in range(reps):
         version = rng.randrange(1, min(n, 1000) + 1)
         stream = f"run-{rng.randrange(0, n // 1000)}"
-        t = time.perf_counter()
+        t0 = time.perf_counter()
         proof = checkpoints.inclusion(store, note.note, stream_id=stream, version=version)
-        inc_ms.append((time.perf_counter() - t) * 1000)
+        inc_ms.append((time.perf_counter() - t0) * 1000)
         inc_len = max(inc_len, len(proof.inclusion))
-        t = time.perf_counter()
+        t0 = time.perf_counter()
         con = checkpoints.consistency(store, old_notes[old_sizes[i]], note.note)
-        con_ms.append((time.perf_counter() - t) * 1000)
+        con_ms.append((time.perf_counter() - t0) * 1000)
         con_len = max(con_len, len(con.consistency))
     with store.tree(n) as t:  # the RFC path alone, without finding the event or checking the root
         bare = median_ms(lambda: __import__("eventstore.tlog.merkle", fromlist=["x"]).inclusion_proof(
@@ -134,28 +140,66 @@ def measure_size(store: EventStore, n: int, rng: random.Random, signer: NoteSign
             "consistency_bytes": 32 * con_len, "bound_bytes": bound}
 
 
+@contextmanager
+def without_tree() -> Iterator[None]:
+    """The append path with none of the tree's work: no edge looked up or read, no node hashed,
+    none inserted (the transaction's two tree steps stubbed out; everything else the same)."""
+    txn = store_module._Transaction
+    real = txn._tree_edge, txn._grow_tree
+    txn._tree_edge = lambda self, size, count: None  # type: ignore[method-assign]
+    txn._grow_tree = lambda self, size, leaves, edge: None  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        txn._tree_edge, txn._grow_tree = real  # type: ignore[method-assign]
+
+
 def overhead(backend: str, workdir: Path, pg_url: str | None, payloads: list[dict[str, Any]], n: int,
              repeat: int) -> dict[str, Any]:
-    """Batch appends with and without the tree's nodes, alternated; medians of wall and CPU seconds."""
-    real = tree.new_nodes
+    """Batch appends with and without the tree's work, alternated on fresh stores; every run's wall
+    and CPU seconds, their medians, and the overhead of the medians."""
     runs: dict[str, list[tuple[float, float]]] = {"with tree": [], "without": []}
     for r in range(repeat):
         for label in (("with tree", "without") if r % 2 == 0 else ("without", "with tree")):
-            tree.new_nodes = real if label == "with tree" else (lambda *a: [])  # type: ignore[assignment]
-            try:
-                with fresh_store(backend, workdir, pg_url) as store:
-                    c = time.process_time()
-                    wall = fill(store, payloads, n)
-                    runs[label].append((wall, time.process_time() - c))
-            finally:
-                tree.new_nodes = real
-    out: dict[str, Any] = {}
+            with fresh_store(backend, workdir, pg_url) as store, \
+                    (without_tree() if label == "without" else contextlib.nullcontext()):
+                c = time.process_time()
+                wall = fill(store, payloads, n)
+                runs[label].append((wall, time.process_time() - c))
+    out: dict[str, Any] = {"runs": runs}
     for label, values in runs.items():
         out[label] = (statistics.median(v[0] for v in values), statistics.median(v[1] for v in values))
     w, c = out["with tree"], out["without"]
     out["wall_overhead"] = w[0] / c[0] - 1
     out["cpu_overhead"] = w[1] / c[1] - 1
+    # Run r with against run r without (each pair ran back to back): the spread a busy machine gives.
+    pairs = [(a[0] / b[0] - 1, a[1] / b[1] - 1) for a, b in zip(runs["with tree"], runs["without"], strict=True)]
+    out["wall_best"] = min(v[0] for v in runs["with tree"]) / min(v[0] for v in runs["without"]) - 1
+    out["cpu_best"] = min(v[1] for v in runs["with tree"]) / min(v[1] for v in runs["without"]) - 1
+    out["wall_range"] = (min(p[0] for p in pairs), max(p[0] for p in pairs))
+    out["cpu_range"] = (min(p[1] for p in pairs), max(p[1] for p in pairs))
     return out
+
+
+def overhead_by_append(backend: str, workdir: Path, pg_url: str | None, payloads: list[dict[str, Any]],
+                       appends: int) -> dict[str, Any]:
+    """Two fresh stores in one process, 1,000-event appends alternated append by append between the one
+    with the tree and the one with its steps stubbed out (the events built outside the timing): a
+    machine's load drifts between two runs of seconds far more than between two appends."""
+    times: dict[str, list[tuple[float, float]]] = {"with tree": [], "without": []}
+    with fresh_store(backend, workdir, pg_url) as a, fresh_store(backend, workdir, pg_url) as b:
+        for k in range(appends):
+            for label in (("with tree", "without") if k % 2 == 0 else ("without", "with tree")):
+                store = a if label == "with tree" else b
+                events = [NewEvent("bench.noted", payloads[(k * 1000 + i) % len(payloads)]) for i in range(1000)]
+                with without_tree() if label == "without" else contextlib.nullcontext():
+                    t, c = time.perf_counter(), time.process_time()
+                    store.append(f"run-{k}", events)
+                    times[label].append((time.perf_counter() - t, time.process_time() - c))
+    w, wo = times["with tree"], times["without"]
+    return {"appends": appends,
+            "wall": (statistics.median(v[0] for v in w), statistics.median(v[0] for v in wo)),
+            "cpu": (sum(v[1] for v in w) / appends, sum(v[1] for v in wo) / appends)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--proofs", type=int, default=50, help="proofs drawn per size")
     ap.add_argument("--overhead-events", type=int, default=100_000, help="events per append-overhead run")
     ap.add_argument("--repeat", type=int, default=5, help="append-overhead runs per variant")
+    ap.add_argument("--by-append", type=int, default=0, metavar="N",
+                    help="also N appends a variant alternated append by append in one process (overhead_by_append)")
     ap.add_argument("--dir", default=None, help="where SQLite files go (default: a temporary directory)")
     args = ap.parse_args(argv)
     import os
@@ -191,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
                 results.append(measure_size(store, n, rng, signer, args.proofs))
         log(f"append overhead: {args.overhead_events:,} events, 1,000 per append, {args.repeat} runs each ...")
         ov = overhead(args.backend, workdir, pg_url, payloads, args.overhead_events, args.repeat)
+        by_append = overhead_by_append(args.backend, workdir, pg_url, payloads, args.by_append) \
+            if args.by_append else None
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -208,7 +256,16 @@ def main(argv: list[str] | None = None) -> int:
     w, c = ov["with tree"], ov["without"]
     print(f"\nappend, 1,000 events per call, {args.overhead_events:,} events: with the tree {w[0]:.2f} s wall "
           f"{w[1]:.2f} s CPU; without {c[0]:.2f} s wall {c[1]:.2f} s CPU: overhead {ov['wall_overhead']:+.1%} wall, "
-          f"{ov['cpu_overhead']:+.1%} CPU")
+          f"{ov['cpu_overhead']:+.1%} CPU (medians); run against run: {ov['wall_range'][0]:+.1%} to "
+          f"{ov['wall_range'][1]:+.1%} wall, {ov['cpu_range'][0]:+.1%} to {ov['cpu_range'][1]:+.1%} CPU; "
+          f"fastest against fastest: {ov['wall_best']:+.1%} wall, {ov['cpu_best']:+.1%} CPU")
+    for label, values in ov["runs"].items():
+        print(f"  {label}: " + ", ".join(f"{v[0]:.2f} s ({v[1]:.2f} CPU)" for v in values))
+    if by_append is not None:
+        (ww, wo), (cw, co) = by_append["wall"], by_append["cpu"]
+        print(f"append by append, {by_append['appends']} appends of 1,000 each way, events built outside the timing: "
+              f"median wall {ww * 1000:.1f} ms with the tree, {wo * 1000:.1f} ms without ({ww / wo - 1:+.1%}); "
+              f"mean CPU {cw * 1000:.2f} ms, {co * 1000:.2f} ms ({cw / co - 1:+.1%})")
     top = results[-1]
     print("\ntargets:")
     print(f"  proof < 10 ms at {top['events']:,}: {top['inclusion_ms']:.2f} ms, {met(top['inclusion_ms'] < 10)}")

@@ -765,21 +765,18 @@ def _merge(a: AppendResult | None, b: AppendResult) -> AppendResult:
 
 
 class _CursorSource:
-    """The stored tree as :mod:`eventstore.tree` reads it, through one cursor (one transaction);
-    first from ``edge``, the tree's right edge this process kept, where it holds what is asked."""
+    """The stored tree as :mod:`eventstore.tree` reads it, through one cursor (one transaction)."""
 
-    __slots__ = ("be", "cur", "edge")
+    __slots__ = ("be", "cur")
 
-    def __init__(self, be: Backend, cur: Any, edge: tree.Frontier | None = None) -> None:
-        self.be, self.cur, self.edge = be, cur, edge
+    def __init__(self, be: Backend, cur: Any) -> None:
+        self.be, self.cur = be, cur
 
     def leaf_data(self, start: int, end: int) -> list[bytes]:
-        got = self.edge.get(0, start, end) if self.edge is not None else None
-        return got if got is not None else self.be.leaf_data(self.cur, start, end)
+        return self.be.leaf_data(self.cur, start, end)
 
     def nodes(self, level: int, start: int, end: int) -> list[bytes]:
-        got = self.edge.get(level, start, end) if self.edge is not None else None
-        return got if got is not None else self.be.tree_nodes(self.cur, level, start, end)
+        return self.be.tree_nodes(self.cur, level, start, end)
 
     def many(self, node_ranges: Sequence[tuple[int, int, int]], leaf_ranges: Sequence[tuple[int, int]]
              ) -> tuple[dict[tuple[int, int], bytes], dict[int, bytes]]:
@@ -800,15 +797,14 @@ class _Transaction:
         self.done = False
         self.recorded = InlineBatch()  # only filled when inline handlers exist
         self.client_ids: dict[str, tuple[str, str, bytes, bytes]] = {}  # client ids written by this txn
-        self.tree_size = 0  # leaves in the Merkle tree before this transaction (= the last position)
-        self.leaves: list[Any] = []  # the chain hashes this transaction appended, in position order
+        self.edge: tree.Frontier | None = None  # the tree's right edge at the current size, when known
+        self.nodes: list[tuple[int, int, bytes]] = []  # the tree nodes this transaction's events complete
 
     def __enter__(self) -> _Transaction:
         self.cur = self.raw.cursor()
         try:
             self.be.begin_write(self.raw)
             self.position, found = self.be.begin_append(self.cur, self.first_stream)
-            self.tree_size = self.position
             if found is not None and self.first_stream is not None:
                 self.heads[self.first_stream] = [found.stream_pk, found.version, found.head_hash]
         except BaseException as exc:
@@ -835,14 +831,14 @@ class _Transaction:
 
     def save(self) -> tuple[Any, ...]:
         """What :meth:`restore` puts back: this transaction's own state before one item of a group."""
-        return (self.position, len(self.leaves), {k: list(v) for k, v in self.heads.items()},
+        return (self.position, len(self.nodes), self.edge, {k: list(v) for k, v in self.heads.items()},
                 dict(self.client_ids), len(self.recorded), self.dialect)
 
     def restore(self, saved: tuple[Any, ...]) -> None:
         """Back to :meth:`save`'s state (the database side: ROLLBACK TO SAVEPOINT)."""
-        position, leaves, heads, client_ids, recorded, self.dialect = saved
+        position, nodes, self.edge, heads, client_ids, recorded, self.dialect = saved
         self.position, self.heads, self.client_ids = position, heads, client_ids
-        del self.leaves[leaves:]
+        del self.nodes[nodes:]  # the tree's edge is immutable (Frontier.advance makes a new one)
         del self.recorded[recorded:]
         for key in [k for k in self.recorded.documents if k > position]:
             del self.recorded.documents[key]
@@ -854,18 +850,15 @@ class _Transaction:
             failed = exc
             if failed is None:
                 try:
-                    edge = None
-                    if self.leaves:  # the Merkle tree's nodes these events complete, in the same transaction
-                        edge = self._tree_edge()
-                        nodes = tree.new_nodes(self.tree_size, self.leaves, _CursorSource(self.be, self.cur, edge))
-                        self.be.insert_tree_nodes(self.cur, nodes)
-                    self.be.move_stream_heads(self.cur, ((h[0], h[1], h[2]) for h in self.heads.values()))
+                    # The Merkle tree's nodes these events complete (add() computed them), in the same
+                    # transaction, with the streams' new heads.
+                    self.be.end_append(self.cur, self.nodes, [(h[0], h[1], h[2]) for h in self.heads.values()])
                     if self.store._inline and self.recorded:
                         for handler in self.store._inline:
                             handler(self.cur, self.be, self.recorded)
                     self.be.commit(self.raw)
-                    if edge is not None:
-                        self.store._tree_edge = edge.advance(self.leaves, nodes)
+                    if self.edge is not None:
+                        self.store._tree_edge = self.edge
                     return
                 except BaseException as err:
                     failed = err
@@ -885,16 +878,25 @@ class _Transaction:
         finally:
             self.cur.close()
 
-    def _tree_edge(self) -> tree.Frontier | None:
-        """The tree's right edge at this transaction's start: the one this process kept if it is of
-        this size (no one else appended since), else read in one round trip if the append completes a
-        node (it would read part of it anyway), else none (nothing to read)."""
-        kept = self.store._tree_edge
-        if kept is not None and kept.size == self.tree_size:
-            return kept
-        if self.tree_size % tree.FAN + len(self.leaves) < tree.FAN:
+    def _tree_edge(self, size: int, count: int) -> tree.Frontier | None:
+        """The tree's right edge at ``size`` leaves, before ``count`` more are written: the one this
+        transaction advanced, or the one this process kept if it is of this size (no one else appended
+        since), else read in one round trip if the ``count`` leaves complete a node (it would read part
+        of it anyway), else none (nothing to read).  Called before the rows are sent: with an edge,
+        :func:`tree.new_nodes` reads nothing, so it may run while PostgreSQL's COPY is still open."""
+        for edge in (self.edge, self.store._tree_edge):
+            if edge is not None and edge.size == size:
+                return edge
+        if size % tree.FAN + count < tree.FAN:
             return None
-        return tree.Frontier.load(self.tree_size, _CursorSource(self.be, self.cur))
+        return tree.Frontier.load(size, _CursorSource(self.be, self.cur))
+
+    def _grow_tree(self, size: int, leaves: list[Any], edge: tree.Frontier | None) -> None:
+        """The nodes that appending ``leaves`` (chain hashes) to the tree of ``size`` leaves completes,
+        and the edge after them; from ``edge`` alone (see :meth:`_tree_edge`)."""
+        nodes = tree.new_nodes(size, leaves, tree.EdgeSource(edge))
+        self.nodes += nodes
+        self.edge = edge.advance(leaves, nodes) if edge is not None else None
 
     def _head(self, stream_id: str) -> list[Any] | None:
         head = self.heads.get(stream_id)
@@ -973,8 +975,12 @@ class _Transaction:
                     recorded.documents[position] = e.document
         if naming_blobs:  # before anything is written: the transaction then rolls back whole
             self._check_blob_refs(stream_id, head[1], naming_blobs)
-        self.be.insert_events(self.cur, rows)
-        self.leaves += [r[13] for r in rows]
+        if rows:
+            # The tree's nodes are computed while the database writes the rows (PostgreSQL's COPY has
+            # them by then; the server's work and the hashing overlap), from an edge read before.
+            size, leaves = self.position, [r[13] for r in rows]
+            edge = self._tree_edge(size, len(leaves))
+            self.be.insert_events(self.cur, rows, lambda: self._grow_tree(size, leaves, edge))
         if sources:
             self.be.insert_source_versions(self.cur, sources)
         first = self.position + 1

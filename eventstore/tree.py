@@ -178,6 +178,36 @@ class Frontier:
         return Frontier(size, edge)
 
 
+class EdgeSource:
+    """A :class:`TreeSource` that reads nothing: what ``edge`` holds, else an error.  An append
+    computes its nodes while PostgreSQL's COPY of its rows holds the connection, where a read would
+    wait on the connection for ever; given the edge at the exact size (Frontier's promise),
+    :func:`new_nodes` asks only for what it holds, and with no edge for nothing."""
+
+    __slots__ = ("edge",)
+
+    def __init__(self, edge: Frontier | None) -> None:
+        self.edge = edge
+
+    def _held(self, level: int, start: int, end: int) -> list[bytes]:
+        got = self.edge.get(level, start, end) if self.edge is not None else None
+        if got is None:
+            size = "no edge" if self.edge is None else f"the edge at {self.edge.size} leaves"
+            raise RuntimeError(f"The tree's nodes asked for level {level}, indexes {start}..{end - 1}, "
+                               f"which {size} does not hold; nothing was appended.")
+        return got
+
+    def leaf_data(self, start: int, end: int) -> list[bytes]:
+        return self._held(0, start, end)
+
+    def nodes(self, level: int, start: int, end: int) -> list[bytes]:
+        return self._held(level, start, end)
+
+    def many(self, node_ranges: Sequence[tuple[int, int, int]], leaf_ranges: Sequence[tuple[int, int]]
+             ) -> tuple[dict[tuple[int, int], bytes], dict[int, bytes]]:
+        raise RuntimeError("The tree's edge is read before an append's rows are sent, never while.")
+
+
 def _exactly(got: list[bytes], n: int, level: int, start: int) -> list[bytes]:
     if len(got) != n:
         what = f"leaves {start}..{start + n - 1} (positions {start + 1}..{start + n})" if level == 0 else \

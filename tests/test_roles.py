@@ -79,6 +79,11 @@ def test_writer_and_reader_roles(roles: tuple[str, str, str], tmp_path: Path) ->
     batch = tmp_path / "b.jsonl"
     batch.write_text("".join(json.dumps({"stream": "S", "type": "note", "data": {"i": i}}) + "\n" for i in (2, 3)))
     assert as_writer("append", "--batch", str(batch)).exit_code == 0
+    # 60 events in one COPY complete the Merkle tree's first nodes: written with the stream's head in one
+    # statement, which the writer's grants allow.
+    many = tmp_path / "many.jsonl"
+    many.write_text("".join(json.dumps({"stream": "M", "type": "note", "data": {"i": i}}) + "\n" for i in range(60)))
+    assert as_writer("append", "--batch", str(many)).exit_code == 0
     doc = tmp_path / "state.json"
     doc.write_text('{"taskId": "T-1", "status": "open"}\n')
     r = as_writer("ingest", "generic", str(doc))
@@ -97,7 +102,7 @@ def test_writer_and_reader_roles(roles: tuple[str, str, str], tmp_path: Path) ->
     assert r.exit_code == 0 and r.stdout.count("note") == 3, r.output
     assert json.loads(as_reader("replay", "T-1", "--json").stdout) == {"taskId": "T-1", "status": "open"}
     r = as_reader("verify")
-    assert r.exit_code == 0 and "verified 2 streams, 4 events" in r.stdout, r.output
+    assert r.exit_code == 0 and "verified 3 streams, 64 events" in r.stdout, r.output
     # ... and cannot write anything.
     r = as_reader("append", "S", "note", "--data", "{}")
     assert r.exit_code == 1 and r.stderr.startswith("Error: The database refused the append (permission denied"), \

@@ -7,7 +7,8 @@ streaming cursor on its connection), so a projection's rows and its checkpoint s
 returns Structs (:mod:`eventstore.records`), never row tuples.  A driver error raised inside one
 is translated into evstore's error tree (:meth:`Backend.translate`): ``StorageFull`` for a full
 disk, ``DatabaseError`` naming what was being done otherwise.  The append path's methods
-(``begin_append``, ``insert_stream``, ``insert_events``, ``find_event_ids``, ``move_stream_heads``)
+(``begin_append``, ``insert_stream``, ``insert_events``, ``find_event_ids``, ``move_stream_heads``,
+``end_append``)
 are left untranslated: ``EventStore``'s write transaction tells a clash, a refused role and a full
 disk apart from the driver's own error.
 
@@ -283,6 +284,12 @@ class Backend(abc.ABC):
         """Set each ``(stream_pk, version, head_hash)`` as its stream's head."""
         for pk, version, head in heads:
             cur.execute(self.sql_update_stream, (version, head, pk))
+
+    def end_append(self, cur: Any, nodes: list[tuple[int, int, bytes]], heads: list[tuple[int, int, bytes]]) -> None:
+        """An append's last writes before its commit: the Merkle tree's new ``nodes`` (level, index,
+        hash) and the streams' new ``heads`` (stream_pk, version, head_hash)."""
+        self.insert_tree_nodes(cur, nodes)
+        self.move_stream_heads(cur, heads)
 
     # -- errors ---------------------------------------------------------------------
 
@@ -724,11 +731,16 @@ class Backend(abc.ABC):
     #: How the append path hands BLOB values to the driver (``bytes`` returns a bytes object itself).
     blob: Callable[[bytes], Any] = bytes
 
-    def insert_events(self, cur: Any, rows: list[tuple[Any, ...]]) -> None:
+    def insert_events(self, cur: Any, rows: list[tuple[Any, ...]], meanwhile: Callable[[], None] | None = None) -> None:
+        """Insert the events' ``rows``; ``meanwhile`` (client work that uses no connection) is called
+        once the rows are sent, while the database may still be writing them (PostgreSQL's COPY), or
+        after them."""
         if len(rows) == 1:  # one statement, one round trip (executemany costs more on psycopg)
             cur.execute(self.sql_insert_event, rows[0])
         else:
             cur.executemany(self.sql_insert_event, rows)
+        if meanwhile is not None:
+            meanwhile()
 
     def blobs_present(self, cur: Any, digests: Sequence[bytes]) -> set[bytes]:
         """Which of ``digests`` (raw SHA-256) are stored, without reading their bytes."""

@@ -5,7 +5,7 @@ that commits late; server-side cursors for the streamed reads; the roles of ``ev
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from eventstore.backends.base import Backend
@@ -229,14 +229,45 @@ class PostgresBackend(Backend):
     #: From this many rows per append, COPY beats executemany (measured ~2x at 1,000 rows).
     COPY_FROM = 50
 
-    def insert_events(self, cur: Any, rows: list[tuple[Any, ...]]) -> None:
+    def insert_events(self, cur: Any, rows: list[tuple[Any, ...]], meanwhile: Callable[[], None] | None = None) -> None:
         if len(rows) < self.COPY_FROM:
-            super().insert_events(cur, rows)
+            super().insert_events(cur, rows, meanwhile)
             return
         with cur.copy(f"COPY events ({self.event_columns}) FROM STDIN (FORMAT BINARY)") as copy:
             copy.set_types(_COPY_TYPES[:len(rows[0])])  # binary COPY: no text escaping of the bytea columns
             for row in rows:
                 copy.write_row(row)
+            if meanwhile is not None:
+                # All but the last buffer is sent and the server is still writing the rows (it finishes
+                # tens of milliseconds after a 1,000-row COPY's last row is sent): the client's work
+                # runs meanwhile, not after.  It must not use the connection (busy with the COPY).
+                meanwhile()
+
+    def insert_tree_nodes(self, cur: Any, nodes: list[tuple[int, int, bytes]]) -> None:
+        """One statement of three arrays sent in binary, whatever the count: its text never changes, so
+        psycopg parses it once and the server prepares it.  The multi-row VALUES of an append's ~67
+        nodes (201 parameters) was parsed anew by psycopg at each append and its bytea escaped as text:
+        1.1 ms of client CPU against 0.2 ms now (measured on a loaded machine)."""
+        if nodes:
+            levels, indexes, hashes = zip(*nodes, strict=True)
+            cur.execute(self.sql_insert_tree_nodes, (list(levels), list(indexes), list(hashes)))
+
+    sql_insert_tree_nodes = ("INSERT INTO tree_nodes (level, idx, hash) "
+                             "SELECT * FROM unnest(%b::smallint[], %b::bigint[], %b::bytea[])")
+
+    def end_append(self, cur: Any, nodes: list[tuple[int, int, bytes]], heads: list[tuple[int, int, bytes]]) -> None:
+        """The tree's nodes and the first stream's new head in one statement (one round trip less an
+        append that completes a node)."""
+        if not nodes or not heads:
+            super().end_append(cur, nodes, heads)
+            return
+        levels, indexes, hashes = zip(*nodes, strict=True)
+        pk, version, head = heads[0]
+        cur.execute(self.sql_end_append, (list(levels), list(indexes), list(hashes), version, head, pk))
+        self.move_stream_heads(cur, heads[1:])
+
+    sql_end_append = (f"WITH nodes AS ({sql_insert_tree_nodes}) "
+                      "UPDATE streams SET version = %s, head_hash = %s WHERE stream_pk = %s")
 
     def is_unique_violation(self, exc: BaseException) -> bool:
         import psycopg

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Callable
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
@@ -153,14 +154,16 @@ class SQLiteBackend(Backend):
         if began and raw.in_transaction:
             raw.execute("ROLLBACK")
 
-    def insert_events(self, cur: Any, rows: list[tuple[Any, ...]]) -> None:
+    def insert_events(self, cur: Any, rows: list[tuple[Any, ...]], meanwhile: Callable[[], None] | None = None) -> None:
         if len(rows) == 1:
             cur.execute(self.sql_insert_event, rows[0])
-            return
-        step, sql = self.INSERT_CHUNK, self._multi_insert
-        for i in range(0, len(rows), step):
-            chunk = rows[i:i + step]
-            cur.execute(sql[len(chunk)], list(chain.from_iterable(chunk)))
+        else:
+            step, sql = self.INSERT_CHUNK, self._multi_insert
+            for i in range(0, len(rows), step):
+                chunk = rows[i:i + step]
+                cur.execute(sql[len(chunk)], list(chain.from_iterable(chunk)))
+        if meanwhile is not None:
+            meanwhile()
 
     def make_engine(self) -> Engine:
         return make_engine(self.url, synchronous=self.synchronous)
