@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from conftest import exec_sql
+
 from eventstore.errors import ConcurrencyError, DuplicateEventId, InvalidEvent
 from eventstore.store import AppendResult, EventStore, GroupAppend, NewEvent
 from eventstore.verify import verify
@@ -69,3 +71,37 @@ def test_a_group_that_writes_nothing_commits_nothing(store_url: str) -> None:
                                   GroupAppend.of("a", [ev(2)], expected_version=5)])
         assert isinstance(out[0], AppendResult) and out[0].duplicate and isinstance(out[1], ConcurrencyError)
         assert store.max_position() == 1 and verify(store).ok
+
+
+
+def _fail_source(store: EventStore, ident: str) -> None:
+    """A trigger that aborts the insert of ``ident``'s source_versions row: the database fails the
+    item after its events (and the tree nodes they complete) went in, as a real error would."""
+    if store.url.startswith("sqlite"):
+        exec_sql(store, f"CREATE TRIGGER boom BEFORE INSERT ON source_versions WHEN NEW.source_id = '{ident}' "
+                        "BEGIN SELECT RAISE(ABORT, 'boom'); END")
+    else:
+        exec_sql(store, "CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                        f"IF NEW.source_id = '{ident}' THEN RAISE EXCEPTION 'boom'; END IF; RETURN NEW; END $$")
+        exec_sql(store, "CREATE TRIGGER boom BEFORE INSERT ON source_versions FOR EACH ROW EXECUTE FUNCTION boom()")
+
+
+def test_an_item_rolled_back_after_completing_tree_nodes_leaves_the_tree_of_the_items_kept(store_url: str) -> None:
+    """The Merkle tree's nodes are computed as events are added: an item that completes nodes
+    (16 leaves a node) and then fails must take its nodes and the tree's edge back with it."""
+    with EventStore(store_url) as store:
+        _fail_source(store, "boom")
+        store.append("a", [ev(i) for i in range(1, 10)])  # 9 leaves: the next 7 complete a level-4 node
+        failing = [*(ev(i) for i in range(1, 30)), NewEvent("t.noted", {"n": 30}, meta={"source": {"id": "boom"}})]
+        out = store.append_group([
+            GroupAppend.of("b", [ev(i) for i in range(1, 21)]),  # 20 leaves: positions 10-29, a node at 16
+            GroupAppend.of("c", failing),  # 30 leaves (nodes at 32, 48) written, then the database refuses
+            GroupAppend.of("d", [ev(i) for i in range(1, 40)]),  # 39 leaves where the failed item's were
+        ])
+        assert isinstance(out[0], AppendResult) and isinstance(out[1], Exception) and "boom" in str(out[1])
+        assert isinstance(out[2], AppendResult) and out[2].positions == list(range(30, 69))
+        report = verify(store)  # the chains, and the tree recomputed from every leaf against the stored nodes
+        assert report.ok, [str(f) for f in report.failures]
+        store.append("e", [ev(i) for i in range(1, 40)])  # the process's edge after the group is the right one
+        report = verify(store)
+        assert report.ok, [str(f) for f in report.failures]
