@@ -178,7 +178,12 @@ def _ingest_open_transcript(store: EventStore, path: Path, f: BinaryIO, *, scrub
     if state is not None:
         end = int(state.get("end", 0))
         h, have = _digest_upto(f, end)
-        if have < end or h.hexdigest() != state.get("prefix_sha256"):
+        recorded = state.get("prefix_sha256")
+        if recorded is None and have == end:
+            # Kept by an erasure, which keeps no digest of what was read (it would confirm a guess of
+            # the erased lines): the file is taken to begin as it did if it is still that long.
+            recorded = h.hexdigest()
+        if have < end or h.hexdigest() != recorded:
             found = h.hexdigest()
             event = ev.PrefixRewritten(file=str(path), recorded_bytes=end,
                                        recorded_sha256=str(state.get("prefix_sha256")), found_sha256=found)
@@ -443,6 +448,46 @@ def hook_target(record: spool.Record) -> tuple[str, str]:
     return _hook_stream(_s(_loose_payload(record.stdin), "session_id")), hook_event_id(record.digest)
 
 
+def record_streams(store: EventStore, record: spool.Record) -> set[str]:
+    """Every stream a drain of ``record`` would write to: its hook event's (the session's), the stream
+    of the state file a ``Write``/``Edit`` of it records (as the file's dialect names it) and those of
+    the transcripts a ``Stop``-like call has read (the session's, a subagent's).  What ``erase
+    --stream`` takes out of the spool; a record that is not whole writes nowhere."""
+    if record.header.get("corrupt") is True:
+        return set()
+    payload = _loose_payload(record.stdin)
+    out = {_hook_stream(_s(payload, "session_id"))}
+    name = _s(payload, "hook_event_name")
+    if name == "PostToolUse" and _s(payload, "tool_name") in FILE_TOOLS:
+        path, data = record.header.get("file"), record.file_bytes
+        tool_input = payload.get("tool_input")
+        if not isinstance(path, str) or data is None:
+            path, data = (_s(tool_input, "file_path") if isinstance(tool_input, dict) else None), None
+        if path and not os.path.isabs(path) and _s(payload, "cwd"):
+            path = os.path.join(payload["cwd"], path)
+        dialect_name = state_dialect_for(path) if path else None
+        raw = data if data is not None else written_by_tool(payload) if dialect_name else None
+        if path and dialect_name and raw is not None:
+            from eventstore.ingest import Ingestor
+
+            try:
+                out.add(Ingestor(store, get_dialect(dialect_name)).stream_for(read_snapshot(raw, path, {"file": path})))
+            except EvstoreError:
+                pass
+    if name in DRAIN_TRANSCRIPT_ON:
+        for key in ("agent_transcript_path", "transcript_path"):
+            given = _s(payload, key)
+            if given:
+                first = None
+                try:
+                    with open(given, "rb") as fh:
+                        first = fh.readline()[:-1]
+                except OSError:
+                    pass
+                out.add(stream_for(Path(given), first if Path(given).stem.startswith("agent-") else None)[0])
+    return out
+
+
 def record_hook(store: EventStore, body: bytes, *, key: str | None = None, received_at: float | None = None,
                 written: WrittenFile | None = None, scrubber: Scrubber | None = None,
                 transcript_roots: Sequence[Path] | None = None, via: str = "spool",
@@ -452,8 +497,9 @@ def record_hook(store: EventStore, body: bytes, *, key: str | None = None, recei
 
     ``body`` is the JSON Claude Code hands a hook (a command hook's stdin, an http hook's request
     body).  It becomes a ``claude.hook`` event in the session's stream (``claude-hooks`` when the
-    body names none), whose id derives from ``key`` (default: the body's SHA-256, kept in
-    ``meta[via].sha256``), so the same call recorded twice is recorded once.  The body's strings of
+    body names none), whose id derives from ``key`` (default: the body's HMAC-SHA256 under the
+    scrubber's local key, else its SHA-256; kept in ``meta[via].sha256``), so the same call recorded
+    twice is recorded once.  The body's strings of
     ``blob_threshold`` bytes or more (default :data:`eventstore.config.BLOB_THRESHOLD`; 0: none)
     are stored once as content-addressed blobs, as a transcript's are.  Then:
 
@@ -472,7 +518,10 @@ def record_hook(store: EventStore, body: bytes, *, key: str | None = None, recei
     """
     payload = _loose_payload(body)
     threshold = config.BLOB_THRESHOLD if blob_threshold is None else blob_threshold
-    key = key or hashlib.sha256(body).hexdigest()
+    # The id of a call with no key of its own (an http hook's body) derives from the body keyed with the
+    # local scrub key, not its plain SHA-256: the event id stays in the chain after an erasure, and a
+    # plain digest of the body would confirm a guess of it.  A retried request is still the same call.
+    key = key or (scrubber.keyed_digest(body) if scrubber is not None else hashlib.sha256(body).hexdigest())
     session = _s(payload, "session_id")
     sid = _hook_stream(session)
     at = datetime.fromtimestamp(received_at, UTC) if received_at is not None else None
@@ -700,8 +749,11 @@ def _drain_claims(store: EventStore, directory: Path, scrub: bool, stop: Callabl
                     return
                 errors = len(result.errors)
                 _drain_one(store, record, scrubber, result, blob_threshold)
-                for problem in result.errors[errors:]:
-                    spool.log_drain_error(directory, problem)
+                if len(result.errors) > errors:
+                    streams = record_streams(store, record)
+                    event = hook_target(record)[1] if record.header.get("corrupt") is not True else None
+                    for problem in result.errors[errors:]:
+                        spool.log_drain_error(directory, problem, streams=streams, event=event)
             claimed.unlink()
 
 

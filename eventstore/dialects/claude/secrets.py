@@ -240,6 +240,11 @@ class Scrubber:
             out |= got
         return frozenset(out)
 
+    def keyed_digest(self, data: bytes) -> str:
+        """HMAC-SHA256 of ``data`` under the local key (hex): an identity for ``data`` that whoever
+        lacks the key cannot test a guess against (a plain SHA-256 could be)."""
+        return hmac.new(self._key, data, hashlib.sha256).hexdigest()
+
     def marker(self, kind: str, secret: str) -> str:
         mac = hmac.new(self._key, secret.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:12]
         return f"[evstore-secret:{kind}:{mac}]"
