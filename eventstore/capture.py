@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import json
 import os
 import uuid
@@ -43,7 +44,7 @@ from eventstore.dialects.claude.dialect import (
     transcript_files,
 )
 from eventstore.dialects.claude.links import Linker
-from eventstore.dialects.claude.secrets import Scrubber
+from eventstore.dialects.claude.secrets import Scrubber, local_key
 from eventstore.errors import ConcurrencyError, DuplicateEventId, EvstoreError, IngestError, InvalidEvent
 from eventstore.store import EventStore, NewEvent, check_stream_id
 
@@ -132,18 +133,25 @@ def iter_lines(f: BinaryIO, *, final: bool, limit: int | None = None) -> Iterato
             yield from split_lines(pending, final=final)[0]
 
 
-def _digest_upto(f: BinaryIO, n: int) -> tuple[Any, int]:
-    """(SHA-256 of the first ``n`` bytes of ``f``, how many there were), read in chunks."""
-    h = hashlib.sha256()
+def _digests_upto(f: BinaryIO, n: int, key: bytes) -> tuple[Any, Any, int]:
+    """(SHA-256, HMAC-SHA256 under ``key``) of the first ``n`` bytes of ``f``, and how many there
+    were, read in chunks."""
+    plain, keyed = hashlib.sha256(), hmac.new(key, digestmod=hashlib.sha256)
     f.seek(0)
     left = n
     while left > 0:
         chunk = f.read(min(_CHUNK, left))
         if not chunk:
             break
-        h.update(chunk)
+        plain.update(chunk)
+        keyed.update(chunk)
         left -= len(chunk)
-    return h, n - left
+    return plain, keyed, n - left
+
+
+def key_id(key: bytes) -> str:
+    """Which local key a keyed prefix digest is under (a digest of the key, not of any content)."""
+    return hmac.new(key, b"evstore transcript prefix key", hashlib.sha256).hexdigest()[:16]
 
 
 def ingest_transcript(store: EventStore, path: Path, *, scrubber: Scrubber | None,
@@ -174,19 +182,26 @@ def _ingest_open_transcript(store: EventStore, path: Path, f: BinaryIO, *, scrub
     version, state = transcript_state(store, sid)
     result = TranscriptResult(str(path), sid, version)
     start = 0
-    h = hashlib.sha256()
+    # The prefix read is recorded keyed with the local key (HMAC-SHA256), not as its plain SHA-256: a
+    # later batch's meta stays when an earlier line is erased, and a plain digest of a prefix holding
+    # that line would confirm a guess of it to whoever reads the store.
+    key = local_key()
+    h = hmac.new(key, digestmod=hashlib.sha256)
     if state is not None:
         end = int(state.get("end", 0))
-        h, have = _digest_upto(f, end)
-        recorded = state.get("prefix_sha256")
-        if recorded is None and have == end:
-            # Kept by an erasure, which keeps no digest of what was read (it would confirm a guess of
-            # the erased lines): the file is taken to begin as it did if it is still that long.
-            recorded = h.hexdigest()
-        if have < end or h.hexdigest() != recorded:
-            found = h.hexdigest()
+        plain, h, have = _digests_upto(f, end, key)
+        found = h.hexdigest()
+        if isinstance(state.get("prefix_hmac"), str) and state.get("key_id") == key_id(key):
+            recorded = state["prefix_hmac"]
+        elif isinstance(state.get("prefix_sha256"), str):  # recorded before keyed prefixes
+            recorded, found = state["prefix_sha256"], plain.hexdigest()
+        else:
+            # Kept by an erasure (which keeps no digest of what was read), or under another local key:
+            # the file is taken to begin as it did if it is still that long.
+            recorded = found
+        if have < end or found != recorded:
             event = ev.PrefixRewritten(file=str(path), recorded_bytes=end,
-                                       recorded_sha256=str(state.get("prefix_sha256")), found_sha256=found)
+                                       recorded_sha256=str(recorded), found_sha256=found)
             finding = Finding(path="", code="transcript-prefix-rewritten",
                               message=f"{path}: the first {end} bytes differ from what was recorded; "
                                       "the new content was not merged", severity="error")
@@ -215,7 +230,7 @@ def _ingest_open_transcript(store: EventStore, path: Path, f: BinaryIO, *, scrub
     def flush(last: bool) -> None:
         nonlocal planned, blobs, batch
         transcript: dict[str, Any] = {"file": str(path), "end": offset, "lines": lineno,
-                                      "prefix_sha256": h.hexdigest()}
+                                      "prefix_hmac": h.hexdigest(), "key_id": key_id(key)}
         if parent:
             transcript["parent_session"] = parent
         last_event, last_meta, last_when = planned[-1]

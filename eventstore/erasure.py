@@ -231,7 +231,7 @@ def _kept(meta: bytes) -> str | None:
     kept = {k: decoded[k] for k in KEPT_META if isinstance(decoded, dict) and k in decoded}
     transcript = kept.get("transcript")
     if isinstance(transcript, dict):  # the SHA-256 of the bytes read would confirm a guess of an erased line
-        kept["transcript"] = {k: v for k, v in transcript.items() if k != "prefix_sha256"}
+        kept["transcript"] = {k: v for k, v in transcript.items() if k not in ("prefix_sha256", "prefix_hmac")}
     return codec.encode(kept).decode() if kept else None
 
 

@@ -158,6 +158,11 @@ class Scrubbed:
     offset: int
 
 
+def local_key() -> bytes:
+    """The local key (``EVSTORE_SCRUB_KEY``, else ``~/.config/evstore/scrub.key``, created once)."""
+    return _key()
+
+
 def _key() -> bytes:
     env = os.environ.get("EVSTORE_SCRUB_KEY")
     if env:
