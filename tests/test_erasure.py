@@ -140,7 +140,9 @@ def test_erase_and_purge_keep_verify_checkpoints_and_proofs(run: Callable[..., A
         p = run("prove", SESSION, "--version", "3", "--checkpoint", str(cp1))
         assert p.exit_code == 0, p.output
         (tmp_path / "p.json").write_text(p.stdout)
-        assert run("verify-proof", str(tmp_path / "p.json"), "--vkey", f"{key}.vkey").exit_code == 0
+        assert json.loads(p.stdout)["content"].startswith("erased at")  # a note beside the proof
+        vp = run("verify-proof", str(tmp_path / "p.json"), "--vkey", f"{key}.vkey")
+        assert vp.exit_code == 0 and "its content was erased at" in vp.stdout and "GDPR request 114" in vp.stdout
         cp2 = tmp_path / "cp2"
         assert run("checkpoint", "--key-file", f"{key}.key", "--out", str(cp2)).exit_code == 0
         c = run("prove", "--consistency", str(cp1), str(cp2))
