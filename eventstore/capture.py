@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import json
 import os
 import uuid
@@ -43,7 +44,7 @@ from eventstore.dialects.claude.dialect import (
     transcript_files,
 )
 from eventstore.dialects.claude.links import Linker
-from eventstore.dialects.claude.secrets import Scrubber
+from eventstore.dialects.claude.secrets import Scrubber, local_key
 from eventstore.errors import ConcurrencyError, DuplicateEventId, EvstoreError, IngestError, InvalidEvent
 from eventstore.store import EventStore, NewEvent, check_stream_id
 
@@ -132,18 +133,25 @@ def iter_lines(f: BinaryIO, *, final: bool, limit: int | None = None) -> Iterato
             yield from split_lines(pending, final=final)[0]
 
 
-def _digest_upto(f: BinaryIO, n: int) -> tuple[Any, int]:
-    """(SHA-256 of the first ``n`` bytes of ``f``, how many there were), read in chunks."""
-    h = hashlib.sha256()
+def _digests_upto(f: BinaryIO, n: int, key: bytes) -> tuple[Any, Any, int]:
+    """(SHA-256, HMAC-SHA256 under ``key``) of the first ``n`` bytes of ``f``, and how many there
+    were, read in chunks."""
+    plain, keyed = hashlib.sha256(), hmac.new(key, digestmod=hashlib.sha256)
     f.seek(0)
     left = n
     while left > 0:
         chunk = f.read(min(_CHUNK, left))
         if not chunk:
             break
-        h.update(chunk)
+        plain.update(chunk)
+        keyed.update(chunk)
         left -= len(chunk)
-    return h, n - left
+    return plain, keyed, n - left
+
+
+def key_id(key: bytes) -> str:
+    """Which local key a keyed prefix digest is under (a digest of the key, not of any content)."""
+    return hmac.new(key, b"evstore transcript prefix key", hashlib.sha256).hexdigest()[:16]
 
 
 def ingest_transcript(store: EventStore, path: Path, *, scrubber: Scrubber | None,
@@ -174,14 +182,26 @@ def _ingest_open_transcript(store: EventStore, path: Path, f: BinaryIO, *, scrub
     version, state = transcript_state(store, sid)
     result = TranscriptResult(str(path), sid, version)
     start = 0
-    h = hashlib.sha256()
+    # The prefix read is recorded keyed with the local key (HMAC-SHA256), not as its plain SHA-256: a
+    # later batch's meta stays when an earlier line is erased, and a plain digest of a prefix holding
+    # that line would confirm a guess of it to whoever reads the store.
+    key = local_key()
+    h = hmac.new(key, digestmod=hashlib.sha256)
     if state is not None:
         end = int(state.get("end", 0))
-        h, have = _digest_upto(f, end)
-        if have < end or h.hexdigest() != state.get("prefix_sha256"):
-            found = h.hexdigest()
+        plain, h, have = _digests_upto(f, end, key)
+        found = h.hexdigest()
+        if isinstance(state.get("prefix_hmac"), str) and state.get("key_id") == key_id(key):
+            recorded = state["prefix_hmac"]
+        elif isinstance(state.get("prefix_sha256"), str):  # recorded before keyed prefixes
+            recorded, found = state["prefix_sha256"], plain.hexdigest()
+        else:
+            # Kept by an erasure (which keeps no digest of what was read), or under another local key:
+            # the file is taken to begin as it did if it is still that long.
+            recorded = found
+        if have < end or found != recorded:
             event = ev.PrefixRewritten(file=str(path), recorded_bytes=end,
-                                       recorded_sha256=str(state.get("prefix_sha256")), found_sha256=found)
+                                       recorded_sha256=str(recorded), found_sha256=found)
             finding = Finding(path="", code="transcript-prefix-rewritten",
                               message=f"{path}: the first {end} bytes differ from what was recorded; "
                                       "the new content was not merged", severity="error")
@@ -210,7 +230,7 @@ def _ingest_open_transcript(store: EventStore, path: Path, f: BinaryIO, *, scrub
     def flush(last: bool) -> None:
         nonlocal planned, blobs, batch
         transcript: dict[str, Any] = {"file": str(path), "end": offset, "lines": lineno,
-                                      "prefix_sha256": h.hexdigest()}
+                                      "prefix_hmac": h.hexdigest(), "key_id": key_id(key)}
         if parent:
             transcript["parent_session"] = parent
         last_event, last_meta, last_when = planned[-1]
@@ -443,6 +463,46 @@ def hook_target(record: spool.Record) -> tuple[str, str]:
     return _hook_stream(_s(_loose_payload(record.stdin), "session_id")), hook_event_id(record.digest)
 
 
+def record_streams(store: EventStore, record: spool.Record) -> set[str]:
+    """Every stream a drain of ``record`` would write to: its hook event's (the session's), the stream
+    of the state file a ``Write``/``Edit`` of it records (as the file's dialect names it) and those of
+    the transcripts a ``Stop``-like call has read (the session's, a subagent's).  What ``erase
+    --stream`` takes out of the spool; a record that is not whole writes nowhere."""
+    if record.header.get("corrupt") is True:
+        return set()
+    payload = _loose_payload(record.stdin)
+    out = {_hook_stream(_s(payload, "session_id"))}
+    name = _s(payload, "hook_event_name")
+    if name == "PostToolUse" and _s(payload, "tool_name") in FILE_TOOLS:
+        path, data = record.header.get("file"), record.file_bytes
+        tool_input = payload.get("tool_input")
+        if not isinstance(path, str) or data is None:
+            path, data = (_s(tool_input, "file_path") if isinstance(tool_input, dict) else None), None
+        if path and not os.path.isabs(path) and _s(payload, "cwd"):
+            path = os.path.join(payload["cwd"], path)
+        dialect_name = state_dialect_for(path) if path else None
+        raw = data if data is not None else written_by_tool(payload) if dialect_name else None
+        if path and dialect_name and raw is not None:
+            from eventstore.ingest import Ingestor
+
+            try:
+                out.add(Ingestor(store, get_dialect(dialect_name)).stream_for(read_snapshot(raw, path, {"file": path})))
+            except EvstoreError:
+                pass
+    if name in DRAIN_TRANSCRIPT_ON:
+        for key in ("agent_transcript_path", "transcript_path"):
+            given = _s(payload, key)
+            if given:
+                first = None
+                try:
+                    with open(given, "rb") as fh:
+                        first = fh.readline()[:-1]
+                except OSError:
+                    pass
+                out.add(stream_for(Path(given), first if Path(given).stem.startswith("agent-") else None)[0])
+    return out
+
+
 def record_hook(store: EventStore, body: bytes, *, key: str | None = None, received_at: float | None = None,
                 written: WrittenFile | None = None, scrubber: Scrubber | None = None,
                 transcript_roots: Sequence[Path] | None = None, via: str = "spool",
@@ -452,8 +512,9 @@ def record_hook(store: EventStore, body: bytes, *, key: str | None = None, recei
 
     ``body`` is the JSON Claude Code hands a hook (a command hook's stdin, an http hook's request
     body).  It becomes a ``claude.hook`` event in the session's stream (``claude-hooks`` when the
-    body names none), whose id derives from ``key`` (default: the body's SHA-256, kept in
-    ``meta[via].sha256``), so the same call recorded twice is recorded once.  The body's strings of
+    body names none), whose id derives from ``key`` (default: the body's HMAC-SHA256 under the
+    scrubber's local key, else its SHA-256; kept in ``meta[via].sha256``), so the same call recorded
+    twice is recorded once.  The body's strings of
     ``blob_threshold`` bytes or more (default :data:`eventstore.config.BLOB_THRESHOLD`; 0: none)
     are stored once as content-addressed blobs, as a transcript's are.  Then:
 
@@ -472,7 +533,10 @@ def record_hook(store: EventStore, body: bytes, *, key: str | None = None, recei
     """
     payload = _loose_payload(body)
     threshold = config.BLOB_THRESHOLD if blob_threshold is None else blob_threshold
-    key = key or hashlib.sha256(body).hexdigest()
+    # The id of a call with no key of its own (an http hook's body) derives from the body keyed with the
+    # local scrub key, not its plain SHA-256: the event id stays in the chain after an erasure, and a
+    # plain digest of the body would confirm a guess of it.  A retried request is still the same call.
+    key = key or (scrubber.keyed_digest(body) if scrubber is not None else hashlib.sha256(body).hexdigest())
     session = _s(payload, "session_id")
     sid = _hook_stream(session)
     at = datetime.fromtimestamp(received_at, UTC) if received_at is not None else None
@@ -700,8 +764,11 @@ def _drain_claims(store: EventStore, directory: Path, scrub: bool, stop: Callabl
                     return
                 errors = len(result.errors)
                 _drain_one(store, record, scrubber, result, blob_threshold)
-                for problem in result.errors[errors:]:
-                    spool.log_drain_error(directory, problem)
+                if len(result.errors) > errors:
+                    streams = record_streams(store, record)
+                    event = hook_target(record)[1] if record.header.get("corrupt") is not True else None
+                    for problem in result.errors[errors:]:
+                        spool.log_drain_error(directory, problem, streams=streams, event=event)
             claimed.unlink()
 
 

@@ -173,9 +173,13 @@ def inclusion(store: EventStore, checkpoint_note: str, *, stream_id: str | None 
         t.prefetch([(0, size), *_recorded_ranges(lambda f: merkle.inclusion_proof(index, size, f))])
         _check_root(t, checkpoint, "the checkpoint")
         path = merkle.inclusion_proof(index, size, t.subtree)
+    from eventstore import erasure
+
+    erased = erasure.explain(store, [leaf.position]).get(leaf.position)
     return InclusionProof(leaf_index=index, tree_size=checkpoint.size, event_hash=leaf.hash.hex(),
                           inclusion=encode_hashes(path), checkpoint=checkpoint_note, stream=leaf.stream_id,
-                          version=leaf.version, event_id=leaf.event_id)
+                          version=leaf.version, event_id=leaf.event_id,
+                          content=None if erased is None else erasure.describe(erased))
 
 
 def consistency(store: EventStore, old_note: str, new_note: str) -> ConsistencyProof:
@@ -253,4 +257,6 @@ def to_json(proof: InclusionProof | ConsistencyProof) -> dict[str, Any]:
     import msgspec
 
     out: dict[str, Any] = msgspec.to_builtins(proof)
+    if out.get("content", "") is None:  # only an erased or purged event's proof carries the note
+        del out["content"]
     return out

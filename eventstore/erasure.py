@@ -6,7 +6,9 @@ covers.  An erasure empties both (zero bytes, the *tombstone*) in the one UPDATE
 triggers allow (migration 0009): every hashed column unchanged and an ``erasures`` row (kind
 ``purged`` or ``erased``, the policy or request, the admin event, the time) already there.  The same
 UPDATE clears the event's digest salt (migration 0010): the digests that stay then confirm no guess of
-what was erased (events stored before salts keep plain SHA-256 digests, which do; docs/proofs.md).  A blob
+what was erased (events stored before salts keep plain SHA-256 digests, which do; docs/proofs.md); the
+same transaction replaces the erased versions' capture-once identities by where they were (migration
+0011: a file's SHA-256 would confirm a guess too).  A blob
 that no remaining payload names is emptied the same way (``erased_blobs``).  ``verify`` checks an
 erased event's tombstone against its ``erasures`` row instead of its digests.
 
@@ -34,6 +36,7 @@ import msgspec
 
 from eventstore import codec
 from eventstore.errors import ContentErased, EvstoreError, HoldInForce, InvalidEvent
+from eventstore.ingest import erased_source_id, is_erased_source_id
 from eventstore.store import ANY, EventStore, NewEvent, _Transaction
 
 #: The stream that records every retention policy, hold, release, purge and erasure.
@@ -217,8 +220,8 @@ KEPT_META = ("transcript",)
 
 
 def _kept(meta: bytes) -> str | None:
-    """The capture bookkeeping of ``meta`` (``meta.transcript``: file, offset, lines, prefix digest),
-    so a transcript captured again resumes after what was erased instead of recording it again."""
+    """The capture bookkeeping of ``meta`` (``meta.transcript``: file, offset, lines; not its prefix
+    digest), so a transcript captured again resumes after what was erased instead of recording it again."""
     if not any(f'"{k}"'.encode() in meta for k in KEPT_META):
         return None
     try:
@@ -226,6 +229,9 @@ def _kept(meta: bytes) -> str | None:
     except Exception:  # noqa: BLE001 - nothing readable to keep
         return None
     kept = {k: decoded[k] for k in KEPT_META if isinstance(decoded, dict) and k in decoded}
+    transcript = kept.get("transcript")
+    if isinstance(transcript, dict):  # the SHA-256 of the bytes read would confirm a guess of an erased line
+        kept["transcript"] = {k: v for k, v in transcript.items() if k not in ("prefix_sha256", "prefix_hmac")}
     return codec.encode(kept).decode() if kept else None
 
 
@@ -313,6 +319,10 @@ def erase(store: EventStore, *, reason: str, stream_ids: Sequence[str] | None = 
                 "reason": reason, "selector": selector, "events": len(rows), "streams": streams,
                 "positions": [rows[0][0], rows[-1][0]], "by": actor()}, event_id=admin_id)], ANY)
             be.tombstone_events(txn.cur, [(r[0], kind, reason, admin_id, now, _kept(r[3])) for r in rows])
+            # Which bytes each erased version had (a file's, a spooled record's SHA-256) goes too.
+            be.replace_source_ids(txn.cur, [(pk, v, erased_source_id(i)) for pk, v, i
+                                            in be.source_ids_at(txn.cur, [r[0] for r in rows])
+                                            if not is_erased_source_id(i)])
             candidates = {n for r in rows for n in _blob_names(r[3])}
             gone = [bytes.fromhex(n) for n in sorted(candidates) if not be.blob_still_named(txn.cur, n)]
             if gone:

@@ -141,6 +141,9 @@ class IngestResult:
     #: otherwise "new" (events appended) or "unchanged" (the stream's bytes already: no version).
     recorded: bool = False
     source_id: str | None = None  # the source version's identity (``meta.source.id``)
+    #: recorded: the version it was matched with was erased, so its content was not compared (by
+    #: place and order only: an erased version's identity keeps where it was, not which bytes it had)
+    erased_match: bool = False
 
     @property
     def status(self) -> str:
@@ -155,6 +158,8 @@ class IngestResult:
             out["unreadable"] = self.unreadable
         if self.removed:
             out["removed"] = True
+        if self.erased_match:
+            out["erased_match"] = True
         return out
 
 
@@ -172,6 +177,30 @@ def _locator(ident: str) -> str:
     if kind == "git":
         return "git:" + rest.partition(":")[2]
     return ident
+
+
+#: What an erased version's identity says instead of which version it was (:func:`erased_source_id`).
+ERASED = "erased"
+
+
+def erased_source_id(ident: str) -> str:
+    """The identity a source version keeps once its event is erased: where it was, not which bytes it
+    had (the SHA-256 of a file, a spooled record or a request body would confirm a guess of them).
+
+        >>> erased_source_id("file:state.json@9f86d081884c7d65"), erased_source_id("git:0123abcd:a/state.json")
+        ('file:state.json@erased', 'git:erased:a/state.json')
+    """
+    kind, _, rest = ident.partition(":")
+    if kind == "file" and "@" in rest:
+        return f"file:{rest.rpartition('@')[0]}@{ERASED}"
+    if kind == "git" and ":" in rest:
+        return f"git:{ERASED}:{rest.partition(':')[2]}"
+    return f"{kind}:{ERASED}"
+
+
+def is_erased_source_id(ident: str) -> bool:
+    """Whether ``ident`` is what :func:`erased_source_id` leaves."""
+    return erased_source_id(ident) == ident
 
 
 def _named(snap: Snapshot) -> str:
@@ -598,11 +627,13 @@ class Ingestor:
                     raise
                 self._renamed[sid] = self._fresh_stream(sid)
                 continue
+            idents = dict(rows)
             for i, hit in zip(indexes, found, strict=True):
                 if hit is not None:
                     snap = snaps[i]
                     out[i] = IngestResult(snap.source.get("file") or snap.source.get("dir"), sid, hit[0], 0,
-                                          recorded=hit[1], source_id=_source_id(snap))
+                                          recorded=hit[1], source_id=_source_id(snap),
+                                          erased_match=hit[1] and is_erased_source_id(idents.get(hit[0], "")))
         return out
 
     @staticmethod
@@ -611,6 +642,11 @@ class Ingestor:
         assert ident is not None
         place = _locator(ident)
         last = next((r for r in reversed(rows) if _locator(r[1]) == place), None)
+        if last is not None and is_erased_source_id(last[1]):
+            # Which bytes the erased version had is gone on purpose: taken as this one (recording it
+            # again could bring the erased content back; the stream cannot take a new version anyway,
+            # its document no longer folds past the erased change).
+            return [(last[0], True)]
         return [(last[0], True) if last is not None and last[1] == ident else None]
 
     def _match_history(self, snaps: list[Snapshot], rows: list[tuple[int, str]],
@@ -623,8 +659,9 @@ class Ingestor:
         for snap in snaps:
             ident = _source_id(snap)
             content = _content_sha(snap)
-            if j < len(ours) and ident == ours[j][1]:
-                found.append((ours[j][0], True))
+            if j < len(ours) and (ident == ours[j][1] or (
+                    is_erased_source_id(ours[j][1]) and ident is not None and _locator(ident) == _locator(ours[j][1]))):
+                found.append((ours[j][0], True))  # an erased version: matched by place and order, not bytes
                 j += 1
             elif before and content == before:  # the same bytes as the version before it: never a version
                 found.append((ours[j - 1][0] if j else 0, False))

@@ -37,7 +37,7 @@ import time
 # of them for a hook that names no file (``python -X importtime -m eventstore hook claude-code``).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
     from pathlib import Path
     from typing import Any
 
@@ -93,8 +93,10 @@ def _header(fields: dict[str, Any]) -> bytes:
 
 def write(directory: str | os.PathLike[str], stdin: bytes, *, now: float | None = None) -> None:
     """Append one hook record (and, for a file-writing tool, the file's bytes) durably."""
+    # ``nonce``: 128 random bits, so the record's SHA-256 (which its events' ids derive from) confirms
+    # no guess of the call once the drain deleted the record and an erasure its payload.
     header: dict[str, Any] = {"received_at": time.time() if now is None else now, "pid": os.getpid(),
-                              "bytes": len(stdin)}
+                              "bytes": len(stdin), "nonce": int.from_bytes(os.urandom(16), "big")}
     if len(stdin) > MAX_INPUT_BYTES:
         stdin = stdin[:MAX_INPUT_BYTES]
         header["truncated"] = True
@@ -429,10 +431,65 @@ def last_drained(directory: str | os.PathLike[str]) -> str | None:
         return None
 
 
-def log_drain_error(directory: str | os.PathLike[str], message: str) -> None:
-    """Append one line to the folder's ``drain-errors.log`` (UTC time, pid, ``message``)."""
+#: Beside the spool: what a hook could not do (eventstore.entry), one line each; ``evstore doctor`` shows it.
+HOOK_ERRORS = "hook-errors.log"
+
+
+def log_drain_error(directory: str | os.PathLike[str], message: str, *, streams: Iterable[str] = (),
+                    event: str | None = None) -> None:
+    """Append one line to the folder's ``drain-errors.log`` (UTC time, pid, ``message``, and the
+    ``[stream S]`` each record concerned would have been recorded in and its ``[event ID]``, so an
+    erasure of the stream or the event finds its lines: :func:`scrub_logs`)."""
     os.makedirs(directory, mode=0o700, exist_ok=True)
     line = " ".join(message.split())  # one line per error, whatever the message holds
+    tags = "".join(f" [stream {' '.join(s.split())}]" for s in sorted(streams))
+    tags += f" [event {event}]" if event else ""
     stamp = _stamp()
-    with open(os.path.join(directory, DRAIN_ERRORS), "a", encoding="utf-8") as fh:
-        fh.write(f"{stamp} pid {os.getpid()}: {line}\n")
+    path = os.path.join(directory, DRAIN_ERRORS)
+    data = f"{stamp} pid {os.getpid()}: {line}{tags}\n".encode()
+    while True:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # scrub_logs rewrites the file under it
+            try:
+                if os.stat(path).st_ino != os.fstat(fd).st_ino:
+                    continue  # rewritten between our open and our lock: append to the new file
+            except FileNotFoundError:
+                continue
+            os.write(fd, data)
+            return
+        finally:
+            os.close(fd)
+
+
+def scrub_logs(directory: str | os.PathLike[str], drop: Callable[[str], bool]) -> int:
+    """Take every line ``drop`` selects out of the folder's ``drain-errors.log`` and
+    ``hook-errors.log`` (an error may quote what it could not record), each rewritten to a new file
+    renamed over the old one under the lock appends take.  Returns how many lines went."""
+    removed = 0
+    for name in (DRAIN_ERRORS, HOOK_ERRORS):
+        path = os.path.join(directory, name)
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            with open(path, "rb") as fh:
+                lines = fh.readlines()
+            kept = [x for x in lines if not drop(x.decode("utf-8", "replace"))]
+            if len(kept) == len(lines):
+                continue
+            removed += len(lines) - len(kept)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.write(out, b"".join(kept))
+                os.fsync(out)
+            finally:
+                os.close(out)
+            os.replace(tmp, path)
+            _fsync_dir(os.fspath(directory))
+        finally:
+            os.close(fd)
+    return removed

@@ -513,6 +513,12 @@ def _note_source(view: _MetaView, sid: str, version: int,
         sources[(sid, version)] = (ident, derived)
 
 
+def _is_erased_source_id(ident: str) -> bool:
+    from eventstore.ingest import is_erased_source_id
+
+    return is_erased_source_id(ident)
+
+
 def _legacy_source_id(meta: dict[str, Any]) -> str | None:
     from eventstore.ingest import legacy_source_id
 
@@ -537,6 +543,10 @@ def _compare_sources(rows: dict[tuple[str, int], str], sources: dict[tuple[str, 
     a ``meta.source.id`` has its row: a capture reads the table to decide what is recorded."""
     for key, ident in rows.items():
         if key in erased:  # its meta is gone with the payload; the row keeps the capture from re-recording it
+            if not _is_erased_source_id(ident):  # ... by where it was, never by a digest of what was erased
+                report.failures.append(Failure(key[0], key[1], "source",
+                                               f"source_versions keeps {ident} for an erased version: a digest "
+                                               "of erased content (an erasure replaces it by where it was)"))
             continue
         said, derived = sources.get(key, (None, None))
         if ident != said and not (said is None and ident == derived):

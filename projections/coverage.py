@@ -91,7 +91,7 @@ def _origin(meta: dict[str, Any]) -> tuple[str, str, str | None, dict[str, Any],
         return None
     transcript = meta.get("transcript")
     if isinstance(transcript, dict) and isinstance(transcript.get("file"), str):
-        ident = {k: transcript[k] for k in ("file", "end", "lines", "prefix_sha256") if k in transcript}
+        ident = {k: transcript[k] for k in ("file", "end", "lines", "prefix_sha256", "prefix_hmac") if k in transcript}
         return "transcript", transcript["file"], transcript["file"], ident, transcript["file"]
     return None
 
@@ -202,7 +202,7 @@ def identity_text(ident: dict[str, Any]) -> str:
         if key in ("file", "repo", "dir"):
             continue
         text = str(value)
-        parts.append(f"{key} {text[:12] if key in ('sha256', 'commit', 'prefix_sha256') else text}")
+        parts.append(f"{key} {text[:12] if key in ('sha256', 'commit', 'prefix_sha256', 'prefix_hmac') else text}")
     return ", ".join(parts)
 
 

@@ -277,8 +277,11 @@ def test_spool_headers_read_back_whatever_they_hold(tmp_path: Path, monkeypatch:
     spool.write(str(tmp_path / "s"), b'{"hook_event_name":"Stop"}', now=1.0)  # a str folder too
     (claimed,) = spool.claim(tmp_path / "s")
     first, second = spool.read(claimed)
-    assert first.header == {"received_at": 1764578000.5, "pid": os.getpid(), "bytes": 7} and first.stdin == b'{"a":1}'
-    assert second.header == {"received_at": 1.0, "pid": os.getpid(), "bytes": 26, "truncated": True}
+    assert first.header["nonce"] != second.header["nonce"]
+    assert first.header == {"received_at": 1764578000.5, "pid": os.getpid(), "bytes": 7,
+                            "nonce": first.header["nonce"]} and first.stdin == b'{"a":1}'
+    assert second.header == {"received_at": 1.0, "pid": os.getpid(), "bytes": 26, "truncated": True,
+                             "nonce": second.header["nonce"]}
     assert second.stdin == b'{"hook_eve' and second.file_bytes is None
     assert (tmp_path / "s" / "spool.jsonl").exists() is False
 

@@ -69,7 +69,7 @@ def _pg_files(store: EventStore) -> bytes:
     out = b""
     with store.engine.begin() as conn:
         conn.execute(text("CHECKPOINT"))  # pages still only in shared buffers: written out
-        for table in ("events", "blobs", "replay_cache", "proj_runs"):
+        for table in ("events", "blobs", "replay_cache", "proj_runs", "proj_search", "ix_proj_search_fts"):
             oids = conn.execute(text("SELECT oid, reltoastrelid FROM pg_class WHERE oid = CAST(:t AS regclass)"),
                                 {"t": table}).one()
             for oid in oids:
@@ -105,6 +105,7 @@ def test_erase_and_purge_keep_verify_checkpoints_and_proofs(run: Callable[..., A
     os.environ["EVSTORE_ANALYTICS_DIR"] = str(analytics)
     try:
         assert run("metrics").exit_code == 0  # the analytics Parquet, made before the erasure
+        assert run("search", "--json", "PURGE-THOUGHT-1f4e").stdout  # the search index, filled before it
         before = _stored_bytes(store)
         assert all(n in before for n in _needles()[:2]), "the check must see the strings while they are stored"
         key = _keys(run, tmp_path)
@@ -139,7 +140,9 @@ def test_erase_and_purge_keep_verify_checkpoints_and_proofs(run: Callable[..., A
         p = run("prove", SESSION, "--version", "3", "--checkpoint", str(cp1))
         assert p.exit_code == 0, p.output
         (tmp_path / "p.json").write_text(p.stdout)
-        assert run("verify-proof", str(tmp_path / "p.json"), "--vkey", f"{key}.vkey").exit_code == 0
+        assert json.loads(p.stdout)["content"].startswith("erased at")  # a note beside the proof
+        vp = run("verify-proof", str(tmp_path / "p.json"), "--vkey", f"{key}.vkey")
+        assert vp.exit_code == 0 and "its content was erased at" in vp.stdout and "GDPR request 114" in vp.stdout
         cp2 = tmp_path / "cp2"
         assert run("checkpoint", "--key-file", f"{key}.key", "--out", str(cp2)).exit_code == 0
         c = run("prove", "--consistency", str(cp1), str(cp2))
@@ -166,6 +169,8 @@ def test_erase_and_purge_keep_verify_checkpoints_and_proofs(run: Callable[..., A
         for n in _needles():
             assert n not in after, n
         assert b"KEEP-1" in after  # the held session's content is still stored
+        assert not [h for h in run("search", "--json", "PURGE-THOUGHT-1f4e").stdout.splitlines()
+                    if PURGED in h or SESSION in h]  # nor found by the search index
         text = _parquet_text(analytics)
         assert text and "KEEP-1" in text or analytics.exists()
         for n in _needles():
@@ -402,12 +407,16 @@ def test_erase_takes_what_it_erases_out_of_the_hook_spool(run: Callable[..., Any
     (folder / "claimed-1-1.jsonl").write_bytes(killed)  # a drain killed after recording, before the unlink
     spool.write(folder, _hook_call("sess-a", 2, SPOOL_SECRET))  # waiting: never drained
     spool.write(folder, _hook_call("sess-b", 3, "nothing to erase"))
+    # What a drain could not record, quoted in its error log (the message's whitespace collapsed).
+    spool.log_drain_error(folder, f"/p/x.json: the lens failed (KeyError: '{SPOOL_SECRET}')", streams=["sess-a"])
+    spool.log_drain_error(folder, "/p/y.json: the lens failed (KeyError: 'other')", streams=["sess-b"])
     wanted = needles(SPOOL_SECRET)
-    assert _spool_holds(folder, wanted) == ["claimed-1-1.jsonl", "spool.jsonl"]
+    assert _spool_holds(folder, wanted) == ["claimed-1-1.jsonl", spool.DRAIN_ERRORS, "spool.jsonl"]
     r = run("erase", "--match", SPOOL_SECRET, "--reason", "leaked phrase")
     assert r.exit_code == 0, r.stderr
     assert "drained the hook spool first: 4 call(s) recorded" in r.stderr
     assert _spool_holds(folder, wanted) == []
+    assert "'other'" in (folder / spool.DRAIN_ERRORS).read_text()  # the other line stays
     assert not (folder / "claimed-1-1.jsonl").exists() and not spool.waiting(folder)
     assert [e.erased for e in store.read_stream("sess-a")] == [True, True, True]
     assert [e.erased for e in store.read_stream("sess-b")] == [False]
@@ -438,6 +447,47 @@ def test_calls_spooled_while_another_drain_holds_the_spool_are_taken_out(
     assert "another drain holds the hook spool" in r.stderr and "removed 1 hook call(s)" in r.stderr
     assert _spool_holds(folder, needles(SPOOL_SECRET)) == []
     assert [json.loads(rec.stdin)["session_id"] for rec in spool.read(folder / spool.SPOOL)] == ["sess-b"]
+
+
+def test_erase_stream_takes_every_call_bound_for_it_and_its_error_lines_out_of_the_spool(
+        run: Callable[..., Any], store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A state stream is written by calls of any session (a Write of its state file): with another drain
+    holding the spool, `erase --stream` takes out every waiting call a drain would record in it — whatever
+    its session —, and the error-log lines of the stream, tagged or naming it; the other calls and lines stay."""
+    from test_dialect_contract import history
+
+    from eventstore import capture, spool
+
+    folder = tmp_path / "spool"
+    monkeypatch.setenv("EVSTORE_SPOOL_DIR", str(folder))
+    state = tmp_path / "agent-state.json"  # mapipe's state file: a Write of it records a version
+    docs = [s.doc for s in history("mapipe", 4) if s.doc is not None][:2]
+
+    def write(session: str, doc: Any, tool: str = "t") -> None:
+        text = json.dumps(doc, indent=2)
+        spool.write(folder, json.dumps({"session_id": session, "hook_event_name": "PostToolUse", "tool_name": "Write",
+                                        "tool_use_id": tool, "tool_input": {"file_path": str(state),
+                                                                            "content": text}}).encode())
+
+    write("sess-1", docs[0])
+    first = capture.drain(store, folder)
+    [task] = {r.stream for r in first.states}
+    write("sess-2", docs[1], "t2")  # another session's call, bound for the same state stream
+    spool.write(folder, _hook_call("sess-3", 1, "kept for the drain"))
+    spool.log_drain_error(folder, f"{state}: lens failed (KeyError: 'TASK-SECRET-9')", streams=[task])
+    spool.log_drain_error(folder, f"/home/dev/.claude/projects/p/{task}.jsonl: not read")  # before tags
+    spool.log_drain_error(folder, "/home/dev/other.json: lens failed", streams=["sess-3"])
+    lock = spool.drain_lock(folder)
+    assert lock is not None
+    try:
+        r = run("erase", "--stream", task, "--reason", "request 12")
+    finally:
+        os.close(lock)
+    assert r.exit_code == 0, r.stderr
+    assert "removed 1 hook call(s)" in r.stderr and "removed 2 line(s)" in r.stderr, r.stderr
+    assert [json.loads(rec.stdin)["session_id"] for rec in spool.read(folder / spool.SPOOL)] == ["sess-3"]
+    log = (folder / spool.DRAIN_ERRORS).read_text()
+    assert "TASK-SECRET-9" not in log and task not in log and "other.json" in log
 
 
 def test_spool_remove_rewrites_pending_and_claimed_files(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ never a traceback, and never a way to have the server read a file it should not.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import threading
 from collections.abc import Iterator
@@ -109,8 +110,9 @@ def test_a_write_of_a_state_file_is_its_new_version_with_session_and_tool_call(b
     assert [(s["file"], s["claude"]["session_id"], s["claude"]["tool_use_id"], s["claude"]["tool_name"])
             for s in sources] == [("/nowhere/proj/agent-state.json", SESSION, "toolu_w0", "Write"),
                                   ("/nowhere/proj/agent-state.json", SESSION, "toolu_e1", "Edit")]
-    # each version's identity is its call's (the request body's SHA-256): a retried request records none again
-    assert [s["id"] for s in sources] == [f"http:{hashlib.sha256(body).hexdigest()}" for body in (
+    # each version's identity is its call's (the request body's HMAC-SHA256 under the local scrub key, which a
+    # reader of the store cannot test a guess against): a retried request records none again
+    assert [s["id"] for s in sources] == [f"http:{hmac.new(b'test-key', body, hashlib.sha256).hexdigest()}" for body in (
         json.dumps(write(SESSION, "toolu_w0", "running"), separators=(",", ":")).encode(),
         json.dumps(edit, separators=(",", ":")).encode())]
     assert json.loads(cli(store_url, "replay", "PROJ-7", "--json").stdout)["status"] == "done"

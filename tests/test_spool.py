@@ -74,10 +74,12 @@ def test_a_server_store_spools_per_url_under_the_state_folder(monkeypatch: pytes
 def test_a_record_is_one_line_of_exactly_the_header_and_the_input(tmp_path: Path) -> None:
     spool.write(tmp_path / "s", _call(0), now=1764578000.25)
     line = (tmp_path / "s" / spool.SPOOL).read_bytes()
-    header = {"received_at": 1764578000.25, "pid": os.getpid(), "bytes": len(_call(0))}
+    [record] = _records(tmp_path / "s" / spool.SPOOL)
+    nonce = record.header["nonce"]  # 128 random bits: the record's digest confirms no guess of the call
+    assert type(nonce) is int and 0 <= nonce < 2 ** 128
+    header = {"received_at": 1764578000.25, "pid": os.getpid(), "bytes": len(_call(0)), "nonce": nonce}
     assert line == base64.b64encode(json.dumps(header, separators=(",", ":")).encode()) + b"\t" + \
         base64.b64encode(_call(0)) + b"\n"
-    [record] = _records(tmp_path / "s" / spool.SPOOL)
     assert (record.header, record.stdin, record.file_bytes) == (header, _call(0), None)
     assert record.digest == hashlib.sha256(line).hexdigest()
 
@@ -110,7 +112,8 @@ def test_an_input_at_the_limit_is_kept_whole_and_one_over_it_is_truncated_saying
     monkeypatch.setattr(spool, "MAX_INPUT_BYTES", len(call) - 1)
     spool.write(tmp_path, call, now=1.0)
     whole, cut = _records(tmp_path / spool.SPOOL)
-    assert (whole.stdin, whole.header) == (call, {"received_at": 1.0, "pid": os.getpid(), "bytes": len(call)})
+    assert (whole.stdin, whole.header) == (call, {"received_at": 1.0, "pid": os.getpid(), "bytes": len(call),
+                                                  "nonce": whole.header["nonce"]})
     assert (cut.stdin, cut.header["bytes"], cut.header["truncated"]) == (call[:-1], len(call), True)
 
 
@@ -122,7 +125,7 @@ def test_a_header_with_text_in_it_is_json(tmp_path: Path) -> None:
                 now=2.5)
     [record] = _records(tmp_path / "s" / spool.SPOOL)
     assert record.header == {"received_at": 2.5, "pid": os.getpid(), "bytes": record.header["bytes"],
-                             "file": str(written), "file_bytes": 5}
+                             "nonce": record.header["nonce"], "file": str(written), "file_bytes": 5}
     assert record.file_bytes == b"hello"
     header = (tmp_path / "s" / spool.SPOOL).read_bytes().split(b"\t")[0]
     assert base64.b64decode(header) == json.dumps(record.header, separators=(",", ":")).encode()  # compact

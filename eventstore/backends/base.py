@@ -825,6 +825,27 @@ class Backend(abc.ABC):
         cur.executemany(f"UPDATE events SET data = {p}, meta = {p}, salt = NULL WHERE position = {p}",
                         [(empty, empty, r[0]) for r in rows])
 
+    @recorder("reading the source identities of erased events")
+    def source_ids_at(self, cur: Any, positions: Sequence[int]) -> list[tuple[int, int, str]]:
+        """(stream_pk, version, source id) of the ``source_versions`` rows of the events at ``positions``."""
+        p = self.p
+        found: list[tuple[int, int, str]] = []
+        for i in range(0, len(positions), 500):
+            chunk = list(positions[i:i + 500])
+            cur.execute("SELECT v.stream_pk, v.version, v.source_id FROM source_versions v JOIN events e ON "
+                        "e.stream_pk = v.stream_pk AND e.version = v.version "
+                        f"WHERE e.position IN ({', '.join([p] * len(chunk))})", chunk)
+            found += [(int(r[0]), int(r[1]), str(r[2])) for r in cur.fetchall()]
+        return found
+
+    @recorder("replacing the source identities of erased events")
+    def replace_source_ids(self, cur: Any, rows: Sequence[tuple[int, int, str]]) -> None:
+        """Set each (stream_pk, version)'s source id to the one given: the one UPDATE of
+        ``source_versions`` its triggers allow (migration 0011), for an erased event's version."""
+        p = self.p
+        cur.executemany(f"UPDATE source_versions SET source_id = {p} WHERE stream_pk = {p} AND version = {p}",
+                        [(ident, pk, v) for pk, v, ident in rows])
+
     @recorder("erasing blobs")
     def tombstone_blobs(self, cur: Any, digests: Sequence[bytes], admin_event_id: str, now: str) -> None:
         p = self.p

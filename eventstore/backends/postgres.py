@@ -145,14 +145,40 @@ class PostgresBackend(Backend):
     def scrub(self, raw: Any) -> list[str]:
         # VACUUM FULL writes new table files (and TOAST) from the live rows and drops the old ones;
         # plain VACUUM would leave the dead versions' bytes in pages it only marks free.
+        # Every table of the store's schema: besides events, blobs and the replay cache, the projections'
+        # tables (the search index, the runs index: rebuilt, their old rows only dead) and
+        # source_versions (an erased version's old identity) keep dead rows that held erased content.
+        # VACUUM FULL keeps the dead rows a running transaction may still read: a session that holds a
+        # snapshot (a client killed mid-transaction whose backend has not noticed yet, a long report)
+        # is waited for, two seconds, then named in a warning.
+        import time
+
         raw.rollback()
         raw.autocommit = True
         try:
-            for table in ("events", "blobs", "replay_cache"):
-                raw.execute(f"VACUUM FULL {table}")
+            with raw.cursor() as cur:
+                cur.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename")
+                tables = [str(r[0]) for r in cur.fetchall()]
+                deadline = time.monotonic() + 2
+                while True:
+                    cur.execute("SELECT pid, application_name FROM pg_stat_activity WHERE datname = current_database() "
+                                "AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL")
+                    holders = cur.fetchall()
+                    if not holders or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.1)
+            for table in tables:
+                raw.execute(f'VACUUM FULL "{table}"')  # a table name from the catalog (VACUUM binds none)
         finally:
             raw.autocommit = False
-        return ["VACUUM FULL rewrote events, blobs and replay_cache (the old files were dropped)"]
+        done = []
+        if holders:  # other sessions of the database (its other stores too) hold the dead rows back
+            named = ", ".join(f"pid {pid} ({app or 'no application name'})" for pid, app in holders[:3])
+            done.append(f"warning: {named} held a snapshot while VACUUM FULL ran; old rows such a snapshot may still "
+                        "read were kept, so erased bytes may remain in the table files — run the command again "
+                        "once it has ended")
+        return [f"VACUUM FULL rewrote the store's {len(tables)} tables (events, blobs, the replay cache, the "
+                "projections' tables; the old files were dropped)", *done]
 
     def execute_planned(self, cur: Any, sql: str, params: Sequence[Any]) -> None:
         # Not prepared: psycopg prepares a statement from its fifth run on, and PostgreSQL then plans it

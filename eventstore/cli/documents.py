@@ -140,7 +140,7 @@ def capture_summary(results: list[Any]) -> str:
 
 def _ingest_note(r: Any) -> str:
     if r.status == "recorded":
-        return "already recorded"
+        return "already recorded" + ("; erased since, so matched by place and order" if r.erased_match else "")
     if r.events == 0:
         return "unchanged"
     if r.unreadable is not None:

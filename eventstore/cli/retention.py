@@ -66,8 +66,12 @@ def _drain_spool(store: Any) -> None:
 
 
 def _scrub_spool(store: Any, streams: tuple[str, ...], event_id: str | None, match: str | None) -> None:
-    """Take out of the spool the calls spooled while the erasure ran that it would have erased
-    (they are then never recorded; a drain would have recorded the erased content again)."""
+    """Take out of the spool the calls spooled while the erasure ran that it would have erased: those
+    holding the ``--match`` text, those any of whose streams (the session's, the state file's, the
+    transcripts') is a ``--stream``, the ``--event``'s call (they are then never recorded; a drain would
+    have recorded the erased content again); and the lines of the spool's error logs that name them."""
+    import re
+
     from eventstore import capture, spool
 
     found = erasure.needles(match) if match is not None else []
@@ -75,11 +79,20 @@ def _scrub_spool(store: Any, streams: tuple[str, ...], event_id: str | None, mat
     def drop(record: spool.Record) -> bool:
         if found and not any(n in part for part in spool.contents(record) for n in found):
             return False
-        if streams or event_id is not None:
-            sid, eid = capture.hook_target(record)
-            if (streams and sid not in streams) or (event_id is not None and eid != event_id):
-                return False
-        return True
+        if streams and not capture.record_streams(store, record) & set(streams):
+            return False
+        return event_id is None or capture.hook_target(record)[1] == event_id
+
+    texts = [n.decode("utf-8", "replace") for n in found]
+    texts += [" ".join(t.split()) for t in texts]  # a logged message has its whitespace collapsed
+    named = [re.compile(rf"(?<![\w-]){re.escape(s)}(?![\w-])|\[stream {re.escape(s)}\]") for s in streams]
+
+    def drop_line(line: str) -> bool:
+        if texts and not any(t and t in line for t in texts):
+            return False
+        if named and not any(rx.search(line) for rx in named):
+            return False
+        return event_id is None or event_id in line
 
     folder = spool.spool_dir(store.url)
     removed, reached = spool.remove(folder, drop)
@@ -89,6 +102,9 @@ def _scrub_spool(store: Any, streams: tuple[str, ...], event_id: str | None, mat
     if not reached:
         click.echo(f"warning: another drain holds the hook spool {folder}; its claimed files were not searched — "
                    "run this command again once it is done.", err=True)
+    lines = spool.scrub_logs(folder, drop_line) if folder.is_dir() else 0
+    if lines:
+        click.echo(f"removed {lines} line(s) naming what was erased from the spool's error logs", err=True)
 
 
 def _finish(store: Any, results: list[erasure.EraseResult], as_json: bool, dry_run: bool) -> None:

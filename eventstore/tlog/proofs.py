@@ -51,6 +51,10 @@ class InclusionProof(msgspec.Struct, kw_only=True):
     stream: str | None = None
     version: int | None = None
     event_id: str | None = None
+    #: "erased at T (...)" / "purged at T (...)": what the store said of the event's content when it made
+    #: the proof (its payload was emptied; the event hash, which the proof covers, is unchanged).  A note,
+    #: not signed.
+    content: str | None = None
 
 
 class ConsistencyProof(msgspec.Struct, kw_only=True):
@@ -123,6 +127,9 @@ class ProofReport:
                 what += f" (stream {d['stream']!r} version {d.get('version')})"
             text = (f"OK: {what} is leaf {d['leaf_index']} of log {self.origin!r} at size {d['tree_size']}, "
                     f"root {d['root'][:16]}…")
+            if d.get("content") is not None:
+                text += (f"; its content was {d['content']}, as the proof file says (a note the signature "
+                         "does not cover; the event hash it proves is the one recorded before)")
         else:
             text = (f"OK: log {self.origin!r} at size {d['new_size']} (root {d['new_root'][:16]}…) extends "
                     f"its checkpoint at size {d['old_size']} (root {d['old_root'][:16]}…)")
@@ -162,6 +169,8 @@ def verify_inclusion_proof(proof: InclusionProof, log: notes.NoteVerifier, *,
     details = {"leaf_index": proof.leaf_index, "tree_size": proof.tree_size, "event_hash": proof.event_hash,
                "root": cp.checkpoint.root.hex(), "stream": proof.stream, "version": proof.version,
                "event_id": proof.event_id}
+    if proof.content is not None:
+        details["content"] = proof.content
     return ProofReport("inclusion", cp.checkpoint.origin, [cp], details)
 
 

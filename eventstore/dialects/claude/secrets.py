@@ -170,6 +170,11 @@ class Scrubbed:
     offset: int
 
 
+def local_key() -> bytes:
+    """The local key (``EVSTORE_SCRUB_KEY``, else ``~/.config/evstore/scrub.key``, created once)."""
+    return _key()
+
+
 def _key() -> bytes:
     env = os.environ.get("EVSTORE_SCRUB_KEY")
     if env:
@@ -251,6 +256,11 @@ class Scrubber:
                     self._seen[digest] = got
             out |= got
         return frozenset(out)
+
+    def keyed_digest(self, data: bytes) -> str:
+        """HMAC-SHA256 of ``data`` under the local key (hex): an identity for ``data`` that whoever
+        lacks the key cannot test a guess against (a plain SHA-256 could be)."""
+        return hmac.new(self._key, data, hashlib.sha256).hexdigest()
 
     def marker(self, kind: str, secret: str) -> str:
         mac = hmac.new(self._key, secret.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:12]
