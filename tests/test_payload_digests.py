@@ -39,7 +39,13 @@ def _every_stored_value(store: EventStore) -> list[bytes]:
     """Every value of every column of every table of the store, as bytes (text as UTF-8)."""
     out: list[bytes] = []
     with store.engine.connect() as conn:
+        # An FTS5 virtual table holds nothing itself (contentless, without a size table: it cannot even
+        # be scanned); its index is in its shadow tables (proj_search_fts_data, _idx, ...), read here.
+        virtual = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE sql LIKE 'CREATE VIRTUAL%'"))} \
+            if conn.dialect.name == "sqlite" else set()
         for table in inspect(conn).get_table_names():
+            if table in virtual:
+                continue
             for row in conn.execute(text(f'SELECT * FROM "{table}"')):
                 for v in row:
                     if isinstance(v, (bytes, bytearray, memoryview)):
