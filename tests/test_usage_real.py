@@ -6,13 +6,13 @@ ccusage keeps each message's first line)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.test_usage_ccusage import ccusage_beside, needs_ccusage
 
 PROJECTS = Path(__file__).resolve().parent / "data" / "claude" / "projects"
 TOKENS = ("input_tokens", "output_tokens", "cache_creation_tokens", "cache_creation_5m_tokens",
@@ -84,23 +84,9 @@ def test_usage_on_real_transcripts_equals_a_count_from_the_jsonl(run: Any) -> No
     assert {k: sub[0][k] for k in keep} == sums([m for m in mine.values() if m["sidechain"]])
 
 
-CCUSAGE = os.environ.get("EVSTORE_CCUSAGE") or shutil.which("ccusage")
-
-
-@pytest.mark.skipif(CCUSAGE is None, reason="ccusage is not installed (npm install --prefix /tmp/ccusage ccusage@17; "
-                                            "EVSTORE_CCUSAGE=/tmp/ccusage/node_modules/.bin/ccusage)")
+@needs_ccusage
 def test_real_transcripts_beside_ccusage(run: Any, tmp_path: Path) -> None:
     config = tmp_path / "claude"
     shutil.copytree(PROJECTS, config / "projects")
     assert run("ingest", "claude", str(config / "projects")).exit_code == 0
-    ours = usage(run)["total"]
-    assert CCUSAGE is not None
-    out = subprocess.run([CCUSAGE, "daily", "--json", "--offline"], env={**os.environ, "CLAUDE_CONFIG_DIR": str(config)},
-                         capture_output=True, text=True, timeout=120, check=True)
-    theirs = json.loads(out.stdout)["totals"]
-    assert ours["input_tokens"] == theirs["inputTokens"]
-    assert ours["cache_creation_tokens"] == theirs["cacheCreationTokens"]
-    assert ours["cache_read_tokens"] == theirs["cacheReadTokens"]
-    # ccusage keeps each message's first line: its output count is what those lines say
-    firsts = sum(m["first_output"] for m in by_hand().values())
-    assert theirs["outputTokens"] == firsts < ours["output_tokens"]
+    ccusage_beside(usage(run)["total"], config, sum(m["first_output"] for m in by_hand().values()))
