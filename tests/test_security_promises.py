@@ -217,6 +217,24 @@ def test_a_server_without_the_token_refuses_every_write_saying_why() -> None:
     assert read_only.authorize(bearer(READER), "read") is not None
 
 
+def test_once_no_token_may_write_every_write_is_refused_as_disabled(sqlite_url: str) -> None:
+    """A revoked or unknown token on a server where no token may write any more: the answer says writes
+    are disabled (how to enable them), not only that this token is no good."""
+    from eventstore import tokens
+    from projections.serve.app import StoreTokens
+
+    with EventStore(migrated(sqlite_url)) as store:
+        appender = tokens.add_token(store, "m1", "append")
+        policy = Policy.of(host="0.0.0.0", token=None, read_token=None, allowed_hosts=(), tokens=StoreTokens(store))
+        assert policy.authorize(bearer(appender), "write") is not None
+        tokens.revoke_token(store, "m1")
+        assert not policy.writable
+        for given in (appender, "z" * 43):
+            with pytest.raises(HTTPError) as err:
+                policy.authorize(bearer(given), "write")
+            assert (err.value.status, err.value.message.split(";")[0]) == (403, "writes are disabled on this server")
+
+
 def test_a_named_token_is_accepted_only_exactly(sqlite_url: str) -> None:
     """The store's named tokens (``evstore tokens add``), looked up by the SHA-256 of what was sent."""
     from eventstore import tokens
