@@ -356,7 +356,7 @@ def test_an_answer_other_than_200_or_without_the_cosignature_is_refused(server: 
     with pytest.raises(WitnessError, match=rf"^The witness witness\.example/w at {base}/add-checkpoint answered "
                                            r"without a valid cosignature: ") as info:
         submit_to_witness(base, note(7), 0, [], WKEY.verifier)
-    assert info.value.status == 200 and info.value.body == handler.answer.body
+    assert (info.value.status, info.value.body, info.value.url) == (200, handler.answer.body, f"{base}/add-checkpoint")
 
 
 def test_a_witness_that_cannot_be_reached_is_named() -> None:
@@ -472,3 +472,13 @@ def test_a_proof_line_is_strict_base64(w: Witness) -> None:
     for line in (good[:10] + "*" + good[10:], good[:10] + " " + good[10:], good + "\t"):
         body = f"old 10\n{line}\n\n".encode() + note(20).encode()
         assert w.add_checkpoint(body, now=NOW) == Answer(400, "Consistency proof line 1 is not base64.\n"), line
+
+
+def test_a_database_error_while_storing_stores_nothing_and_is_raised_as_it_is(w: Witness) -> None:
+    """Check-and-store is one transaction: when storing fails half-way (here the table of what it cosigned is
+    gone), the size moves neither, and the database's own error reaches the caller."""
+    with sqlite3.connect(w.db) as conn:
+        conn.execute("DROP TABLE cosigned")
+    with pytest.raises(sqlite3.OperationalError, match="no such table: cosigned"):
+        w.add_checkpoint(request(0, 4), now=NOW)
+    assert w.latest(ORIGIN) is None
