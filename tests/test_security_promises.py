@@ -181,7 +181,11 @@ def test_token_strength_is_counted_in_bits() -> None:
 
 
 def test_refusals_say_why(policy: Policy) -> None:
-    assert str(HTTPError(403, "the token is not valid for this server.")) == "the token is not valid for this server."
+    for scope in ("read", "write"):
+        with pytest.raises(HTTPError) as err:
+            policy.authorize(bearer(TOKEN + "x"), scope)  # type: ignore[arg-type]
+        assert (err.value.status, err.value.message, str(err.value)) == (
+            403, "the token is not valid for this server.", "the token is not valid for this server.")
     assert policy.host_problem(None) == policy.host_problem("") == (
         "the request has no Host header; send the address of this server as its Host.")
 
