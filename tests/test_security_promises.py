@@ -541,3 +541,13 @@ def test_a_record_is_read_exactly_as_written(tmp_path: Path) -> None:
         [record] = spool.read(path)
         assert (record.header, record.stdin) == ({"corrupt": True}, damaged + b"\n"), damaged
         assert record.digest == hashlib.sha256(damaged + b"\n").hexdigest()
+
+
+@pytest.mark.parametrize("host", ["localhost", "LocalHost", "127.0.0.1", "::1", "[::1]"])
+def test_a_server_on_a_loopback_name_is_a_loopback_server(host: str) -> None:
+    """`--host localhost` (any case) is this machine only, as 127.0.0.1 and ::1 are: reads need no token, and
+    loopback addresses and localhost are names of the server."""
+    policy = Policy.of(host=host, token=TOKEN, read_token=None, allowed_hosts=())
+    assert not policy.reads_need_token and policy.authorize({}, "read") is None
+    assert policy.host_problem("127.0.0.1:8765") is None and policy.host_problem("localhost:8765") is None
+    assert "is not a name of this server" in (policy.host_problem("attacker.example") or "")
