@@ -551,3 +551,12 @@ def test_a_server_on_a_loopback_name_is_a_loopback_server(host: str) -> None:
     assert not policy.reads_need_token and policy.authorize({}, "read") is None
     assert policy.host_problem("127.0.0.1:8765") is None and policy.host_problem("localhost:8765") is None
     assert "is not a name of this server" in (policy.host_problem("attacker.example") or "")
+
+
+@pytest.mark.parametrize("host", ["evstore.example", "localhost.example", "10.0.0.1", "[2001:db8::1]"])
+def test_a_server_on_any_other_name_or_address_needs_a_token_to_read(host: str) -> None:
+    policy = Policy.of(host=host, token=TOKEN, read_token=None, allowed_hosts=())
+    assert policy.reads_need_token
+    with pytest.raises(HTTPError) as err:
+        policy.authorize({}, "read")
+    assert err.value.status == 401
