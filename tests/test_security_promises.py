@@ -560,3 +560,12 @@ def test_a_server_on_any_other_name_or_address_needs_a_token_to_read(host: str) 
     with pytest.raises(HTTPError) as err:
         policy.authorize({}, "read")
     assert err.value.status == 401
+
+
+def test_a_server_answers_to_the_name_it_was_started_on_in_any_case() -> None:
+    """Host names are compared as DNS compares them: `--host Evstore.Example.` answers to `evstore.example:8765`."""
+    policy = Policy.of(host="Evstore.Example.", token=TOKEN, read_token=None, allowed_hosts=())
+    assert policy.host == "evstore.example"
+    for header in ("evstore.example:8765", "EVSTORE.EXAMPLE", "evstore.example."):
+        assert policy.host_problem(header) is None, header
+    assert policy.host_problem("other.example") is not None
