@@ -181,7 +181,11 @@ def test_token_strength_is_counted_in_bits() -> None:
 
 
 def test_refusals_say_why(policy: Policy) -> None:
-    assert str(HTTPError(403, "the token is not valid for this server.")) == "the token is not valid for this server."
+    for scope in ("read", "write"):
+        with pytest.raises(HTTPError) as err:
+            policy.authorize(bearer(TOKEN + "x"), scope)  # type: ignore[arg-type]
+        assert (err.value.status, err.value.message, str(err.value)) == (
+            403, "the token is not valid for this server.", "the token is not valid for this server.")
     assert policy.host_problem(None) == policy.host_problem("") == (
         "the request has no Host header; send the address of this server as its Host.")
 
@@ -215,6 +219,24 @@ def test_a_server_without_the_token_refuses_every_write_saying_why() -> None:
         read_only.authorize(bearer(READER), "write")
     assert (err.value.status, err.value.message) == (403, "the read token may not write; use a token with write access.")
     assert read_only.authorize(bearer(READER), "read") is not None
+
+
+def test_once_no_token_may_write_every_write_is_refused_as_disabled(sqlite_url: str) -> None:
+    """A revoked or unknown token on a server where no token may write any more: the answer says writes
+    are disabled (how to enable them), not only that this token is no good."""
+    from eventstore import tokens
+    from projections.serve.app import StoreTokens
+
+    with EventStore(migrated(sqlite_url)) as store:
+        appender = tokens.add_token(store, "m1", "append")
+        policy = Policy.of(host="0.0.0.0", token=None, read_token=None, allowed_hosts=(), tokens=StoreTokens(store))
+        assert policy.authorize(bearer(appender), "write") is not None
+        tokens.revoke_token(store, "m1")
+        assert not policy.writable
+        for given in (appender, "z" * 43):
+            with pytest.raises(HTTPError) as err:
+                policy.authorize(bearer(given), "write")
+            assert (err.value.status, err.value.message.split(";")[0]) == (403, "writes are disabled on this server")
 
 
 def test_a_named_token_is_accepted_only_exactly(sqlite_url: str) -> None:
@@ -519,3 +541,31 @@ def test_a_record_is_read_exactly_as_written(tmp_path: Path) -> None:
         [record] = spool.read(path)
         assert (record.header, record.stdin) == ({"corrupt": True}, damaged + b"\n"), damaged
         assert record.digest == hashlib.sha256(damaged + b"\n").hexdigest()
+
+
+@pytest.mark.parametrize("host", ["localhost", "LocalHost", "127.0.0.1", "::1", "[::1]"])
+def test_a_server_on_a_loopback_name_is_a_loopback_server(host: str) -> None:
+    """`--host localhost` (any case) is this machine only, as 127.0.0.1 and ::1 are: reads need no token, and
+    loopback addresses and localhost are names of the server."""
+    policy = Policy.of(host=host, token=TOKEN, read_token=None, allowed_hosts=())
+    assert not policy.reads_need_token and policy.authorize({}, "read") is None
+    assert policy.host_problem("127.0.0.1:8765") is None and policy.host_problem("localhost:8765") is None
+    assert "is not a name of this server" in (policy.host_problem("attacker.example") or "")
+
+
+@pytest.mark.parametrize("host", ["evstore.example", "localhost.example", "10.0.0.1", "[2001:db8::1]"])
+def test_a_server_on_any_other_name_or_address_needs_a_token_to_read(host: str) -> None:
+    policy = Policy.of(host=host, token=TOKEN, read_token=None, allowed_hosts=())
+    assert policy.reads_need_token
+    with pytest.raises(HTTPError) as err:
+        policy.authorize({}, "read")
+    assert err.value.status == 401
+
+
+def test_a_server_answers_to_the_name_it_was_started_on_in_any_case() -> None:
+    """Host names are compared as DNS compares them: `--host Evstore.Example.` answers to `evstore.example:8765`."""
+    policy = Policy.of(host="Evstore.Example.", token=TOKEN, read_token=None, allowed_hosts=())
+    assert policy.host == "evstore.example"
+    for header in ("evstore.example:8765", "EVSTORE.EXAMPLE", "evstore.example."):
+        assert policy.host_problem(header) is None, header
+    assert policy.host_problem("other.example") is not None

@@ -266,16 +266,24 @@ def test_the_index_lists_every_trusted_log_sorted(tmp_path: Path) -> None:
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     answer: Answer | None = None  # a fixed answer instead of the witness's
+    raw: tuple[int, bytes, str | None] | None = None  # or a fixed status, body bytes and content type (None: no header)
     witness: Witness
     paths: list[str]
+    requests: list[tuple[str, str, str | None, bytes]] | None = None  # (method, path, content type, body) when set
 
     def do_POST(self) -> None:  # noqa: N802
         self.paths.append(self.path)
         body = self.rfile.read(int(self.headers["Content-Length"]))
-        a = self.answer or self.witness.add_checkpoint(body, now=NOW)
-        data = a.body.encode()
-        self.send_response(a.status)
-        self.send_header("Content-Type", a.content_type)
+        if self.requests is not None:
+            self.requests.append((self.command, self.path, self.headers.get("Content-Type"), body))
+        if self.raw is not None:
+            status, data, content_type = self.raw
+        else:
+            a = self.answer or self.witness.add_checkpoint(body, now=NOW)
+            status, data, content_type = a.status, a.body.encode(), a.content_type
+        self.send_response(status)
+        if content_type is not None:
+            self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -286,7 +294,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server(w: Witness) -> Iterator[tuple[str, type[_Handler]]]:
-    handler = type("H", (_Handler,), {"witness": w, "paths": [], "answer": None})
+    handler = type("H", (_Handler,), {"witness": w, "paths": [], "answer": None, "requests": []})
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     t = threading.Thread(target=httpd.serve_forever, daemon=True)
     t.start()
@@ -348,7 +356,7 @@ def test_an_answer_other_than_200_or_without_the_cosignature_is_refused(server: 
     with pytest.raises(WitnessError, match=rf"^The witness witness\.example/w at {base}/add-checkpoint answered "
                                            r"without a valid cosignature: ") as info:
         submit_to_witness(base, note(7), 0, [], WKEY.verifier)
-    assert info.value.status == 200 and info.value.body == handler.answer.body
+    assert (info.value.status, info.value.body, info.value.url) == (200, handler.answer.body, f"{base}/add-checkpoint")
 
 
 def test_a_witness_that_cannot_be_reached_is_named() -> None:
@@ -356,3 +364,121 @@ def test_a_witness_that_cannot_be_reached_is_named() -> None:
                                            r"http://127\.0\.0\.1:9/add-checkpoint: .+\.$") as info:
         submit_to_witness("http://127.0.0.1:9", note(7), 0, [], WKEY.verifier, timeout=5)
     assert (info.value.status, info.value.url) == (None, "http://127.0.0.1:9/add-checkpoint")
+
+
+def test_submit_posts_the_request_to_exactly_the_prefix_and_add_checkpoint(server: tuple[str, type[_Handler]]) -> None:
+    """The URL is the witness's submission prefix: with or without a final slash, with a path of its own,
+    the request is one POST to ``<prefix>/add-checkpoint`` of the spec's body, as UTF-8 text."""
+    base, handler = server
+    cases = [(base, "/add-checkpoint"), (base + "/", "/add-checkpoint"), (base + "/log/X", "/log/X/add-checkpoint"),
+             (base + "/log/X/", "/log/X/add-checkpoint")]
+    for url, path in cases:
+        handler.answer = Answer(409, "99\n", "text/x.tlog.size")
+        with pytest.raises(WitnessError) as info:
+            submit_to_witness(url, note(9), 7, proof(7, 9), WKEY.verifier)
+        assert info.value.url == base + path and f" at {base}{path} refused" in str(info.value)
+    assert handler.requests == [("POST", path, "text/plain; charset=utf-8", format_request(7, proof(7, 9), note(9)))
+                                for _, path in cases]
+
+
+def test_a_witness_that_does_not_answer_in_time_is_named(tmp_path: Path) -> None:
+    """The timeout bounds the wait for the answer: a witness that accepts the connection and says nothing is
+    given up on, naming it (it is closed after 20 s, so without a timeout the error would be another)."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    done = threading.Event()
+
+    def hold() -> None:
+        conn, _ = listener.accept()
+        done.wait(20)
+        conn.close()
+
+    t = threading.Thread(target=hold, daemon=True)
+    t.start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        with pytest.raises(WitnessError) as info:
+            submit_to_witness(url, note(7), 0, [], WKEY.verifier, timeout=0.5)
+    finally:
+        done.set()
+        t.join()
+        listener.close()
+    assert str(info.value) == f"Cannot reach the witness witness.example/w at {url}/add-checkpoint: timed out."
+    assert (info.value.status, info.value.url) == (None, f"{url}/add-checkpoint")
+
+
+def test_a_witness_that_refuses_the_connection_is_named_with_the_reason() -> None:
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as s:  # a port nobody listens on once closed
+        port = s.getsockname()[1]
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        pytest.skip("something listens on the port just closed")
+    except OSError as exc:
+        why = str(exc)
+    with pytest.raises(WitnessError) as info:
+        submit_to_witness(f"http://127.0.0.1:{port}", note(7), 0, [], WKEY.verifier, timeout=5)
+    assert str(info.value) == f"Cannot reach the witness witness.example/w at http://127.0.0.1:{port}/add-checkpoint: {why}."
+
+
+def test_answers_that_are_not_utf_8_are_read_with_replacement_characters(server: tuple[str, type[_Handler]]) -> None:
+    """Whatever bytes a witness answers with, the client raises WitnessError (never a decoding error)."""
+    base, handler = server
+    handler.raw = (422, b"bad \xff proof\n", "text/plain")
+    with pytest.raises(WitnessError) as info:
+        submit_to_witness(base, note(7), 0, [], WKEY.verifier)
+    assert str(info.value).endswith(": 422 Unprocessable Entity: bad \ufffd proof")
+    assert (info.value.status, info.value.body) == (422, "bad \ufffd proof\n")
+    handler.raw = (200, b"\xff\xfe\n", "text/plain")
+    with pytest.raises(WitnessError, match=r" answered without a valid cosignature: ") as info:
+        submit_to_witness(base, note(7), 0, [], WKEY.verifier)
+    assert (info.value.status, info.value.body) == (200, "\ufffd\ufffd\n")
+
+
+def test_a_409_without_the_size_content_type_names_no_size(server: tuple[str, type[_Handler]]) -> None:
+    base, handler = server
+    for content_type in (None, "text/plain"):
+        handler.raw = (409, b"7\n", content_type)
+        with pytest.raises(WitnessError) as info:
+            submit_to_witness(base, note(9), 0, [], WKEY.verifier)
+        assert (info.value.status, info.value.latest_size, info.value.body) == (409, None, "7\n")
+
+
+def test_an_answer_other_than_200_keeps_the_witness_body(server: tuple[str, type[_Handler]]) -> None:
+    base, handler = server
+    handler.answer = Answer(202, "queued\n")
+    with pytest.raises(WitnessError) as info:
+        submit_to_witness(base, note(7), 0, [], WKEY.verifier)
+    assert (info.value.status, info.value.body) == (202, "queued\n")
+
+
+def test_each_connection_waits_for_others_and_commits_to_disk(w: Witness) -> None:
+    """Requests wait up to 30 s for another request's transaction (never "database is locked" at once), the
+    file is in WAL mode, and a commit is on disk before the cosignature is answered (synchronous=FULL)."""
+    conn = w._connect()
+    try:
+        assert conn.execute("PRAGMA busy_timeout").fetchone() == (30000,)
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert conn.execute("PRAGMA synchronous").fetchone() == (2,)
+    finally:
+        conn.close()
+
+
+def test_a_proof_line_is_strict_base64(w: Witness) -> None:
+    """A proof line holding anything beside the base64 of a hash is refused, even when the rest decodes."""
+    good = base64.b64encode(bytes(32)).decode()
+    for line in (good[:10] + "*" + good[10:], good[:10] + " " + good[10:], good + "\t"):
+        body = f"old 10\n{line}\n\n".encode() + note(20).encode()
+        assert w.add_checkpoint(body, now=NOW) == Answer(400, "Consistency proof line 1 is not base64.\n"), line
+
+
+def test_a_database_error_while_storing_stores_nothing_and_is_raised_as_it_is(w: Witness) -> None:
+    """Check-and-store is one transaction: when storing fails half-way (here the table of what it cosigned is
+    gone), the size moves neither, and the database's own error reaches the caller."""
+    with sqlite3.connect(w.db) as conn:
+        conn.execute("DROP TABLE cosigned")
+    with pytest.raises(sqlite3.OperationalError, match="(?i)no such table: cosigned"):
+        w.add_checkpoint(request(0, 4), now=NOW)
+    assert w.latest(ORIGIN) is None

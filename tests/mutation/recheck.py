@@ -28,24 +28,46 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def diff_of(mutants: Path, name: str) -> tuple[str, str] | None:
-    """The mutant's (original lines, mutated lines) as ``mutmut show`` prints them (None: no diff)."""
+def diff_of(mutants: Path, name: str) -> list[tuple[str, str]]:
+    """The mutant's changes as ``mutmut show`` prints them: (original, mutated) with the diff's context lines,
+    then without them (empty: no diff).  The context tells apart two equal lines of one function (two
+    ``conn.execute("ROLLBACK")``: which one the mutant changed)."""
     out = subprocess.run(["mutmut", "show", name], cwd=mutants, capture_output=True, text=True, timeout=300).stdout
-    lines = out.splitlines()
-    old = [x[1:] for x in lines if x.startswith("-") and not x.startswith("---")]
-    new = [x[1:] for x in lines if x.startswith("+") and not x.startswith("+++")]
-    return ("\n".join(old), "\n".join(new)) if old else None
+    lines = [x for x in out.splitlines() if not x.startswith(("---", "+++", "@@", "#"))]
+    old = [x[1:] for x in lines if x.startswith("-")]
+    new = [x[1:] for x in lines if x.startswith("+")]
+    if not old:
+        return []
+    hunk_old = [x[1:] for x in lines if x.startswith((" ", "-")) or x == ""]
+    hunk_new = [x[1:] for x in lines if x.startswith((" ", "+")) or x == ""]
+    return [("\n".join(hunk_old), "\n".join(hunk_new)), ("\n".join(old), "\n".join(new))]
+
+
+def _whole_lines(source: str, text: str, start: int = 0) -> list[int]:
+    """Where ``text`` stands in ``source`` as whole lines, from ``start``."""
+    found, at = [], source.find(text, start)
+    while at >= 0:
+        if (at == 0 or source[at - 1] == "\n") and (at + len(text) == len(source) or source[at + len(text)] == "\n"):
+            found.append(at)
+        at = source.find(text, at + 1)
+    return found
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + x if x else x for x in text.split("\n"))
 
 
 def mutate(source: str, name: str, old: str, new: str) -> str | None:
-    """``source`` with ``old`` replaced by ``new`` in the mutant's function (None: not found once)."""
-    if source.count(old) == 0:  # a method: mutmut shows it without its class's indentation
-        old, new = "\n".join("    " + x for x in old.split("\n")), "\n".join("    " + x for x in new.split("\n"))
+    """``source`` with the whole lines ``old`` replaced by ``new`` in the mutant's function (None: not found)."""
+    if not _whole_lines(source, old):  # a method: mutmut shows it without its class's indentation
+        old, new = _indent(old), _indent(new)
     function = name.split("__mutmut_")[0].replace("ǁ", ".").split(".")[-1].removeprefix("x_")
-    if source.count(old) > 1 and f"def {function}(" in source:  # the first one after the function's def
-        at = source.index(old, source.index(f"def {function}("))
-        return source[:at] + new + source[at + len(old):]
-    return source.replace(old, new) if source.count(old) == 1 else None
+    places = _whole_lines(source, old)
+    if len(places) > 1 and f"def {function}(" in source:  # the first one after the function's def
+        places = _whole_lines(source, old, source.index(f"def {function}("))[:1]
+    if len(places) != 1:
+        return None
+    return source[:places[0]] + new + source[places[0] + len(old):]
 
 
 def main(argv: list[str]) -> int:
@@ -74,8 +96,7 @@ def main(argv: list[str]) -> int:
             print("The named tests fail without any mutant (above); fix them first.", file=sys.stderr)
             return 1
         for name in args.names.read_text().split():
-            found = diff_of(args.mutants, name)
-            mutated = mutate(source, name, *found) if found else None
+            mutated = next(filter(None, (mutate(source, name, old, new) for old, new in diff_of(args.mutants, name))), None)
             if mutated is None:
                 print("CANNOT-APPLY", name, flush=True)
                 continue
