@@ -103,8 +103,9 @@ def transcript_state(store: EventStore, stream_id: str) -> tuple[int, dict[str, 
     return version, None
 
 
-#: Transcript lines recorded per append, in bytes: peak memory is this plus the longest line, whatever
-#: the size of the file (benchmarks/bench_ingest.py --transcript-memory holds it).
+#: Transcript lines recorded per append, in bytes: peak memory is this plus the longest line (at most
+#: :data:`eventstore.config.MAX_LINE_BYTES`, about five times over while it is recorded), whatever the
+#: size of the file (benchmarks/bench_bounds.py measures it).
 BATCH_BYTES = 4 * 1024 * 1024
 _CHUNK = 1024 * 1024
 #: Bytes :func:`iter_lines` reads at a time (a chunk and its lines are held at once: kept small).
@@ -132,7 +133,9 @@ def iter_lines(f: BinaryIO, *, final: bool, limit: int | None = None, max_line: 
     ``prefix``: gives the caller's running digest of the file, up to date with every line given
     before (a generator runs only when the next line is asked for); a long line's bytes go into a
     copy of it, the :class:`LongLine`'s ``prefix``, for the caller to carry on with."""
-    held: list[bytes] = []  # the pieces of the current line, while it is within max_line
+    # The start of the current line while it is within max_line and spans chunks: one growing buffer
+    # (pieces kept apart would fragment the heap: memory the process keeps after the line is gone).
+    held = bytearray()
     size = 0  # bytes of the current line so far
     line_h: Any = None  # the current line's SHA-256 once it is over max_line (then nothing is held)
     pre: Any = None
@@ -155,21 +158,28 @@ def iter_lines(f: BinaryIO, *, final: bool, limit: int | None = None, max_line: 
             if line_h is None and max_line is not None and size + len(piece) > max_line:
                 line_h = hashlib.sha256()
                 pre = prefix().copy() if prefix is not None else None
-                for kept in held:
-                    line_h.update(kept)
-                    if pre is not None:
-                        pre.update(kept)
-                held = []
+                line_h.update(held)
+                if pre is not None:
+                    pre.update(held)
+                held = bytearray()
             size += len(piece)
             if line_h is not None:
                 line_h.update(piece)
                 if pre is not None:
                     pre.update(piece)
-            else:
-                held.append(piece)
             if i < last or piece.endswith(b"\n"):  # the line ends here (a lone CR ends one too)
-                yield b"".join(held) if line_h is None else LongLine(size, line_h.hexdigest(), pre)
-                held, size, line_h, pre = [], 0, None, None
+                if line_h is not None:
+                    line: bytes | LongLine = LongLine(size, line_h.hexdigest(), pre)
+                elif held:
+                    held += piece
+                    line = bytes(held)
+                else:
+                    line = piece  # the whole line in one chunk: no copy
+                # The buffer is let go before the caller gets the line: a long line is held once, not twice.
+                held, size, line_h, pre = bytearray(), 0, None, None
+                yield line
+            elif line_h is None:
+                held += piece
     if not size:
         return
     final = final or limit is not None
@@ -177,7 +187,9 @@ def iter_lines(f: BinaryIO, *, final: bool, limit: int | None = None, max_line: 
         if final:
             yield LongLine(size, line_h.hexdigest(), pre)
         return
-    yield from split_lines(b"".join(held), final=final)[0]
+    tail = bytes(held)
+    del held
+    yield from split_lines(tail, final=final)[0]
 
 
 def _digest_upto(f: BinaryIO, n: int) -> tuple[Any, int]:
