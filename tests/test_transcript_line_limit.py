@@ -54,8 +54,11 @@ def test_iter_lines_splits_lines_as_split_lines_does(monkeypatch: pytest.MonkeyP
             want = split_lines(data, final=final)[0]
             assert list(capture.iter_lines(io.BytesIO(data), final=final)) == want, (data, final)
             limit = rng.randrange(0, len(data) + 1)
-            cut = list(capture.iter_lines(io.BytesIO(data), final=True, limit=limit))
-            assert cut == split_lines(data[:limit], final=True)[0], (data, limit)
+            cut = split_lines(data[:limit], final=True)[0]
+            assert list(capture.iter_lines(io.BytesIO(data), final=True, limit=limit)) == cut, (data, limit)
+            cut_long = [x if isinstance(x, bytes) else x.size
+                        for x in capture.iter_lines(io.BytesIO(data), final=True, limit=limit, max_line=4)]
+            assert cut_long == [x if len(x) <= 4 else len(x) for x in cut], (data, limit)
             pieces = data.splitlines(keepends=True)
             if not final and len(want) == len(pieces) and want and len(want[-1]) > 4 and not want[-1].endswith(b"\n"):
                 want.pop()  # an unterminated tail over the limit cannot be parsed to see if it is whole: it waits
