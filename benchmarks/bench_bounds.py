@@ -2,6 +2,7 @@
 
     python benchmarks/bench_bounds.py                 # transcripts of 20 and 100 MB
     python benchmarks/bench_bounds.py --mb 20 200     # the issue's 200 MB transcript
+    python benchmarks/bench_bounds.py --line-mb 150   # one line of 150 MB (default 100)
 
 Each case is one whole ``evstore`` process into a fresh SQLite store; its peak RSS (``ru_maxrss``)
 is reported beside a bare ``python -c 'import eventstore.cli'`` (the floor) and, for transcripts,
@@ -10,6 +11,10 @@ beside the size of the file:
 - Claude transcripts of each ``--mb`` size (generated, seeded, ~1 KB lines): streamed, so the peak
   must stay flat as the file grows (the bound in docs/capture.md: one batch of
   ``capture.BATCH_BYTES`` = 4 MiB of lines and what it becomes, plus the longest line);
+- a transcript of one ``--line-mb`` line between two short ones, under the default line limit
+  (``EVSTORE_MAX_LINE_BYTES``, 64 MiB: the line is over it, read through and hashed, never held), and
+  the same line under a limit above its size (held whole, as every line was before the limit:
+  about five times its size);
 - a 200 MB generic file (a sparse file: it costs no disk) refused over the 64 MiB limit;
 - a tasks/ folder holding a 300 MB unrelated file, refused as no task folder;
 - ``ingest taskflow /``: refused at its first folder (wall seconds).
@@ -37,11 +42,12 @@ RUN = ("import atexit, resource, sys\n"
        "from eventstore.cli import main\nsys.argv[0] = 'evstore'\nmain()")
 
 
-def evstore(work: Path, *args: str) -> tuple[int, float, int, str]:
+def evstore(work: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, float, int, str]:
     """(exit code, wall seconds, peak RSS in KiB, last error line) of one evstore process."""
     url = f"sqlite:///{work / 'events.db'}"
     started = time.perf_counter()
-    p = subprocess.run([sys.executable, "-c", RUN, "--url", url, *args], capture_output=True, text=True, cwd=work)
+    p = subprocess.run([sys.executable, "-c", RUN, "--url", url, *args], capture_output=True, text=True, cwd=work,
+                       env={**os.environ, **(env or {})})
     took = time.perf_counter() - started
     rss = [int(line.split()[1]) for line in p.stderr.splitlines() if line.startswith("maxrss ")]
     errors = [line for line in p.stderr.splitlines() if line.startswith("Error")]
@@ -68,6 +74,19 @@ def write_transcript(path: Path, size: int) -> int:
     return os.path.getsize(path)
 
 
+def write_long_line(path: Path, size: int) -> int:
+    """A session whose second line is one user message of ``size`` bytes or just over."""
+    head = json.dumps({"type": "user", "uuid": "u1", "sessionId": "bench", "message": {"content": "before"}})
+    tail = json.dumps({"type": "assistant", "uuid": "u3", "sessionId": "bench", "message": {"content": "after"}})
+    with open(path, "wb") as f:
+        f.write(head.encode() + b"\n" + b'{"type":"user","uuid":"u2","message":{"content":"')
+        block = b"lorem ipsum " * 87381  # ~1 MiB
+        for _ in range(size // len(block) + 1):
+            f.write(block)
+        f.write(b'"}}\n' + tail.encode() + b"\n")
+    return os.path.getsize(path)
+
+
 def sparse(path: Path, size: int) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as f:
@@ -78,6 +97,7 @@ def sparse(path: Path, size: int) -> Path:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mb", type=float, nargs="+", default=[20, 100], help="Transcript sizes (MB).")
+    ap.add_argument("--line-mb", type=float, default=100, help="The single long line's size (MB; 0: skip).")
     args = ap.parse_args()
     base = floor()
     rows: list[tuple[str, str, str, str, str]] = []
@@ -93,6 +113,18 @@ def main() -> None:
             peaks.append(rss)
             rows.append((f"ingest claude, {size / MB:.0f} MB transcript", "ok" if rc == 0 else err,
                          f"{rss / 1024:.0f}", f"{(rss - base) / 1024:.0f}", f"{took:.1f}"))
+            (work / "s.jsonl").unlink()
+        if args.line_mb:
+            work = root / "line"
+            work.mkdir()
+            size = write_long_line(work / "s.jsonl", int(args.line_mb * MB))
+            log(f"one line of {size / MB:.0f} MB ...")
+            for env, what in (({}, "over the 64 MiB line limit"),
+                              ({"EVSTORE_MAX_LINE_BYTES": str(2 * size)}, "held whole (limit raised)")):
+                (work / "events.db").unlink(missing_ok=True)
+                rc, took, rss, err = evstore(work, "ingest", "claude", str(work / "s.jsonl"), env=env)
+                rows.append((f"ingest claude, one {size / MB:.0f} MB line, {what}", "ok" if rc == 0 else err,
+                             f"{rss / 1024:.0f}", f"{(rss - base) / 1024:.0f}", f"{took:.1f}"))
             (work / "s.jsonl").unlink()
         work = root / "generic"
         work.mkdir()

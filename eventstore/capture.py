@@ -104,33 +104,93 @@ def transcript_state(store: EventStore, stream_id: str) -> tuple[int, dict[str, 
     return version, None
 
 
-#: Transcript lines recorded per append, in bytes: peak memory is this plus the longest line, whatever
-#: the size of the file (benchmarks/bench_ingest.py --transcript-memory holds it).
+#: Transcript lines recorded per append, in bytes: peak memory is this plus the longest line (at most
+#: :data:`eventstore.config.MAX_LINE_BYTES`, about five times over while it is recorded), whatever the
+#: size of the file (benchmarks/bench_bounds.py measures it).
 BATCH_BYTES = 4 * 1024 * 1024
 _CHUNK = 1024 * 1024
+#: Bytes :func:`iter_lines` reads at a time (a chunk and its lines are held at once: kept small).
+_LINE_CHUNK = 64 * 1024
 
 
-def iter_lines(f: BinaryIO, *, final: bool, limit: int | None = None) -> Iterator[bytes]:
-    """The lines :func:`split_lines` finds in the rest of ``f``, read one at a time (``limit``: stop
-    after that many bytes, the last line cut there)."""
-    pending: bytes | None = None
+@dataclass(frozen=True)
+class LongLine:
+    """A line over the line limit, read through in chunks and never held: its length (newline
+    included) and SHA-256; ``prefix``: the file's prefix digest carried through it (a copy of the
+    one given to :func:`iter_lines`), None when none was given."""
+
+    size: int
+    sha256: str
+    prefix: Any = None
+
+
+def iter_lines(f: BinaryIO, *, final: bool, limit: int | None = None, max_line: int | None = None,
+               prefix: Callable[[], Any] | None = None) -> Iterator[bytes | LongLine]:
+    """The lines :func:`split_lines` finds in the rest of ``f``, read in chunks of :data:`_LINE_CHUNK`
+    bytes (``limit``: stop after that many bytes, the last line cut there).
+
+    A line longer than ``max_line`` bytes is never held whole: the rest of it is read through and
+    hashed, and it comes as a :class:`LongLine` (an unterminated one at the end only when ``final``).
+    ``prefix``: gives the caller's running digest of the file, up to date with every line given
+    before (a generator runs only when the next line is asked for); a long line's bytes go into a
+    copy of it, the :class:`LongLine`'s ``prefix``, for the caller to carry on with."""
+    # The start of the current line while it is within max_line and spans chunks: one growing buffer
+    # (pieces kept apart would fragment the heap: memory the process keeps after the line is gone).
+    held = bytearray()
+    size = 0  # bytes of the current line so far
+    line_h: Any = None  # the current line's SHA-256 once it is over max_line (then nothing is held)
+    pre: Any = None
     taken = 0
-    for chunk in f:
-        for piece in chunk.splitlines(keepends=True):
-            if pending is not None:
-                yield pending
-            if limit is not None and taken + len(piece) >= limit:
-                piece = piece[:limit - taken]
-                if piece:
-                    yield piece
-                return
-            taken += len(piece)
-            pending = piece
-    if pending is not None:
-        if pending.endswith(b"\n"):
-            yield pending
-        else:
-            yield from split_lines(pending, final=final)[0]
+    while True:
+        want = _LINE_CHUNK if limit is None else min(_LINE_CHUNK, limit - taken)
+        chunk = f.read(want) if want > 0 else b""
+        taken += len(chunk)
+        while chunk.endswith(b"\r") and (limit is None or taken < limit):  # a CRLF is never split
+            more = f.read(1)
+            if not more:
+                break
+            chunk += more
+            taken += 1
+        if not chunk:
+            break
+        pieces = chunk.splitlines(keepends=True)
+        last = len(pieces) - 1
+        for i, piece in enumerate(pieces):
+            if line_h is None and max_line is not None and size + len(piece) > max_line:
+                line_h = hashlib.sha256()
+                pre = prefix().copy() if prefix is not None else None
+                line_h.update(held)
+                if pre is not None:
+                    pre.update(held)
+                held = bytearray()
+            size += len(piece)
+            if line_h is not None:
+                line_h.update(piece)
+                if pre is not None:
+                    pre.update(piece)
+            if i < last or piece.endswith(b"\n"):  # the line ends here (a lone CR ends one too)
+                if line_h is not None:
+                    line: bytes | LongLine = LongLine(size, line_h.hexdigest(), pre)
+                elif held:
+                    held += piece
+                    line = bytes(held)
+                else:
+                    line = piece  # the whole line in one chunk: no copy
+                # The buffer is let go before the caller gets the line: a long line is held once, not twice.
+                held, size, line_h, pre = bytearray(), 0, None, None
+                yield line
+            elif line_h is None:
+                held += piece
+    if not size:
+        return
+    final = final or limit is not None
+    if line_h is not None:
+        if final:
+            yield LongLine(size, line_h.hexdigest(), pre)
+        return
+    tail = bytes(held)
+    del held
+    yield from split_lines(tail, final=final)[0]
 
 
 def _digests_upto(f: BinaryIO, n: int, key: bytes) -> tuple[Any, Any, int]:
@@ -176,7 +236,10 @@ def ingest_transcript(store: EventStore, path: Path, *, scrubber: Scrubber | Non
 def _ingest_open_transcript(store: EventStore, path: Path, f: BinaryIO, *, scrubber: Scrubber | None,
                             stream: str | None, final: bool, extra_meta: dict[str, Any] | None,
                             threshold: int) -> TranscriptResult:
-    first = f.readline()[:-1] if path.stem.startswith("agent-") else None  # as data[:data.find(b"\n")]
+    max_line = config.MAX_LINE_BYTES
+    first = f.readline(max_line + 1) if path.stem.startswith("agent-") else None
+    if first is not None:  # as data[:data.find(b"\n")]; a first line over the limit names no session
+        first = first[:-1] if len(first) <= max_line else b""
     sid, parent = stream_for(path, first)
     sid = stream or sid
     version, state = transcript_state(store, sid)
@@ -218,7 +281,8 @@ def _ingest_open_transcript(store: EventStore, path: Path, f: BinaryIO, *, scrub
 
     def earlier() -> Iterator[bytes]:
         with open(path, "rb") as g:
-            yield from iter_lines(g, final=True, limit=start)
+            for line in iter_lines(g, final=True, limit=start, max_line=max_line):
+                yield line if isinstance(line, bytes) else b""  # a line over the limit: nothing to link
 
     linker = Linker(sid, subagent=parent is not None, earlier=earlier if start else None)
     link_meta: dict[str, Any] = {"dialect": "claude"}
@@ -243,8 +307,20 @@ def _ingest_open_transcript(store: EventStore, path: Path, f: BinaryIO, *, scrub
         result.events += len(new)
         planned, blobs, batch = [], {}, 0
 
-    for line in iter_lines(f, final=final):
+    def running() -> Any:
+        return h  # the prefix digest as it is now (a line over the limit moves it on: below)
+
+    for line in iter_lines(f, final=final, max_line=max_line, prefix=running):
         lineno += 1
+        if isinstance(line, LongLine):  # never held: recorded as a finding with its length and digest
+            skipped, finding = _long_line(path, line, lineno, offset, max_line)
+            planned.append((skipped, {"dialect": "claude", "findings": [finding.to_dict()]}, None))
+            result.findings.append(finding)
+            offset += line.size
+            h = line.prefix
+            result.lines += 1
+            result.bytes += line.size
+            continue
         got = events_for_line(line, lineno, offset, scrubber, linker, threshold)
         meta: dict[str, Any] = {"dialect": "claude"}
         if got.findings:
@@ -268,6 +344,16 @@ def _ingest_open_transcript(store: EventStore, path: Path, f: BinaryIO, *, scrub
         flush(last=True)
     result.blobs, result.blob_bytes = len(seen_blobs), sum(seen_blobs.values())
     return result
+
+
+def _long_line(path: Path, line: LongLine, lineno: int, offset: int, limit: int) -> tuple[ev.UnreadableLine, Finding]:
+    """The event and finding that record a line over the line limit in its place."""
+    error = (f"line of {line.size} bytes exceeds the line limit of {limit} bytes (EVSTORE_MAX_LINE_BYTES); "
+             f"not stored, SHA-256 {line.sha256}")
+    event = ev.UnreadableLine(lineno=lineno, offset=offset, error=error, size=line.size, sha256=line.sha256)
+    finding = Finding(path=f"/line/{lineno}", code="unreadable-line-over-limit",
+                      message=f"{path}: line {lineno} at byte {offset}: {error}", severity="error")
+    return event, finding
 
 
 def ingest_transcripts(store: EventStore, paths: Iterable[Path], *, scrub: bool = True,

@@ -33,6 +33,11 @@ MAX_DEPTH = int(os.environ.get("EVSTORE_MAX_DEPTH", "64"))
 BLOB_THRESHOLD = int(os.environ.get("EVSTORE_BLOB_THRESHOLD", str(4 * 1024)))
 #: Largest accepted snapshot file for ingest.
 MAX_SNAPSHOT_BYTES = int(os.environ.get("EVSTORE_MAX_SNAPSHOT_BYTES", str(64 * 1024 * 1024)))
+#: Longest Claude transcript line recorded (default: the snapshot limit).  A longer line is never held
+#: whole: it is read through in chunks, hashed, and recorded as a ``claude.unreadable_line`` naming its
+#: length and SHA-256 instead of its bytes.  A line within the limit costs about five times its size
+#: while it is decoded, scrubbed and stored, so this bounds an ingest's peak memory too.
+MAX_LINE_BYTES = int(os.environ.get("EVSTORE_MAX_LINE_BYTES", str(MAX_SNAPSHOT_BYTES)))
 
 
 def database_url(url: str | None = None) -> str:

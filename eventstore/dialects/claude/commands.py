@@ -61,6 +61,7 @@ def ingest_claude(ctx: click.Context, paths: tuple[Path, ...], *, stream: str | 
     import json
 
     from eventstore import capture
+    from eventstore.display import printable
 
     if not paths:
         raise click.UsageError("give at least one transcript FILE.jsonl or folder (e.g. ~/.claude/projects)")
@@ -92,8 +93,12 @@ def ingest_claude(ctx: click.Context, paths: tuple[Path, ...], *, stream: str | 
                        "recorded as a finding, not merged)")
         else:
             note = "unchanged" if r.events == 0 else f"+{r.lines} lines, +{r.events} events"
-            flag = f", {len(r.findings)} secret(s) scrubbed" if r.findings else ""
-            click.echo(f"{r.file} -> {r.stream} @ {r.version} ({note}{flag})")
+            secrets = sum(1 for x in r.findings if x.code == "secret-scrubbed")
+            flag = f", {secrets} secret(s) scrubbed" if secrets else ""
+            click.echo(printable(f"{r.file} -> {r.stream} @ {r.version} ({note}{flag})"))
+        for x in r.findings if not as_json else ():
+            if x.code == "unreadable-line-over-limit":
+                click.echo(printable(f"warning: {x.message}"), err=True)
     lines = sum(r.lines for r in results)
     size = sum(r.bytes for r in results)
     sessions = len({r.stream.split("/", 1)[0] for r in results})

@@ -669,6 +669,11 @@ def raw_from_events(events: Iterator[Event], blob: Callable[[str], bytes] | None
         if isinstance(e, ev.LinePart):
             parts += base64.b64decode(e.b64)
         elif isinstance(e, ev._Line):
+            if isinstance(e, ev.UnreadableLine) and e.sha256 is not None:
+                raise EvstoreError(f"line {e.lineno} of this transcript ({e.size} bytes at byte {e.offset}, SHA-256 "
+                                   f"{e.sha256}) was over the line limit when it was captured and was not stored, "
+                                   "so the transcript cannot be given back byte for byte; `evstore log` shows "
+                                   "the lines that were stored.")
             if e.parts:
                 line, parts = bytes(parts), bytearray()
             elif e.line is not None:

@@ -118,9 +118,15 @@ class UnknownRecord(_Line, frozen=True, tag="claude.unknown_record"):
 
 
 class UnreadableLine(_Line, frozen=True, tag="claude.unreadable_line"):
-    """A line that is not JSON (or not an object): its bytes, and the parse error."""
+    """A line that is not JSON (or not an object): its bytes, and the parse error.
+
+    A line longer than :data:`eventstore.config.MAX_LINE_BYTES` was never held whole: its bytes
+    are not stored (no ``line``, ``line_b64`` or parts), only its length (``size``) and SHA-256,
+    and ``replay --raw`` refuses to give the transcript back rather than leave it out."""
 
     error: str = ""
+    size: int | None = None  # set for a line over the limit: its length in bytes (newline included)
+    sha256: str | None = None  # ... and the SHA-256 of those bytes
 
 
 class LinePart(Event, frozen=True, tag="claude.line_part"):
