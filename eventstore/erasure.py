@@ -201,6 +201,9 @@ class EraseResult:
     cache_rows: int = 0
     scrubbed: list[str] = field(default_factory=list)
     held: list[str] = field(default_factory=list)  # streams a hold kept (retention apply)
+    #: retention apply: the streams its policy covers (not held) and the cutoff (ISO time) it purged before
+    covered: list[str] = field(default_factory=list)
+    before: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "reason": self.reason, "events": self.events, "blobs": self.blobs,
@@ -366,7 +369,7 @@ def apply_retention(store: EventStore, *, now: datetime | None = None, project_o
     """Purge the payloads past their policy, in batches, skipping held streams; one result per policy."""
     out = []
     for policy, cutoff, streams, kept in due(store, now=now, project_of=project_of):
-        done = EraseResult("purged", policy.describe(), held=kept)
+        done = EraseResult("purged", policy.describe(), held=kept, covered=streams, before=cutoff)
         for i in range(0, len(streams), 200):
             r = erase(store, reason=policy.describe(), stream_ids=streams[i:i + 200], recorded_before=cutoff,
                       kind="purged", project_of=project_of, batch=batch, scrub=False, dry_run=dry_run,

@@ -610,3 +610,35 @@ def test_real_transcripts_erased_and_purged_keep_every_proof_and_leave_no_bytes(
     for n in needles:
         assert n not in after, n
     assert REAL_ERASED not in run("search", "--json", "claude-parser").stdout  # nor found by the search index
+
+
+def test_retention_apply_takes_the_purged_streams_lines_out_of_the_spool_error_logs(
+        run: Callable[..., Any], store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As erase does: the lines of drain-errors.log and hook-errors.log naming a stream the policy purged
+    and logged before its cutoff go; another stream's lines and a line logged after the cutoff stay."""
+    from eventstore import spool
+
+    folder = tmp_path / "spool"
+    monkeypatch.setenv("EVSTORE_SPOOL_DIR", str(folder))
+    _session(tmp_path, 3, PURGED, PURGED_TEXT)
+    kept = _session(tmp_path, 2, KEPT, ["KEEP-1", "KEEP-2", "KEEP-3"])
+    assert run("ingest", "claude", str(tmp_path / "projects" / f"{PURGED}.jsonl"), str(kept)).exit_code == 0
+    spool.log_drain_error(folder, "lens failed (KeyError: 'PURGE-SECRET-1')", streams=[PURGED])
+    spool.log_drain_error(folder, f"/home/dev/.claude/projects/p/{PURGED}.jsonl: not read")  # untagged, named
+    spool.log_drain_error(folder, "lens failed (KeyError: 'KEEP-SECRET-2')", streams=[KEPT])
+    with open(folder / spool.DRAIN_ERRORS, "a") as fh:  # logged after the cutoff: its payloads are kept
+        fh.write(f"2100-01-01T00:00:00Z pid 1: lens failed (LATER-3) [stream {PURGED}]\n")
+    (folder / spool.HOOK_ERRORS).write_text(f"2026-01-01T00:00:00Z ValueError: bad call of {PURGED}: PURGE-SECRET-4\n"
+                                            "2026-01-01T00:00:01Z ValueError: another call\n")
+    assert run("retention", "set", "--stream", PURGED, "--keep-payloads", "1d", "--below-floor").exit_code == 0
+    dry = run("retention", "apply", "--dry-run", "--as-of", "2099-01-01T00:00:00Z")
+    assert dry.exit_code == 0 and "PURGE-SECRET-1" in (folder / spool.DRAIN_ERRORS).read_text()  # a dry run keeps
+    r = run("retention", "apply", "--as-of", "2099-01-01T00:00:00Z")
+    assert r.exit_code == 0 and r.stdout.startswith("21 event payload(s) purged"), r.output
+    assert "removed 3 line(s)" in r.stderr, r.stderr
+    drain = (folder / spool.DRAIN_ERRORS).read_text()
+    assert "PURGE-SECRET-1" not in drain and "/home/dev" not in drain
+    assert "KEEP-SECRET-2" in drain and "LATER-3" in drain
+    assert (folder / spool.HOOK_ERRORS).read_text() == "2026-01-01T00:00:01Z ValueError: another call\n"
+    again = run("retention", "apply", "--as-of", "2099-01-01T00:00:00Z")  # a re-run (after a kill) finds nothing
+    assert again.exit_code == 0 and "line(s)" not in again.stderr
