@@ -9,7 +9,8 @@ UPDATE clears the event's digest salt (migration 0010): the digests that stay th
 what was erased (events stored before salts keep plain SHA-256 digests, which do; docs/proofs.md); the
 same transaction replaces the erased versions' capture-once identities by where they were (migration
 0011: a file's SHA-256 would confirm a guess too).  A blob
-that no remaining payload names is emptied the same way (``erased_blobs``).  ``verify`` checks an
+that no remaining payload names is deleted once its ``erased_blobs`` row is recorded, and that row's
+key (the SHA-256 of the blob's bytes) replaced by random bytes (migration 0012).  ``verify`` checks an
 erased event's tombstone against its ``erasures`` row instead of its digests.
 
 Every policy change, hold, release, purge and erasure is an event of the admin stream
