@@ -9,7 +9,8 @@ UPDATE clears the event's digest salt (migration 0010): the digests that stay th
 what was erased (events stored before salts keep plain SHA-256 digests, which do; docs/proofs.md); the
 same transaction replaces the erased versions' capture-once identities by where they were (migration
 0011: a file's SHA-256 would confirm a guess too).  A blob
-that no remaining payload names is emptied the same way (``erased_blobs``).  ``verify`` checks an
+that no remaining payload names is deleted once its ``erased_blobs`` row is recorded, and that row's
+key (the SHA-256 of the blob's bytes) replaced by random bytes (migration 0012).  ``verify`` checks an
 erased event's tombstone against its ``erasures`` row instead of its digests.
 
 Every policy change, hold, release, purge and erasure is an event of the admin stream
@@ -201,6 +202,9 @@ class EraseResult:
     cache_rows: int = 0
     scrubbed: list[str] = field(default_factory=list)
     held: list[str] = field(default_factory=list)  # streams a hold kept (retention apply)
+    #: retention apply: the streams its policy covers (not held) and the cutoff (ISO time) it purged before
+    covered: list[str] = field(default_factory=list)
+    before: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "reason": self.reason, "events": self.events, "blobs": self.blobs,
@@ -366,7 +370,7 @@ def apply_retention(store: EventStore, *, now: datetime | None = None, project_o
     """Purge the payloads past their policy, in batches, skipping held streams; one result per policy."""
     out = []
     for policy, cutoff, streams, kept in due(store, now=now, project_of=project_of):
-        done = EraseResult("purged", policy.describe(), held=kept)
+        done = EraseResult("purged", policy.describe(), held=kept, covered=streams, before=cutoff)
         for i in range(0, len(streams), 200):
             r = erase(store, reason=policy.describe(), stream_ids=streams[i:i + 200], recorded_before=cutoff,
                       kind="purged", project_of=project_of, batch=batch, scrub=False, dry_run=dry_run,

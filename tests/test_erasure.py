@@ -543,3 +543,102 @@ def test_the_sqlite_scrub_removes_what_a_build_without_secure_delete_leaves(sqli
         s.backend.scrub(s._raw())
         stored = _stored_bytes(s)
         assert b"ZEBRA-SECRET-" not in stored and b"KEPT-VALUE" in stored
+
+
+REAL = Path(__file__).parent / "data" / "claude" / "projects"
+REAL_ERASED, REAL_PURGED = "3a7770b4-aba3-46dd-b677-8fc2d71d4e06", "5b539e53-47c8-4996-bc4e-3896a787c8ab"
+#: Phrases of the erased real session's lines (tests/data/claude/ORIGIN.md) that the other one lacks.
+REAL_ERASED_TEXT = ["I need you to do pwd and then move the claude-parser",
+                    "It seems the current directory no longer exists",
+                    "claude-parser already exists in ~/.claude/projects"]
+#: And of the purged one.
+REAL_PURGED_TEXT = ["Please analyze this codebase and create a CLAUDE.md file",
+                    "analyze the codebase structure to understand the project type"]
+
+
+def test_real_transcripts_erased_and_purged_keep_every_proof_and_leave_no_bytes(run: Callable[..., Any],
+                                                                                store: EventStore,
+                                                                                tmp_path: Path) -> None:
+    """The issue's proof on real Claude Code transcripts, through the CLI as a user runs it: ingest
+    the projects folder, sign a checkpoint, erase one session, purge the other by a retention policy;
+    verify, the earlier checkpoint, an inclusion proof of an erased event against it and consistency
+    to a new checkpoint all pass, and the database bytes hold none of the erased phrases."""
+    erased_raw = (REAL / "-Volumes-AliDev-ai-projects-claude-parser" / f"{REAL_ERASED}.jsonl").read_text()
+    purged_raw = (REAL / "-Users-michael-Projects-oss-graph-monitor" / f"{REAL_PURGED}.jsonl").read_text()
+    for t in REAL_ERASED_TEXT:
+        assert t in erased_raw and t not in purged_raw, t  # the needles are the erased session's only
+    for t in REAL_PURGED_TEXT:
+        assert t in purged_raw and t not in erased_raw, t
+    r = run("ingest", "claude", str(REAL))
+    assert r.exit_code == 0, r.output
+    assert {store.stream_info(s) is not None for s in (REAL_ERASED, REAL_PURGED)} == {True}
+    needles = [t.encode() for t in (*REAL_ERASED_TEXT, *REAL_PURGED_TEXT)]
+    assert REAL_ERASED in run("search", "--json", "claude-parser").stdout  # the search index, filled before
+    before = _stored_bytes(store)
+    assert all(n in before for n in needles), "the check must see the phrases while they are stored"
+    key = _keys(run, tmp_path)
+    cp1 = tmp_path / "cp1"
+    assert run("checkpoint", "--key-file", f"{key}.key", "--out", str(cp1)).exit_code == 0
+
+    r = run("erase", "--stream", REAL_ERASED, "--reason", "GDPR request 7")
+    assert r.exit_code == 0 and " erased in 1 stream(s)" in r.stdout, r.output
+    assert run("retention", "set", "--stream", REAL_PURGED, "--keep-payloads", "1d", "--below-floor",
+               "--reason", "test").exit_code == 0
+    applied = run("retention", "apply", "--as-of", "2099-01-01T00:00:00Z")
+    assert applied.exit_code == 0 and " purged in 1 stream(s)" in applied.stdout, applied.output
+
+    v = run("verify", "--json")
+    assert v.exit_code == 0, v.output
+    report = json.loads(v.stdout)
+    assert report["erased"] > 0 and report["purged"] > 0, report
+    assert run("verify", "--checkpoint", str(cp1), "--vkey", f"{key}.vkey").exit_code == 0
+    p = run("prove", REAL_ERASED, "--version", "2", "--checkpoint", str(cp1))
+    assert p.exit_code == 0, p.output
+    assert json.loads(p.stdout)["content"].startswith("erased at")
+    (tmp_path / "p.json").write_text(p.stdout)
+    vp = run("verify-proof", str(tmp_path / "p.json"), "--vkey", f"{key}.vkey")
+    assert vp.exit_code == 0 and "GDPR request 7" in vp.stdout, vp.output
+    cp2 = tmp_path / "cp2"
+    assert run("checkpoint", "--key-file", f"{key}.key", "--out", str(cp2)).exit_code == 0
+    c = run("prove", "--consistency", str(cp1), str(cp2))
+    assert c.exit_code == 0, c.output
+    (tmp_path / "c.json").write_text(c.stdout)
+    assert run("verify-proof", str(tmp_path / "c.json"), "--vkey", f"{key}.vkey").exit_code == 0
+    assert "was erased at" in run("replay", REAL_ERASED).stderr
+
+    after = _stored_bytes(store)
+    for n in needles:
+        assert n not in after, n
+    assert REAL_ERASED not in run("search", "--json", "claude-parser").stdout  # nor found by the search index
+
+
+def test_retention_apply_takes_the_purged_streams_lines_out_of_the_spool_error_logs(
+        run: Callable[..., Any], store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As erase does: the lines of drain-errors.log and hook-errors.log naming a stream the policy purged
+    and logged before its cutoff go; another stream's lines and a line logged after the cutoff stay."""
+    from eventstore import spool
+
+    folder = tmp_path / "spool"
+    monkeypatch.setenv("EVSTORE_SPOOL_DIR", str(folder))
+    _session(tmp_path, 3, PURGED, PURGED_TEXT)
+    kept = _session(tmp_path, 2, KEPT, ["KEEP-1", "KEEP-2", "KEEP-3"])
+    assert run("ingest", "claude", str(tmp_path / "projects" / f"{PURGED}.jsonl"), str(kept)).exit_code == 0
+    spool.log_drain_error(folder, "lens failed (KeyError: 'PURGE-SECRET-1')", streams=[PURGED])
+    spool.log_drain_error(folder, f"/home/dev/.claude/projects/p/{PURGED}.jsonl: not read")  # untagged, named
+    spool.log_drain_error(folder, "lens failed (KeyError: 'KEEP-SECRET-2')", streams=[KEPT])
+    with open(folder / spool.DRAIN_ERRORS, "a") as fh:  # logged after the cutoff: its payloads are kept
+        fh.write(f"2100-01-01T00:00:00Z pid 1: lens failed (LATER-3) [stream {PURGED}]\n")
+    (folder / spool.HOOK_ERRORS).write_text(f"2026-01-01T00:00:00Z ValueError: bad call of {PURGED}: PURGE-SECRET-4\n"
+                                            "2026-01-01T00:00:01Z ValueError: another call\n")
+    assert run("retention", "set", "--stream", PURGED, "--keep-payloads", "1d", "--below-floor").exit_code == 0
+    dry = run("retention", "apply", "--dry-run", "--as-of", "2099-01-01T00:00:00Z")
+    assert dry.exit_code == 0 and "PURGE-SECRET-1" in (folder / spool.DRAIN_ERRORS).read_text()  # a dry run keeps
+    r = run("retention", "apply", "--as-of", "2099-01-01T00:00:00Z")
+    assert r.exit_code == 0 and r.stdout.startswith("21 event payload(s) purged"), r.output
+    assert "removed 3 line(s)" in r.stderr, r.stderr
+    drain = (folder / spool.DRAIN_ERRORS).read_text()
+    assert "PURGE-SECRET-1" not in drain and "/home/dev" not in drain
+    assert "KEEP-SECRET-2" in drain and "LATER-3" in drain
+    assert (folder / spool.HOOK_ERRORS).read_text() == "2026-01-01T00:00:01Z ValueError: another call\n"
+    again = run("retention", "apply", "--as-of", "2099-01-01T00:00:00Z")  # a re-run (after a kill) finds nothing
+    assert again.exit_code == 0 and "line(s)" not in again.stderr

@@ -249,6 +249,32 @@ def test_an_erasure_empties_content_salt_and_unnamed_blobs_and_records_who_what_
     assert (again.events, again.batches, again.scrubbed) == (0, 0, []) and len(_admin(store)) == 2
 
 
+def test_an_erased_blob_keeps_no_digest_of_its_bytes_and_the_database_allows_nothing_else(store: EventStore) -> None:
+    """The blob's row goes and its erased_blobs key is random bytes, so no stored value is the SHA-256 of
+    the erased bytes (a guess of them is not confirmed); verify still counts it; the triggers refuse the
+    DELETE of a blob not recorded as erased and any other change of an erased_blobs row."""
+    from conftest import exec_sql
+    from sqlalchemy.exc import DBAPIError
+
+    gone, kept = b"a blob of a session erased", b"a blob still named"
+    store.append("S", [NewEvent("t.x", {"i": 1}, meta={"blobs": [_blob(gone)]})], blobs={_blob(gone): gone})
+    store.append("T", [NewEvent("t.x", {"j": 1}, meta={"blobs": [_blob(kept)]})], blobs={_blob(kept): kept})
+    assert erase(store, reason="GDPR 8", stream_ids=["S"]).blobs == 1
+    with store.reading() as cur:
+        cur.execute("SELECT sha256 FROM blobs")
+        assert [bytes(x[0]).hex() for x in cur.fetchall()] == [_blob(kept)]
+        cur.execute("SELECT sha256 FROM erased_blobs")
+        keys = [bytes(x[0]) for x in cur.fetchall()]
+    assert len(keys) == 1 and len(keys[0]) == 32 and keys[0].hex() != _blob(gone)
+    report = verify(store)
+    assert report.ok and report.erased_blobs == 1 and report.blobs == 1, report.failures
+    for sql in ("DELETE FROM blobs", "UPDATE erased_blobs SET admin_event_id = 'x'", "DELETE FROM erased_blobs"):
+        with pytest.raises(DBAPIError):
+            exec_sql(store, sql)
+    store.append("U", [NewEvent("t.x", {"k": 1}, meta={"blobs": [_blob(gone)]})], blobs={_blob(gone): gone})
+    assert verify(store).ok  # the same bytes stored again by a later event are a blob like any other
+
+
 def test_a_match_erases_each_event_holding_the_text_or_naming_a_blob_holding_it(store: EventStore) -> None:
     img = b"...the secret-phrase in an image..."
     store.append("S", [NewEvent("t.x", {"q": 'the "secret-phrase"\n here'}), NewEvent("t.x", {"q": "other"}),

@@ -314,3 +314,43 @@ def test_a_hook_calls_event_id_confirms_no_guess_of_the_erased_call(store: Event
     guesses = {capture.hook_event_id(hashlib.sha256(line).hexdigest()),
                capture.hook_event_id(hashlib.sha256(call.replace(b"sess-h", b"sess-i")).hexdigest())}
     assert len(ids) == 2 and not ids & guesses
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_blobs_erased_before_0012_lose_their_key_on_upgrade(backend: str, tmp_path: Path,
+                                                            request: pytest.FixtureRequest) -> None:
+    """0011 -> head: a blob an erasure emptied at 0011 (row kept, erased_blobs keyed by the SHA-256 of its
+    bytes) loses its row and its key becomes random bytes; verify still counts it.  Downgrading to 0011
+    brings back the trigger that refuses any DELETE of a blob."""
+    from conftest import exec_sql
+
+    from eventstore import migrate
+    from eventstore.db import make_engine
+
+    url = f"sqlite:///{tmp_path}/old/events.db" if backend == "sqlite" else request.getfixturevalue("pg_url")
+    data = b"an image of a session erased at 0011"
+    key = hashlib.sha256(data).digest()
+    engine = make_engine(url)
+    try:
+        migrate.upgrade(engine, "0011")
+        with EventStore(url, check_schema=False) as at11:  # an erasure of the blob as evstore made it at 0011
+            at11.append("S", [NewEvent("t.x", {"i": 1}, meta={"blobs": [key.hex()]})], blobs={key.hex(): data})
+            exec_sql(at11, "INSERT INTO erasures (position, kind, reason, admin_event_id, erased_at) VALUES "
+                           "(1, 'erased', 'r', 'a', '2026-12-03T00:00:00Z')")
+            exec_sql(at11, "UPDATE events SET data = :e, meta = :e, salt = NULL WHERE position = 1", e=b"")
+            exec_sql(at11, "INSERT INTO erased_blobs (sha256, admin_event_id, erased_at) VALUES "
+                           "(:k, 'a', '2026-12-03T00:00:00Z')", k=key)
+            exec_sql(at11, "UPDATE blobs SET data = :e WHERE sha256 = :k", e=b"", k=key)
+            assert any(key in v for v in _every_stored_value(at11))
+        migrate.upgrade(engine)
+    finally:
+        engine.dispose()
+    with EventStore(url) as store:
+        assert not any(key in v for v in _every_stored_value(store))
+        report = verify(store)
+        assert report.ok and report.erased_blobs == 1, report.failures
+    _downgrade(url, "0011")
+    with EventStore(url, check_schema=False) as at11:
+        at11.append("T", [NewEvent("t.x", {"j": 1}, meta={"blobs": [key.hex()]})], blobs={key.hex(): data})
+        with pytest.raises(Exception, match="append-only"):
+            exec_sql(at11, "DELETE FROM blobs")

@@ -28,6 +28,7 @@ from __future__ import annotations
 import abc
 import functools
 import itertools
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -851,8 +852,11 @@ class Backend(abc.ABC):
         p = self.p
         cur.executemany(f"INSERT INTO erased_blobs (sha256, admin_event_id, erased_at) VALUES ({p}, {p}, {p}) "
                         "ON CONFLICT (sha256) DO NOTHING", [(self.blob(d), admin_event_id, now) for d in digests])
-        cur.executemany(f"UPDATE blobs SET data = {p} WHERE sha256 = {p}",
-                        [(self.blob(b""), self.blob(d)) for d in digests])
+        # The row goes, then the erased_blobs key becomes random bytes: nothing left is a digest of the
+        # blob's bytes (the one DELETE and UPDATE migration 0012's triggers allow).
+        cur.executemany(f"DELETE FROM blobs WHERE sha256 = {p}", [(self.blob(d),) for d in digests])
+        cur.executemany(f"UPDATE erased_blobs SET sha256 = {p} WHERE sha256 = {p}",
+                        [(self.blob(os.urandom(32)), self.blob(d)) for d in digests])
 
     @recorder("dropping replay-cache rows")
     def drop_cached_states(self, cur: Any, stream_ids: Sequence[str]) -> int:

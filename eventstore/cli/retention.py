@@ -70,8 +70,6 @@ def _scrub_spool(store: Any, streams: tuple[str, ...], event_id: str | None, mat
     holding the ``--match`` text, those any of whose streams (the session's, the state file's, the
     transcripts') is a ``--stream``, the ``--event``'s call (they are then never recorded; a drain would
     have recorded the erased content again); and the lines of the spool's error logs that name them."""
-    import re
-
     from eventstore import capture, spool
 
     found = erasure.needles(match) if match is not None else []
@@ -83,17 +81,6 @@ def _scrub_spool(store: Any, streams: tuple[str, ...], event_id: str | None, mat
             return False
         return event_id is None or capture.hook_target(record)[1] == event_id
 
-    texts = [n.decode("utf-8", "replace") for n in found]
-    texts += [" ".join(t.split()) for t in texts]  # a logged message has its whitespace collapsed
-    named = [re.compile(rf"(?<![\w-]){re.escape(s)}(?![\w-])|\[stream {re.escape(s)}\]") for s in streams]
-
-    def drop_line(line: str) -> bool:
-        if texts and not any(t and t in line for t in texts):
-            return False
-        if named and not any(rx.search(line) for rx in named):
-            return False
-        return event_id is None or event_id in line
-
     folder = spool.spool_dir(store.url)
     removed, reached = spool.remove(folder, drop)
     if removed:
@@ -102,6 +89,34 @@ def _scrub_spool(store: Any, streams: tuple[str, ...], event_id: str | None, mat
     if not reached:
         click.echo(f"warning: another drain holds the hook spool {folder}; its claimed files were not searched — "
                    "run this command again once it is done.", err=True)
+    _scrub_logs(store, streams, event_id, found)
+
+
+def _scrub_logs(store: Any, streams: tuple[str, ...], event_id: str | None, found: list[bytes],
+                before: str | None = None) -> None:
+    """Take out of the spool's error logs the lines that name what was erased or purged: holding one of
+    ``found`` (the ``--match`` text), naming one of ``streams`` (tagged ``[stream S]`` or in the message),
+    naming ``event_id``; with ``before`` (retention apply's cutoff, ISO time), only lines logged before it
+    (or whose time cannot be read), as the purge took only the payloads recorded before it."""
+    import re
+
+    from eventstore import spool
+
+    texts = [n.decode("utf-8", "replace") for n in found]
+    texts += [" ".join(t.split()) for t in texts]  # a logged message has its whitespace collapsed
+    named = [re.compile(rf"(?<![\w-]){re.escape(s)}(?![\w-])|\[stream {re.escape(s)}\]") for s in streams]
+    stamp = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ")
+
+    def drop_line(line: str) -> bool:
+        if texts and not any(t and t in line for t in texts):
+            return False
+        if named and not any(rx.search(line) for rx in named):
+            return False
+        if before is not None and stamp.match(line) and line[:19] >= before[:19]:
+            return False  # logged at or after the cutoff: its payloads are still kept
+        return event_id is None or event_id in line
+
+    folder = spool.spool_dir(store.url)
     lines = spool.scrub_logs(folder, drop_line) if folder.is_dir() else 0
     if lines:
         click.echo(f"removed {lines} line(s) naming what was erased from the spool's error logs", err=True)
@@ -263,4 +278,8 @@ def retention_apply(ctx: click.Context, dry_run: bool, as_of: str | None, batch:
                                       scrub=False, on_batch=lambda n: click.echo(f"purged {n} payload(s)…", err=True))
     if not results:
         click.echo("no retention policy applies to any stream", err=True)
+    if not dry_run:  # each policy's streams, also those a killed run already purged
+        for r in results:
+            if r.covered:
+                _scrub_logs(store, tuple(r.covered), None, [], before=r.before)
     _finish(store, results, as_json, dry_run)
