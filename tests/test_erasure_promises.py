@@ -10,6 +10,7 @@ quick and name the rule each checks (tests/mutation/equivalent.md).
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -419,6 +420,19 @@ def test_what_an_erasure_keeps_of_meta_is_the_capture_bookkeeping_only(store: Ev
     with store.reading() as cur:
         assert store.backend.kept_meta(cur, 1) is None
         assert store.backend.kept_meta(cur, 2) == '{"transcript":{"offset":5}}'
+
+
+def test_what_an_erasure_keeps_of_a_transcript_confirms_no_guess_of_what_was_read(store: EventStore) -> None:
+    """The kept bookkeeping says where capture stopped (file, offset, lines), never a digest of the bytes
+    read (plain or keyed): each would confirm a guess of an erased line."""
+    where = {"file": "/p/s.jsonl", "offset": 120, "lines": 3}
+    store.append("S", [NewEvent("t.x", {"i": 1}, meta={"transcript": {**where, "prefix_sha256": "ab" * 32,
+                                                                      "prefix_hmac": "cd" * 32, "key_id": "k1"}}),
+                       NewEvent("t.x", {"i": 2}, meta={"transcript": "a note, not an object"})])
+    erase(store, reason="r", stream_ids=["S"], scrub=False)
+    with store.reading() as cur:
+        assert json.loads(store.backend.kept_meta(cur, 1)) == {"transcript": {**where, "key_id": "k1"}}
+        assert json.loads(store.backend.kept_meta(cur, 2)) == {"transcript": "a note, not an object"}
 
 
 def test_the_refusal_to_show_erased_content_says_when_and_why(store: EventStore) -> None:

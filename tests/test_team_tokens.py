@@ -455,3 +455,25 @@ def test_a_token_that_cannot_be_taken_back_either_is_reported_as_such(sqlite_url
             tokens.add_token(store, "stuck", "append")
         assert str(err.value).startswith("The database failed taking back an API token (FOREIGN KEY constraint"), (
             str(err.value))
+
+
+def test_tokens_in_a_write_transaction_are_read_as_they_are_now(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What serve's group commit checks each named token against: the stored token of each digest as it is
+    in the transaction (a revocation committed before included), none for a digest no token has; a use
+    noted at most once a minute, and only for a token still valid."""
+    with EventStore(url) as store:
+        ci, gone, late = (tokens.add_token(store, n, "append") for n in ("ci", "gone", "late"))
+        tokens.revoke_token(store, "gone")
+        digests = [tokens.digest(s) for s in (ci, ci, gone, "not-a-token", late)]
+        monkeypatch.setattr(tokens, "utcnow", lambda: "2030-01-01T00:00:00.000000Z")
+        with store.writing("test: the group's check") as cur:
+            store.backend.touch_token(cur, "late", "2029-12-31T23:59:00.000000Z")  # exactly a minute ago
+            found = tokens.tokens_in_transaction(store, cur, digests)
+        assert {k: (t.name, t.revoked_at is not None) for k, t in found.items()} == {
+            digests[0]: ("ci", False), digests[2]: ("gone", True), digests[4]: ("late", False)}
+        used = {t.name: t.last_used_at for t in tokens.list_tokens(store)}
+        assert used == {"ci": "2030-01-01T00:00:00.000000Z", "gone": None, "late": "2030-01-01T00:00:00.000000Z"}
+        monkeypatch.setattr(tokens, "utcnow", lambda: "2030-01-01T00:00:59.999999Z")
+        with store.writing("test: the group's check") as cur:
+            assert set(tokens.tokens_in_transaction(store, cur, digests[:1])) == {digests[0]}
+        assert tokens.get_token(store, "ci").last_used_at == "2030-01-01T00:00:00.000000Z"  # type: ignore[union-attr]
