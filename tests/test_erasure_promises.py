@@ -431,8 +431,9 @@ def test_what_an_erasure_keeps_of_a_transcript_confirms_no_guess_of_what_was_rea
                        NewEvent("t.x", {"i": 2}, meta={"transcript": "a note, not an object"})])
     erase(store, reason="r", stream_ids=["S"], scrub=False)
     with store.reading() as cur:
-        assert json.loads(store.backend.kept_meta(cur, 1)) == {"transcript": {**where, "key_id": "k1"}}
-        assert json.loads(store.backend.kept_meta(cur, 2)) == {"transcript": "a note, not an object"}
+        kept = [store.backend.kept_meta(cur, p) for p in (1, 2)]
+    assert [json.loads(k or "null") for k in kept] == [{"transcript": {**where, "key_id": "k1"}},
+                                                       {"transcript": "a note, not an object"}]
 
 
 def test_the_refusal_to_show_erased_content_says_when_and_why(store: EventStore) -> None:
