@@ -684,8 +684,8 @@ def test_scrub_logs_takes_the_selected_lines_out_of_both_error_logs(tmp_path: Pa
     hook_log.write_bytes(b"h3\nh4 SECRET\n")  # nothing to take from the drain log, a line from the hook log
     assert spool.scrub_logs(tmp_path, drop) == 1 and hook_log.read_bytes() == b"h3\n"
     (tmp_path / spool.DRAIN_ERRORS).unlink()  # no drain log at all
-    hook_log.write_bytes(b"h5 SECRET\nh6\n")
-    assert spool.scrub_logs(tmp_path, drop) == 1 and hook_log.read_bytes() == b"h6\n"
+    hook_log.write_bytes(b"h5\nh6 SECRET\nh7\n")
+    assert spool.scrub_logs(tmp_path, drop) == 1 and hook_log.read_bytes() == b"h5\nh7\n"
 
 
 def test_scrub_logs_waits_for_a_line_being_appended(tmp_path: Path) -> None:
