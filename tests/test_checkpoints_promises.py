@@ -131,6 +131,30 @@ def test_inclusion_proves_exactly_the_event_asked_in_the_checkpoint(store: Event
         c.inclusion(store, note, event_id="00000000-0000-0000-0000-000000000000")
 
 
+def test_the_proof_of_an_erased_event_says_so_and_other_proofs_are_unchanged(store: EventStore) -> None:
+    """An erased event's inclusion proof still proves its event hash, and carries (as a note beside the
+    proof, not signed) when, why and by which admin event its content was erased; a proof of any other
+    event has no such note, in the proof or its JSON."""
+    from eventstore import erasure
+
+    _append(store, 3, "A")
+    _append(store, 1, "B")
+    note = c.make_checkpoint(store, LOG)
+    erasure.erase(store, reason="GDPR 9", stream_ids=["A"], scrub=False)
+    for version in (1, 3):  # positions 1 and 3
+        proof = c.inclusion(store, note, stream_id="A", version=version)
+        assert proof.content == erasure.describe(erasure.explain(store, [version])[version])
+        assert proof.content is not None and proof.content.startswith("erased at ") and "GDPR 9" in proof.content
+        assert c.to_json(proof)["content"] == proof.content
+        report = verify_inclusion_proof(proof, LOG.verifier)
+        assert report.details["content"] == proof.content
+        assert f"; its content was {proof.content}, as the proof file says" in report.summary
+    kept = c.inclusion(store, note, stream_id="B", version=1)
+    assert kept.content is None and "content" not in c.to_json(kept)
+    assert "content" not in verify_inclusion_proof(kept, LOG.verifier).details
+    assert "its content was" not in verify_inclusion_proof(kept, LOG.verifier).summary
+
+
 def test_find_leaf_names_what_it_did_not_find(store: EventStore) -> None:
     _append(store, 2, "A")
     leaf = c.find_leaf(store, stream_id="A", version=2)

@@ -610,3 +610,95 @@ def test_an_existing_folder_identity_is_read_and_nothing_is_written(tmp_path: Pa
     (tmp_path / spool.SPOOL_ID).write_text("abc123\n")
     (tmp_path / f"{spool.SPOOL_ID}.{os.getpid()}.tmp").mkdir()  # where a new identity would be written first
     assert spool.spool_id(tmp_path) == "abc123"
+
+
+# -- the error logs: lines an erasure can find, and take out ---------------------------------------
+
+
+def _logged(path: Path) -> list[str]:
+    """The lines of an error log without their time and pid."""
+    return [re.sub(r"^\S+ pid \d+: ", "", x) for x in path.read_text().splitlines()]
+
+
+def test_a_drain_error_names_each_stream_and_the_event_it_concerned(tmp_path: Path) -> None:
+    spool.log_drain_error(tmp_path, "lens failed", streams=["sess b\n2", "sess-a"], event="E-1")
+    spool.log_drain_error(tmp_path, "not read", streams=["s"])
+    spool.log_drain_error(tmp_path, "no record")
+    assert _logged(tmp_path / spool.DRAIN_ERRORS) == [
+        "lens failed [stream sess b 2] [stream sess-a] [event E-1]", "not read [stream s]", "no record"]
+    assert _mode(tmp_path / spool.DRAIN_ERRORS) == 0o600  # an error may quote what it could not record
+
+
+def test_a_hook_record_holds_128_random_bits(tmp_path: Path) -> None:
+    """The same call at the same instant is two different lines: a record's digest confirms no guess of it."""
+    for _ in range(24):
+        spool.write(tmp_path, _call(0), now=1.0)
+    nonces = [r.header["nonce"] for r in _records(tmp_path / spool.SPOOL)]
+    assert len(set(nonces)) == 24 and all(0 <= n < 2 ** 128 for n in nonces)
+    assert max(nonces) >= 2 ** 120  # all 24 below it: 1 chance in 2^192 with 128 random bits
+
+
+@pytest.mark.parametrize("how", ["replaced", "removed"])
+def test_an_error_logged_while_the_log_is_rewritten_is_kept(tmp_path: Path, how: str) -> None:
+    """A line appended while an erasure rewrites the log (it holds the log's lock) lands in the log as
+    it is afterwards, not in the file the rewrite replaced or removed."""
+    spool.log_drain_error(tmp_path, "old line")
+    log = tmp_path / spool.DRAIN_ERRORS
+    fd = _hold(log)  # the rewrite in progress
+    t = threading.Thread(daemon=True, target=spool.log_drain_error, args=(tmp_path, "while rewritten"))
+    t.start()
+    _opened_twice(log, t)
+    if how == "replaced":
+        (tmp_path / "new").write_text("kept line\n")
+        os.replace(tmp_path / "new", log)
+    else:
+        log.unlink()
+    os.close(fd)
+    t.join(30)
+    assert _logged(log) == (["kept line"] if how == "replaced" else []) + ["while rewritten"]
+
+
+def test_scrub_logs_takes_the_selected_lines_out_of_both_error_logs(tmp_path: Path) -> None:
+    assert spool.scrub_logs(tmp_path, lambda line: True) == 0  # no log yet: nothing to do
+    spool.log_drain_error(tmp_path, "one SECRET", streams=["s"])
+    spool.log_drain_error(tmp_path, "two")
+    spool.log_drain_error(tmp_path, "three SECRET")
+    hook_log = tmp_path / spool.HOOK_ERRORS
+    hook_log.write_bytes(b"h1 SECRET\nh2 \xff SECRET\nh3\n")
+    seen: list[str] = []
+
+    def drop(line: str) -> bool:
+        seen.append(line)
+        return "SECRET" in line
+
+    assert spool.scrub_logs(tmp_path, drop) == 4
+    assert _logged(tmp_path / spool.DRAIN_ERRORS) == ["two"]
+    assert hook_log.read_bytes() == b"h3\n"
+    assert "h2 \ufffd SECRET\n" in seen  # each line whole, bytes that are not UTF-8 replaced
+    for log in (tmp_path / spool.DRAIN_ERRORS, hook_log):
+        assert _mode(log) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([spool.DRAIN_ERRORS, spool.HOOK_ERRORS])
+    before = [(p.stat().st_ino, p.read_bytes()) for p in (tmp_path / spool.DRAIN_ERRORS, hook_log)]
+    assert spool.scrub_logs(tmp_path, lambda line: "nothing" in line) == 0
+    assert [(p.stat().st_ino, p.read_bytes()) for p in (tmp_path / spool.DRAIN_ERRORS, hook_log)] == before
+    hook_log.write_bytes(b"h3\nh4 SECRET\n")  # nothing to take from the drain log, a line from the hook log
+    assert spool.scrub_logs(tmp_path, drop) == 1 and hook_log.read_bytes() == b"h3\n"
+    (tmp_path / spool.DRAIN_ERRORS).unlink()  # no drain log at all
+    hook_log.write_bytes(b"h5\nh6 SECRET\nh7\n")
+    assert spool.scrub_logs(tmp_path, drop) == 1 and hook_log.read_bytes() == b"h5\nh7\n"
+
+
+def test_scrub_logs_waits_for_a_line_being_appended(tmp_path: Path) -> None:
+    """An erasure's rewrite takes the lock appends take: a line written under it is kept (or taken out)."""
+    spool.log_drain_error(tmp_path, "one SECRET")
+    log = tmp_path / spool.DRAIN_ERRORS
+    fd = _hold(log)  # a hook appending
+    done: list[int] = []
+    t = threading.Thread(daemon=True, target=lambda: done.append(spool.scrub_logs(tmp_path, lambda x: "SECRET" in x)))
+    t.start()
+    _opened_twice(log, t)
+    os.lseek(fd, 0, os.SEEK_END)
+    os.write(fd, b"late line\nlate SECRET\n")
+    os.close(fd)
+    t.join(30)
+    assert done == [2] and log.read_text() == "late line\n"

@@ -455,3 +455,48 @@ def test_a_token_that_cannot_be_taken_back_either_is_reported_as_such(sqlite_url
             tokens.add_token(store, "stuck", "append")
         assert str(err.value).startswith("The database failed taking back an API token (FOREIGN KEY constraint"), (
             str(err.value))
+
+
+def test_tokens_in_a_write_transaction_are_read_as_they_are_now(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What serve's group commit checks each named token against: the stored token of each digest as it is
+    in the transaction (a revocation committed before included), none for a digest no token has; a use
+    noted at most once a minute, and only for a token still valid."""
+    with EventStore(url) as store:
+        ci, gone, late = (tokens.add_token(store, n, "append") for n in ("ci", "gone", "late"))
+        tokens.revoke_token(store, "gone")
+        digests = [tokens.digest(s) for s in (ci, ci, gone, "not-a-token", late)]
+        monkeypatch.setattr(tokens, "utcnow", lambda: "2030-01-01T00:00:00.000000Z")
+        with store.writing("test: the group's check") as cur:
+            store.backend.touch_token(cur, "late", "2029-12-31T23:59:00.000000Z")  # exactly a minute ago
+            found = tokens.tokens_in_transaction(store, cur, digests)
+        assert {k: (t.name, t.revoked_at is not None) for k, t in found.items()} == {
+            digests[0]: ("ci", False), digests[2]: ("gone", True), digests[4]: ("late", False)}
+        used = {t.name: t.last_used_at for t in tokens.list_tokens(store)}
+        assert used == {"ci": "2030-01-01T00:00:00.000000Z", "gone": None, "late": "2030-01-01T00:00:00.000000Z"}
+        monkeypatch.setattr(tokens, "utcnow", lambda: "2030-01-01T00:00:59.999999Z")
+        with store.writing("test: the group's check") as cur:
+            assert set(tokens.tokens_in_transaction(store, cur, digests[:1])) == {digests[0]}
+        assert tokens.get_token(store, "ci").last_used_at == "2030-01-01T00:00:00.000000Z"  # type: ignore[union-attr]
+
+
+def test_a_write_takes_its_token_only_as_a_bearer_even_one_the_worker_remembers(url: str) -> None:
+    """HTTP Basic (a browser's, the token as its password) is for reads: a write sent so is refused and
+    writes nothing, also with a named token this worker has seen write; an append answers its stream,
+    version, log positions and whether it was a duplicate."""
+    import base64
+
+    with EventStore(url) as store:
+        writer = tokens.add_token(store, "ci-runner", "append")
+    app = create_app(ServeConfig(url=url, token=SERVE_TOKEN, read_token=None, host="127.0.0.1", workers=2))
+    note = {"events": [{"type": "demo.note", "data": {"n": 1}}]}
+    basic = {"Authorization": "Basic " + base64.b64encode(f"me:{writer}".encode()).decode(), "X-Evstore-Machine": "m"}
+    with TestClient(app, base_url="http://127.0.0.1") as http:
+        r = http.post("/api/streams/r-1/events", json=note, headers=bearer(writer))
+        assert app.state.server.grants.cached(writer) is not None
+        r2 = http.post("/api/streams/r-2/events", json=note, headers=basic)
+        assert r2.status_code == 401, r2.text
+    with EventStore(url) as store:
+        [event] = store.read_stream("r-1")
+        assert r.status_code == 201 and r.json() == {"stream": "r-1", "version": 1, "positions": [event.position],
+                                                     "duplicate": False}
+        assert store.stream_info("r-2") is None
