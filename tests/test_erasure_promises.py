@@ -481,8 +481,6 @@ def test_an_erased_version_keeps_where_it_came_from_not_which_bytes_it_had(store
         store.close()
 
 
-@pytest.mark.xfail(strict=True, reason="bug: migration 0011's trigger allows only a new identity ending in 'erased', "
-                   "and a git version's is git:erased:<path>, so erasing an event recorded from git fails whole")
 def test_an_event_recorded_from_a_git_version_can_be_erased(store_url: str) -> None:
     from conftest import migrated
 

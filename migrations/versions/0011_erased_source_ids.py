@@ -8,7 +8,8 @@ database could confirm a guess of it by hashing the guess.  From this revision a
 in the transaction that empties the payload, the identity of the erased event's version with what
 ``eventstore.ingest.erased_source_id`` leaves (``file:<path>@erased``, ``git:erased:<path>``,
 ``spool:erased``), and keeps no prefix digest.  The append-only triggers of ``source_versions`` are
-relaxed for exactly that UPDATE: the same row (stream, version), a new identity ending in ``erased``,
+relaxed for exactly that UPDATE: the same row (stream, version), a new identity ending in ``erased``
+(or, for a git version, ``git:erased:<path>``),
 and the event at that version erased (its ``erasures`` row).
 
 Stores erased before this revision are brought in line here: the identities of versions already
@@ -28,7 +29,7 @@ down_revision = "0010"
 branch_labels = None
 depends_on = None
 
-_ERASED_ROW = ("NEW.stream_pk = OLD.stream_pk AND NEW.version = OLD.version AND NEW.source_id LIKE '%erased' "
+_ERASED_ROW = ("NEW.stream_pk = OLD.stream_pk AND NEW.version = OLD.version AND (NEW.source_id LIKE '%erased' OR NEW.source_id LIKE 'git:erased:%') "
                "AND EXISTS (SELECT 1 FROM events e JOIN erasures x ON x.position = e.position "
                "WHERE e.stream_pk = OLD.stream_pk AND e.version = OLD.version)")
 
