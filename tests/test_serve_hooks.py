@@ -20,6 +20,7 @@ from starlette.testclient import TestClient
 
 from eventstore import capture
 from eventstore.cli import register
+from eventstore.dialects import get_dialect
 from eventstore.store import EventStore
 from projections.serve import ServeConfig, create_app
 from tests.claude_fixtures import SESSION, records
@@ -31,6 +32,9 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 @pytest.fixture(autouse=True)
 def _scrub_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EVSTORE_SCRUB_KEY", "test-key")
+    # The claude dialect is one instance per process and keeps the scrubber (and its key) of its first
+    # http hook call: a test before this one, under another key, must not decide the ids seen here.
+    monkeypatch.setattr(get_dialect("claude"), "_scrubber", None)
 
 
 @pytest.fixture
