@@ -228,18 +228,24 @@ def write_json(path: str, meta: dict[str, Any], results: list[Result], targets: 
                    "targets": [t.to_json() for t in targets]}, fh, indent=2)
 
 
-@contextmanager
-def pg_schema(prefix: str) -> Iterator[str]:
-    """A store URL on a new PostgreSQL schema of ``$EVSTORE_BENCH_PG_URL`` (or the tests' URL),
-    dropped with everything in it when the block ends (the benchmarks that need a server)."""
+def _bench_pg_url() -> str:
     import os
-    import uuid
-
-    import psycopg
 
     base_url = os.environ.get("EVSTORE_BENCH_PG_URL") or os.environ.get("EVSTORE_TEST_POSTGRES_URL")
     if not base_url:
         raise SystemExit("set EVSTORE_BENCH_PG_URL (or EVSTORE_TEST_POSTGRES_URL) to a PostgreSQL server")
+    return base_url
+
+
+@contextmanager
+def pg_schema(prefix: str) -> Iterator[str]:
+    """A store URL on a new PostgreSQL schema of ``$EVSTORE_BENCH_PG_URL`` (or the tests' URL),
+    dropped with everything in it when the block ends (the benchmarks that need a server)."""
+    import uuid
+
+    import psycopg
+
+    base_url = _bench_pg_url()
     schema = prefix + uuid.uuid4().hex[:8]
     admin_url = base_url.replace("postgresql+psycopg://", "postgresql://")
     with psycopg.connect(admin_url, autocommit=True) as conn:
@@ -249,3 +255,25 @@ def pg_schema(prefix: str) -> Iterator[str]:
     finally:
         with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@contextmanager
+def pg_database(prefix: str) -> Iterator[str]:
+    """A store URL on a new database of ``$EVSTORE_BENCH_PG_URL``'s server, dropped afterwards: a team's
+    store has its database to itself (the append lock is one per database: a schema of a shared one
+    would also wait for whatever else appends there, such as other test runs)."""
+    import uuid
+
+    import psycopg
+
+    base_url = _bench_pg_url()
+    name = prefix + uuid.uuid4().hex[:8]
+    admin = base_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    head, _, query = base_url.partition("?")
+    try:
+        yield head.rsplit("/", 1)[0] + "/" + name + (f"?{query}" if query else "")
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")

@@ -35,43 +35,19 @@ import threading
 import time
 import urllib.parse
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx2  # noqa: E402
-from _common import log  # noqa: E402
+from _common import log, pg_database  # noqa: E402
 
 from eventstore import migrate, tokens  # noqa: E402
 from eventstore.db import make_engine  # noqa: E402
 from eventstore.store import EventStore  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@contextmanager
-def pg_database(prefix: str) -> Iterator[str]:
-    """A store URL on a new database of ``$EVSTORE_BENCH_PG_URL``'s server, dropped afterwards: a team's
-    store has its database to itself (the append lock is one per database: a schema of a shared one
-    would also wait for whatever else appends there, such as other test runs)."""
-    import psycopg
-
-    base_url = os.environ.get("EVSTORE_BENCH_PG_URL") or os.environ.get("EVSTORE_TEST_POSTGRES_URL")
-    if not base_url:
-        raise SystemExit("set EVSTORE_BENCH_PG_URL (or EVSTORE_TEST_POSTGRES_URL) to a PostgreSQL server")
-    name = prefix + uuid.uuid4().hex[:8]
-    admin = base_url.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    head, _, query = base_url.partition("?")
-    try:
-        yield head.rsplit("/", 1)[0] + "/" + name + (f"?{query}" if query else "")
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
 def _free_port() -> int:
