@@ -192,9 +192,9 @@ class EdgeSource:
     def _held(self, level: int, start: int, end: int) -> list[bytes]:
         got = self.edge.get(level, start, end) if self.edge is not None else None
         if got is None:
-            size = "no edge" if self.edge is None else f"the edge at {self.edge.size} leaves"
-            raise RuntimeError(f"The tree's nodes asked for level {level}, indexes {start}..{end - 1}, "
-                               f"which {size} does not hold; nothing was appended.")
+            held = "no edge is kept" if self.edge is None else f"the edge at {self.edge.size} leaves does not hold them"
+            raise RuntimeError(f"The tree's nodes asked for level {level}, indexes {start}..{end - 1}, but "
+                               f"{held}; nothing was appended.")
         return got
 
     def leaf_data(self, start: int, end: int) -> list[bytes]:

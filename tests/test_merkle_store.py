@@ -270,7 +270,7 @@ def test_the_nodes_an_append_computes_during_its_copy_read_nothing() -> None:
         size += n
     assert sorted(made) == sorted(tree.all_nodes(data))
     assert tree.new_nodes(3, data[3:10], tree.EdgeSource(None)) == []  # completes no node: asks for nothing
-    with pytest.raises(RuntimeError, match="no edge does not hold"):
+    with pytest.raises(RuntimeError, match="but no edge is kept"):
         tree.new_nodes(3, data[3:20], tree.EdgeSource(None))
     stale = tree.Frontier(5, {0: data[:5]})
     with pytest.raises(RuntimeError, match="the edge at 5 leaves does not hold"):
