@@ -676,25 +676,27 @@ def _check_index_once(store: EventStore, stream_ids: list[str] | None,
                       derived: tuple[int, dict[str, tuple[Any, ...]]] | None = None) -> list[tuple[str, int, str]]:
     """The differences for ``stream_ids`` (None: every stream); ``derived``: (checkpoint position, rows)
     derived already (:class:`IndexCheck`), else the checkpoint is read and the rows derived here."""
-    from sqlalchemy import select
-
     if stream_ids is not None and not stream_ids:
         return []
-    if derived is None:
-        with engine.ProjectionRunner(store) as runner:
-            cp = runner.checkpoint(RUNS.name)
-        upto = 0 if cp is None else cp.position
-    else:
-        upto = derived[0]
-    t = _runs_table()
-    query = select(*(t.c[c] for c in _COLUMNS))
+    be = store.backend
+    query = f"SELECT {', '.join(_COLUMNS)} FROM proj_runs"
     stored: dict[str, tuple[Any, ...]] = {}
-    with store.engine.connect() as conn:
+    # The checkpoint and the rows in one snapshot: the append that moves a row moves the checkpoint in
+    # the same transaction, so they agree (read apart, an append between them made a row look forged
+    # under concurrent appends on PostgreSQL's READ COMMITTED).
+    with store.reading(snapshot=True) as cur:
+        if derived is None:
+            cp = be.read_checkpoint(cur, RUNS.name)
+            upto = 0 if cp is None else cp.position
+        else:
+            upto = derived[0]
         if stream_ids is None:
-            stored = {r[0]: tuple(r) for r in conn.execute(query).all()}
+            cur.execute(query)
+            stored = {r[0]: tuple(r) for r in cur.fetchall()}
         for i in range(0, len(stream_ids or ()), 500):
             chunk = (stream_ids or [])[i:i + 500]
-            stored.update({r[0]: tuple(r) for r in conn.execute(query.where(t.c.stream_id.in_(chunk))).all()})
+            cur.execute(f"{query} WHERE stream_id IN ({', '.join([be.p] * len(chunk))})", chunk)
+            stored.update({r[0]: tuple(r) for r in cur.fetchall()})
     if stream_ids is not None:
         wanted = {}
         for sid in stream_ids:
