@@ -21,7 +21,9 @@ up or read; ``_grow_tree``: no node hashed, so none inserted; everything else th
 ``--repeat`` times on fresh databases; wall time and process CPU time, medians and the range of each
 run against the run beside it.  ``--by-append N`` also alternates append by append between two stores
 in one process (N appends each; the events built outside the timing), which a busy machine's drift
-disturbs far less than runs of seconds.
+disturbs far less than runs of seconds; with ``--native-prototype`` a third store alternates with them
+whose tree is hashed in C (benchmarks/native_tree, a measuring aid evstore does not use: build it
+first with ``python benchmarks/native_tree/native_tree.py build``).
 The targets (proof < 10 ms and checkpoint < 1 s at 10^6, overhead < 10 %, proof ≤ 32·⌈log2 n⌉
 bytes) are printed as met / NOT met.
 """
@@ -182,24 +184,44 @@ def overhead(backend: str, workdir: Path, pg_url: str | None, payloads: list[dic
 
 
 def overhead_by_append(backend: str, workdir: Path, pg_url: str | None, payloads: list[dict[str, Any]],
-                       appends: int) -> dict[str, Any]:
+                       appends: int, native: Callable[..., Any] | None = None) -> dict[str, Any]:
     """Two fresh stores in one process, 1,000-event appends alternated append by append between the one
     with the tree and the one with its steps stubbed out (the events built outside the timing): a
-    machine's load drifts between two runs of seconds far more than between two appends."""
-    times: dict[str, list[tuple[float, float]]] = {"with tree": [], "without": []}
-    with fresh_store(backend, workdir, pg_url) as a, fresh_store(backend, workdir, pg_url) as b:
+    machine's load drifts between two runs of seconds far more than between two appends.  ``native``
+    (a drop-in for ``tree.new_nodes``, benchmarks/native_tree): a third store whose appends use it."""
+    labels = ["with tree", "without"] + (["C hashing"] if native is not None else [])
+    times: dict[str, list[tuple[float, float]]] = {label: [] for label in labels}
+    python_nodes = tree.new_nodes
+
+    @contextmanager
+    def variant(label: str) -> Iterator[None]:
+        if label == "without":
+            with without_tree():
+                yield
+        elif label == "C hashing":
+            tree.new_nodes = native  # type: ignore[assignment]
+            try:
+                yield
+            finally:
+                tree.new_nodes = python_nodes
+        else:
+            yield
+
+    with contextlib.ExitStack() as stack:
+        stores = {label: stack.enter_context(fresh_store(backend, workdir, pg_url)) for label in labels}
         for k in range(appends):
-            for label in (("with tree", "without") if k % 2 == 0 else ("without", "with tree")):
-                store = a if label == "with tree" else b
-                events = [NewEvent("bench.noted", payloads[(k * 1000 + i) % len(payloads)]) for i in range(1000)]
-                with without_tree() if label == "without" else contextlib.nullcontext():
+            events = [NewEvent("bench.noted", payloads[(k * 1000 + i) % len(payloads)]) for i in range(1000)]
+            for label in (labels if k % 2 == 0 else labels[::-1]):
+                with variant(label):
                     t, c = time.perf_counter(), time.process_time()
-                    store.append(f"run-{k}", events)
+                    stores[label].append(f"run-{k}", events)
                     times[label].append((time.perf_counter() - t, time.process_time() - c))
-    w, wo = times["with tree"], times["without"]
-    return {"appends": appends,
-            "wall": (statistics.median(v[0] for v in w), statistics.median(v[0] for v in wo)),
-            "cpu": (sum(v[1] for v in w) / appends, sum(v[1] for v in wo) / appends)}
+    out: dict[str, Any] = {"appends": appends}
+    for label, values in times.items():
+        out[label] = (statistics.median(v[0] for v in values), sum(v[1] for v in values) / appends)
+    out["wall"] = (out["with tree"][0], out["without"][0])
+    out["cpu"] = (out["with tree"][1], out["without"][1])
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -213,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5, help="append-overhead runs per variant")
     ap.add_argument("--by-append", type=int, default=0, metavar="N",
                     help="also N appends a variant alternated append by append in one process (overhead_by_append)")
+    ap.add_argument("--native-prototype", action="store_true",
+                    help="with --by-append, a third store whose tree is hashed in C (benchmarks/native_tree, "
+                         "built first with its build command): what the tree costs without Python's hash calls")
     ap.add_argument("--dir", default=None, help="where SQLite files go (default: a temporary directory)")
     args = ap.parse_args(argv)
     import os
@@ -237,7 +262,13 @@ def main(argv: list[str] | None = None) -> int:
                 results.append(measure_size(store, n, rng, signer, args.proofs))
         log(f"append overhead: {args.overhead_events:,} events, 1,000 per append, {args.repeat} runs each ...")
         ov = overhead(args.backend, workdir, pg_url, payloads, args.overhead_events, args.repeat)
-        by_append = overhead_by_append(args.backend, workdir, pg_url, payloads, args.by_append) \
+        native = None
+        if args.native_prototype:
+            sys.path.insert(0, str(Path(__file__).resolve().parent / "native_tree"))
+            import native_tree
+
+            native = native_tree.make_new_nodes()
+        by_append = overhead_by_append(args.backend, workdir, pg_url, payloads, args.by_append, native) \
             if args.by_append else None
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -266,6 +297,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"append by append, {by_append['appends']} appends of 1,000 each way, events built outside the timing: "
               f"median wall {ww * 1000:.1f} ms with the tree, {wo * 1000:.1f} ms without ({ww / wo - 1:+.1%}); "
               f"mean CPU {cw * 1000:.2f} ms, {co * 1000:.2f} ms ({cw / co - 1:+.1%})")
+        if "C hashing" in by_append:
+            nw, nc = by_append["C hashing"]
+            print(f"  the tree hashed in C (benchmarks/native_tree, a prototype): median wall {nw * 1000:.1f} ms "
+                  f"({nw / wo - 1:+.1%}), mean CPU {nc * 1000:.2f} ms ({nc / co - 1:+.1%})")
     top = results[-1]
     print("\ntargets:")
     print(f"  proof < 10 ms at {top['events']:,}: {top['inclusion_ms']:.2f} ms, {met(top['inclusion_ms'] < 10)}")
