@@ -245,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     pg_url = args.pg_url or os.environ.get("EVSTORE_TEST_POSTGRES_URL")
     if args.backend == "postgresql" and not pg_url:
         ap.error("--backend postgresql needs --pg-url or $EVSTORE_TEST_POSTGRES_URL")
+    if args.native_prototype and not args.by_append:
+        ap.error("--native-prototype adds a store to the appends alternated one by one: give --by-append N too")
     sizes = [10_000, 100_000] if args.quick else [int(s) for s in args.sizes.split(",")]
     if args.quick:
         args.overhead_events, args.repeat, args.proofs = 20_000, 3, 20
