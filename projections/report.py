@@ -38,6 +38,16 @@ def render(report: Report, fmt: str) -> str:
     raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 
+def renderer_digest() -> str:
+    """A digest of the code :func:`render` runs (this module, the display helpers, the chart declarations):
+    part of the name a rendering is kept under (:func:`projections.metrics.rendered`)."""
+    from eventstore import display
+    from eventstore.dialects import analytics
+    from projections.metrics import code_digest
+
+    return code_digest(__file__, display.__file__, analytics.__file__)
+
+
 def _cell(v: Any) -> str:
     if v is None:
         return "-"
