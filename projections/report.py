@@ -14,6 +14,7 @@ import csv
 import html
 import io
 import json
+import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -38,14 +39,15 @@ def render(report: Report, fmt: str) -> str:
     raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 
-def renderer_digest() -> str:
-    """A digest of the code :func:`render` runs (this module, the display helpers, the chart declarations):
-    part of the name a rendering is kept under (:func:`projections.metrics.rendered`)."""
+def renderer_digest(*more: str | os.PathLike[str]) -> str:
+    """A digest of the code :func:`render` runs (this module, the display helpers, the chart declarations)
+    and of the files ``more`` (a page's template and code): part of the name a rendering is kept under
+    (:func:`projections.metrics.rendered`)."""
     from eventstore import display
     from eventstore.dialects import analytics
     from projections.metrics import code_digest
 
-    return code_digest(__file__, display.__file__, analytics.__file__)
+    return code_digest(__file__, display.__file__, analytics.__file__, *more)
 
 
 def _cell(v: Any) -> str:

@@ -14,6 +14,7 @@ import asyncio
 import base64
 import binascii
 import functools
+import hashlib
 import json
 import logging
 import threading
@@ -47,7 +48,16 @@ from eventstore.errors import (
     StreamNotFound,
 )
 from eventstore.store import AppendResult, GroupAppend, NewEvent, stamped
-from projections.report import _cell, charts, column_formats, figure, heading, short_titles, without_data
+from projections.report import (
+    _cell,
+    charts,
+    column_formats,
+    figure,
+    heading,
+    renderer_digest,
+    short_titles,
+    without_data,
+)
 from projections.serve import views
 from projections.serve.access import Grant, HTTPError, Policy, is_loopback
 from projections.serve.access import Scope as Access
@@ -369,20 +379,38 @@ class Server:
 
         return resolve(self.store, stream_id)
 
-    def metrics_report(self, filters: views.RunFilters | None, stream_id: str | None = None) -> Any:
+    def metrics_rendered(self, filters: views.RunFilters | None, stream_id: str | None, name: str,
+                         render: Callable[[Any], str]) -> str:
+        """``render(report)`` of the metrics report for ``filters`` or the run ``stream_id``, computed and
+        rendered once per log position and kept under ``name`` (projections.metrics.rendered): an unchanged
+        store is answered with the kept text, whatever the size of the report."""
         from projections.analytics import refresh
-        from projections.metrics import Scope, report
+        from projections.metrics import Scope, rendered
 
         with self.metrics_lock:
             refresh(self.store, self.cfg.analytics_dir)
         f = filters or views.RunFilters()
-        # Kept per log position (projections.metrics.report): an unchanged store is answered from the
-        # kept report; a filter matching nothing is named, as `evstore metrics` does (``writer``: its
-        # --writer, the runs an event of TOKEN or TOKEN/MACHINE went to; the writers section then shows
-        # that writer's rows).
-        return report(self.store, self.cfg.analytics_dir, stream_id=stream_id, fresh=False,
-                      scope=None if stream_id is not None else Scope(project=f.project, dialect=f.dialect,
-                                                                     since=f.since, writer=f.writer))
+        # A filter matching nothing is named, as `evstore metrics` does (``writer``: its --writer, the runs
+        # an event of TOKEN or TOKEN/MACHINE went to; the writers section then shows that writer's rows).
+        return rendered(self.store, render, name, self.cfg.analytics_dir, stream_id=stream_id, fresh=False,
+                        scope=None if stream_id is not None else Scope(project=f.project, dialect=f.dialect,
+                                                                       since=f.since, writer=f.writer))
+
+    def metrics_page(self, filters: views.RunFilters | None, stream_id: str | None, sid: str | None,
+                     title: str) -> Response:
+        """The metrics page: its body (every section, rendered from the report) is kept per log position,
+        for the filters and the run it shows (the form's values and the back link are in it)."""
+        code = renderer_digest(HERE / "templates" / "metrics_body.html", views.__file__, __file__)
+        shown = hashlib.sha256(json.dumps([filters.to_query() if filters is not None else None, sid])
+                               .encode()).hexdigest()[:12]
+
+        def render(report: Any) -> str:
+            return self.env.get_template("metrics_body.html").render(
+                report=report, charts=charts(report), filters=filters, sid=sid,
+                quote=lambda s: urllib.parse.quote(s, safe=""))
+
+        body = self.metrics_rendered(filters, stream_id, f"page-{code}-{shown}", render)
+        return self.page("metrics.html", title=title, body=views.Rendered(body))
 
     def usage_of(self, stream_ids: list[str], *, detail: bool = False) -> tuple[dict[str, Any], str | None]:
         """Tokens and cost per stream (``detail``: the one stream's usage section), from the analytics
@@ -495,18 +523,24 @@ class Server:
 
     def run_metrics(self, request: Request) -> Response:
         sid = self.resolve(request.path_params["stream_id"])
-        report = self.metrics_report(None, sid)
-        return self.page("metrics.html", title=f"Metrics of {sid}", report=report, charts=charts(report),
-                         filters=None, sid=sid, quote=lambda s: urllib.parse.quote(s, safe=""))
+        return self.metrics_page(None, sid, sid, f"Metrics of {sid}")
 
     def metrics(self, request: Request) -> Response:
         filters = views.RunFilters.from_query(request.query_params)
         run_id = request.query_params.get("run")
-        report = self.metrics_report(filters, self.resolve(run_id) if run_id else None)
+        sid = self.resolve(run_id) if run_id else None
         if request.url.path.startswith("/api/"):
-            return JSONResponse(json.loads(json.dumps(report.to_dict(), default=str)))
-        return self.page("metrics.html", title="Metrics", report=report, charts=charts(report), filters=filters,
-                         sid=None)
+            from projections.metrics import code_digest
+
+            def as_json(report: Any) -> str:  # the bytes JSONResponse would send
+                return json.dumps(report.to_dict(), default=str, ensure_ascii=False, allow_nan=False, indent=None,
+                                  separators=(",", ":"))
+
+            from projections import metrics as metrics_module
+
+            text = self.metrics_rendered(filters, sid, f"api-{code_digest(metrics_module.__file__)}", as_json)
+            return Response(text, media_type="application/json")
+        return self.metrics_page(filters, sid, None, "Metrics")
 
     def coverage(self, request: Request) -> Response:
         from projections.coverage import coverage, identity_text
