@@ -22,7 +22,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -144,11 +144,16 @@ def section(con: duckdb.DuckDBPyConnection, m: MetricSection) -> Section:
 
 def cross_run_report(con: duckdb.DuckDBPyConnection, scope: Scope | None = None) -> Report:
     """Every cross-run metric for the runs in ``scope``."""
-    scope = scope or Scope()
+    head, todo = _cross_head(con, scope or Scope())
+    head.sections = [section(con, m) for m in todo]
+    return head
+
+
+def _cross_head(con: duckdb.DuckDBPyConnection, scope: Scope) -> tuple[Report, list[MetricSection]]:
+    """The cross-run report's title and scope (no section yet), and the sections to compute."""
     _select(con, scope)
     runs = _rows(con, "SELECT count(*) AS runs FROM sel")[0]["runs"]
-    sections = [section(con, m) for _dialect, m in catalog().sections]
-    return Report("evstore metrics", {**scope.to_dict(), "runs": runs}, sections)
+    return Report("evstore metrics", {**scope.to_dict(), "runs": runs}, []), [m for _d, m in catalog().sections]
 
 
 def check_scope(con: duckdb.DuckDBPyConnection, scope: Scope) -> None:
@@ -191,16 +196,22 @@ def check_scope(con: duckdb.DuckDBPyConnection, scope: Scope) -> None:
 
 def run_report(con: duckdb.DuckDBPyConnection, stream_id: str) -> Report:
     """Timeline, phases, iterations, deltas, gates and trips of one run (stream)."""
-    scope = Scope(stream_id=stream_id)
-    _select(con, scope)
+    head, todo = _run_head(con, stream_id)
+    head.sections = [section(con, m) for m in todo]
+    return head
+
+
+def _run_head(con: duckdb.DuckDBPyConnection, stream_id: str) -> tuple[Report, list[MetricSection]]:
+    """One run's report's title and scope (the run's row; no section yet), and the sections to compute."""
+    _select(con, Scope(stream_id=stream_id))
     run = _rows(con, "SELECT * FROM runs WHERE stream_id IN (SELECT stream_id FROM sel)")  # its id stays bound
     if not run:
         raise EvstoreError(f'No run "{stream_id}" in the analytics tables; `evstore runs` lists the runs.')
     cat = catalog()
     own = cat.run_sections.get(run[0]["dialect"] or "", ())
     timeline, phases, gates, usage = CORE_RUN_SECTIONS
-    sections = [section(con, m) for m in (timeline, phases, *own, gates, usage, *cat.every_run_sections)]
-    return Report(f"evstore metrics {stream_id}", {"stream": stream_id, **run[0]}, sections)
+    return (Report(f"evstore metrics {stream_id}", {"stream": stream_id, **run[0]}, []),
+            [timeline, phases, *own, gates, usage, *cat.every_run_sections])
 
 
 # ---------------------------------------------------------------- computed once per log position
@@ -246,6 +257,56 @@ def rendered(store: EventStore, render: Callable[[Report], str], name: str,
     if key is not None:
         _keep_text(out, key, name, text)
     return text
+
+
+class Computing:
+    """The report asked for at the log's position, for a reader that shows it section by section
+    (``evstore serve``'s metrics page): :meth:`parts` yields the report's head (title and scope), then
+    each section as it is computed, and keeps the whole report at the end as :func:`report` does; a
+    rendering of it is kept with :meth:`keep_text` and read back with :meth:`kept_text`."""
+
+    def __init__(self, store: EventStore, directory: str | os.PathLike[str] | None = None, *,
+                 stream_id: str | None = None, scope: Scope | None = None) -> None:
+        self.store, self.stream_id = store, stream_id
+        self.out, self.key, self.scope = _position(store, directory, stream_id, scope, False, None)
+
+    def kept_text(self, name: str) -> str | None:
+        """The rendering ``name`` kept at this position (None: none)."""
+        if self.key is None:
+            return None
+        try:
+            return _text_path(self.out, self.key, name).read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def keep_text(self, name: str, text: str) -> None:
+        if self.key is not None:
+            _keep_text(self.out, self.key, name, text)
+
+    def parts(self) -> Iterator[Report | Section]:
+        """The report (its title and scope; every section already in it if it was kept), then each section
+        computed, in the report's order (each is also appended to the report yielded first).  A filter that
+        matches nothing raises at the first ``next``, before anything is yielded."""
+        if self.key is not None:
+            kept = _kept(self.out, self.key)
+            if kept is not None:
+                yield kept
+                return
+        from projections.analytics.views import reading
+
+        with reading(self.store, self.out, fresh=False, materialize=True) as con:
+            if self.stream_id is not None:
+                head, todo = _run_head(con, self.stream_id)
+            else:
+                check_scope(con, self.scope)
+                head, todo = _cross_head(con, self.scope)
+            yield head
+            for m in todo:
+                s = section(con, m)
+                head.sections.append(s)
+                yield s
+        if self.key is not None:
+            _keep(self.out, self.key, head)
 
 
 def code_digest(*files: str | os.PathLike[str]) -> str:
@@ -379,5 +440,5 @@ def _keep_text(out: Path, key: tuple[int, str], name: str, text: str) -> None:
         pass
 
 
-__all__ = ["REPORTS", "Report", "Scope", "Section", "check_scope", "code_digest", "cross_run_report", "rendered",
+__all__ = ["REPORTS", "Computing", "Report", "Scope", "Section", "check_scope", "code_digest", "cross_run_report", "rendered",
            "report", "run_report", "section", "wilson"]

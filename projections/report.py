@@ -335,13 +335,12 @@ def chart(c: Chart, rows: Sequence[dict[str, Any]]) -> str:
 
 def charts(report: Report) -> dict[str, str]:
     """Section name -> inline SVG, for the sections that declare a chart and have something to draw."""
-    out: dict[str, str] = {}
-    for s in report.sections:
-        if s.chart is not None and s.rows:
-            svg = chart(s.chart, s.rows)
-            if svg:
-                out[s.name] = svg
-    return out
+    return {s.name: svg for s in report.sections if (svg := section_chart(s))}
+
+
+def section_chart(s: Section) -> str:
+    """The inline SVG of a section's declared chart ("" if it declares none or has nothing to draw)."""
+    return chart(s.chart, s.rows) if s.chart is not None and s.rows else ""
 
 
 _CSS = """body{font-family:sans-serif;margin:24px;color:#222;max-width:1100px}

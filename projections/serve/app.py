@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 import msgspec
 from jinja2 import Environment, FileSystemLoader
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -50,11 +51,11 @@ from eventstore.errors import (
 from eventstore.store import AppendResult, GroupAppend, NewEvent, stamped
 from projections.report import (
     _cell,
-    charts,
     column_formats,
     figure,
     heading,
     renderer_digest,
+    section_chart,
     short_titles,
     without_data,
 )
@@ -398,19 +399,66 @@ class Server:
 
     def metrics_page(self, filters: views.RunFilters | None, stream_id: str | None, sid: str | None,
                      title: str) -> Response:
-        """The metrics page: its body (every section, rendered from the report) is kept per log position,
-        for the filters and the run it shows (the form's values and the back link are in it)."""
+        """The metrics page.  Its body (the form or the back link, every section) is rendered once per log
+        position, for the filters and the run it shows, and kept beside the report: an unchanged store is
+        answered with the kept body.  When the report must be computed, the page is sent progressively: the
+        page and the report's head first, then each section as it is computed (one slow section does not
+        hold back the others above it), and the whole body is kept at the end."""
+        from projections.analytics import refresh
+        from projections.metrics import Computing, Report, Scope
+
+        with self.metrics_lock:
+            refresh(self.store, self.cfg.analytics_dir)
+        f = filters or views.RunFilters()
+        # A filter matching nothing is named, as `evstore metrics` does (``writer``: its --writer, the runs an
+        # event of TOKEN or TOKEN/MACHINE went to; the writers section then shows that writer's rows).
+        computing = Computing(self.store, self.cfg.analytics_dir, stream_id=stream_id,
+                              scope=None if stream_id is not None else Scope(project=f.project, dialect=f.dialect,
+                                                                             since=f.since, writer=f.writer))
         code = renderer_digest(HERE / "templates" / "metrics_body.html", views.__file__, __file__)
         shown = hashlib.sha256(json.dumps([filters.to_query() if filters is not None else None, sid])
                                .encode()).hexdigest()[:12]
+        name = f"page-{code}-{shown}"
+        body = computing.kept_text(name)
+        if body is not None:
+            return self.page("metrics.html", title=title, body=views.Rendered(body))
+        parts = computing.parts()
+        head = next(parts)  # the report's title and scope (a filter matching nothing raises here: an error page)
+        assert isinstance(head, Report)
+        macros = self.env.get_template("metrics_body.html").make_module(
+            {"quote": lambda s: urllib.parse.quote(s, safe="")})
 
-        def render(report: Any) -> str:
-            return self.env.get_template("metrics_body.html").render(
-                report=report, charts=charts(report), filters=filters, sid=sid,
-                quote=lambda s: urllib.parse.quote(s, safe=""))
+        def part(s: Any) -> str:
+            return str(macros.section(s, section_chart(s)))
 
-        body = self.metrics_rendered(filters, stream_id, f"page-{code}-{shown}", render)
-        return self.page("metrics.html", title=title, body=views.Rendered(body))
+        first = str(macros.head(head, filters, sid))
+        if head.sections:  # the report was kept: the whole body at once
+            body = first + "".join(part(s) for s in head.sections) + str(macros.tail(without_data(head)))
+            computing.keep_text(name, body)
+            return self.page("metrics.html", title=title, body=views.Rendered(body))
+        mark = "<!--evstore:metrics-body-->"
+        before, after = self.env.get_template("metrics.html").render(
+            title=title, body=views.Rendered(mark)).split(mark, 1)
+
+        async def stream() -> AsyncIterator[str]:
+            sent = [first]
+            try:
+                yield before + first
+                while (s := await self.call(next, parts, None)) is not None:
+                    sent.append(await self.call(part, s))
+                    if sent[-1]:  # a section without data is named in the last line
+                        yield sent[-1]
+                sent.append(str(macros.tail(without_data(head))))
+                yield sent[-1] + after
+                await self.call(computing.keep_text, name, "".join(sent))
+            except Exception as exc:  # the page has begun: say what failed in it, keep nothing
+                log.exception("metrics page: a section failed")
+                yield str(Markup('<p class="note" id="metrics-error">The report could not be computed: {}</p>')
+                          .format(views.visible(str(exc)))) + after
+            finally:
+                await self.call(parts.close)  # DuckDB's connection is closed even if the reader went away
+
+        return StreamingResponse(stream(), media_type="text/html; charset=utf-8")
 
     def usage_of(self, stream_ids: list[str], *, detail: bool = False) -> tuple[dict[str, Any], str | None]:
         """Tokens and cost per stream (``detail``: the one stream's usage section), from the analytics
