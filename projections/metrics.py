@@ -22,7 +22,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -283,7 +283,7 @@ class Computing:
         if self.key is not None:
             _keep_text(self.out, self.key, name, text)
 
-    def parts(self) -> Iterator[Report | Section]:
+    def parts(self) -> Generator[Report | Section, None, None]:
         """The report (its title and scope; every section already in it if it was kept), then each section
         computed, in the report's order (each is also appended to the report yielded first).  A filter that
         matches nothing raises at the first ``next``, before anything is yielded."""

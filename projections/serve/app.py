@@ -425,7 +425,7 @@ class Server:
         parts = computing.parts()
         head = next(parts)  # the report's title and scope (a filter matching nothing raises here: an error page)
         assert isinstance(head, Report)
-        macros = self.env.get_template("metrics_body.html").make_module(
+        macros: Any = self.env.get_template("metrics_body.html").make_module(
             {"quote": lambda s: urllib.parse.quote(s, safe="")})
 
         def part(s: Any) -> str:
