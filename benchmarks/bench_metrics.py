@@ -80,7 +80,7 @@ def page(path: str, url: str, directory: str, runs: int, progressive: bool) -> d
     env = {**os.environ, "PYTHONPATH": path}
     r = subprocess.run([sys.executable, "-c", PAGE, url, directory, str(runs), "1" if progressive else "0"],
                        env=env, cwd=tempfile.gettempdir(), capture_output=True, text=True, check=True)
-    return json.loads(r.stdout.splitlines()[-1])
+    return json.loads([line for line in r.stdout.splitlines() if line.startswith("{")][-1])  # (DuckDB's progress bar)
 
 
 def summary(values: list[float]) -> str:
