@@ -1,7 +1,7 @@
 """What a later `evstore metrics` and `GET /metrics` cost on an existing store, A/B against another checkout.
 
     python benchmarks/bench_metrics.py --url sqlite:///big.db --analytics-dir big.analytics
-    python benchmarks/bench_metrics.py --url URL --analytics-dir DIR --old /work/main --runs 5
+    python benchmarks/bench_metrics.py --url URL --analytics-dir DIR --old ../main --runs 5
     python benchmarks/bench_metrics.py --url URL --analytics-dir DIR --progressive   # the page after new events
 
 A store to measure: ``benchmarks/bench_growth.py`` builds them and removes them at the end; build one that
