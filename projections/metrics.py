@@ -262,26 +262,13 @@ def rendered(store: EventStore, render: Callable[[Report], str], name: str,
 class Computing:
     """The report asked for at the log's position, for a reader that shows it section by section
     (``evstore serve``'s metrics page): :meth:`parts` yields the report's head (title and scope), then
-    each section as it is computed, and keeps the whole report at the end as :func:`report` does; a
-    rendering of it is kept with :meth:`keep_text` and read back with :meth:`kept_text`."""
+    each section as it is computed, and keeps the whole report at the end as :func:`report` does.
+    ``key`` is the report's key at this position (None: not kept)."""
 
     def __init__(self, store: EventStore, directory: str | os.PathLike[str] | None = None, *,
                  stream_id: str | None = None, scope: Scope | None = None) -> None:
         self.store, self.stream_id = store, stream_id
         self.out, self.key, self.scope = _position(store, directory, stream_id, scope, False, None)
-
-    def kept_text(self, name: str) -> str | None:
-        """The rendering ``name`` kept at this position (None: none)."""
-        if self.key is None:
-            return None
-        try:
-            return _text_path(self.out, self.key, name).read_bytes().decode("utf-8")
-        except (OSError, UnicodeDecodeError):
-            return None
-
-    def keep_text(self, name: str, text: str) -> None:
-        if self.key is not None:
-            _keep_text(self.out, self.key, name, text)
 
     def parts(self) -> Generator[Report | Section, None, None]:
         """The report (its title and scope; every section already in it if it was kept), then each section

@@ -234,3 +234,23 @@ def test_a_section_that_fails_mid_page_is_said_escaped_and_nothing_is_kept(
         monkeypatch.setattr(metrics, "section", real)
         again = c.get("/metrics")
         assert 'id="metrics-error"' not in again.text and again.text.count("<section") > 3
+
+
+def test_the_page_escapes_what_a_kept_report_holds(demo: tuple[str, Path]) -> None:
+    """The page's body is kept in the server's memory, never read back from the analytics folder as HTML:
+    a kept report someone edited shows its values escaped, in a server started after the edit."""
+    from projections.serve import ServeConfig, create_app
+
+    url, directory = demo
+    cfg = ServeConfig(url=url, analytics_dir=str(directory))
+    with TestClient(create_app(cfg), base_url=LOCAL) as c:
+        assert c.get("/metrics").status_code == 200
+    assert not [p for p in (directory / REPORTS).iterdir() if ".page" in p.name]
+    (kept,) = reports(directory)
+    data = json.loads(kept.read_text())
+    data["title"] = "<script>window.__pwned=1</script>"
+    kept.write_text(json.dumps(data))
+    with TestClient(create_app(cfg), base_url=LOCAL) as c:
+        page = c.get("/metrics")
+    assert page.status_code == 200
+    assert "<h1>&lt;script&gt;window.__pwned=1&lt;/script&gt;</h1>" in page.text and "<script>window" not in page.text

@@ -305,6 +305,37 @@ def _dialect(value: Any) -> str | None:
     return value
 
 
+class KeptBodies:
+    """The metrics page's rendered bodies, in memory, for one report position at a time (a body of another
+    position is dropped when one of a new position is kept), at most :attr:`LIMIT` of them (the filters
+    and runs asked for most recently)."""
+
+    LIMIT = 64
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._bodies: dict[tuple[tuple[int, str], str], str] = {}
+
+    def get(self, key: tuple[int, str] | None, name: str) -> str | None:
+        if key is None:
+            return None
+        with self._lock:
+            body = self._bodies.pop((key, name), None)
+            if body is not None:
+                self._bodies[(key, name)] = body  # the most recent last
+            return body
+
+    def put(self, key: tuple[int, str] | None, name: str, body: str) -> None:
+        if key is None:  # no tables of this store's log to key by: nothing kept
+            return
+        with self._lock:
+            for k in [k for k in self._bodies if k[0][0] != key[0]]:
+                del self._bodies[k]
+            self._bodies[(key, name)] = body
+            while len(self._bodies) > self.LIMIT:
+                del self._bodies[next(iter(self._bodies))]
+
+
 class Server:
     """The application's state: one store (thread-safe), templates, the integrity state."""
 
@@ -324,6 +355,7 @@ class Server:
         verifier = chain.load_public_key(cfg.public_key) if cfg.public_key is not None else None
         self.checks = views.IntegrityState(cfg.seal, verifier)
         self.metrics_lock = threading.Lock()  # one analytics refresh at a time
+        self.bodies = KeptBodies()  # the metrics page's bodies at the current log position
         # Database work runs on a fixed pool, not Starlette's: the store keeps one connection per
         # thread, and anyio's threads (up to 40, retired when idle) would exhaust the engine's pool.
         self.pool = ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="evstore-serve")
@@ -400,10 +432,12 @@ class Server:
     def metrics_page(self, filters: views.RunFilters | None, stream_id: str | None, sid: str | None,
                      title: str) -> Response:
         """The metrics page.  Its body (the form or the back link, every section) is rendered once per log
-        position, for the filters and the run it shows, and kept beside the report: an unchanged store is
-        answered with the kept body.  When the report must be computed, the page is sent progressively: the
-        page and the report's head first, then each section as it is computed (one slow section does not
-        hold back the others above it), and the whole body is kept at the end."""
+        position, for the filters and the run it shows, and kept in this process (never read back from a
+        file as HTML: what the page shows is escaped from the report's values, whoever could write the
+        analytics folder): an unchanged store is answered with the kept body.  When the report must be
+        computed, the page is sent progressively: the page and the report's head first, then each section
+        as it is computed (one slow section does not hold back the others above it), and the whole body is
+        kept at the end."""
         from projections.analytics import refresh
         from projections.metrics import Computing, Report, Scope
 
@@ -419,7 +453,7 @@ class Server:
         shown = hashlib.sha256(json.dumps([filters.to_query() if filters is not None else None, sid])
                                .encode()).hexdigest()[:12]
         name = f"page-{code}-{shown}"
-        body = computing.kept_text(name)
+        body = self.bodies.get(computing.key, name)
         if body is not None:
             return self.page("metrics.html", title=title, body=views.Rendered(body))
         parts = computing.parts()
@@ -434,7 +468,7 @@ class Server:
         first = str(macros.head(head, filters, sid))
         if head.sections:  # the report was kept: the whole body at once
             body = first + "".join(part(s) for s in head.sections) + str(macros.tail(without_data(head)))
-            computing.keep_text(name, body)
+            self.bodies.put(computing.key, name, body)
             return self.page("metrics.html", title=title, body=views.Rendered(body))
         mark = "<!--evstore:metrics-body-->"
         before, after = self.env.get_template("metrics.html").render(
@@ -450,7 +484,7 @@ class Server:
                         yield sent[-1]
                 sent.append(str(macros.tail(without_data(head))))
                 yield sent[-1] + after
-                await self.call(computing.keep_text, name, "".join(sent))
+                self.bodies.put(computing.key, name, "".join(sent))
             except Exception as exc:  # the page has begun: say what failed in it, keep nothing
                 log.exception("metrics page: a section failed")
                 yield str(Markup('<p class="note" id="metrics-error">The report could not be computed: {}</p>')
