@@ -22,7 +22,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -144,11 +144,16 @@ def section(con: duckdb.DuckDBPyConnection, m: MetricSection) -> Section:
 
 def cross_run_report(con: duckdb.DuckDBPyConnection, scope: Scope | None = None) -> Report:
     """Every cross-run metric for the runs in ``scope``."""
-    scope = scope or Scope()
+    head, todo = _cross_head(con, scope or Scope())
+    head.sections = [section(con, m) for m in todo]
+    return head
+
+
+def _cross_head(con: duckdb.DuckDBPyConnection, scope: Scope) -> tuple[Report, list[MetricSection]]:
+    """The cross-run report's title and scope (no section yet), and the sections to compute."""
     _select(con, scope)
     runs = _rows(con, "SELECT count(*) AS runs FROM sel")[0]["runs"]
-    sections = [section(con, m) for _dialect, m in catalog().sections]
-    return Report("evstore metrics", {**scope.to_dict(), "runs": runs}, sections)
+    return Report("evstore metrics", {**scope.to_dict(), "runs": runs}, []), [m for _d, m in catalog().sections]
 
 
 def check_scope(con: duckdb.DuckDBPyConnection, scope: Scope) -> None:
@@ -191,16 +196,22 @@ def check_scope(con: duckdb.DuckDBPyConnection, scope: Scope) -> None:
 
 def run_report(con: duckdb.DuckDBPyConnection, stream_id: str) -> Report:
     """Timeline, phases, iterations, deltas, gates and trips of one run (stream)."""
-    scope = Scope(stream_id=stream_id)
-    _select(con, scope)
+    head, todo = _run_head(con, stream_id)
+    head.sections = [section(con, m) for m in todo]
+    return head
+
+
+def _run_head(con: duckdb.DuckDBPyConnection, stream_id: str) -> tuple[Report, list[MetricSection]]:
+    """One run's report's title and scope (the run's row; no section yet), and the sections to compute."""
+    _select(con, Scope(stream_id=stream_id))
     run = _rows(con, "SELECT * FROM runs WHERE stream_id IN (SELECT stream_id FROM sel)")  # its id stays bound
     if not run:
         raise EvstoreError(f'No run "{stream_id}" in the analytics tables; `evstore runs` lists the runs.')
     cat = catalog()
     own = cat.run_sections.get(run[0]["dialect"] or "", ())
     timeline, phases, gates, usage = CORE_RUN_SECTIONS
-    sections = [section(con, m) for m in (timeline, phases, *own, gates, usage, *cat.every_run_sections)]
-    return Report(f"evstore metrics {stream_id}", {"stream": stream_id, **run[0]}, sections)
+    return (Report(f"evstore metrics {stream_id}", {"stream": stream_id, **run[0]}, []),
+            [timeline, phases, *own, gates, usage, *cat.every_run_sections])
 
 
 # ---------------------------------------------------------------- computed once per log position
@@ -221,6 +232,91 @@ def report(store: EventStore, directory: str | os.PathLike[str] | None = None, *
     A new event moves the checkpoint (after the refresh, unless ``fresh`` is False) and so the key; reports
     kept for older positions are deleted when a new one is kept.  ``refreshed`` is told what a refresh
     applied (``evstore metrics`` says it on stderr)."""
+    out, key, scope = _position(store, directory, stream_id, scope, fresh, refreshed)
+    return _report_at(store, out, key, stream_id, scope)
+
+
+def rendered(store: EventStore, render: Callable[[Report], str], name: str,
+             directory: str | os.PathLike[str] | None = None, *, stream_id: str | None = None,
+             scope: Scope | None = None, fresh: bool = True,
+             refreshed: Callable[[RefreshResult], None] | None = None) -> str:
+    """``render(report(...))``, kept beside the report under ``name``: on an unchanged store the text is read
+    back as it was written, with neither the report decoded nor rendered again (a report's rows grow with the
+    store: rendering the table of 10^6 events' report cost more than everything else `evstore metrics` does).
+    ``name`` says what ``render`` makes and must change whenever its output would (a format and a digest of
+    the rendering code: :func:`code_digest`); letters, digits and ``-`` only."""
+    if not name or not all(c.isalnum() or c == "-" for c in name):
+        raise ValueError(f"a rendering's name is letters, digits and '-', not {name!r}")
+    out, key, scope = _position(store, directory, stream_id, scope, fresh, refreshed)
+    if key is not None:
+        try:
+            return _text_path(out, key, name).read_bytes().decode("utf-8")  # bytes: a CSV's \r\n stays
+        except (OSError, UnicodeDecodeError):
+            pass  # not rendered yet at this position (or deleted under us): render it
+    text = render(_report_at(store, out, key, stream_id, scope))
+    if key is not None:
+        _keep_text(out, key, name, text)
+    return text
+
+
+class Computing:
+    """The report asked for at the log's position, for a reader that shows it section by section
+    (``evstore serve``'s metrics page): :meth:`parts` yields the report's head (title and scope), then
+    each section as it is computed, and keeps the whole report at the end as :func:`report` does.
+    ``key`` is the report's key at this position (None: not kept)."""
+
+    def __init__(self, store: EventStore, directory: str | os.PathLike[str] | None = None, *,
+                 stream_id: str | None = None, scope: Scope | None = None) -> None:
+        self.store, self.stream_id = store, stream_id
+        self.out, self.key, self.scope = _position(store, directory, stream_id, scope, False, None)
+
+    def parts(self) -> Generator[Report | Section, None, None]:
+        """The report (its title and scope; every section already in it if it was kept), then each section
+        computed, in the report's order (each is also appended to the report yielded first).  A filter that
+        matches nothing raises at the first ``next``, before anything is yielded."""
+        if self.key is not None:
+            kept = _kept(self.out, self.key)
+            if kept is not None:
+                yield kept
+                return
+        from projections.analytics.views import reading
+
+        with reading(self.store, self.out, fresh=False, materialize=True) as con:
+            if self.stream_id is not None:
+                head, todo = _run_head(con, self.stream_id)
+            else:
+                check_scope(con, self.scope)
+                head, todo = _cross_head(con, self.scope)
+            yield head
+            for m in todo:
+                s = section(con, m)
+                head.sections.append(s)
+                yield s
+        if self.key is not None:
+            _keep(self.out, self.key, head)
+
+
+def code_digest(*files: str | os.PathLike[str]) -> str:
+    """A short digest of the bytes of ``files`` (the modules and templates a rendering comes from), read once
+    per process: part of a kept rendering's name, so a changed renderer never shows an older one's text."""
+    paths = tuple(str(f) for f in files)
+    if paths not in _code_digests:
+        h = hashlib.sha256()
+        for f in paths:
+            h.update(Path(f).read_bytes())
+            h.update(b"\0")
+        _code_digests[paths] = h.hexdigest()[:12]
+    return _code_digests[paths]
+
+
+_code_digests: dict[tuple[str, ...], str] = {}
+
+
+def _position(store: EventStore, directory: str | os.PathLike[str] | None, stream_id: str | None,
+              scope: Scope | None, fresh: bool, refreshed: Callable[[RefreshResult], None] | None,
+              ) -> tuple[Path, tuple[int, str] | None, Scope]:
+    """The analytics folder (caught up first if ``fresh``), the key of the report asked for at its position
+    (None: no tables of this store's log to key by; the report is computed and not kept), the scope."""
     from projections.analytics.files import Manifest, analytics_dir, mismatch, refresh
 
     out = analytics_dir(store, directory)
@@ -231,6 +327,12 @@ def report(store: EventStore, directory: str | os.PathLike[str] | None = None, *
     scope = scope or Scope()
     m = Manifest.load(out)
     key = _key(store, m, stream_id, scope) if m is not None and mismatch(store, m) is None else None
+    return out, key, scope
+
+
+def _report_at(store: EventStore, out: Path, key: tuple[int, str] | None, stream_id: str | None,
+               scope: Scope) -> Report:
+    """The report kept at ``key``, else computed (and kept if there is a key)."""
     if key is not None:
         kept = _kept(out, key)
         if kept is not None:
@@ -277,6 +379,10 @@ def _path(out: Path, key: tuple[int, str]) -> Path:
     return out / REPORTS / f"{key[0]}-{key[1]}.json"
 
 
+def _text_path(out: Path, key: tuple[int, str], name: str) -> Path:
+    return out / REPORTS / f"{key[0]}-{key[1]}.{name}"
+
+
 def _kept(out: Path, key: tuple[int, str]) -> Report | None:
     try:
         return msgspec.json.decode(_path(out, key).read_bytes(), type=Report)
@@ -305,5 +411,21 @@ def _keep(out: Path, key: tuple[int, str], rep: Report) -> None:
         pass
 
 
-__all__ = ["REPORTS", "Report", "Scope", "Section", "check_scope", "cross_run_report", "report", "run_report",
-           "section", "wilson"]
+def _keep_text(out: Path, key: tuple[int, str], name: str, text: str) -> None:
+    """Keep a rendering of the report at ``key`` (as :func:`_keep` keeps the report: only while the tables
+    are at its checkpoint; nothing if the folder cannot be written)."""
+    from projections.analytics import Manifest, replacing
+
+    now = Manifest.load(out)
+    if now is None or now.position != key[0]:
+        return
+    try:
+        (out / REPORTS).mkdir(exist_ok=True)
+        with replacing(_text_path(out, key, name)) as tmp:
+            tmp.write_bytes(text.encode("utf-8"))
+    except OSError:
+        pass
+
+
+__all__ = ["REPORTS", "Computing", "Report", "Scope", "Section", "check_scope", "code_digest", "cross_run_report", "rendered",
+           "report", "run_report", "section", "wilson"]

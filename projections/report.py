@@ -14,6 +14,7 @@ import csv
 import html
 import io
 import json
+import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,17 @@ def render(report: Report, fmt: str) -> str:
     if fmt == "table":
         return to_table(report)
     raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def renderer_digest(*more: str | os.PathLike[str]) -> str:
+    """A digest of the code :func:`render` runs (this module, the display helpers, the chart declarations)
+    and of the files ``more`` (a page's template and code): part of the name a rendering is kept under
+    (:func:`projections.metrics.rendered`)."""
+    from eventstore import display
+    from eventstore.dialects import analytics
+    from projections.metrics import code_digest
+
+    return code_digest(__file__, display.__file__, analytics.__file__, *more)
 
 
 def _cell(v: Any) -> str:
@@ -323,13 +335,12 @@ def chart(c: Chart, rows: Sequence[dict[str, Any]]) -> str:
 
 def charts(report: Report) -> dict[str, str]:
     """Section name -> inline SVG, for the sections that declare a chart and have something to draw."""
-    out: dict[str, str] = {}
-    for s in report.sections:
-        if s.chart is not None and s.rows:
-            svg = chart(s.chart, s.rows)
-            if svg:
-                out[s.name] = svg
-    return out
+    return {s.name: svg for s in report.sections if (svg := section_chart(s))}
+
+
+def section_chart(s: Section) -> str:
+    """The inline SVG of a section's declared chart ("" if it declares none or has nothing to draw)."""
+    return chart(s.chart, s.rows) if s.chart is not None and s.rows else ""
 
 
 _CSS = """body{font-family:sans-serif;margin:24px;color:#222;max-width:1100px}

@@ -178,3 +178,17 @@ def test_metrics_over_tables_that_are_current_imports_no_pyarrow(sqlite_store: s
     r, modules = run(tmp_path, sqlite_store, "metrics")
     assert r.returncode == 0 and "reviewer" in r.stdout.lower(), r.stdout + r.stderr
     assert not {m.split(".")[0] for m in modules} & {"pyarrow", "numpy", "pandas"}
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_metrics_on_an_unchanged_store_imports_only_what_reads_the_kept_text(sqlite_store: str, tmp_path: Path,
+                                                                              fmt: str) -> None:
+    """A later ``metrics`` answers with the text kept at the log's position (projections.metrics.rendered):
+    it imports neither DuckDB nor Arrow, SQLAlchemy or the terminal libraries, nor the runs index's code
+    (it appends nothing)."""
+    first, _ = run(tmp_path, sqlite_store, "metrics", "--format", fmt)
+    assert first.returncode == 0, first.stderr
+    r, modules = run(tmp_path, sqlite_store, "metrics", "--format", fmt)
+    assert r.returncode == 0 and r.stdout == first.stdout and r.stderr == "", r.stderr
+    assert heavy(modules) == [], f"evstore metrics imported {heavy(modules)}"
+    assert not {"projections.runs", "projections.writers", "eventstore.ingest"} & modules

@@ -77,12 +77,17 @@ def test_browse_runs_diff_live_metrics_and_hostile_data(sqlite_url: str, tmp_pat
             page.screenshot(path=str(shots / "run.png"), full_page=False)
             page.click("#live-toggle")
 
-            # Metrics: the charts are drawn (bars with a real size).
+            # Metrics: the charts are drawn (bars with a real size).  The first visit computes the report and
+            # is sent section by section; the next one is the kept body, the same page.
             page.goto(base + "/metrics")
             page.wait_for_selector("svg.chart rect.bar")
             sizes = page.eval_on_selector_all("svg.chart rect.bar", "rs => rs.map(r => r.getBoundingClientRect().width)")
             assert len(sizes) > 3 and all(w > 0 for w in sizes)
             assert page.locator("svg.chart").count() >= 3
+            streamed = page.inner_html("main")
+            page.reload()
+            page.wait_for_selector("svg.chart rect.bar")
+            assert page.inner_html("main") == streamed and page.locator("#metrics-error").count() == 0
             page.screenshot(path=str(shots / "metrics.png"), full_page=True)
 
             # Hostile data: shown as text, nothing runs, no element injected.

@@ -79,10 +79,10 @@ def metrics_cmd(ctx: click.Context, task: str | None, project: str | None, diale
     """Cross-run metrics (reviewer acceptance, review deltas, gates, breaker trips, phases, ...),
     or with TASK the same for one run (its timeline, iterations and deltas)."""
     from projections.analytics import io_error, replacing
-    from projections.metrics import Scope, report
-    from projections.report import render
+    from projections.metrics import Scope, rendered
+    from projections.report import render, renderer_digest
 
-    store = open_store(ctx)
+    store = open_store(ctx, indexed=False)  # reads only: the runs index's code is not needed
     stream_id = None
     if task:
         from projections.replay import resolve
@@ -92,11 +92,11 @@ def metrics_cmd(ctx: click.Context, task: str | None, project: str | None, diale
     def refreshed(result: Any) -> None:
         click.echo(f"analytics: {result.events} new events applied (checkpoint {result.position})", err=True)
 
-    # Computed once per log position and kept (projections.metrics.report): on an unchanged store this
-    # reads no event and opens no DuckDB connection.
-    text = render(report(store, analytics_dir, stream_id=stream_id,
-                         scope=Scope(project=project, dialect=dialect, since=since, writer=writer),
-                         fresh=not no_refresh, refreshed=refreshed), fmt)
+    # Computed and rendered once per log position and kept (projections.metrics.rendered): on an unchanged
+    # store this reads no event, opens no DuckDB connection and renders nothing (the kept text is written).
+    text = rendered(store, lambda r: render(r, fmt), f"{fmt}-{renderer_digest()}", analytics_dir,
+                    stream_id=stream_id, scope=Scope(project=project, dialect=dialect, since=since, writer=writer),
+                    fresh=not no_refresh, refreshed=refreshed)
     if out:
         try:
             with replacing(Path(out)) as tmp:

@@ -14,6 +14,7 @@ import asyncio
 import base64
 import binascii
 import functools
+import hashlib
 import json
 import logging
 import threading
@@ -29,6 +30,7 @@ from typing import Any, TypeVar
 
 import msgspec
 from jinja2 import Environment, FileSystemLoader
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -47,7 +49,16 @@ from eventstore.errors import (
     StreamNotFound,
 )
 from eventstore.store import AppendResult, GroupAppend, NewEvent, stamped
-from projections.report import _cell, charts, column_formats, figure, heading, short_titles, without_data
+from projections.report import (
+    _cell,
+    column_formats,
+    figure,
+    heading,
+    renderer_digest,
+    section_chart,
+    short_titles,
+    without_data,
+)
 from projections.serve import views
 from projections.serve.access import Grant, HTTPError, Policy, is_loopback
 from projections.serve.access import Scope as Access
@@ -294,6 +305,37 @@ def _dialect(value: Any) -> str | None:
     return value
 
 
+class KeptBodies:
+    """The metrics page's rendered bodies, in memory, for one report position at a time (a body of another
+    position is dropped when one of a new position is kept), at most :attr:`LIMIT` of them (the filters
+    and runs asked for most recently)."""
+
+    LIMIT = 64
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._bodies: dict[tuple[tuple[int, str], str], str] = {}
+
+    def get(self, key: tuple[int, str] | None, name: str) -> str | None:
+        if key is None:
+            return None
+        with self._lock:
+            body = self._bodies.pop((key, name), None)
+            if body is not None:
+                self._bodies[(key, name)] = body  # the most recent last
+            return body
+
+    def put(self, key: tuple[int, str] | None, name: str, body: str) -> None:
+        if key is None:  # no tables of this store's log to key by: nothing kept
+            return
+        with self._lock:
+            for k in [k for k in self._bodies if k[0][0] != key[0]]:
+                del self._bodies[k]
+            self._bodies[(key, name)] = body
+            while len(self._bodies) > self.LIMIT:
+                del self._bodies[next(iter(self._bodies))]
+
+
 class Server:
     """The application's state: one store (thread-safe), templates, the integrity state."""
 
@@ -313,6 +355,7 @@ class Server:
         verifier = chain.load_public_key(cfg.public_key) if cfg.public_key is not None else None
         self.checks = views.IntegrityState(cfg.seal, verifier)
         self.metrics_lock = threading.Lock()  # one analytics refresh at a time
+        self.bodies = KeptBodies()  # the metrics page's bodies at the current log position
         # Database work runs on a fixed pool, not Starlette's: the store keeps one connection per
         # thread, and anyio's threads (up to 40, retired when idle) would exhaust the engine's pool.
         self.pool = ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="evstore-serve")
@@ -369,20 +412,87 @@ class Server:
 
         return resolve(self.store, stream_id)
 
-    def metrics_report(self, filters: views.RunFilters | None, stream_id: str | None = None) -> Any:
+    def metrics_rendered(self, filters: views.RunFilters | None, stream_id: str | None, name: str,
+                         render: Callable[[Any], str]) -> str:
+        """``render(report)`` of the metrics report for ``filters`` or the run ``stream_id``, computed and
+        rendered once per log position and kept under ``name`` (projections.metrics.rendered): an unchanged
+        store is answered with the kept text, whatever the size of the report."""
         from projections.analytics import refresh
-        from projections.metrics import Scope, report
+        from projections.metrics import Scope, rendered
 
         with self.metrics_lock:
             refresh(self.store, self.cfg.analytics_dir)
         f = filters or views.RunFilters()
-        # Kept per log position (projections.metrics.report): an unchanged store is answered from the
-        # kept report; a filter matching nothing is named, as `evstore metrics` does (``writer``: its
-        # --writer, the runs an event of TOKEN or TOKEN/MACHINE went to; the writers section then shows
-        # that writer's rows).
-        return report(self.store, self.cfg.analytics_dir, stream_id=stream_id, fresh=False,
-                      scope=None if stream_id is not None else Scope(project=f.project, dialect=f.dialect,
-                                                                     since=f.since, writer=f.writer))
+        # A filter matching nothing is named, as `evstore metrics` does (``writer``: its --writer, the runs
+        # an event of TOKEN or TOKEN/MACHINE went to; the writers section then shows that writer's rows).
+        return rendered(self.store, render, name, self.cfg.analytics_dir, stream_id=stream_id, fresh=False,
+                        scope=None if stream_id is not None else Scope(project=f.project, dialect=f.dialect,
+                                                                       since=f.since, writer=f.writer))
+
+    def metrics_page(self, filters: views.RunFilters | None, stream_id: str | None, sid: str | None,
+                     title: str) -> Response:
+        """The metrics page.  Its body (the form or the back link, every section) is rendered once per log
+        position, for the filters and the run it shows, and kept in this process (never read back from a
+        file as HTML: what the page shows is escaped from the report's values, whoever could write the
+        analytics folder): an unchanged store is answered with the kept body.  When the report must be
+        computed, the page is sent progressively: the page and the report's head first, then each section
+        as it is computed (one slow section does not hold back the others above it), and the whole body is
+        kept at the end."""
+        from projections.analytics import refresh
+        from projections.metrics import Computing, Report, Scope
+
+        with self.metrics_lock:
+            refresh(self.store, self.cfg.analytics_dir)
+        f = filters or views.RunFilters()
+        # A filter matching nothing is named, as `evstore metrics` does (``writer``: its --writer, the runs an
+        # event of TOKEN or TOKEN/MACHINE went to; the writers section then shows that writer's rows).
+        computing = Computing(self.store, self.cfg.analytics_dir, stream_id=stream_id,
+                              scope=None if stream_id is not None else Scope(project=f.project, dialect=f.dialect,
+                                                                             since=f.since, writer=f.writer))
+        code = renderer_digest(HERE / "templates" / "metrics_body.html", views.__file__, __file__)
+        shown = hashlib.sha256(json.dumps([filters.to_query() if filters is not None else None, sid])
+                               .encode()).hexdigest()[:12]
+        name = f"page-{code}-{shown}"
+        body = self.bodies.get(computing.key, name)
+        if body is not None:
+            return self.page("metrics.html", title=title, body=views.Rendered(body))
+        parts = computing.parts()
+        head = next(parts)  # the report's title and scope (a filter matching nothing raises here: an error page)
+        assert isinstance(head, Report)
+        macros: Any = self.env.get_template("metrics_body.html").make_module(
+            {"quote": lambda s: urllib.parse.quote(s, safe="")})
+
+        def part(s: Any) -> str:
+            return str(macros.section(s, section_chart(s)))
+
+        first = str(macros.head(head, filters, sid))
+        if head.sections:  # the report was kept: the whole body at once
+            body = first + "".join(part(s) for s in head.sections) + str(macros.tail(without_data(head)))
+            self.bodies.put(computing.key, name, body)
+            return self.page("metrics.html", title=title, body=views.Rendered(body))
+        mark = "<!--evstore:metrics-body-->"
+        before, after = self.env.get_template("metrics.html").render(
+            title=title, body=views.Rendered(mark)).split(mark, 1)
+
+        async def stream() -> AsyncIterator[str]:
+            sent = [first]
+            try:
+                yield before + first
+                while (s := await self.call(next, parts, None)) is not None:
+                    sent.append(await self.call(part, s))
+                    if sent[-1]:  # a section without data is named in the last line
+                        yield sent[-1]
+                sent.append(str(macros.tail(without_data(head))))
+                yield sent[-1] + after
+                self.bodies.put(computing.key, name, "".join(sent))
+            except Exception as exc:  # the page has begun: say what failed in it, keep nothing
+                log.exception("metrics page: a section failed")
+                yield str(Markup('<p class="note" id="metrics-error">The report could not be computed: {}</p>')
+                          .format(views.visible(str(exc)))) + after
+            finally:
+                await self.call(parts.close)  # DuckDB's connection is closed even if the reader went away
+
+        return StreamingResponse(stream(), media_type="text/html; charset=utf-8")
 
     def usage_of(self, stream_ids: list[str], *, detail: bool = False) -> tuple[dict[str, Any], str | None]:
         """Tokens and cost per stream (``detail``: the one stream's usage section), from the analytics
@@ -495,18 +605,24 @@ class Server:
 
     def run_metrics(self, request: Request) -> Response:
         sid = self.resolve(request.path_params["stream_id"])
-        report = self.metrics_report(None, sid)
-        return self.page("metrics.html", title=f"Metrics of {sid}", report=report, charts=charts(report),
-                         filters=None, sid=sid, quote=lambda s: urllib.parse.quote(s, safe=""))
+        return self.metrics_page(None, sid, sid, f"Metrics of {sid}")
 
     def metrics(self, request: Request) -> Response:
         filters = views.RunFilters.from_query(request.query_params)
         run_id = request.query_params.get("run")
-        report = self.metrics_report(filters, self.resolve(run_id) if run_id else None)
+        sid = self.resolve(run_id) if run_id else None
         if request.url.path.startswith("/api/"):
-            return JSONResponse(json.loads(json.dumps(report.to_dict(), default=str)))
-        return self.page("metrics.html", title="Metrics", report=report, charts=charts(report), filters=filters,
-                         sid=None)
+            from projections.metrics import code_digest
+
+            def as_json(report: Any) -> str:  # the bytes JSONResponse would send
+                return json.dumps(report.to_dict(), default=str, ensure_ascii=False, allow_nan=False, indent=None,
+                                  separators=(",", ":"))
+
+            from projections import metrics as metrics_module
+
+            text = self.metrics_rendered(filters, sid, f"api-{code_digest(metrics_module.__file__)}", as_json)
+            return Response(text, media_type="application/json")
+        return self.metrics_page(filters, sid, None, "Metrics")
 
     def coverage(self, request: Request) -> Response:
         from projections.coverage import coverage, identity_text

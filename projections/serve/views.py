@@ -380,9 +380,18 @@ def iter_sse(rows: list[TimelineRow]) -> Iterator[str]:
         yield f"id: {row.version}\nevent: append\ndata: {json.dumps(visible(row.to_dict()), ensure_ascii=False)}\n\n"
 
 
+class Rendered(Markup):
+    """HTML this module's templates rendered before (every value in it went through :func:`visible`
+    then): placed in a page as it is (the metrics page's kept body)."""
+
+    __slots__ = ()
+
+
 def visible(value: Any) -> Any:
     """``value`` with each string as a page shows it (:func:`eventstore.display.printable`): a
     Jinja ``finalize`` for every ``{{ }}`` of the templates, and the live rows' values."""
+    if isinstance(value, Rendered):
+        return value
     if isinstance(value, Markup):
         return Markup(printable(str(value), multiline=True))
     if isinstance(value, str):
