@@ -105,6 +105,7 @@ class SearchIndex(Projection):
     name = "search"
     # 2: contentless FTS5 on SQLite (the words no longer stored in proj_search.body); 3: on SQLite the
     # position is proj_search's rowid, FTS5 keeps no column sizes, an event without words has no FTS5 row
+    # (an index built before FTS5's hashsize and pgsz were set works as it is: no new version)
     version = 3
     event_types = None
     caught_up_by = "evstore search and serve's search (each catches up first), evstore projections run"
@@ -232,6 +233,7 @@ def terms(query: str) -> list[tuple[str, bool]]:
 
 
 _FTS5_TOKENIZE = "tokenize='unicode61 remove_diacritics 2'"
+_FTS5_CONFIG = (("hashsize", 8 << 20), ("pgsz", 16000))
 
 
 class _Sqlite:
@@ -245,7 +247,11 @@ class _Sqlite:
         return (["DROP TABLE IF EXISTS proj_search_fts"],
                 # columnsize=0: no table of each row's token count (only ranking by bm25 reads it;
                 # hits come newest first)
-                [f"CREATE VIRTUAL TABLE proj_search_fts USING fts5(body, content='', columnsize=0, {_FTS5_TOKENIZE})"])
+                [f"CREATE VIRTUAL TABLE proj_search_fts USING fts5(body, content='', columnsize=0, {_FTS5_TOKENIZE})",
+                 # kept in the table's config: 8 MB of words gathered in memory before they are written
+                 # as a segment (1 MB by default: eight times the segments, merged again and again), and
+                 # leaves of 16,000 bytes (1,000 by default)
+                 *(f"INSERT INTO proj_search_fts (proj_search_fts, rank) VALUES ('{k}', {v})" for k, v in _FTS5_CONFIG)])
 
     def insert(self, cur: Any, rows: list[tuple[Any, ...]]) -> None:
         cur.executemany("INSERT INTO proj_search (position, stream_id, version, lineno, type, dialect, kind, "

@@ -38,8 +38,36 @@ class _LineFields(msgspec.Struct, rename={"type_": "type"}):
     message: Any = None
 
 
+class _Block(msgspec.Struct):
+    """The fields of a message's content block that search reads."""
+
+    type: Any = None
+    text: Any = None
+    thinking: Any = None
+    name: Any = None
+    input: Any = None
+    content: Any = None
+
+
+class _Message(msgspec.Struct):
+    """A transcript line's message, as search reads it: its content, text or blocks."""
+
+    content: str | list[_Block] | None = None
+
+
+class _TypedLine(msgspec.Struct, rename={"type_": "type"}):
+    """:class:`_LineFields` with its message typed: a message's other fields (its id, model, usage)
+    and a block's (ids, signatures) are skipped, not built; a line of another shape fails to
+    decode so and is read as :class:`_LineFields`."""
+
+    type_: Any = None
+    message: _Message | None = None
+
+
 _LINE_EVENT = msgspec.json.Decoder(_LineEvent)
 _LINE = msgspec.json.Decoder(_LineFields)
+_TYPED_LINE = msgspec.json.Decoder(_TypedLine)
+_TEXT_BLOCKS = ("text", "thinking")
 #: Tools that write a file named by ``file_path`` (or ``notebook_path``).
 FILE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
 
@@ -195,7 +223,16 @@ class ClaudeDialect(Dialect):
             except EvstoreError:
                 pass  # a missing blob: `evstore verify` reports it; search indexes what is there
         try:
-            rec = _LINE.decode(raw)  # only the fields searched (a tool's output repeated in toolUseResult: skipped)
+            typed = _TYPED_LINE.decode(raw)  # only the fields searched (a tool's output repeated in toolUseResult: skipped)
+        except msgspec.ValidationError:  # another shape (or not an object): read it field by field below
+            pass
+        except (msgspec.DecodeError, RecursionError):
+            return "event", line
+        else:
+            kind, texts = self._typed_words(typed)
+            return kind, "\n".join(texts or self._other_texts(raw))
+        try:
+            rec = _LINE.decode(raw)
         except msgspec.ValidationError:  # not an object
             return "event", line
         except (msgspec.DecodeError, RecursionError):
@@ -224,10 +261,52 @@ class ClaudeDialect(Dialect):
                         texts.extend(x["text"] for x in inner if isinstance(x, dict) and isinstance(x.get("text"), str))
                     else:
                         texts.extend(strings(inner))
-        if not texts:  # a summary or system line: its own fields, in the line's order
-            whole = _decode.decode(raw)
-            texts = strings({k: v for k, v in whole.items() if k in ("summary", "content", "subtype")})
-        return kind, "\n".join(texts)
+        return kind, "\n".join(texts or self._other_texts(raw))
+
+    @staticmethod
+    def _typed_words(rec: _TypedLine) -> tuple[str, list[str]]:
+        """The kind and texts of a line decoded as :class:`_TypedLine` (as :meth:`_line_words` reads them)."""
+        from eventstore.dialects.base import strings
+
+        kind = "prompt" if rec.type_ == "user" else "assistant" if rec.type_ == "assistant" else "event"
+        message = rec.message
+        content = message.content if message is not None else None
+        if isinstance(content, str):
+            return kind, [content]
+        texts: list[str] = []
+        for b in content or ():
+            t = b.type
+            if t in _TEXT_BLOCKS:
+                value = b.text if t == "text" else b.thinking
+                if isinstance(value, str):
+                    if value:
+                        texts.append(value)
+                else:
+                    texts.extend(strings(value))
+            elif t == "tool_use":
+                kind = "tool_use"
+                texts.append(str(b.name or ""))
+                texts.extend(strings(b.input))
+            elif t == "tool_result":
+                kind = "tool_result"
+                inner = b.content
+                if isinstance(inner, str):
+                    if inner:
+                        texts.append(inner)
+                elif isinstance(inner, list):  # blocks: their text, not their "type"s
+                    texts.extend(x["text"] for x in inner if isinstance(x, dict) and isinstance(x.get("text"), str))
+                else:
+                    texts.extend(strings(inner))
+        return kind, texts
+
+    @staticmethod
+    def _other_texts(raw: str | bytes) -> list[str]:
+        """The texts of a line without a message's words (a summary, a system line): its own fields,
+        in the line's order."""
+        from eventstore.dialects.base import strings
+
+        whole = _decode.decode(raw)
+        return strings({k: v for k, v in whole.items() if k in ("summary", "content", "subtype")})
 
     def apply(self, doc: Any, event: Event) -> Any:
         doc = doc if isinstance(doc, dict) else {"lines": 0, "records": {}, "models": [], "tool_calls": 0,
