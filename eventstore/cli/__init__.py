@@ -260,8 +260,9 @@ def store_url(ctx: click.Context, *, create: bool = False) -> str:
     return url
 
 
-def open_store(ctx: click.Context, *, check_schema: bool = True, create: bool = False) -> Any:
-    """The store for this invocation; at the schema head it keeps the runs index inline.
+def open_store(ctx: click.Context, *, check_schema: bool = True, create: bool = False, indexed: bool = True) -> Any:
+    """The store for this invocation; at the schema head it keeps the runs index inline (unless not
+    ``indexed``: a command that appends nothing need not load it).
 
     Only commands that write (``create=True``: init, demo, append, ingest, watch) may create a
     store: a SQLite file that does not exist yet gets the latest schema.  A read command on a
@@ -282,12 +283,12 @@ def open_store(ctx: click.Context, *, check_schema: bool = True, create: bool = 
 
             with EventStore(url, synchronous=obj.get("synchronous"), check_schema=False) as fresh:
                 migrate.upgrade(fresh.engine)
-    if check_schema:
+    if check_schema and indexed:
         from projections.runs import IndexedEventStore  # the CLI is the top layer
 
         store: EventStore = IndexedEventStore(url, synchronous=obj.get("synchronous"))
     else:
-        store = EventStore(url, synchronous=obj.get("synchronous"), check_schema=False)
+        store = EventStore(url, synchronous=obj.get("synchronous"), check_schema=check_schema)
     root.call_on_close(store.close)
     return store
 
