@@ -251,8 +251,8 @@ class ClaudeDialect(Dialect):
         except (msgspec.DecodeError, RecursionError):
             return "event", line
         else:
-            kind, texts = self._typed_words(typed)
-            return kind, "\n".join(texts or self._other_texts(raw))
+            kind, typed_texts = self._typed_words(typed)
+            return kind, "\n".join(typed_texts or self._other_texts(raw))
         try:
             rec = _LINE.decode(raw)
         except msgspec.ValidationError:  # not an object
@@ -326,9 +326,10 @@ class ClaudeDialect(Dialect):
             if "\x00" not in text:
                 words.append(text)
                 continue
-            ref = holders.get(text)
-            if ref is None:
+            held = holders.get(text)
+            if held is None:
                 return None
+            ref = held
             got = known.texts.get((ref.sha256, ref.size))
             if got is None:
                 try:
