@@ -16,8 +16,9 @@
 (``bench_ingest.write_claude_projects``) through ``evstore ingest claude`` into a fresh store, then
 the index build over them, wall and CPU time of each and the ratio (target: under 30 %);
 ``--claude-copies N`` the same over N copies of the usage fixture's transcripts; ``--backend
-postgresql`` (with ``--pg-url`` or ``$EVSTORE_TEST_POSTGRES_URL``) in a throwaway schema;
-``--profile`` prints a cProfile of the build::
+postgresql`` (with ``--pg-url`` or ``$EVSTORE_TEST_POSTGRES_URL``) in a throwaway database of the
+server, whose backends' CPU is measured too when the server runs on this machine (to_tsvector runs
+there); ``--profile`` prints a cProfile of the build::
 
     python benchmarks/bench_search.py --claude-mb 20
     python benchmarks/bench_search.py --claude-mb 20 --backend postgresql

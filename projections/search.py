@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from eventstore.backends import Backend
-from eventstore.dialects import available, get_dialect
+from eventstore.dialects import get_dialect, registered
 from eventstore.dialects.base import json_words
 from eventstore.errors import EvstoreError
 from eventstore.store import EventStore, RecordedEvent
@@ -84,7 +84,29 @@ _INDEX_DDL = "CREATE INDEX ix_proj_search_stream ON proj_search (stream_id, posi
 _META_DIALECT = b'{"dialect":"'
 
 
-def _dialect_of(e: RecordedEvent, names: frozenset[str]) -> str | None:
+class _Loadable:
+    """The dialects that load (:func:`eventstore.dialects.available`), each imported when first asked
+    about: a rebuild imports the dialects its events name, not every one registered."""
+
+    def __init__(self) -> None:
+        self.registered = frozenset(registered())
+        self.known: dict[str, bool] = {}
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str) or name not in self.registered:
+            return False
+        ok = self.known.get(name)
+        if ok is None:
+            try:
+                get_dialect(name)
+                ok = True
+            except EvstoreError:  # a plugin that does not load: as if it were not registered
+                ok = False
+            self.known[name] = ok
+        return ok
+
+
+def _dialect_of(e: RecordedEvent, names: _Loadable) -> str | None:
     if e.meta.startswith(_META_DIALECT):  # as evstore writes it: the dialect its first key, no parse
         end = e.meta.find(b'"', len(_META_DIALECT))
         first = e.meta[len(_META_DIALECT):end].decode("utf-8", "replace") if end > 0 else ""
@@ -122,7 +144,7 @@ class SearchIndex(Projection):
         return list(drops), list(creates)
 
     def apply(self, cur: Any, backend: Backend, events: Sequence[RecordedEvent]) -> None:
-        names = frozenset(available())
+        names = _Loadable()
         blob = _blob_reader(cur, backend)
         # an event's dialect depends on its meta and type only: a batch has a handful of those
         dialects: dict[tuple[bytes, str], str | None] = {}
@@ -171,7 +193,7 @@ def _blob_reader(cur: Any, backend: Backend) -> Callable[[str], bytes]:
     return blob
 
 
-def _words(e: RecordedEvent, names: frozenset[str], blob: Callable[[str], bytes]) -> tuple[str | None, str, str]:
+def _words(e: RecordedEvent, names: _Loadable, blob: Callable[[str], bytes]) -> tuple[str | None, str, str]:
     """(dialect, kind, words) of an event: what the index holds of it (the snippets of the SQLite
     index are made from the same words, derived again)."""
     dialect = _dialect_of(e, names)
@@ -264,7 +286,7 @@ class _Sqlite:
         derived again (a blob gone) keeps an empty snippet."""
         import sqlite3
 
-        names = frozenset(available())
+        names = _Loadable()
         blob = _blob_reader(cur, backend)
         bodies = []
         for e in backend.read_positions(cur, [h[0] for h in hits]):

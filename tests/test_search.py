@@ -283,3 +283,25 @@ def test_a_blobbed_line_whose_blob_is_missing_or_another_size_keeps_the_words_it
     kind, words = claude.search_text("claude.user_message", cut, blob=missing)
     assert (kind, words) == ("tool_result", "kept words")
     assert claude.search_text("claude.user_message", cut, blob=lambda sha: blobs[sha] + b"x") == (kind, words)
+
+
+def test_the_index_loads_the_dialects_its_events_name_once_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Building the index imports a dialect when an event names it (not every registered one); one that
+    does not load counts as unknown, as :func:`eventstore.dialects.available` leaves it out."""
+    import projections.search as S
+    from eventstore.errors import EvstoreError
+
+    loaded: list[str] = []
+
+    def get_dialect(name: str) -> object:
+        loaded.append(name)
+        if name == "broken":
+            raise EvstoreError("does not load")
+        return object()
+
+    monkeypatch.setattr(S, "registered", lambda: ["broken", "claude", "friday"])
+    monkeypatch.setattr(S, "get_dialect", get_dialect)
+    names = S._Loadable()
+    assert "claude" in names and "broken" not in names and "unknown" not in names and 3 not in names
+    assert "claude" in names and "broken" not in names
+    assert loaded == ["claude", "broken"]
