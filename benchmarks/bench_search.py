@@ -16,8 +16,9 @@
 (``bench_ingest.write_claude_projects``) through ``evstore ingest claude`` into a fresh store, then
 the index build over them, wall and CPU time of each and the ratio (target: under 30 %);
 ``--claude-copies N`` the same over N copies of the usage fixture's transcripts; ``--backend
-postgresql`` (with ``--pg-url`` or ``$EVSTORE_TEST_POSTGRES_URL``) in a throwaway schema;
-``--profile`` prints a cProfile of the build::
+postgresql`` (with ``--pg-url`` or ``$EVSTORE_TEST_POSTGRES_URL``) in a throwaway database of the
+server, whose backends' CPU is measured too when the server runs on this machine (to_tsvector runs
+there); ``--profile`` prints a cProfile of the build::
 
     python benchmarks/bench_search.py --claude-mb 20
     python benchmarks/bench_search.py --claude-mb 20 --backend postgresql
@@ -35,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._common import _WORDS, log, make_payloads, plan  # noqa: E402
+from benchmarks._common import _WORDS, log, make_payloads, pg_database, plan  # noqa: E402
 from eventstore import migrate  # noqa: E402
 from eventstore.db import make_engine  # noqa: E402
 from eventstore.store import EventStore, NewEvent  # noqa: E402
@@ -106,11 +107,8 @@ def transcripts(copies: int, mb: float, backend: str, pg_url: str | None, profil
     ``copies`` copies of the usage fixture's.  Prints wall and CPU time of both and their ratio."""
     import contextlib
     import cProfile
-    import os
     import pstats
-    import resource
     import subprocess
-    import uuid
 
     from benchmarks.bench_ingest import write_claude_projects
     from benchmarks.bench_usage import write_copies
@@ -123,42 +121,23 @@ def transcripts(copies: int, mb: float, backend: str, pg_url: str | None, profil
         else:
             size, files = write_claude_projects(work / "projects", target=int(mb * 1_000_000))
             what = f"{size / 1e6:.1f} MB of generated transcripts ({files} files)"
+        server: ServerCpu | None = None
         if backend == "sqlite":
             url = f"sqlite:///{work / 'ev.db'}"
         else:
-            import psycopg
-
+            # a database of its own: the append lock is one per database, and on a shared one the
+            # ingest waited for whatever else appended there (other test runs)
             assert pg_url is not None
-            schema = f"evbench_search_{uuid.uuid4().hex[:8]}"
-            admin = pg_url.replace("postgresql+psycopg://", "postgresql://")
-            with psycopg.connect(admin, autocommit=True) as conn:
-                conn.execute(f"CREATE SCHEMA {schema}")
-
-            def drop() -> None:
-                with psycopg.connect(admin, autocommit=True) as conn:
-                    conn.execute(f"DROP SCHEMA {schema} CASCADE")
-
-            stack.callback(drop)
-            url = f"{pg_url}{'&' if '?' in pg_url else '?'}options=-csearch_path%3D{schema}"
+            os.environ["EVSTORE_BENCH_PG_URL"] = pg_url
+            url = stack.enter_context(pg_database("evbench_search_"))
+            server = ServerCpu(pg_url, url.rsplit("/", 1)[1].split("?")[0])
         env = {**os.environ, "EVSTORE_URL": url, "EVSTORE_SCRUB_KEY": "bench"}
         subprocess.run([sys.executable, "-m", "eventstore", "init"], env=env, check=True, capture_output=True)
         log(f"ingesting {what} into {backend} ...")
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "eventstore", "ingest", "claude", str(work / "projects")], env=env,
-                       check=True, capture_output=True)
-        ingest = time.perf_counter() - t0
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        ingest_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        ingest, ingest_cpu, ingest_server = _timed(["ingest", "claude", str(work / "projects")], env, server)
         log("building the search index ...")
         # as a user builds it: a process of its own (`evstore projections rebuild search`), like the ingest
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "eventstore", "projections", "rebuild", "search"], env=env,
-                       check=True, capture_output=True)
-        build = time.perf_counter() - t0
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        build_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        build, build_cpu, build_server = _timed(["projections", "rebuild", "search"], env, server)
         with EventStore(url, check_schema=backend == "sqlite") as store, ProjectionRunner(store) as runner:
             n = store.max_position()
             t0 = time.perf_counter()
@@ -170,11 +149,79 @@ def transcripts(copies: int, mb: float, backend: str, pg_url: str | None, profil
                 prof.enable()
                 runner.rebuild(SEARCH)
                 prof.disable()
-        print(f"{backend}: {what}, {n:,} events; evstore ingest claude {ingest:.1f} s (CPU {ingest_cpu:.1f} s); "
-              f"index build {build:.1f} s (CPU {build_cpu:.1f} s) = {build / ingest:.0%} of ingest "
+        print(f"{backend}: {what}, {n:,} events; evstore ingest claude {ingest:.2f} s (CPU {ingest_cpu:.2f} s); "
+              f"index build {build:.2f} s (CPU {build_cpu:.2f} s) = {build / ingest:.0%} of ingest "
               f"(CPU {build_cpu / ingest_cpu:.0%}; target < 30 %); a two-word query {took:.1f} ms ({len(hits)} hits)")
+        if server is not None and ingest_server is not None and build_server is not None:
+            print(f"  server CPU: ingest {ingest_server:.2f} s, build {build_server:.2f} s; client + server: "
+                  f"ingest {ingest_cpu + ingest_server:.2f} s, build {build_cpu + build_server:.2f} s "
+                  f"= {(build_cpu + build_server) / (ingest_cpu + ingest_server):.0%}")
         if prof is not None:
             pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
+
+
+class ServerCpu:
+    """CPU seconds of a local PostgreSQL server's backends serving one database (``/proc/<pid>/stat``
+    of the ``pg_stat_activity`` rows, read every 50 ms while a command runs: a backend's last moments
+    before it exits can be missed).  None where the server is not on this machine."""
+
+    def __init__(self, pg_url: str, database: str) -> None:
+        self.admin = pg_url.replace("postgresql+psycopg://", "postgresql://")
+        self.database = database
+
+    @staticmethod
+    def _cpu(pid: int) -> float | None:
+        try:
+            if not Path(f"/proc/{pid}/comm").read_text().startswith("postgres"):
+                return None  # the server is elsewhere (the pid is another machine's)
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+    def run(self, cmd: list[str], env: dict[str, str]) -> float | None:
+        import subprocess
+
+        import psycopg
+
+        seen: dict[int, float] = {}
+        with psycopg.connect(self.admin, autocommit=True) as conn:
+            me = conn.execute("SELECT pg_backend_pid()").fetchone()
+            with tempfile.TemporaryFile() as err:
+                proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
+                while True:
+                    done = proc.poll() is not None
+                    rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> %s",
+                                        (self.database, me[0] if me else 0)).fetchall()
+                    for (pid,) in rows:
+                        cpu = self._cpu(pid)
+                        if cpu is not None:
+                            seen[pid] = cpu
+                    if done:
+                        break
+                    time.sleep(0.05)
+                if proc.returncode:
+                    err.seek(0)
+                    raise SystemExit(f"{' '.join(cmd)} failed: {err.read().decode(errors='replace')}")
+        return sum(seen.values()) if seen else None
+
+
+def _timed(args: list[str], env: dict[str, str], server: ServerCpu | None) -> tuple[float, float, float | None]:
+    """Wall and CPU seconds of ``evstore ARGS`` run as a process of its own (and its server's CPU)."""
+    import resource
+    import subprocess
+
+    cmd = [sys.executable, "-m", "eventstore", *args]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    server_cpu = None
+    if server is not None:
+        server_cpu = server.run(cmd, env)
+    else:
+        subprocess.run(cmd, env=env, check=True, capture_output=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), server_cpu
 
 
 if __name__ == "__main__":

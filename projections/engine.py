@@ -83,10 +83,16 @@ def registered() -> list[Projection]:
 
 
 def get_projection(name: str) -> Projection:
-    projs = {p.name: p for p in registered()}
-    if name not in projs:
+    """The registered projection ``name``: its own module (``projections.<name>``) imported first, the
+    others only if that does not register it (a rebuild of one projection need not import them all)."""
+    module = f"projections.{name}"
+    if name not in REGISTRY and module in PROJECTION_MODULES:
+        importlib.import_module(module)
+    if name not in REGISTRY:
+        registered()
+    if name not in REGISTRY:
         raise EvstoreError(f'No projection "{name}"; `evstore projections status` lists them.')
-    return projs[name]
+    return REGISTRY[name]
 
 
 class Projection(abc.ABC):

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from eventstore.backends import Backend
-from eventstore.dialects import available, get_dialect
+from eventstore.dialects import get_dialect, registered
 from eventstore.dialects.base import json_words
 from eventstore.errors import EvstoreError
 from eventstore.store import EventStore, RecordedEvent
@@ -84,7 +84,29 @@ _INDEX_DDL = "CREATE INDEX ix_proj_search_stream ON proj_search (stream_id, posi
 _META_DIALECT = b'{"dialect":"'
 
 
-def _dialect_of(e: RecordedEvent, names: frozenset[str]) -> str | None:
+class _Loadable:
+    """The dialects that load (:func:`eventstore.dialects.available`), each imported when first asked
+    about: a rebuild imports the dialects its events name, not every one registered."""
+
+    def __init__(self) -> None:
+        self.registered = frozenset(registered())
+        self.known: dict[str, bool] = {}
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str) or name not in self.registered:
+            return False
+        ok = self.known.get(name)
+        if ok is None:
+            try:
+                get_dialect(name)
+                ok = True
+            except EvstoreError:  # a plugin that does not load: as if it were not registered
+                ok = False
+            self.known[name] = ok
+        return ok
+
+
+def _dialect_of(e: RecordedEvent, names: _Loadable) -> str | None:
     if e.meta.startswith(_META_DIALECT):  # as evstore writes it: the dialect its first key, no parse
         end = e.meta.find(b'"', len(_META_DIALECT))
         first = e.meta[len(_META_DIALECT):end].decode("utf-8", "replace") if end > 0 else ""
@@ -105,6 +127,7 @@ class SearchIndex(Projection):
     name = "search"
     # 2: contentless FTS5 on SQLite (the words no longer stored in proj_search.body); 3: on SQLite the
     # position is proj_search's rowid, FTS5 keeps no column sizes, an event without words has no FTS5 row
+    # (an index built before FTS5's hashsize and pgsz were set works as it is: no new version)
     version = 3
     event_types = None
     caught_up_by = "evstore search and serve's search (each catches up first), evstore projections run"
@@ -121,7 +144,7 @@ class SearchIndex(Projection):
         return list(drops), list(creates)
 
     def apply(self, cur: Any, backend: Backend, events: Sequence[RecordedEvent]) -> None:
-        names = frozenset(available())
+        names = _Loadable()
         blob = _blob_reader(cur, backend)
         # an event's dialect depends on its meta and type only: a batch has a handful of those
         dialects: dict[tuple[bytes, str], str | None] = {}
@@ -170,7 +193,7 @@ def _blob_reader(cur: Any, backend: Backend) -> Callable[[str], bytes]:
     return blob
 
 
-def _words(e: RecordedEvent, names: frozenset[str], blob: Callable[[str], bytes]) -> tuple[str | None, str, str]:
+def _words(e: RecordedEvent, names: _Loadable, blob: Callable[[str], bytes]) -> tuple[str | None, str, str]:
     """(dialect, kind, words) of an event: what the index holds of it (the snippets of the SQLite
     index are made from the same words, derived again)."""
     dialect = _dialect_of(e, names)
@@ -232,6 +255,7 @@ def terms(query: str) -> list[tuple[str, bool]]:
 
 
 _FTS5_TOKENIZE = "tokenize='unicode61 remove_diacritics 2'"
+_FTS5_CONFIG = (("hashsize", 8 << 20), ("pgsz", 16000))
 
 
 class _Sqlite:
@@ -245,7 +269,11 @@ class _Sqlite:
         return (["DROP TABLE IF EXISTS proj_search_fts"],
                 # columnsize=0: no table of each row's token count (only ranking by bm25 reads it;
                 # hits come newest first)
-                [f"CREATE VIRTUAL TABLE proj_search_fts USING fts5(body, content='', columnsize=0, {_FTS5_TOKENIZE})"])
+                [f"CREATE VIRTUAL TABLE proj_search_fts USING fts5(body, content='', columnsize=0, {_FTS5_TOKENIZE})",
+                 # kept in the table's config: 8 MB of words gathered in memory before they are written
+                 # as a segment (1 MB by default: eight times the segments, merged again and again), and
+                 # leaves of 16,000 bytes (1,000 by default)
+                 *(f"INSERT INTO proj_search_fts (proj_search_fts, rank) VALUES ('{k}', {v})" for k, v in _FTS5_CONFIG)])
 
     def insert(self, cur: Any, rows: list[tuple[Any, ...]]) -> None:
         cur.executemany("INSERT INTO proj_search (position, stream_id, version, lineno, type, dialect, kind, "
@@ -258,7 +286,7 @@ class _Sqlite:
         derived again (a blob gone) keeps an empty snippet."""
         import sqlite3
 
-        names = frozenset(available())
+        names = _Loadable()
         blob = _blob_reader(cur, backend)
         bodies = []
         for e in backend.read_positions(cur, [h[0] for h in hits]):

@@ -208,3 +208,100 @@ def test_the_written_table_ddl_is_what_sqlalchemy_compiles(backend: str) -> None
     assert statements == [s for t in tables for s in (str(CreateTable(t).compile(dialect=dialect)).strip(),
                                                       *(str(CreateIndex(i).compile(dialect=dialect)) for i in t.indexes))]
     assert ("position INTEGER NOT NULL" in statements[0]) == (backend == "sqlite")
+
+
+def _blobbed(line: dict[str, Any], threshold: int = 64) -> tuple[bytes, bytes, dict[str, bytes]]:
+    """A transcript line event's data as ingest stores it (its long strings cut out as blobs), the
+    same line's data whole, and the blobs."""
+    import msgspec
+
+    from eventstore.dialects.claude.dialect import cut_blobs
+
+    raw = json.dumps(line).encode()
+    stored, refs, blobs = cut_blobs(raw, threshold)
+    assert refs, "the line has no string long enough to be a blob"
+    cut = msgspec.json.encode({"lineno": 3, "line": stored.decode(), "blobs": refs})
+    whole = msgspec.json.encode({"lineno": 3, "line": raw.decode()})
+    return cut, whole, blobs
+
+
+_OUTPUT = "\n".join(f"{i:6}→ line {i} of a file read twice, zanzibar{i}" for i in range(40))
+
+
+@pytest.mark.parametrize("line", [
+    # a tool's output in the message and again in toolUseResult: both blobs, one SHA-256
+    {"type": "user", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t1", "content": _OUTPUT}]},
+     "toolUseResult": {"stdout": _OUTPUT, "stderr": ""}},
+    # blocks of text, one of them long; a tool's input with two long strings and a short one
+    {"type": "user", "message": {"content": [{"type": "tool_result", "content": [
+        {"type": "text", "text": _OUTPUT}, {"type": "image", "source": {"data": "x" * 100}}, {"type": "text", "text": "ok"}]}]}},
+    {"type": "assistant", "message": {"content": [{"type": "thinking", "thinking": "t " * 50, "signature": "s" * 80},
+                                                   {"type": "tool_use", "name": "Edit", "input": {
+                                                       "old_string": _OUTPUT, "new_string": _OUTPUT.upper(), "n": 2}}]}},
+    # an escaped NUL in the line (outside its blobs): read with its blobs put back; one inside a blob
+    {"type": "user", "message": {"content": [{"type": "tool_result", "content": _OUTPUT}, {"type": "text", "text": "a\u0000b"}]}},
+    {"type": "user", "message": {"content": [{"type": "tool_result", "content": "a\u0000b " + _OUTPUT}]}},
+    # no message words: the line's own fields, its blobs put back
+    {"type": "system", "subtype": "compact", "content": _OUTPUT},
+])
+def test_a_blobbed_lines_words_are_those_of_the_whole_line(line: dict[str, Any]) -> None:
+    """Search reads a line with blobs without putting them back into the line (each blob's place holds a
+    place holder while the line is decoded): the kind and words are those of the whole line."""
+    from eventstore.dialects import get_dialect
+
+    claude = get_dialect("claude")
+    cut, whole, blobs = _blobbed(line)
+    reads: list[str] = []
+
+    def blob(sha: str) -> bytes:
+        reads.append(sha)
+        return blobs[sha]
+
+    def no_blob(sha: str) -> bytes:
+        raise AssertionError("the whole line has no blobs")
+
+    expected = claude.search_text("claude.user_message", whole, blob=no_blob)
+    assert claude.search_text("claude.user_message", cut, blob=blob) == expected
+    assert "\x00evstore-blob" not in expected[1] and reads
+    assert claude.search_text("claude.user_message", cut, blob=blob) == expected  # its blobs' texts known now
+
+
+def test_a_blobbed_line_whose_blob_is_missing_or_another_size_keeps_the_words_it_holds() -> None:
+    """A blob gone (or not the size the line says): the words are those of the line as stored, as before."""
+    from eventstore.dialects import get_dialect
+    from eventstore.errors import EvstoreError
+
+    claude = get_dialect("claude")
+    line = {"type": "user", "message": {"content": [{"type": "tool_result", "content": _OUTPUT},
+                                                    {"type": "text", "text": "kept words"}]}}
+    cut, _, blobs = _blobbed(line)
+
+    def missing(sha: str) -> bytes:
+        raise EvstoreError("gone")
+
+    kind, words = claude.search_text("claude.user_message", cut, blob=missing)
+    assert (kind, words) == ("tool_result", "kept words")
+    assert claude.search_text("claude.user_message", cut, blob=lambda sha: blobs[sha] + b"x") == (kind, words)
+
+
+def test_the_index_loads_the_dialects_its_events_name_once_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Building the index imports a dialect when an event names it (not every registered one); one that
+    does not load counts as unknown, as :func:`eventstore.dialects.available` leaves it out."""
+    import projections.search as S
+    from eventstore.errors import EvstoreError
+
+    loaded: list[str] = []
+
+    def get_dialect(name: str) -> object:
+        loaded.append(name)
+        if name == "broken":
+            raise EvstoreError("does not load")
+        return object()
+
+    monkeypatch.setattr(S, "registered", lambda: ["broken", "claude", "friday"])
+    monkeypatch.setattr(S, "get_dialect", get_dialect)
+    names = S._Loadable()
+    assert "claude" in names and "broken" not in names and "unknown" not in names and 3 not in names
+    assert "claude" in names and "broken" not in names
+    assert loaded == ["claude", "broken"]

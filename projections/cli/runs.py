@@ -297,11 +297,11 @@ def projections_rebuild(ctx: click.Context, name: str | None) -> None:
     """Drop and rebuild NAME (default: every projection) from the first event."""
     from projections.engine import ProjectionRunner, get_projection, registered
 
-    store = open_store(ctx)
+    store = open_store(ctx, indexed=False)  # it appends nothing
     projs = [get_projection(name)] if name else registered()
     with ProjectionRunner(store) as runner:
         for p in projs:
-            with progress_bar(f"rebuilding {p.name}") as update:
+            with progress_bar(f"rebuilding {p.name}", enabled=sys.stderr.isatty()) as update:
                 n = runner.rebuild(p, progress=update)
             click.echo(f"{p.name}: rebuilt from {n} events (version {p.version})")
 

@@ -6,6 +6,7 @@ import base64
 import hashlib
 import json
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,8 +39,54 @@ class _LineFields(msgspec.Struct, rename={"type_": "type"}):
     message: Any = None
 
 
+class _Block(msgspec.Struct):
+    """The fields of a message's content block that search reads."""
+
+    type: Any = None
+    text: Any = None
+    thinking: Any = None
+    name: Any = None
+    input: Any = None
+    content: Any = None
+
+
+class _Message(msgspec.Struct):
+    """A transcript line's message, as search reads it: its content, text or blocks."""
+
+    content: str | list[_Block] | None = None
+
+
+class _TypedLine(msgspec.Struct, rename={"type_": "type"}):
+    """:class:`_LineFields` with its message typed: a message's other fields (its id, model, usage)
+    and a block's (ids, signatures) are skipped, not built; a line of another shape fails to
+    decode so and is read as :class:`_LineFields`."""
+
+    type_: Any = None
+    message: _Message | None = None
+
+
 _LINE_EVENT = msgspec.json.Decoder(_LineEvent)
 _LINE = msgspec.json.Decoder(_LineFields)
+_TYPED_LINE = msgspec.json.Decoder(_TypedLine)
+_TEXT_BLOCKS = ("text", "thinking")
+#: What a blob's place holds in a line search reads before the blob's text is put in (see
+#: :meth:`ClaudeDialect._blobbed_words`): a NUL, which a JSON text holds only escaped, and its index.
+_HOLDER = "\x00evstore-blob:"
+#: The text of each blob a reader (``blob``) gave search, while the reader lives (its batch), up to
+#: :data:`_BLOB_TEXT_CHARS` characters: a file read again and again is one blob, decoded once.
+_BLOB_TEXTS: weakref.WeakKeyDictionary[Callable[[str], bytes], _BlobTexts] = weakref.WeakKeyDictionary()
+_BLOB_TEXT_CHARS = 32 << 20
+_STR = msgspec.json.Decoder(str)
+
+
+class _BlobTexts:
+    """Blobs' texts by (SHA-256, size), and their characters in all."""
+
+    __slots__ = ("texts", "size")
+
+    def __init__(self) -> None:
+        self.texts: dict[tuple[str, int], str] = {}
+        self.size = 0
 #: Tools that write a file named by ``file_path`` (or ``notebook_path``).
 FILE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
 
@@ -190,12 +237,24 @@ class ClaudeDialect(Dialect):
 
         raw: str | bytes = line  # msgspec decodes a str as it does its UTF-8 bytes: no copy without blobs
         if blobs:
+            found = self._blobbed_words(line, blobs, blob)
+            if found is not None:
+                return found
             try:
                 raw = splice_blobs(line.encode("utf-8"), msgspec.convert(blobs, list[ev.BlobRef]), blob)
             except EvstoreError:
                 pass  # a missing blob: `evstore verify` reports it; search indexes what is there
         try:
-            rec = _LINE.decode(raw)  # only the fields searched (a tool's output repeated in toolUseResult: skipped)
+            typed = _TYPED_LINE.decode(raw)  # only the fields searched (a tool's output repeated in toolUseResult: skipped)
+        except msgspec.ValidationError:  # another shape (or not an object): read it field by field below
+            pass
+        except (msgspec.DecodeError, RecursionError):
+            return "event", line
+        else:
+            kind, typed_texts = self._typed_words(typed)
+            return kind, "\n".join(typed_texts or self._other_texts(raw))
+        try:
+            rec = _LINE.decode(raw)
         except msgspec.ValidationError:  # not an object
             return "event", line
         except (msgspec.DecodeError, RecursionError):
@@ -224,10 +283,115 @@ class ClaudeDialect(Dialect):
                         texts.extend(x["text"] for x in inner if isinstance(x, dict) and isinstance(x.get("text"), str))
                     else:
                         texts.extend(strings(inner))
-        if not texts:  # a summary or system line: its own fields, in the line's order
-            whole = _decode.decode(raw)
-            texts = strings({k: v for k, v in whole.items() if k in ("summary", "content", "subtype")})
-        return kind, "\n".join(texts)
+        return kind, "\n".join(texts or self._other_texts(raw))
+
+    def _blobbed_words(self, line: str, blobs: Any, blob: Callable[[str], bytes]) -> tuple[str, str] | None:
+        """:meth:`_line_words` of a line with blobs, read without putting them back into the line: each
+        blob's place holds a short place holder (:data:`_HOLDER`) while the line is decoded, and the
+        place holders among the texts found become the blobs' texts.  So a tool's output repeated in
+        ``toolUseResult`` is neither copied into the line nor parsed, and a blob met again is decoded
+        once.  None where that might not give the words a line with its blobs put back gives (the line
+        holds an escaped NUL, or no message words; a blob missing or of another size; a place holder
+        inside a longer text): the caller then puts the blobs back."""
+        stored = line.encode("utf-8")
+        if b"\\u0000" in stored:
+            return None
+        try:
+            refs = msgspec.convert(blobs, list[ev.BlobRef])
+        except msgspec.ValidationError:
+            return None
+        out = bytearray()
+        kept = done = 0  # as splice_blobs
+        for i, ref in enumerate(refs):
+            take = ref.offset - done
+            if take < 0:
+                return None
+            out += stored[kept:kept + take]
+            kept += take
+            out += b"\\u0000evstore-blob:%d" % i
+            done = ref.offset + ref.size
+        out += stored[kept:]
+        try:
+            kind, texts = self._typed_words(_TYPED_LINE.decode(out))
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+            return None
+        if not texts:
+            return None
+        holders = {f"{_HOLDER}{i}": ref for i, ref in enumerate(refs)}
+        known = _BLOB_TEXTS.get(blob)
+        if known is None:
+            known = _BLOB_TEXTS[blob] = _BlobTexts()
+        words = []
+        for text in texts:
+            if "\x00" not in text:
+                words.append(text)
+                continue
+            held = holders.get(text)
+            if held is None:
+                return None
+            ref = held
+            got = known.texts.get((ref.sha256, ref.size))
+            if got is None:
+                try:
+                    data = blob(ref.sha256)
+                except EvstoreError:
+                    return None
+                if len(data) != ref.size:
+                    return None
+                try:
+                    got = _STR.decode(b'"' + data + b'"')
+                except (msgspec.ValidationError, msgspec.DecodeError):
+                    return None
+                if known.size + len(got) <= _BLOB_TEXT_CHARS:
+                    known.texts[ref.sha256, ref.size] = got
+                    known.size += len(got)
+            words.append(got)
+        return kind, "\n".join(words)
+
+    @staticmethod
+    def _typed_words(rec: _TypedLine) -> tuple[str, list[str]]:
+        """The kind and texts of a line decoded as :class:`_TypedLine` (as :meth:`_line_words` reads them)."""
+        from eventstore.dialects.base import strings
+
+        kind = "prompt" if rec.type_ == "user" else "assistant" if rec.type_ == "assistant" else "event"
+        message = rec.message
+        content = message.content if message is not None else None
+        if isinstance(content, str):
+            return kind, [content]
+        texts: list[str] = []
+        for b in content or ():
+            t = b.type
+            if t in _TEXT_BLOCKS:
+                value = b.text if t == "text" else b.thinking
+                if isinstance(value, str):
+                    if value:
+                        texts.append(value)
+                else:
+                    texts.extend(strings(value))
+            elif t == "tool_use":
+                kind = "tool_use"
+                texts.append(str(b.name or ""))
+                texts.extend(strings(b.input))
+            elif t == "tool_result":
+                kind = "tool_result"
+                inner = b.content
+                if isinstance(inner, str):
+                    if inner:
+                        texts.append(inner)
+                elif isinstance(inner, list):  # blocks: their text, not their "type"s
+                    texts.extend(x["text"] for x in inner if isinstance(x, dict) and isinstance(x.get("text"), str))
+                else:
+                    texts.extend(strings(inner))
+        return kind, texts
+
+    @staticmethod
+    def _other_texts(raw: str | bytes) -> list[str]:
+        """The texts of a line without a message's words (a summary, a system line): its own fields,
+        in the line's order."""
+        from eventstore.dialects.base import strings
+
+        whole = _decode.decode(raw)
+        return strings({k: v for k, v in whole.items() if k in ("summary", "content", "subtype")})
 
     def apply(self, doc: Any, event: Event) -> Any:
         doc = doc if isinstance(doc, dict) else {"lines": 0, "records": {}, "models": [], "tool_calls": 0,
