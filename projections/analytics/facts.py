@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache, cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
@@ -33,6 +33,7 @@ from eventstore import codec
 from eventstore.dialects import available, get_dialect
 from eventstore.dialects.analytics import COLUMN_TYPES, Chart, MetricSection, RowFunction, Rows, Table, d, s, ts
 from eventstore.errors import EvstoreError
+from eventstore.records import FactEvent
 from eventstore.store import RecordedEvent
 from projections.prices import PRICE_KEY_SQL
 
@@ -510,7 +511,7 @@ class Flattener:
         if fn is not None and e.data:  # a purged or erased event keeps its row in events, no facts
             fn(self.rows, e, d(_decode(e.data)), occurred)
 
-    def add_batch(self, events: Sequence[RecordedEvent]) -> None:
+    def add_batch(self, events: Sequence[RecordedEvent] | Sequence[FactEvent]) -> None:
         """:meth:`add_one` of each of ``events`` (in position order), the same facts at a fraction of the
         cost: the ``events`` table is kept as columns (no row tuple, no datetime per event: its times
         are converted a column at a time), ``meta`` is decoded into a :class:`_Meta` (the three keys the
@@ -548,7 +549,7 @@ class Flattener:
                     if sender is not None:
                         sender = d(sender)
                         token, machine = s(sender.get("token")), s(sender.get("machine"))
-            writer_col.append(writer_key(token, machine))
+            writer_col.append(None if token is None and machine is None else writer_key(token, machine))
             token_col.append(token)
             machine_col.append(machine)
             type_ = e.type
@@ -580,7 +581,8 @@ class Flattener:
                         patched.append((e.position, e.stream_id, dialect, key, at))
             if fn is not None and e.data:  # a purged or erased event keeps its row in events, no facts
                 payload = decode(e.data)
-                fn(rows, e, payload if type(payload) is dict else {}, occurred)
+                # (a FactEvent has every field a row function reads of a RecordedEvent, by the same names)
+                fn(rows, cast(RecordedEvent, e), payload if type(payload) is dict else {}, occurred)
         self._recorded = (recorded_text, recorded)
 
     def tables(self) -> dict[str, pa.Table]:

@@ -23,7 +23,8 @@ import msgspec
 
 from eventstore import config
 from eventstore.errors import EvstoreError
-from eventstore.store import EventStore, RecordedEvent
+from eventstore.records import FactEvent
+from eventstore.store import EventStore
 from projections.analytics.facts import Flattener, catalog
 from projections.engine import gc_paused
 
@@ -278,11 +279,12 @@ def _refresh(store: EventStore, out: Path, started: float, *, batch_size: int, r
     written = read = 0
     flat = Flattener()
     chunks: list[dict[str, pa.Table]] = []  # Arrow tables of the events since the last flush
-    last: RecordedEvent | None = None
+    last: FactEvent | None = None
     step = min(CHUNK_EVENTS, flush_events)
     with gc_paused():  # many live row tuples: young collections would walk them all
-        for batch in store.iter_batches(after_position=manifest.position, upto_position=high,
-                                        batch_size=batch_size):
+        # The lean read: no event ids, schema versions or hashes (the checkpoint's hash is read at each flush)
+        for batch in store.iter_fact_batches(after_position=manifest.position, upto_position=high,
+                                             batch_size=batch_size):
             while batch:  # a chunk's rows become Arrow columns; every flush_events events are written
                 take = min(step - read % step, flush_events - read % flush_events)
                 part, batch = (batch, []) if take >= len(batch) else (batch[:take], batch[take:])
@@ -293,20 +295,20 @@ def _refresh(store: EventStore, out: Path, started: float, *, batch_size: int, r
                     chunks.append(flat.tables())
                     flat = Flattener()
                 if read % flush_events == 0:
-                    written += _commit(out, manifest, chunks, last, rows)
+                    written += _commit(store, out, manifest, chunks, last, rows)
                     chunks = []
             if progress:
                 progress(min(read, total), total)
         if last is not None and last.position > manifest.position:
             chunks.append(flat.tables())
-            written += _commit(out, manifest, chunks, last, rows)
+            written += _commit(store, out, manifest, chunks, last, rows)
     del flat, chunks
     compacted = compact_tables(out, manifest, at=compact_at) if compact else []
     return RefreshResult(read, manifest.position, rows if read else {}, written, compacted, fresh,
                          time.perf_counter() - started)
 
 
-def _commit(out: Path, manifest: Manifest, chunks: list[dict[str, pa.Table]], last: RecordedEvent,
+def _commit(store: EventStore, out: Path, manifest: Manifest, chunks: list[dict[str, pa.Table]], last: FactEvent,
             rows: dict[str, int]) -> int:
     """Write the facts of the events after the checkpoint up to ``last`` (one file per table that has
     rows), then the manifest (the commit point: files and checkpoint become visible together);
@@ -325,7 +327,10 @@ def _commit(out: Path, manifest: Manifest, chunks: list[dict[str, pa.Table]], la
         manifest.files[table].append({"file": name, "after": manifest.position, "upto": last.position,
                                       "rows": data.num_rows})
         written += 1
-    manifest.position, manifest.hash = last.position, last.hash.hex()
+    at = store.hash_at(last.position)
+    if at is None:  # the log is append-only: the event just read is there
+        raise EvstoreError(f"the log has no event at position {last.position}, which the refresh just read")
+    manifest.position, manifest.hash = last.position, at.hex()
     manifest.save(out)
     return written
 
