@@ -128,8 +128,8 @@ def _offsets(lengths: list[int], n: int) -> pa.Buffer:
     """The int32 offsets of ``n`` values of these byte lengths (0, then their running sums): the lengths
     go into a C array from a list (the stdlib's fast path), and Arrow sums them (an ``accumulate`` into
     the array cost 2-3x as much, a Python step per value)."""
-    sized = array("i", [0])
-    sized.extend(lengths)
+    lengths.insert(0, 0)  # (array(typecode, list) is twice as fast as array.extend(list))
+    sized = array("i", lengths)
     if n == 0:
         return pa.py_buffer(sized.tobytes())
     summed = pc.cumulative_sum(pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(sized)]))
