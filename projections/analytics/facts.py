@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache, cached_property
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -533,7 +533,9 @@ class Flattener:
         occurred_text: str | None = ""
         occurred: datetime | None = None  # the last event's time (a snapshot's events share it)
         recorded_text, recorded = self._recorded
-        for e in events:
+        # A FactEvent has every field a row function reads of a RecordedEvent, by the same names.
+        each: Sequence[Any] = events
+        for e in each:
             meta = dialect = token = machine = None
             raw = e.meta
             if raw and raw != b"{}":  # (empty: a purged or erased payload)
@@ -580,8 +582,7 @@ class Flattener:
                         patched.append((e.position, e.stream_id, dialect, key, at))
             if fn is not None and e.data:  # a purged or erased event keeps its row in events, no facts
                 payload = decode(e.data)
-                # (a FactEvent has every field a row function reads of a RecordedEvent, by the same names)
-                fn(rows, cast(RecordedEvent, e), payload if type(payload) is dict else {}, occurred)
+                fn(rows, e, payload if type(payload) is dict else {}, occurred)
         self._recorded = (recorded_text, recorded)
 
     def tables(self) -> dict[str, pa.Table]:
