@@ -37,7 +37,7 @@ MANIFEST = "manifest.json"
 LOCK = ".refresh.lock"
 #: A refresh writes the facts of this many events at a time (one file per table, and the manifest), so a
 #: full build's memory does not grow with the store (benchmarks/bench_analytics.py --memory); the
-#: ``events`` table's files then hold :data:`SMALL_ROWS` rows and are never compacted.
+#: ``events`` table's files then hold at least :data:`SMALL_ROWS` rows and are never compacted.
 FLUSH_EVENTS = 200_000
 #: The facts of this many events are held as Python rows at a time, then as Arrow columns (a tenth of
 #: the memory) until the flush.  Writing each chunk to a file of its own cost 2x the Parquet CPU (a
@@ -45,8 +45,8 @@ FLUSH_EVENTS = 200_000
 CHUNK_EVENTS = 20_000
 #: A table with more small files than this is compacted at the end of a refresh.
 COMPACT_AT = 16
-#: Files with fewer rows than this count as small (merged by compaction): a parallel build's blocks
-#: of FLUSH_EVENTS / MAX_WORKERS events are not.
+#: Files with fewer rows than this count as small (merged by compaction): the blocks of a parallel
+#: build of 400,000 events or more (FLUSH_EVENTS / MAX_WORKERS events each) are not.
 SMALL_ROWS = 100_000
 
 
