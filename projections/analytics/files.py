@@ -403,9 +403,9 @@ def _parallel(store: EventStore, out: Path, manifest: Manifest, high: int, rows:
     The positions are cut into blocks of at most ``block`` positions (at least two a worker); each
     worker takes the next block, flattens it and writes its files (holding one block's facts at a time:
     ``block`` is the flush size over the workers, so together they hold what one process's flush holds),
-    and this process lists each block's files
-    and moves the checkpoint as soon as every block before it is listed: the manifest is committed in
-    position order, as a serial refresh commits it, so a crash loses at most the blocks not yet listed.
+    and this process lists each block's files and moves the checkpoint as soon as every block before it
+    is listed: the manifest is committed in position order, as a serial refresh commits it, so a crash
+    loses at most the blocks not yet listed.
     Flattening is stateless (each event's rows depend on that event alone), so the facts are those of
     a serial refresh (``tests/test_fact_tables.py`` compares them table by table).  Returns (events
     read, files written)."""
@@ -420,14 +420,14 @@ def _parallel(store: EventStore, out: Path, manifest: Manifest, high: int, rows:
     ctx = multiprocessing.get_context("fork")
     tasks: Any = ctx.Queue()
     results: Any = ctx.Queue()
-    for b in blocks:
-        tasks.put(b)
     procs = [ctx.Process(target=_worker, args=(store.url, out, tasks, k, batch_size, results), daemon=True)
              for k in range(min(workers, len(blocks)))]
+    for p in procs:  # forked before the first put starts the queue's feeder thread in this process
+        p.start()
+    for b in blocks:
+        tasks.put(b)
     for _ in procs:
         tasks.put(None)  # no more blocks
-    for p in procs:
-        p.start()
     done: dict[int, tuple[int, int, dict[str, dict[str, Any]], dict[str, int]]] = {}
     index = {b: i for i, b in enumerate(blocks)}
     following = read = written = 0
@@ -466,7 +466,8 @@ def _parallel(store: EventStore, out: Path, manifest: Manifest, high: int, rows:
 
 def _worker(url: str, out: Path, tasks: Any, k: int, batch_size: int, results: Any) -> None:
     """One worker of :func:`_parallel`: its own connection to the store (a forked process must not use
-    its parent's), each of ``blocks`` flattened and written, what it wrote put on ``results``."""
+    its parent's), each block it takes from ``tasks`` flattened and written (until a None), what it
+    wrote put on ``results``."""
     try:
         store = EventStore(url, check_schema=False)
         try:
