@@ -117,6 +117,20 @@ class EventPayload(msgspec.Struct, frozen=True):
     recorded_at: str
 
 
+class FactEvent(msgspec.Struct, frozen=True):
+    """The lean read the analytics facts take (``EventStore.iter_fact_batches``): a
+    :class:`RecordedEvent` without its event id, schema version and hashes, under the same names."""
+
+    position: int
+    stream_id: str
+    version: int
+    type: str
+    data: bytes
+    meta: bytes
+    occurred_at: str | None
+    recorded_at: str
+
+
 class CachedState(msgspec.Struct, frozen=True):
     """The newest replay-cache row at or below a version, with the hash the log holds at its
     version (``log_hash`` None: no event there); :func:`eventstore.replay_cache.usable` decides

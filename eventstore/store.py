@@ -51,7 +51,7 @@ from eventstore.errors import (
     is_disk_full,
 )
 from eventstore.events import Event, encode_event
-from eventstore.records import EventPayload, StreamHead, StreamState, StreamSummary
+from eventstore.records import EventPayload, FactEvent, StreamHead, StreamState, StreamSummary
 from eventstore.records import RecordedEvent as RecordedEvent  # re-exported: part of the store's API
 from eventstore.tree import TreeSource
 
@@ -665,6 +665,20 @@ class EventStore:
             if batch:
                 yield batch
             if not full:
+                return
+            pos = batch[-1].position
+
+    def iter_fact_batches(self, *, after_position: int = 0, upto_position: int,
+                          batch_size: int = 5000) -> Iterator[list[FactEvent]]:
+        """:meth:`iter_batches` of :class:`FactEvent`: the events after ``after_position`` up to
+        ``upto_position`` without their ids, schema versions and hashes (the analytics facts' read)."""
+        pos = after_position
+        while pos < upto_position:
+            with self.reading() as cur:
+                batch = self.backend.read_facts(cur, pos, upto_position, batch_size)
+            if batch:
+                yield batch
+            if len(batch) < batch_size:
                 return
             pos = batch[-1].position
 

@@ -22,7 +22,7 @@ from projections.analytics import views
 from projections.metrics import REPORTS, rendered
 from projections.serve import app as serve_app
 
-READS = ("read_all", "iter_all", "iter_batches", "read_stream", "read_payloads")
+READS = ("read_all", "iter_all", "iter_batches", "iter_fact_batches", "read_stream", "read_payloads")
 
 
 @pytest.fixture
@@ -70,7 +70,7 @@ def test_a_second_metrics_on_an_unchanged_store_reads_no_event(demo: tuple[str, 
                                                                counted: dict[str, int]) -> None:
     url, directory = demo
     first = {fmt: _metrics(url, directory, "--format", fmt).stdout for fmt in ("table", "json", "csv")}
-    assert counted["connect"] == 1 and counted["iter_batches"] >= 1  # built the facts, computed the report once
+    assert counted["connect"] == 1 and counted["iter_fact_batches"] >= 1  # built the facts, computed the report once
     assert counted["render"] == 3  # each format rendered once, and kept beside the report
     kept = sorted((directory / REPORTS).iterdir())
     assert len(reports(directory)) == 1 and len(kept) == 4

@@ -441,6 +441,15 @@ def test_iter_all_and_subscribe_read_every_event_in_batches_and_by_type(store: E
     assert positions(after_position=2, upto_position=7, batch_size=2) == [[3, 4], [5, 6], [7]]
     assert positions(after_position=2, upto_position=6, batch_size=2) == [[3, 4], [5, 6]]
     assert positions(after_position=8) == [] and positions(upto_position=0) == []
+    # the analytics' lean read: the same events up to a bound, each with the fields the facts read
+    facts = lambda **kw: [[e.position for e in b] for b in store.iter_fact_batches(**kw)]  # noqa: E731
+    assert facts(upto_position=8, batch_size=4) == [[1, 2, 3, 4], [5, 6, 7, 8]]
+    assert facts(after_position=2, upto_position=7, batch_size=2) == [[3, 4], [5, 6], [7]]
+    assert facts(after_position=8, upto_position=8) == [] and facts(upto_position=0) == []
+    lean = [e for b in store.iter_fact_batches(upto_position=8) for e in b]
+    assert [(e.position, e.stream_id, e.version, e.type, e.data, e.meta, e.occurred_at, e.recorded_at)
+            for e in lean] == [(e.position, e.stream_id, e.version, e.type, e.data, e.meta, e.occurred_at,
+                                e.recorded_at) for e in store.iter_all()]
     stop = threading.Event()
     timer = threading.Timer(30, stop.set)  # a subscriber that misses an event fails, never hangs
     timer.start()

@@ -49,6 +49,7 @@ from eventstore.records import (
     CacheEntry,
     CheckpointNote,
     EventPayload,
+    FactEvent,
     LeafEvent,
     OrderEntry,
     ProjectionCheckpoint,
@@ -137,6 +138,10 @@ class Backend(abc.ABC):
                                 "ORDER BY e.version")
         self.sql_read_all = sel + f"WHERE e.position > {p} ORDER BY e.position LIMIT {p}"
         self.sql_read_select = sel
+        # The analytics facts' read: no event id, schema version or hashes (a third less to fetch).
+        self.sql_read_facts = ("SELECT e.position, s.stream_id, e.version, e.type, e.data, e.meta, e.occurred_at, "
+                               "e.recorded_at FROM events e JOIN streams s ON s.stream_pk = e.stream_pk "
+                               f"WHERE e.position > {p} AND e.position <= {p} ORDER BY e.position LIMIT {p}")
         self.sql_read_all_types = sel + f"WHERE e.position > {p} AND e.type IN ({{types}}) ORDER BY e.position LIMIT {p}"
         self.sql_list_streams = "SELECT stream_id, dialect, version FROM streams ORDER BY stream_id"
         self.sql_store_id = "SELECT store_id FROM store_identity"
@@ -371,6 +376,13 @@ class Backend(abc.ABC):
         """Up to ``limit`` events after ``after_position`` (of ``types`` only, if given), by position."""
         cur.execute(*self.read_all_query(after_position, limit, types))
         return [RecordedEvent(*r) for r in cur.fetchall()]
+
+    @recorder("reading the log")
+    def read_facts(self, cur: Any, after_position: int, upto_position: int, limit: int) -> list[FactEvent]:
+        """:meth:`read_all` without event ids, schema versions or hashes (what the analytics facts read),
+        up to ``upto_position``."""
+        cur.execute(self.sql_read_facts, (after_position, upto_position, limit))
+        return [FactEvent(*r) for r in cur.fetchall()]
 
     @recorder("reading events by position")
     def read_positions(self, cur: Any, positions: Sequence[int]) -> list[RecordedEvent]:

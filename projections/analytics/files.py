@@ -23,7 +23,8 @@ import msgspec
 
 from eventstore import config
 from eventstore.errors import EvstoreError
-from eventstore.store import EventStore, RecordedEvent
+from eventstore.records import FactEvent
+from eventstore.store import EventStore
 from projections.analytics.facts import Flattener, catalog
 from projections.engine import gc_paused
 
@@ -36,7 +37,7 @@ MANIFEST = "manifest.json"
 LOCK = ".refresh.lock"
 #: A refresh writes the facts of this many events at a time (one file per table, and the manifest), so a
 #: full build's memory does not grow with the store (benchmarks/bench_analytics.py --memory); the
-#: ``events`` table's files then hold :data:`SMALL_ROWS` rows and are never compacted.
+#: ``events`` table's files then hold at least :data:`SMALL_ROWS` rows and are never compacted.
 FLUSH_EVENTS = 200_000
 #: The facts of this many events are held as Python rows at a time, then as Arrow columns (a tenth of
 #: the memory) until the flush.  Writing each chunk to a file of its own cost 2x the Parquet CPU (a
@@ -44,8 +45,9 @@ FLUSH_EVENTS = 200_000
 CHUNK_EVENTS = 20_000
 #: A table with more small files than this is compacted at the end of a refresh.
 COMPACT_AT = 16
-#: Files with fewer rows than this count as small (merged by compaction).
-SMALL_ROWS = 200_000
+#: Files with fewer rows than this count as small (merged by compaction): the blocks of a parallel
+#: build of 400,000 events or more (FLUSH_EVENTS / MAX_WORKERS events each) are not.
+SMALL_ROWS = 100_000
 
 
 class AnalyticsIOError(EvstoreError):
@@ -242,12 +244,15 @@ def _refresh_lock(directory: Path) -> Iterator[None]:
 
 def refresh(store: EventStore, directory: str | os.PathLike[str] | None = None, *, batch_size: int = 20_000,
             rebuild: bool = False, compact: bool = True, compact_at: int = COMPACT_AT, upto: int | None = None,
-            progress: Callable[[int, int], None] | None = None, flush_events: int = FLUSH_EVENTS) -> RefreshResult:
+            progress: Callable[[int, int], None] | None = None, flush_events: int = FLUSH_EVENTS,
+            workers: int | None = None) -> RefreshResult:
     """Bring the Parquet tables up to the end of the log (or position ``upto``); returns what was written.
 
     Tables of another store, of a recreated store or of a log that lost their checkpoint's event
     are rebuilt (:func:`mismatch`).  Facts are written every ``flush_events`` events, so memory
-    stays bounded however far behind the tables are."""
+    stays bounded however far behind the tables are.  ``workers``: processes to flatten on (default:
+    two for a refresh of :data:`PARALLEL_EVENTS` events or more on a machine of two cores or more, else
+    one; see :func:`_parallel`)."""
     started = time.perf_counter()
     out = analytics_dir(store, directory)
     if not rebuild and upto is None:
@@ -259,14 +264,15 @@ def refresh(store: EventStore, directory: str | os.PathLike[str] | None = None, 
     with _refresh_lock(out):
         try:
             return _refresh(store, out, started, batch_size=batch_size, rebuild=rebuild, compact=compact,
-                            compact_at=compact_at, upto=upto, progress=progress, flush_events=flush_events)
+                            compact_at=compact_at, upto=upto, progress=progress, flush_events=flush_events,
+                            workers=workers)
         except OSError as exc:
             raise io_error("write the analytics tables in", out, exc) from exc
 
 
 def _refresh(store: EventStore, out: Path, started: float, *, batch_size: int, rebuild: bool, compact: bool,
              compact_at: int, upto: int | None, progress: Callable[[int, int], None] | None,
-             flush_events: int) -> RefreshResult:
+             flush_events: int, workers: int | None = None) -> RefreshResult:
     manifest = None if rebuild else Manifest.load(out)
     fresh = manifest is None or mismatch(store, manifest) is not None
     if manifest is None or fresh:
@@ -276,58 +282,213 @@ def _refresh(store: EventStore, out: Path, started: float, *, batch_size: int, r
     total = max(high - manifest.position, 0)
     rows = {t: 0 for t in catalog().tables}
     written = read = 0
-    flat = Flattener()
-    chunks: list[dict[str, pa.Table]] = []  # Arrow tables of the events since the last flush
-    last: RecordedEvent | None = None
-    step = min(CHUNK_EVENTS, flush_events)
+    n = _workers(total) if workers is None else workers
     with gc_paused():  # many live row tuples: young collections would walk them all
-        for batch in store.iter_batches(after_position=manifest.position, upto_position=high,
-                                        batch_size=batch_size):
-            while batch:  # a chunk's rows become Arrow columns; every flush_events events are written
-                take = min(step - read % step, flush_events - read % flush_events)
-                part, batch = (batch, []) if take >= len(batch) else (batch[:take], batch[take:])
-                flat.add_batch(part)
-                last = part[-1]
-                read += len(part)
-                if read % step == 0 or read % flush_events == 0:
-                    chunks.append(flat.tables())
-                    flat = Flattener()
-                if read % flush_events == 0:
-                    written += _commit(out, manifest, chunks, last, rows)
-                    chunks = []
-            if progress:
-                progress(min(read, total), total)
-        if last is not None and last.position > manifest.position:
-            chunks.append(flat.tables())
-            written += _commit(out, manifest, chunks, last, rows)
-    del flat, chunks
+        if n > 1 and total:
+            read, written = _parallel(store, out, manifest, high, rows, batch_size=batch_size,
+                                      block=max(flush_events // n, 1), workers=n, progress=progress)
+        else:
+            def flushed(after: int, chunks: list[dict[str, pa.Table]], last: FactEvent) -> None:
+                nonlocal written
+                files = _write_files(out, after, last.position, chunks, rows)
+                written += len(files)
+                _apply(store, out, manifest, files, last.position)
+
+            def step(count: int) -> None:
+                if progress:
+                    progress(min(count, total), total)
+
+            read = _flatten(store, manifest.position, high, batch_size=batch_size, flush_events=flush_events,
+                            flushed=flushed, step=step)
     compacted = compact_tables(out, manifest, at=compact_at) if compact else []
     return RefreshResult(read, manifest.position, rows if read else {}, written, compacted, fresh,
                          time.perf_counter() - started)
 
 
-def _commit(out: Path, manifest: Manifest, chunks: list[dict[str, pa.Table]], last: RecordedEvent,
-            rows: dict[str, int]) -> int:
-    """Write the facts of the events after the checkpoint up to ``last`` (one file per table that has
-    rows), then the manifest (the commit point: files and checkpoint become visible together);
-    returns the files written."""
+def _flatten(store: EventStore, after: int, high: int, *, batch_size: int, flush_events: int,
+             flushed: Callable[[int, list[dict[str, pa.Table]], FactEvent], None],
+             step: Callable[[int], None] | None = None) -> int:
+    """Flatten the events after ``after`` up to ``high``; every ``flush_events`` events (and at the end)
+    hand their facts to ``flushed(after, chunks, last event)``.  Returns the events read."""
+    read = 0
+    flat = Flattener()
+    chunks: list[dict[str, pa.Table]] = []  # Arrow tables of the events since the last flush
+    last: FactEvent | None = None
+    chunk = min(CHUNK_EVENTS, flush_events)
+    # The lean read: no event ids, schema versions or hashes (the checkpoint's hash is read at each flush)
+    for batch in store.iter_fact_batches(after_position=after, upto_position=high, batch_size=batch_size):
+        while batch:  # a chunk's rows become Arrow columns; every flush_events events are written
+            take = min(chunk - read % chunk, flush_events - read % flush_events)
+            part, batch = (batch, []) if take >= len(batch) else (batch[:take], batch[take:])
+            flat.add_batch(part)
+            last = part[-1]
+            read += len(part)
+            if read % chunk == 0 or read % flush_events == 0:
+                chunks.append(flat.tables())
+                flat = Flattener()
+            if read % flush_events == 0:
+                flushed(after, chunks, last)
+                after, chunks = last.position, []
+        if step:
+            step(read)
+    if last is not None and last.position > after:
+        chunks.append(flat.tables())
+        flushed(after, chunks, last)
+    return read
+
+
+def _write_files(out: Path, after: int, upto: int, chunks: list[dict[str, pa.Table]],
+                 rows: dict[str, int]) -> dict[str, dict[str, Any]]:
+    """Write the facts of the events after ``after`` up to ``upto`` (one file per table that has rows);
+    returns each table's manifest entry (and adds the rows to ``rows``)."""
     import pyarrow as pa
 
-    written = 0
+    files = {}
     for table in catalog().tables:
         parts = [c[table] for c in chunks if c[table].num_rows]
         if not parts:
             continue
         data = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
         rows[table] += data.num_rows
-        name = _part(table, manifest.position, last.position)
+        name = _part(table, after, upto)
         _write(data, out / table / name)
-        manifest.files[table].append({"file": name, "after": manifest.position, "upto": last.position,
-                                      "rows": data.num_rows})
-        written += 1
-    manifest.position, manifest.hash = last.position, last.hash.hex()
+        files[table] = {"file": name, "after": after, "upto": upto, "rows": data.num_rows}
+    return files
+
+
+def _apply(store: EventStore, out: Path, manifest: Manifest, files: dict[str, dict[str, Any]], upto: int) -> None:
+    """List ``files`` and move the checkpoint to ``upto`` (the manifest: the commit point, files and
+    checkpoint become visible together)."""
+    for table, entry in files.items():
+        manifest.files[table].append(entry)
+    at = store.hash_at(upto)
+    if at is None:  # the log is append-only: the event just read is there
+        raise EvstoreError(f"the log has no event at position {upto}, which the refresh just read")
+    manifest.position, manifest.hash = upto, at.hex()
     manifest.save(out)
-    return written
+
+
+# -- a build on several processes ---------------------------------------------------------------------
+
+#: A refresh with at least this many events to apply flattens on several processes (one per core, at
+#: most :data:`MAX_WORKERS`); below it, starting them costs more than they save.
+PARALLEL_EVENTS = 150_000
+MAX_WORKERS = 2
+
+
+def _workers(total: int) -> int:
+    """How many processes a refresh of ``total`` events flattens on: one per core (at most
+    :data:`MAX_WORKERS`) for a large one, where processes can be forked (not from a process that runs
+    other threads: a fork copies their locks as they are); ``EVSTORE_ANALYTICS_WORKERS`` overrides it."""
+    env = os.environ.get("EVSTORE_ANALYTICS_WORKERS")
+    if env:
+        try:
+            return max(int(env), 1)
+        except ValueError:
+            raise EvstoreError(f"EVSTORE_ANALYTICS_WORKERS must be a number of processes, not {env!r}") from None
+    import multiprocessing
+    import threading
+
+    if total < PARALLEL_EVENTS or "fork" not in multiprocessing.get_all_start_methods() \
+            or threading.active_count() > 1:
+        return 1
+    return max(min(os.cpu_count() or 1, MAX_WORKERS), 1)
+
+
+def _parallel(store: EventStore, out: Path, manifest: Manifest, high: int, rows: dict[str, int], *,
+              batch_size: int, block: int, workers: int,
+              progress: Callable[[int, int], None] | None) -> tuple[int, int]:
+    """Flatten the events after the checkpoint up to ``high`` on ``workers`` forked processes.
+
+    The positions are cut into blocks of at most ``block`` positions (at least two a worker); each
+    worker takes the next block, flattens it and writes its files (holding one block's facts at a time:
+    ``block`` is the flush size over the workers, so together they hold what one process's flush holds),
+    and this process lists each block's files and moves the checkpoint as soon as every block before it
+    is listed: the manifest is committed in position order, as a serial refresh commits it, so a crash
+    loses at most the blocks not yet listed.
+    Flattening is stateless (each event's rows depend on that event alone), so the facts are those of
+    a serial refresh (``tests/test_fact_tables.py`` compares them table by table).  Returns (events
+    read, files written)."""
+    import multiprocessing
+    import queue as queues
+
+    start = manifest.position
+    # at least two blocks a worker, so that the last ones end nearer together (more, smaller blocks balance
+    # better but leave more files: 8 blocks at 300,000 events left 199 files, 4 blocks 100)
+    block = min(block, max(-(-(high - start) // (2 * workers)), 1))
+    blocks = [(lo, min(lo + block, high)) for lo in range(start, high, block)]
+    ctx = multiprocessing.get_context("fork")
+    tasks: Any = ctx.Queue()
+    results: Any = ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(store.url, out, tasks, k, batch_size, results), daemon=True)
+             for k in range(min(workers, len(blocks)))]
+    for p in procs:  # forked before the first put starts the queue's feeder thread in this process
+        p.start()
+    for b in blocks:
+        tasks.put(b)
+    for _ in procs:
+        tasks.put(None)  # no more blocks
+    done: dict[int, tuple[int, int, dict[str, dict[str, Any]], dict[str, int]]] = {}
+    index = {b: i for i, b in enumerate(blocks)}
+    following = read = written = 0
+    try:
+        while following < len(blocks):
+            try:
+                message = results.get(timeout=1.0)
+            except queues.Empty:
+                if any(p.exitcode not in (None, 0) for p in procs) or all(p.exitcode is not None for p in procs):
+                    raise EvstoreError("an analytics worker process ended without its facts") from None
+                continue
+            if message[0] == "error":
+                raise EvstoreError(f"an analytics worker process failed: {message[1]}")
+            _, lo_hi, count, last, files, counts = message
+            done[index[lo_hi]] = (count, last, files, counts)
+            while following in done:  # list the blocks in position order
+                count, last, files, counts = done.pop(following)
+                following += 1
+                read += count
+                if last:
+                    for table, n in counts.items():
+                        rows[table] += n
+                    written += len(files)
+                    _apply(store, out, manifest, files, last)
+                if progress:
+                    progress(read, high - start)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+            p.join()
+        tasks.close()
+        results.close()
+    return read, written
+
+
+def _worker(url: str, out: Path, tasks: Any, k: int, batch_size: int, results: Any) -> None:
+    """One worker of :func:`_parallel`: its own connection to the store (a forked process must not use
+    its parent's), each block it takes from ``tasks`` flattened and written (until a None), what it
+    wrote put on ``results``."""
+    try:
+        store = EventStore(url, check_schema=False)
+        try:
+            written: list[tuple[dict[str, dict[str, Any]], dict[str, int], int]] = []
+
+            def flushed(after: int, chunks: list[dict[str, pa.Table]], last: FactEvent) -> None:
+                counts = {t: 0 for t in catalog().tables}
+                files = _write_files(out, after, last.position, chunks, counts)
+                written.append((files, counts, last.position))
+
+            while (task := tasks.get()) is not None:  # the next block; a block is one flush
+                lo, hi = task
+                written.clear()
+                count = _flatten(store, lo, hi, batch_size=batch_size, flush_events=max(hi - lo, 1), flushed=flushed)
+                files, counts, last = written[0] if written else ({}, {}, 0)
+                results.put(("block", (lo, hi), count, last, files, {t: n for t, n in counts.items() if n}))
+        finally:
+            store.close()
+    except BaseException as exc:  # the parent raises it
+        results.put(("error", f"worker {k}: {type(exc).__name__}: {exc}"))
+        raise
 
 
 def compact_tables(directory: Path, manifest: Manifest, *, at: int = COMPACT_AT) -> list[str]:
