@@ -102,6 +102,7 @@ class Backend(abc.ABC):
         self.event_columns = EVENT_COLUMNS
         self.sql_insert_event = f"INSERT INTO events ({EVENT_COLUMNS}) VALUES ({', '.join([p] * 15)})"
         self.sql_stream = f"SELECT stream_pk, version, head_hash FROM streams WHERE stream_id = {p}"
+        self.sql_streams = "SELECT stream_id, stream_pk, version, head_hash FROM streams WHERE stream_id IN ({ids})"
         self.sql_insert_stream = (
             f"INSERT INTO streams (stream_id, dialect, version, head_hash, created_at) "
             f"VALUES ({p}, {p}, 0, {p}, {p})"
@@ -270,9 +271,13 @@ class Backend(abc.ABC):
 
     def find_event_ids(self, cur: Any, event_ids: Sequence[str]) -> list[RecordedIdentity]:
         """Where each of ``event_ids`` that is already recorded was recorded, and its digests."""
-        self.execute_planned(cur, self.sql_find_ids.format(ids=", ".join([self.p] * len(event_ids))), list(event_ids))
-        return [RecordedIdentity(r[0], r[1], r[2], r[3], r[4], bytes(r[5]), bytes(r[6]), r[7], r[8],
-                                 None if r[9] is None else bytes(r[9]), int(r[10]) == 0) for r in cur.fetchall()]
+        out = []
+        for i in range(0, len(event_ids), 500):  # a group's ids: within every SQLite's limit of bound values
+            chunk = list(event_ids[i:i + 500])
+            self.execute_planned(cur, self.sql_find_ids.format(ids=", ".join([self.p] * len(chunk))), chunk)
+            out += [RecordedIdentity(r[0], r[1], r[2], r[3], r[4], bytes(r[5]), bytes(r[6]), r[7], r[8],
+                                     None if r[9] is None else bytes(r[9]), int(r[10]) == 0) for r in cur.fetchall()]
+        return out
 
     def insert_source_versions(self, cur: Any, rows: list[tuple[int, int, str]]) -> None:
         """Record ``(stream_pk, version, meta.source.id)`` of the events an append writes."""
@@ -328,6 +333,17 @@ class Backend(abc.ABC):
         self.execute_planned(cur, self.sql_stream, (stream_id,))
         row = cur.fetchone()
         return None if row is None else StreamState(row[0], row[1], bytes(row[2]))
+
+    def stream_states(self, cur: Any, stream_ids: Sequence[str]) -> dict[str, StreamState]:
+        """:meth:`stream_state` of each of ``stream_ids`` that exists, in one round trip per 500 (a
+        group of appends looks its streams up together); raises the driver's errors untranslated."""
+        out: dict[str, StreamState] = {}
+        for i in range(0, len(stream_ids), 500):
+            chunk = list(stream_ids[i:i + 500])
+            self.execute_planned(cur, self.sql_streams.format(ids=", ".join([self.p] * len(chunk))), chunk)
+            for row in cur.fetchall():
+                out[row[0]] = StreamState(row[1], row[2], bytes(row[3]))
+        return out
 
     @recorder("reading a stream")
     def stream_head(self, cur: Any, stream_id: str) -> StreamHead | None:

@@ -5,7 +5,7 @@ that commits late; server-side cursors for the streamed reads; the roles of ``ev
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from eventstore.backends.base import Backend
@@ -282,18 +282,34 @@ class PostgresBackend(Backend):
                              "SELECT * FROM unnest(%b::smallint[], %b::bigint[], %b::bytea[])")
 
     def end_append(self, cur: Any, nodes: list[tuple[int, int, bytes]], heads: list[tuple[int, int, bytes]]) -> None:
-        """The tree's nodes and the first stream's new head in one statement (one round trip less an
-        append that completes a node)."""
+        """The tree's nodes and the streams' new heads in one statement (one round trip, however many
+        streams a group of appends moved)."""
         if not nodes or not heads:
             super().end_append(cur, nodes, heads)
             return
         levels, indexes, hashes = zip(*nodes, strict=True)
-        pk, version, head = heads[0]
-        cur.execute(self.sql_end_append, (list(levels), list(indexes), list(hashes), version, head, pk))
-        self.move_stream_heads(cur, heads[1:])
+        if len(heads) == 1:
+            pk, version, head = heads[0]
+            cur.execute(self.sql_end_append, (list(levels), list(indexes), list(hashes), version, head, pk))
+            return
+        pks, versions, head_hashes = zip(*heads, strict=True)
+        cur.execute(self.sql_end_append_heads, (list(levels), list(indexes), list(hashes), list(pks), list(versions),
+                                                list(head_hashes)))
+
+    def move_stream_heads(self, cur: Any, heads: Iterable[tuple[int, int, bytes]]) -> None:
+        heads = list(heads)
+        if len(heads) < 2:
+            super().move_stream_heads(cur, heads)
+            return
+        pks, versions, head_hashes = zip(*heads, strict=True)
+        cur.execute(self.sql_move_heads, (list(pks), list(versions), list(head_hashes)))
 
     sql_end_append = (f"WITH nodes AS ({sql_insert_tree_nodes}) "
                       "UPDATE streams SET version = %s, head_hash = %s WHERE stream_pk = %s")
+    sql_move_heads = ("UPDATE streams AS s SET version = h.version, head_hash = h.head_hash "
+                      "FROM unnest(%b::bigint[], %b::integer[], %b::bytea[]) AS h(stream_pk, version, head_hash) "
+                      "WHERE s.stream_pk = h.stream_pk")
+    sql_end_append_heads = f"WITH nodes AS ({sql_insert_tree_nodes}) {sql_move_heads}"
 
     def is_unique_violation(self, exc: BaseException) -> bool:
         import psycopg
