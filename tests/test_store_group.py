@@ -136,5 +136,5 @@ def test_a_group_of_existing_streams_reads_them_ahead_and_writes_its_events_toge
         assert [e.position for e in store.iter_all()] == list(range(1, 11))
         report = verify(store)
         assert report.ok, [str(f) for f in report.failures]
-        store.append_group([GroupAppend.of(s, [ev(9)], expected_version=v) for s, v in zip("abcd", [4, 1, 3, 2])])
+        store.append_group([GroupAppend.of(s, [ev(9)], expected_version=v) for s, v in zip("abcd", [4, 1, 3, 2], strict=True)])
         assert [store.stream_version(s) for s in "abcd"] == [5, 2, 4, 3] and verify(store).ok
