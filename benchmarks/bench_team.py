@@ -132,14 +132,20 @@ class Machine(threading.Thread):
         self.confirmed = 0
 
     def _events(self, kind: str, version: int, ids: list[str]) -> list[dict[str, Any]]:
-        if kind == "session":  # a PostToolUse hook call, as `evstore hook claude-code` records it
-            return [{"type": "claude.hook", "event_id": eid,
-                     "data": {"hook_event_name": "PostToolUse", "tool_name": "Edit", "n": version + i,
-                              "tool_input": {"file_path": f"src/mod_{i % 7}.py", "old_string": "x" * 120,
-                                             "new_string": "y" * 160}}}
+        # As `evstore push` sends a local event: its own id, type, data, meta, schema version and
+        # occurred_at (the server's sent_by is not sent).
+        when = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+        if kind == "session":  # a PostToolUse hook call, as `evstore hook claude-code` records it (~0.6 KB)
+            return [{"type": "claude.hook", "event_id": eid, "schema_version": 1, "occurred_at": when, "meta": {},
+                     "data": {"hook_event_name": "PostToolUse", "tool_name": "Edit", "tool_use_id": f"toolu_{eid[:12]}",
+                              "received_at": time.time(), "secrets": 0,
+                              "input": json.dumps({"session_id": self.name_, "hook_event_name": "PostToolUse",
+                                                   "tool_name": "Edit", "n": version + i,
+                                                   "tool_input": {"file_path": f"src/mod_{i % 7}.py",
+                                                                  "old_string": "x" * 120, "new_string": "y" * 160}})}}
                     for i, eid in enumerate(ids)]
-        return [{"type": "state.version", "event_id": eid,  # a state file's new version (~1.5 KB)
-                 "data": {"path": ".taskmaster/tasks.json", "version": version + i,
+        return [{"type": "state.version", "event_id": eid, "schema_version": 1, "occurred_at": when, "meta": {},
+                 "data": {"path": ".taskmaster/tasks.json", "version": version + i,  # a state file's version (~1.5 KB)
                           "doc": {"tasks": [{"id": t, "title": f"task {t}", "status": "done" if t < i else "pending",
                                              "details": "z" * 80} for t in range(10)]}}}
                 for i, eid in enumerate(ids)]
@@ -163,7 +169,9 @@ class Machine(threading.Thread):
             stream, version = streams[kind]
             ids = [str(uuid.uuid4()) for _ in range(self.batch)]
             body = json.dumps({"events": self._events(kind, version, ids),
-                               "expected_version": version if version else "no-stream"}).encode()
+                               "expected_version": version if version else "no-stream",
+                               **({"dialect": "claude"} if kind == "session" else {})},
+                              separators=(",", ":")).encode()  # as push encodes it
             path = "/api/streams/" + urllib.parse.quote(stream, safe="/") + "/events"
             self.sent_ids.extend(ids)
             first_try = due if self.interval else None
@@ -218,6 +226,7 @@ def phase(url: str, server: Server, secrets_: dict[str, str], seconds: float, ba
     else:
         time.sleep(seconds)
     stop.set()
+    window = time.perf_counter() - started  # what was sent in it counts, answered before or after its end
     for m in machines:
         m.join()
     took = time.perf_counter() - started
@@ -234,7 +243,7 @@ def phase(url: str, server: Server, secrets_: dict[str, str], seconds: float, ba
     for eid in events:
         counts[eid] = counts.get(eid, 0) + 1
     q = statistics.quantiles(lat, n=100) if len(lat) >= 2 else [0.0] * 99
-    return {"events_per_s": sum(m.confirmed for m in machines) / took, "requests": len(lat),
+    return {"events_per_s": sum(m.confirmed for m in machines) / (window if rate else took), "requests": len(lat),
             "p50_ms": q[49] * 1000, "p95_ms": q[94] * 1000, "p99_ms": q[98] * 1000,
             "lost": len(sent - set(counts)), "duplicated": sum(c - 1 for c in counts.values() if c > 1),
             "retries": sum(m.retries for m in machines), "client_cpu": client_cpu / took,
@@ -247,9 +256,11 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--seconds", type=float, default=120.0, help="length of each phase")
     ap.add_argument("--batch", type=int, default=20, help="events per request")
-    ap.add_argument("--rate", type=float, default=0.0,
-                    help="events/s offered by all machines together, paced (0: each machine sends its next "
-                         "request as soon as the last is answered, which measures the most the server takes)")
+    ap.add_argument("--rate", type=float, default=2000.0,
+                    help="events/s offered by all machines together, paced: each machine sends a request every "
+                         "machines x batch / rate seconds, its latency counted from when it was due (default: the "
+                         "target's 2,000; 0: each machine sends its next request as soon as the last is answered, "
+                         "which measures the most the server takes, at a latency of 50 requests in flight)")
     args = ap.parse_args()
     with pg_database("bench_team_") as url:
         engine = make_engine(url)

@@ -953,8 +953,12 @@ class _Transaction:
         for edge in (self.edge, self.store._tree_edge):
             if edge is not None and edge.size == size:
                 return edge
-        if size % tree.FAN + count < tree.FAN:
+        if self.deferred is None and size % tree.FAN + count < tree.FAN:
             return None
+        # With rows deferred the edge is always kept (a later item has it: only a group's first item
+        # loads it); rows not written yet would be leaves it reads (not expected: the slow way then).
+        if self.deferred:
+            raise _GroupRetry
         return tree.Frontier.load(size, _CursorSource(self.be, self.cur))
 
     def _grow_tree(self, size: int, leaves: list[Any], edge: tree.Frontier | None) -> None:

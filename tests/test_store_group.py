@@ -138,3 +138,25 @@ def test_a_group_of_existing_streams_reads_them_ahead_and_writes_its_events_toge
         assert report.ok, [str(f) for f in report.failures]
         store.append_group([GroupAppend.of(s, [ev(9)], expected_version=v) for s, v in zip("abcd", [4, 1, 3, 2], strict=True)])
         assert [store.stream_version(s) for s in "abcd"] == [5, 2, 4, 3] and verify(store).ok
+
+
+def test_a_later_item_completing_tree_nodes_has_the_leaves_of_the_items_before_it(store_url: str) -> None:
+    """The group's first item completes no node of the Merkle tree and this process has no edge of
+    the tree (another process appended last): a later item that completes nodes needs the earlier
+    items' leaves, which the group writes only at its end."""
+    with EventStore(store_url) as other:
+        for sid in "ab":
+            other.append(sid, [ev(i) for i in range(1, 5)])  # 8 leaves
+    with EventStore(store_url) as store:
+        other_url = store.url
+        with EventStore(other_url) as other:
+            other.append("a", [ev(5)], expected_version=4)  # 9 leaves: this store's edge (if any) is stale
+        passes: list[Any] = []
+        out = store.append_group([
+            GroupAppend.of("a", [ev(6), ev(7)], expected_version=5),  # leaves 10, 11: no node completed
+            GroupAppend.of("b", [ev(i) for i in range(5, 30)], expected_version=4),  # completes nodes at 16, 32
+        ], before=lambda cur: passes.append(cur) or {})
+        assert all(isinstance(r, AppendResult) for r in out), out
+        assert len(passes) == 1  # in one pass (not again item by item after the database refused)
+        report = verify(store)
+        assert report.ok, [str(f) for f in report.failures]
