@@ -1,23 +1,30 @@
 """A team's server under load: simulated machines append to ``evstore serve --workers N`` on PostgreSQL.
 
-    python benchmarks/bench_team.py                          # 50 machines, 4 workers, 120 s per phase
+    python benchmarks/bench_team.py                          # 50 machines, 4 workers, 120 s per phase, 2,000 ev/s
     python benchmarks/bench_team.py --machines 20 --seconds 10 --workers 2   # a short run
+    python benchmarks/bench_team.py --rate 0                 # unpaced: the most the server takes
     EVSTORE_BENCH_PG_URL=postgresql+psycopg://postgres@127.0.0.1:5432/test python benchmarks/bench_team.py
 
 The store is a new database of that server (dropped afterwards), as a team's store would have.
 
 Each machine is a thread with its own keep-alive HTTP connection, its own named token (``evstore tokens
 add``) and its own ``X-Evstore-Machine``; it sends what a machine's ``evstore push`` sends: batches of
-``--batch`` events, each with a client event id, with the stream's version as ``expected_version``:
-four batches of hook calls (PostToolUse of an Edit, ~0.5 KB) to its session stream for each batch of
-state-file versions (~1.5 KB) to its state stream.  A request that fails (connection refused, reset, 5xx) is
-sent again unchanged until it is answered: the event ids make that at-least-once delivery
-exactly-once.  Phase 1 runs undisturbed; phase 2 SIGKILLs one worker a third of the way in and
-restarts the whole server two thirds of the way in.  Reported per phase: events/s sustained, request
-latency p50/p95/p99 (answered requests), the CPU the client process and the server's processes
-used (in cores) and the load average, and, from the store afterwards, events lost (sent ids
-missing) and duplicated (ids recorded more than once; the unique index makes this 0 by construction,
-counted anyway).  Targets (issue 36): >= 2,000 events/s, p99 < 250 ms, 0 lost, 0 duplicated.
+``--batch`` events of one stream, each event with its client event id, type, data, meta, schema
+version and occurred_at, the stream's version as ``expected_version`` (and the session stream's
+dialect), as compact JSON: four batches of hook calls (PostToolUse of an Edit, ~0.6 KB) to its
+session stream for each batch of state-file versions (~1.5 KB) to its state stream.  Paced
+(``--rate``, default the target's 2,000 events/s): each machine sends a request every machines x
+batch / rate seconds, and a request's latency counts from when it was due, so a server (or a
+client) falling behind shows as latency; events/s counts the events of the requests sent in the
+phase over its length.  A request that fails (connection refused, reset, 5xx) is sent again
+unchanged until it is answered: the event ids make that at-least-once delivery exactly-once.
+Phase 1 runs undisturbed; phase 2 SIGKILLs one worker a third of the way in and restarts the whole
+server two thirds of the way in.  Reported per phase: events/s sustained, request latency
+p50/p95/p99 (answered requests), the CPU the client process and the server's processes used (in
+cores, and per event) and the load average, and, from the store afterwards, events lost (sent ids
+missing) and duplicated (ids recorded more than once; the unique index makes this 0 by
+construction, counted anyway).  Targets (issue 36): >= 2,000 events/s, p99 < 250 ms, 0 lost, 0
+duplicated.
 """
 
 from __future__ import annotations
@@ -247,7 +254,8 @@ def phase(url: str, server: Server, secrets_: dict[str, str], seconds: float, ba
             "p50_ms": q[49] * 1000, "p95_ms": q[94] * 1000, "p99_ms": q[98] * 1000,
             "lost": len(sent - set(counts)), "duplicated": sum(c - 1 for c in counts.values() if c > 1),
             "retries": sum(m.retries for m in machines), "client_cpu": client_cpu / took,
-            "server_cpu": server_cpu / took, "db_cpu": db_cpu / took, "load": load}
+            "server_cpu": server_cpu / took, "db_cpu": db_cpu / took, "load": load,
+            "events": sum(m.confirmed for m in machines), "took": took}
 
 
 def main() -> None:
@@ -276,10 +284,13 @@ def main() -> None:
                     + (f", {args.rate:g} events/s offered)" if args.rate else ")"))
                 r = phase(url, server, secrets_, args.seconds, args.batch, disturb, args.rate)
                 ok = r["events_per_s"] >= 2000 and r["p99_ms"] < 250 and not r["lost"] and not r["duplicated"]
+                per = r["took"] * 1e6 / max(1, r["events"])  # cores -> CPU microseconds per event
                 print(f"{name}: {r['events_per_s']:.0f} events/s, {r['requests']} requests, p50 {r['p50_ms']:.1f} ms, "
                       f"p95 {r['p95_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, lost {r['lost']}, duplicated "
-                      f"{r['duplicated']}, retried requests {r['retries']}; CPU: clients {r['client_cpu']:.2f} cores, "
-                      + (f"server {r['server_cpu']:.2f}, PostgreSQL {r['db_cpu']:.2f} cores; " if not disturb
+                      f"{r['duplicated']}, retried requests {r['retries']}; CPU: clients {r['client_cpu']:.2f} cores "
+                      f"({r['client_cpu'] * per:.0f} us/event), "
+                      + (f"server {r['server_cpu']:.2f} ({r['server_cpu'] * per:.0f} us/event), PostgreSQL "
+                         f"{r['db_cpu']:.2f} cores ({r['db_cpu'] * per:.0f} us/event); " if not disturb
                          else "")  # restarted: not comparable
                       + f"load average {r['load']:.1f} -> "
                       f"{'meets' if ok else 'misses'} the targets", flush=True)
