@@ -149,6 +149,9 @@ class Backend(abc.ABC):
         # UPDATE ... RETURNING row-locks the checkpoint until commit: a second runner waits, then sees ours.
         self.sql_claim_checkpoint = (f"UPDATE projection_checkpoints SET updated_at = {p} WHERE name = {p} "
                                      "RETURNING name, version, position, updated_at")
+        self.sql_advance_checkpoint = (
+            f"UPDATE projection_checkpoints SET position = {p}, updated_at = {p} WHERE name = {p} AND version = {p} "
+            f"AND position = {p}")
         self.sql_update_checkpoint = (f"UPDATE projection_checkpoints SET version = {p}, position = {p}, "
                                       f"updated_at = {p} WHERE name = {p}")
         self.sql_insert_checkpoint = ("INSERT INTO projection_checkpoints (name, version, position, updated_at) "
@@ -414,6 +417,14 @@ class Backend(abc.ABC):
         cur.execute(self.sql_read_checkpoint, (name,))
         row = cur.fetchone()
         return None if row is None else ProjectionCheckpoint(row[0], int(row[1]), int(row[2]), str(row[3]))
+
+    @recorder("writing a projection checkpoint")
+    def advance_checkpoint(self, cur: Any, name: str, version: int, at: int, position: int, now: str) -> bool:
+        """Move the checkpoint from ``at`` to ``position`` in one statement, if it is at ``at`` for
+        ``version`` (an inline projection's common case: no gap, nothing to rebuild); False otherwise,
+        with nothing changed."""
+        cur.execute(self.sql_advance_checkpoint, (position, now, name, version, at))
+        return bool(cur.rowcount == 1)
 
     @recorder("claiming a projection checkpoint")
     def claim_checkpoint(self, cur: Any, name: str, now: str) -> ProjectionCheckpoint | None:
