@@ -464,9 +464,8 @@ class EventStore:
                 ids = list(dict.fromkeys(e.event_id for item in wanted for e in item.events
                                          if e._client_id and e.event_id is not None))
                 try:
-                    txn.known = self.backend.stream_states(txn.cur, streams) if streams else {}
-                    if ids:
-                        recorded = {r.event_id: r for r in self.backend.find_event_ids(txn.cur, ids)}
+                    txn.known, found = self.backend.group_lookups(txn.cur, streams, ids)
+                    recorded = {r.event_id: r for r in found}
                 except Exception as exc:
                     if self._db_failure(exc):
                         raise _GroupRetry from exc
@@ -865,8 +864,7 @@ class _Transaction:
     def __enter__(self) -> _Transaction:
         self.cur = self.raw.cursor()
         try:
-            self.be.begin_write(self.raw)
-            self.position, found = self.be.begin_append(self.cur, self.first_stream)
+            self.position, found = self.be.begin_locked_append(self.raw, self.cur, self.first_stream)
             if found is not None and self.first_stream is not None:
                 self.heads[self.first_stream] = [found.stream_pk, found.version, found.head_hash]
         except BaseException as exc:

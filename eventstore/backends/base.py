@@ -272,14 +272,30 @@ class Backend(abc.ABC):
         """``cur.execute`` planned for these values each time (PostgreSQL: see its override)."""
         cur.execute(sql, params)
 
+    def begin_locked_append(self, raw: Any, cur: Any, stream_id: str | None) -> tuple[int, StreamState | None]:
+        """:meth:`begin_write` then :meth:`begin_append` (PostgreSQL: in one round trip)."""
+        self.begin_write(raw)
+        return self.begin_append(cur, stream_id)
+
+    def group_lookups(self, cur: Any, stream_ids: Sequence[str],
+                      event_ids: Sequence[str]) -> tuple[dict[str, StreamState], list[RecordedIdentity]]:
+        """:meth:`stream_states` and :meth:`find_event_ids` of a group of appends (PostgreSQL: in one
+        round trip); raises the driver's errors untranslated."""
+        return (self.stream_states(cur, stream_ids) if stream_ids else {},
+                self.find_event_ids(cur, event_ids) if event_ids else [])
+
+    @staticmethod
+    def _identity(r: Sequence[Any]) -> RecordedIdentity:
+        return RecordedIdentity(r[0], r[1], r[2], r[3], r[4], bytes(r[5]), bytes(r[6]), r[7], r[8],
+                                None if r[9] is None else bytes(r[9]), int(r[10]) == 0)
+
     def find_event_ids(self, cur: Any, event_ids: Sequence[str]) -> list[RecordedIdentity]:
         """Where each of ``event_ids`` that is already recorded was recorded, and its digests."""
         out = []
         for i in range(0, len(event_ids), 500):  # a group's ids: within every SQLite's limit of bound values
             chunk = list(event_ids[i:i + 500])
             self.execute_planned(cur, self.sql_find_ids.format(ids=", ".join([self.p] * len(chunk))), chunk)
-            out += [RecordedIdentity(r[0], r[1], r[2], r[3], r[4], bytes(r[5]), bytes(r[6]), r[7], r[8],
-                                     None if r[9] is None else bytes(r[9]), int(r[10]) == 0) for r in cur.fetchall()]
+            out += [self._identity(r) for r in cur.fetchall()]
         return out
 
     def insert_source_versions(self, cur: Any, rows: list[tuple[int, int, str]]) -> None:
