@@ -213,6 +213,7 @@ class Machine(threading.Thread):
 def phase(url: str, server: Server, secrets_: dict[str, str], seconds: float, batch: int, disturb: bool,
           rate: float = 0.0) -> dict[str, Any]:
     stop = threading.Event()
+    down = 0.0
     interval = len(secrets_) * batch / rate if rate else 0.0
     machines = [Machine(name, tok, server.port, batch, stop, interval) for name, tok in secrets_.items()]
     started = time.perf_counter()
@@ -227,8 +228,11 @@ def phase(url: str, server: Server, secrets_: dict[str, str], seconds: float, ba
         os.kill(victim, signal.SIGKILL)
         time.sleep(seconds / 3)
         log("restarting the whole server (SIGKILL, start)")
+        down = time.perf_counter()
         server.kill()
         server.start()
+        down = time.perf_counter() - down  # every request due meanwhile waits: its latency counts it
+        log(f"the server answered again {down:.1f} s after it was killed")
         time.sleep(max(0.0, seconds - (time.perf_counter() - started)))
     else:
         time.sleep(seconds)
@@ -255,7 +259,7 @@ def phase(url: str, server: Server, secrets_: dict[str, str], seconds: float, ba
             "lost": len(sent - set(counts)), "duplicated": sum(c - 1 for c in counts.values() if c > 1),
             "retries": sum(m.retries for m in machines), "client_cpu": client_cpu / took,
             "server_cpu": server_cpu / took, "db_cpu": db_cpu / took, "load": load,
-            "events": sum(m.confirmed for m in machines), "took": took}
+            "events": sum(m.confirmed for m in machines), "took": took, "down": down}
 
 
 def main() -> None:
@@ -291,7 +295,7 @@ def main() -> None:
                       f"({r['client_cpu'] * per:.0f} us/event), "
                       + (f"server {r['server_cpu']:.2f} ({r['server_cpu'] * per:.0f} us/event), PostgreSQL "
                          f"{r['db_cpu']:.2f} cores ({r['db_cpu'] * per:.0f} us/event); " if not disturb
-                         else "")  # restarted: not comparable
+                         else f"server down {r['down']:.1f} s; ")  # restarted: CPU not comparable
                       + f"load average {r['load']:.1f} -> "
                       f"{'meets' if ok else 'misses'} the targets", flush=True)
         finally:
