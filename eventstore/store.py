@@ -168,6 +168,15 @@ def check_stream_id(stream_id: object) -> str:
     return stream_id
 
 
+def _valid_stream(stream_id: object) -> bool:
+    """:func:`check_stream_id` as a test (a group reads only valid ids ahead; an invalid one fails its item)."""
+    try:
+        check_stream_id(stream_id)
+    except InvalidEvent:
+        return False
+    return True
+
+
 def _schema_version(value: object) -> int | None:
     if value is None:
         return None
@@ -459,7 +468,7 @@ class EventStore:
         with _Transaction(self, None) as txn:
             refused = before(txn.cur) if before is not None else {}
             if fast:
-                wanted = [item for index, item in enumerate(items) if index not in refused]
+                wanted = [item for index, item in enumerate(items) if index not in refused and _valid_stream(item.stream_id)]
                 streams = list(dict.fromkeys(item.stream_id for item in wanted))
                 ids = list(dict.fromkeys(e.event_id for item in wanted for e in item.events
                                          if e._client_id and e.event_id is not None))

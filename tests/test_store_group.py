@@ -160,3 +160,17 @@ def test_a_later_item_completing_tree_nodes_has_the_leaves_of_the_items_before_i
         assert len(passes) == 1  # in one pass (not again item by item after the database refused)
         report = verify(store)
         assert report.ok, [str(f) for f in report.failures]
+
+
+def test_an_invalid_stream_id_fails_its_request_only_in_the_one_pass(store_url: str) -> None:
+    """A stream id no backend can store (a NUL character, over 255 characters) is not read ahead with
+    the group's streams (PostgreSQL refuses a NUL in any text it is sent): its request fails alone."""
+    with EventStore(store_url) as store:
+        store.append("a", [ev(0)])
+        passes: list[Any] = []
+        out = store.append_group([GroupAppend("bad\x00id", [ev(1)]), GroupAppend("x" * 300, [ev(1)]),
+                                  GroupAppend.of("a", [ev(1)], expected_version=1)],
+                                 before=lambda cur: passes.append(cur) or {})
+        assert isinstance(out[0], InvalidEvent) and isinstance(out[1], InvalidEvent)
+        assert isinstance(out[2], AppendResult) and out[2].positions == [2]
+        assert len(passes) == 1 and verify(store).ok
