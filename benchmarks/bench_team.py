@@ -273,6 +273,7 @@ def main() -> None:
                          "machines x batch / rate seconds, its latency counted from when it was due (default: the "
                          "target's 2,000; 0: each machine sends its next request as soon as the last is answered, "
                          "which measures the most the server takes, at a latency of 50 requests in flight)")
+    ap.add_argument("--only", choices=("steady", "disturbed"), help="run one phase only (default: both)")
     args = ap.parse_args()
     with pg_database("bench_team_") as url:
         engine = make_engine(url)
@@ -284,6 +285,8 @@ def main() -> None:
         server.start()
         try:
             for name, disturb in (("steady", False), ("worker killed + restart", True)):
+                if args.only is not None and disturb != (args.only == "disturbed"):
+                    continue
                 log(f"phase: {name} ({args.machines} machines, {args.workers} workers, {args.seconds:g} s"
                     + (f", {args.rate:g} events/s offered)" if args.rate else ")"))
                 r = phase(url, server, secrets_, args.seconds, args.batch, disturb, args.rate)
