@@ -1,23 +1,30 @@
 """A team's server under load: simulated machines append to ``evstore serve --workers N`` on PostgreSQL.
 
-    python benchmarks/bench_team.py                          # 50 machines, 4 workers, 120 s per phase
+    python benchmarks/bench_team.py                          # 50 machines, 4 workers, 120 s per phase, 2,000 ev/s
     python benchmarks/bench_team.py --machines 20 --seconds 10 --workers 2   # a short run
+    python benchmarks/bench_team.py --rate 0                 # unpaced: the most the server takes
     EVSTORE_BENCH_PG_URL=postgresql+psycopg://postgres@127.0.0.1:5432/test python benchmarks/bench_team.py
 
 The store is a new database of that server (dropped afterwards), as a team's store would have.
 
 Each machine is a thread with its own keep-alive HTTP connection, its own named token (``evstore tokens
 add``) and its own ``X-Evstore-Machine``; it sends what a machine's ``evstore push`` sends: batches of
-``--batch`` events, each with a client event id, with the stream's version as ``expected_version``:
-four batches of hook calls (PostToolUse of an Edit, ~0.5 KB) to its session stream for each batch of
-state-file versions (~1.5 KB) to its state stream.  A request that fails (connection refused, reset, 5xx) is
-sent again unchanged until it is answered: the event ids make that at-least-once delivery
-exactly-once.  Phase 1 runs undisturbed; phase 2 SIGKILLs one worker a third of the way in and
-restarts the whole server two thirds of the way in.  Reported per phase: events/s sustained, request
-latency p50/p95/p99 (answered requests), the CPU the client process and the server's processes
-used (in cores) and the load average, and, from the store afterwards, events lost (sent ids
-missing) and duplicated (ids recorded more than once; the unique index makes this 0 by construction,
-counted anyway).  Targets (issue 36): >= 2,000 events/s, p99 < 250 ms, 0 lost, 0 duplicated.
+``--batch`` events of one stream, each event with its client event id, type, data, meta, schema
+version and occurred_at, the stream's version as ``expected_version`` (and the session stream's
+dialect), as compact JSON: four batches of hook calls (PostToolUse of an Edit, ~0.6 KB) to its
+session stream for each batch of state-file versions (~1.5 KB) to its state stream.  Paced
+(``--rate``, default the target's 2,000 events/s): each machine sends a request every machines x
+batch / rate seconds, and a request's latency counts from when it was due, so a server (or a
+client) falling behind shows as latency; events/s counts the events of the requests sent in the
+phase over its length.  A request that fails (connection refused, reset, 5xx) is sent again
+unchanged until it is answered: the event ids make that at-least-once delivery exactly-once.
+Phase 1 runs undisturbed; phase 2 SIGKILLs one worker a third of the way in and restarts the whole
+server two thirds of the way in.  Reported per phase: events/s sustained, request latency
+p50/p95/p99 (answered requests), the CPU the client process and the server's processes used (in
+cores, and per event) and the load average, and, from the store afterwards, events lost (sent ids
+missing) and duplicated (ids recorded more than once; the unique index makes this 0 by
+construction, counted anyway).  Targets (issue 36): >= 2,000 events/s, p99 < 250 ms, 0 lost, 0
+duplicated.
 """
 
 from __future__ import annotations
@@ -132,14 +139,20 @@ class Machine(threading.Thread):
         self.confirmed = 0
 
     def _events(self, kind: str, version: int, ids: list[str]) -> list[dict[str, Any]]:
-        if kind == "session":  # a PostToolUse hook call, as `evstore hook claude-code` records it
-            return [{"type": "claude.hook", "event_id": eid,
-                     "data": {"hook_event_name": "PostToolUse", "tool_name": "Edit", "n": version + i,
-                              "tool_input": {"file_path": f"src/mod_{i % 7}.py", "old_string": "x" * 120,
-                                             "new_string": "y" * 160}}}
+        # As `evstore push` sends a local event: its own id, type, data, meta, schema version and
+        # occurred_at (the server's sent_by is not sent).
+        when = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+        if kind == "session":  # a PostToolUse hook call, as `evstore hook claude-code` records it (~0.6 KB)
+            return [{"type": "claude.hook", "event_id": eid, "schema_version": 1, "occurred_at": when, "meta": {},
+                     "data": {"hook_event_name": "PostToolUse", "tool_name": "Edit", "tool_use_id": f"toolu_{eid[:12]}",
+                              "received_at": time.time(), "secrets": 0,
+                              "input": json.dumps({"session_id": self.name_, "hook_event_name": "PostToolUse",
+                                                   "tool_name": "Edit", "n": version + i,
+                                                   "tool_input": {"file_path": f"src/mod_{i % 7}.py",
+                                                                  "old_string": "x" * 120, "new_string": "y" * 160}})}}
                     for i, eid in enumerate(ids)]
-        return [{"type": "state.version", "event_id": eid,  # a state file's new version (~1.5 KB)
-                 "data": {"path": ".taskmaster/tasks.json", "version": version + i,
+        return [{"type": "state.version", "event_id": eid, "schema_version": 1, "occurred_at": when, "meta": {},
+                 "data": {"path": ".taskmaster/tasks.json", "version": version + i,  # a state file's version (~1.5 KB)
                           "doc": {"tasks": [{"id": t, "title": f"task {t}", "status": "done" if t < i else "pending",
                                              "details": "z" * 80} for t in range(10)]}}}
                 for i, eid in enumerate(ids)]
@@ -163,7 +176,9 @@ class Machine(threading.Thread):
             stream, version = streams[kind]
             ids = [str(uuid.uuid4()) for _ in range(self.batch)]
             body = json.dumps({"events": self._events(kind, version, ids),
-                               "expected_version": version if version else "no-stream"}).encode()
+                               "expected_version": version if version else "no-stream",
+                               **({"dialect": "claude"} if kind == "session" else {})},
+                              separators=(",", ":")).encode()  # as push encodes it
             path = "/api/streams/" + urllib.parse.quote(stream, safe="/") + "/events"
             self.sent_ids.extend(ids)
             first_try = due if self.interval else None
@@ -198,6 +213,7 @@ class Machine(threading.Thread):
 def phase(url: str, server: Server, secrets_: dict[str, str], seconds: float, batch: int, disturb: bool,
           rate: float = 0.0) -> dict[str, Any]:
     stop = threading.Event()
+    down = 0.0
     interval = len(secrets_) * batch / rate if rate else 0.0
     machines = [Machine(name, tok, server.port, batch, stop, interval) for name, tok in secrets_.items()]
     started = time.perf_counter()
@@ -212,12 +228,16 @@ def phase(url: str, server: Server, secrets_: dict[str, str], seconds: float, ba
         os.kill(victim, signal.SIGKILL)
         time.sleep(seconds / 3)
         log("restarting the whole server (SIGKILL, start)")
+        down = time.perf_counter()
         server.kill()
         server.start()
+        down = time.perf_counter() - down  # every request due meanwhile waits: its latency counts it
+        log(f"the server answered again {down:.1f} s after it was killed")
         time.sleep(max(0.0, seconds - (time.perf_counter() - started)))
     else:
         time.sleep(seconds)
     stop.set()
+    window = time.perf_counter() - started  # what was sent in it counts, answered before or after its end
     for m in machines:
         m.join()
     took = time.perf_counter() - started
@@ -234,11 +254,12 @@ def phase(url: str, server: Server, secrets_: dict[str, str], seconds: float, ba
     for eid in events:
         counts[eid] = counts.get(eid, 0) + 1
     q = statistics.quantiles(lat, n=100) if len(lat) >= 2 else [0.0] * 99
-    return {"events_per_s": sum(m.confirmed for m in machines) / took, "requests": len(lat),
+    return {"events_per_s": sum(m.confirmed for m in machines) / (window if rate else took), "requests": len(lat),
             "p50_ms": q[49] * 1000, "p95_ms": q[94] * 1000, "p99_ms": q[98] * 1000,
             "lost": len(sent - set(counts)), "duplicated": sum(c - 1 for c in counts.values() if c > 1),
             "retries": sum(m.retries for m in machines), "client_cpu": client_cpu / took,
-            "server_cpu": server_cpu / took, "db_cpu": db_cpu / took, "load": load}
+            "server_cpu": server_cpu / took, "db_cpu": db_cpu / took, "load": load,
+            "events": sum(m.confirmed for m in machines), "took": took, "down": down}
 
 
 def main() -> None:
@@ -247,9 +268,12 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--seconds", type=float, default=120.0, help="length of each phase")
     ap.add_argument("--batch", type=int, default=20, help="events per request")
-    ap.add_argument("--rate", type=float, default=0.0,
-                    help="events/s offered by all machines together, paced (0: each machine sends its next "
-                         "request as soon as the last is answered, which measures the most the server takes)")
+    ap.add_argument("--rate", type=float, default=2000.0,
+                    help="events/s offered by all machines together, paced: each machine sends a request every "
+                         "machines x batch / rate seconds, its latency counted from when it was due (default: the "
+                         "target's 2,000; 0: each machine sends its next request as soon as the last is answered, "
+                         "which measures the most the server takes, at a latency of 50 requests in flight)")
+    ap.add_argument("--only", choices=("steady", "disturbed"), help="run one phase only (default: both)")
     args = ap.parse_args()
     with pg_database("bench_team_") as url:
         engine = make_engine(url)
@@ -261,15 +285,20 @@ def main() -> None:
         server.start()
         try:
             for name, disturb in (("steady", False), ("worker killed + restart", True)):
+                if args.only is not None and disturb != (args.only == "disturbed"):
+                    continue
                 log(f"phase: {name} ({args.machines} machines, {args.workers} workers, {args.seconds:g} s"
                     + (f", {args.rate:g} events/s offered)" if args.rate else ")"))
                 r = phase(url, server, secrets_, args.seconds, args.batch, disturb, args.rate)
                 ok = r["events_per_s"] >= 2000 and r["p99_ms"] < 250 and not r["lost"] and not r["duplicated"]
+                per = r["took"] * 1e6 / max(1, r["events"])  # cores -> CPU microseconds per event
                 print(f"{name}: {r['events_per_s']:.0f} events/s, {r['requests']} requests, p50 {r['p50_ms']:.1f} ms, "
                       f"p95 {r['p95_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, lost {r['lost']}, duplicated "
-                      f"{r['duplicated']}, retried requests {r['retries']}; CPU: clients {r['client_cpu']:.2f} cores, "
-                      + (f"server {r['server_cpu']:.2f}, PostgreSQL {r['db_cpu']:.2f} cores; " if not disturb
-                         else "")  # restarted: not comparable
+                      f"{r['duplicated']}, retried requests {r['retries']}; CPU: clients {r['client_cpu']:.2f} cores "
+                      f"({r['client_cpu'] * per:.0f} us/event), "
+                      + (f"server {r['server_cpu']:.2f} ({r['server_cpu'] * per:.0f} us/event), PostgreSQL "
+                         f"{r['db_cpu']:.2f} cores ({r['db_cpu'] * per:.0f} us/event); " if not disturb
+                         else f"server down {r['down']:.1f} s; ")  # restarted: CPU not comparable
                       + f"load average {r['load']:.1f} -> "
                       f"{'meets' if ok else 'misses'} the targets", flush=True)
         finally:

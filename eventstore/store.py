@@ -25,6 +25,7 @@ on PostgreSQL, psycopg connections from SQLAlchemy's pool.  SQLAlchemy owns the 
 
 from __future__ import annotations
 
+import collections
 import os
 import threading
 import time
@@ -51,7 +52,7 @@ from eventstore.errors import (
     is_disk_full,
 )
 from eventstore.events import Event, encode_event
-from eventstore.records import EventPayload, FactEvent, StreamHead, StreamState, StreamSummary
+from eventstore.records import EventPayload, FactEvent, RecordedIdentity, StreamHead, StreamState, StreamSummary
 from eventstore.records import RecordedEvent as RecordedEvent  # re-exported: part of the store's API
 from eventstore.tree import TreeSource
 
@@ -165,6 +166,15 @@ def check_stream_id(stream_id: object) -> str:
     if problem is not None:
         raise InvalidEvent(f"stream id {stream_id!r} {problem}.")
     return stream_id
+
+
+def _valid_stream(stream_id: object) -> bool:
+    """:func:`check_stream_id` as a test (a group reads only valid ids ahead; an invalid one fails its item)."""
+    try:
+        check_stream_id(stream_id)
+    except InvalidEvent:
+        return False
+    return True
 
 
 def _schema_version(value: object) -> int | None:
@@ -440,37 +450,87 @@ class EventStore:
         lock is held, names items to refuse (index -> exception) before anything is written: what has
         to be checked against the store's state at the commit (a token revoked a moment ago).
         An error of the whole transaction (the commit, an inline handler) raises for all."""
+        try:
+            return self._append_group(items, before, fast=True)
+        except _GroupRetry:  # the database failed the one-pass way: item by item, each in its savepoint
+            return self._append_group(items, before, fast=False)
+
+    def _append_group(self, items: Sequence[GroupAppend], before: Callable[[Any], Mapping[int, Exception]] | None,
+                      *, fast: bool) -> list[AppendResult | Exception]:
+        """:meth:`append_group`.  ``fast``: the streams and the recorded ids of all items are read in one
+        round trip each, and the events of all items written together at the end; an item is checked
+        in Python before anything of it is written, so only an item that writes before its checks end
+        (a new stream's row, blobs) takes a savepoint.  A failure of the database itself on that path
+        raises :class:`_GroupRetry` (nothing written): the caller runs the group again with ``fast``
+        off, one savepoint and its own round trips per item, each item failing alone."""
         out: list[AppendResult | Exception] = []
+        recorded: dict[str, RecordedIdentity] = {}
         with _Transaction(self, None) as txn:
             refused = before(txn.cur) if before is not None else {}
+            if fast:
+                wanted = [item for index, item in enumerate(items) if index not in refused and _valid_stream(item.stream_id)]
+                streams = list(dict.fromkeys(item.stream_id for item in wanted))
+                ids = list(dict.fromkeys(e.event_id for item in wanted for e in item.events
+                                         if e._client_id and e.event_id is not None))
+                try:
+                    txn.known, found = self.backend.group_lookups(txn.cur, streams, ids)
+                    recorded = {r.event_id: r for r in found}
+                except Exception as exc:
+                    if self._db_failure(exc):
+                        raise _GroupRetry from exc
+                    raise
+                txn.deferred = []
             for index, item in enumerate(items):
                 if index in refused:
                     out.append(refused[index])
                     continue
                 saved = txn.save()
-                txn.cur.execute("SAVEPOINT evstore_group_item")
+                guarded = not fast or bool(item.blobs) or any(e.blob_refs for e in item.events) or (
+                    item.stream_id not in txn.heads and item.stream_id not in (txn.known or {}))
+                if guarded:
+                    txn.cur.execute("SAVEPOINT evstore_group_item")
                 try:
                     check_stream_id(item.stream_id)
                     if not item.events:
                         raise InvalidEvent(f'Nothing to append to stream "{item.stream_id}".')
                     txn.dialect = item.dialect
-                    dup = txn.find_duplicates(item.stream_id, item.events) \
-                        if any(e._client_id for e in item.events) else None
+                    dup = None
+                    if any(e._client_id for e in item.events):
+                        # fast: the ids recorded before the group, and those its earlier items wrote
+                        dup = txn.find_duplicates(item.stream_id, item.events,
+                                                  collections.ChainMap(txn.written, recorded) if fast else None)
                     if dup is not None:
                         out.append(dup)
                         continue
                     if item.blobs:
                         self.backend.insert_blobs(txn.cur, _checked_blobs(item.blobs), txn.now)
                     out.append(txn.add(item.stream_id, item.events, item.expected_version))
+                except _GroupRetry:
+                    raise
                 except Exception as exc:  # this item only: back to before it
-                    txn.cur.execute("ROLLBACK TO SAVEPOINT evstore_group_item")
+                    if fast and self._db_failure(exc):
+                        raise _GroupRetry from exc
+                    if guarded:
+                        txn.cur.execute("ROLLBACK TO SAVEPOINT evstore_group_item")
                     txn.restore(saved)
                     if self.backend.is_unique_violation(exc):
                         exc = EvstoreError(f"Append clashed with a concurrent write ({exc}); retry.")
                     out.append(exc)
+            if fast:
+                try:
+                    txn.flush()
+                except Exception as exc:
+                    if self._db_failure(exc):
+                        raise _GroupRetry from exc
+                    raise
             if not any(isinstance(r, AppendResult) and not r.duplicate for r in out):
                 txn.abandon()  # nothing written: no commit
         return out
+
+    def _db_failure(self, exc: BaseException) -> bool:
+        """``exc`` is the driver's (or evstore's translation of one): the transaction may be aborted."""
+        return self.backend.is_driver_error(exc) or (exc.__cause__ is not None
+                                                     and self.backend.is_driver_error(exc.__cause__))
 
     def read_blob(self, sha256: str) -> bytes:
         """The bytes stored under ``sha256`` (hex), checked against it."""
@@ -778,6 +838,10 @@ def _merge(a: AppendResult | None, b: AppendResult) -> AppendResult:
     return AppendResult(b.stream_id, b.version, a.positions + b.positions)
 
 
+class _GroupRetry(Exception):
+    """The one-pass way of a group of appends met a failure of the database: run it item by item."""
+
+
 class _CursorSource:
     """The stored tree as :mod:`eventstore.tree` reads it, through one cursor (one transaction)."""
 
@@ -813,12 +877,17 @@ class _Transaction:
         self.client_ids: dict[str, tuple[str, str, bytes, bytes]] = {}  # client ids written by this txn
         self.edge: tree.Frontier | None = None  # the tree's right edge at the current size, when known
         self.nodes: list[tuple[int, int, bytes]] = []  # the tree nodes this transaction's events complete
+        #: The streams read ahead (a group's, :meth:`EventStore.append_group`): one not in it does not exist.
+        self.known: dict[str, StreamState] | None = None
+        #: The rows and source identities :meth:`add` leaves to :meth:`flush` (None: written at once).
+        self.deferred: list[tuple[Any, ...]] | None = None
+        self.deferred_sources: list[tuple[int, int, str]] = []
+        self.written: dict[str, RecordedIdentity] = {}  # the client ids of the deferred rows, as recorded
 
     def __enter__(self) -> _Transaction:
         self.cur = self.raw.cursor()
         try:
-            self.be.begin_write(self.raw)
-            self.position, found = self.be.begin_append(self.cur, self.first_stream)
+            self.position, found = self.be.begin_locked_append(self.raw, self.cur, self.first_stream)
             if found is not None and self.first_stream is not None:
                 self.heads[self.first_stream] = [found.stream_pk, found.version, found.head_hash]
         except BaseException as exc:
@@ -846,12 +915,16 @@ class _Transaction:
     def save(self) -> tuple[Any, ...]:
         """What :meth:`restore` puts back: this transaction's own state before one item of a group."""
         return (self.position, len(self.nodes), self.edge, {k: list(v) for k, v in self.heads.items()},
-                dict(self.client_ids), len(self.recorded), self.dialect)
+                dict(self.client_ids), len(self.recorded), self.dialect,
+                None if self.deferred is None else len(self.deferred), len(self.deferred_sources), dict(self.written))
 
     def restore(self, saved: tuple[Any, ...]) -> None:
         """Back to :meth:`save`'s state (the database side: ROLLBACK TO SAVEPOINT)."""
-        position, nodes, self.edge, heads, client_ids, recorded, self.dialect = saved
-        self.position, self.heads, self.client_ids = position, heads, client_ids
+        position, nodes, self.edge, heads, client_ids, recorded, self.dialect, deferred, sources, written = saved
+        self.position, self.heads, self.client_ids, self.written = position, heads, client_ids, written
+        if self.deferred is not None:
+            del self.deferred[deferred:]
+        del self.deferred_sources[sources:]
         del self.nodes[nodes:]  # the tree's edge is immutable (Frontier.advance makes a new one)
         del self.recorded[recorded:]
         for key in [k for k in self.recorded.documents if k > position]:
@@ -901,8 +974,12 @@ class _Transaction:
         for edge in (self.edge, self.store._tree_edge):
             if edge is not None and edge.size == size:
                 return edge
-        if size % tree.FAN + count < tree.FAN:
+        if self.deferred is None and size % tree.FAN + count < tree.FAN:
             return None
+        # With rows deferred the edge is always kept (a later item has it: only a group's first item
+        # loads it); rows not written yet would be leaves it reads (not expected: the slow way then).
+        if self.deferred:
+            raise _GroupRetry
         return tree.Frontier.load(size, _CursorSource(self.be, self.cur))
 
     def _grow_tree(self, size: int, leaves: list[Any], edge: tree.Frontier | None) -> None:
@@ -912,10 +989,19 @@ class _Transaction:
         self.nodes += nodes
         self.edge = edge.advance(leaves, nodes) if edge is not None else None
 
+    def flush(self) -> None:
+        """Write what :meth:`add` deferred: every row in one statement (a COPY from 50 rows)."""
+        if self.deferred:
+            self.be.insert_events(self.cur, self.deferred)
+            self.deferred.clear()
+        if self.deferred_sources:
+            self.be.insert_source_versions(self.cur, self.deferred_sources)
+            self.deferred_sources.clear()
+
     def _head(self, stream_id: str) -> list[Any] | None:
         head = self.heads.get(stream_id)
         if head is None:
-            found = self.be.stream_state(self.cur, stream_id)
+            found = self.be.stream_state(self.cur, stream_id) if self.known is None else self.known.get(stream_id)
             if found is not None:
                 head = self.heads[stream_id] = [found.stream_pk, found.version, found.head_hash]
         return head
@@ -940,6 +1026,7 @@ class _Transaction:
         position, now = self.position, self.now
         rows: list[tuple[Any, ...]] = []
         recorded = self.recorded if self.store._inline else None
+        deferred = self.deferred
         sha, event_hash, blob = chain.sha256, chain.event_hash, self.be.blob
         empty_meta = blob(_EMPTY_META)
         prev_param = blob(prev)  # each hash is bound twice (hash, then the next row's prev_hash)
@@ -982,6 +1069,9 @@ class _Transaction:
                 rows.append((position, stream_pk, version, event_id, e.type, e.schema_version, blob(data),
                              meta_param, e.occurred_at, now, blob(dsha), blob(msha), prev_hash_param, prev_param,
                              blob(salt)))
+            if deferred is not None and e._client_id:  # what find_duplicates would read once it is written
+                self.written[event_id] = RecordedIdentity(event_id, stream_id, version, position, e.type, dsha, msha,
+                                                          e.occurred_at, e.schema_version, None if plain else salt)
             if recorded is not None:
                 recorded.append(RecordedEvent(position, stream_id, version, event_id, e.type, e.schema_version,
                                               data, meta, e.occurred_at, now, prev_hash, prev))
@@ -994,9 +1084,16 @@ class _Transaction:
             # them by then; the server's work and the hashing overlap), from an edge read before.
             size, leaves = self.position, [r[13] for r in rows]
             edge = self._tree_edge(size, len(leaves))
-            self.be.insert_events(self.cur, rows, lambda: self._grow_tree(size, leaves, edge))
+            if self.deferred is not None:
+                self._grow_tree(size, leaves, edge)
+                self.deferred += rows
+            else:
+                self.be.insert_events(self.cur, rows, lambda: self._grow_tree(size, leaves, edge))
         if sources:
-            self.be.insert_source_versions(self.cur, sources)
+            if self.deferred is not None:
+                self.deferred_sources += sources
+            else:
+                self.be.insert_source_versions(self.cur, sources)
         first = self.position + 1
         self.position = position
         head[1], head[2] = version, prev
@@ -1034,10 +1131,15 @@ class _Transaction:
             out.append(e)
         return out
 
-    def find_duplicates(self, stream_id: str, batch: list[NewEvent]) -> AppendResult | None:
-        """An AppendResult if ``batch`` was already recorded unchanged (idempotent retry)."""
+    def find_duplicates(self, stream_id: str, batch: list[NewEvent],
+                        recorded: Mapping[str, RecordedIdentity] | None = None) -> AppendResult | None:
+        """An AppendResult if ``batch`` was already recorded unchanged (idempotent retry); ``recorded``:
+        the recorded ids read ahead for a group (else they are read now)."""
         ids = [e.event_id for e in batch if e.event_id is not None]
-        found = {r.event_id: r for r in self.be.find_event_ids(self.cur, ids)}
+        if recorded is None:
+            found = {r.event_id: r for r in self.be.find_event_ids(self.cur, ids)}
+        else:
+            found = {i: recorded[i] for i in ids if i in recorded}
         if not found:
             return None
         for e in batch:

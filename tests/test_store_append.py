@@ -201,7 +201,7 @@ def test_a_failure_to_begin_an_append_is_reported_as_itself(store: EventStore, m
     from eventstore.errors import StorageFull
 
     backend = type(store.backend)
-    real = backend.begin_append
+    real = backend.begin_locked_append
     if store.url.startswith("sqlite"):
         import sqlite3
 
@@ -216,16 +216,17 @@ def test_a_failure_to_begin_an_append_is_reported_as_itself(store: EventStore, m
         where = f"the database server ({store.backend.display_url()})"
         reason = words or "DiskFull"
 
-    def failing(self, cur, stream_id):  # type: ignore[no-untyped-def]
+    def failing(self, raw, cur, stream_id):  # type: ignore[no-untyped-def]
+        self.begin_write(raw)  # the transaction began and holds the lock: the failure must roll it back
         raise full
 
-    monkeypatch.setattr(backend, "begin_append", failing)
+    monkeypatch.setattr(backend, "begin_locked_append", failing)
     with pytest.raises(StorageFull) as info:
         store.append("S", [NewEvent("x.y", {})])
     assert str(info.value) == (f"No space left on {where} ({reason}); nothing of this append was written. "
                                "The disk is full: free space and retry.")
     assert info.value.__cause__ is full
-    monkeypatch.setattr(backend, "begin_append", real)
+    monkeypatch.setattr(backend, "begin_locked_append", real)
     assert store.append("S", [NewEvent("x.y", {})]).version == 1  # the connection is usable again
 
 

@@ -105,3 +105,72 @@ def test_an_item_rolled_back_after_completing_tree_nodes_leaves_the_tree_of_the_
         store.append("e", [ev(i) for i in range(1, 40)])  # the process's edge after the group is the right one
         report = verify(store)
         assert report.ok, [str(f) for f in report.failures]
+
+
+def test_a_group_of_existing_streams_reads_them_ahead_and_writes_its_events_together(store_url: str) -> None:
+    """Streams that exist: the group reads them and its recorded ids in one go and writes every event
+    at the end, with no savepoint; an item failing its checks still fails alone, a retry within the
+    group (its ids not written yet) is answered as a duplicate, and each stream's head moves."""
+    with EventStore(store_url) as store:
+        for sid in "abcd":
+            store.append(sid, [ev(0)])
+        store.append("d", [ev(1, ID.format(3))])
+        out = store.append_group([
+            GroupAppend.of("a", [ev(1), ev(2)], expected_version=1),  # 0
+            GroupAppend.of("b", [ev(1)], expected_version=5),  # 1: a conflict
+            GroupAppend.of("c", [ev(1, ID.format(1)), ev(2, ID.format(2))], expected_version=1),  # 2
+            GroupAppend.of("c", [ev(1, ID.format(1)), ev(2, ID.format(2))], expected_version=1),  # 3: item 2 again
+            GroupAppend.of("b", [ev(1, ID.format(1))]),  # 4: item 2's id, other content
+            GroupAppend.of("d", [ev(1, ID.format(3)), ev(2, ID.format(4))]),  # 5: recorded and new ids mixed
+            GroupAppend.of("a", [ev(3)], expected_version=3),  # 6: sees item 0's write
+            GroupAppend.of("d", [ev(1, ID.format(3))]),  # 7: recorded before the group: a duplicate
+        ])
+        assert isinstance(out[0], AppendResult) and out[0].positions == [6, 7]
+        assert isinstance(out[1], ConcurrencyError)
+        assert isinstance(out[2], AppendResult) and out[2].positions == [8, 9] and not out[2].duplicate
+        assert isinstance(out[3], AppendResult) and out[3].duplicate and (out[3].version, out[3].positions) == (3, [8, 9])
+        assert isinstance(out[4], DuplicateEventId) and isinstance(out[5], DuplicateEventId)
+        assert isinstance(out[6], AppendResult) and (out[6].version, out[6].positions) == (4, [10])
+        assert isinstance(out[7], AppendResult) and out[7].duplicate and out[7].positions == [5]
+        assert [store.stream_version(s) for s in "abcd"] == [4, 1, 3, 2]
+        assert [e.position for e in store.iter_all()] == list(range(1, 11))
+        report = verify(store)
+        assert report.ok, [str(f) for f in report.failures]
+        store.append_group([GroupAppend.of(s, [ev(9)], expected_version=v) for s, v in zip("abcd", [4, 1, 3, 2], strict=True)])
+        assert [store.stream_version(s) for s in "abcd"] == [5, 2, 4, 3] and verify(store).ok
+
+
+def test_a_later_item_completing_tree_nodes_has_the_leaves_of_the_items_before_it(store_url: str) -> None:
+    """The group's first item completes no node of the Merkle tree and this process has no edge of
+    the tree (another process appended last): a later item that completes nodes needs the earlier
+    items' leaves, which the group writes only at its end."""
+    with EventStore(store_url) as other:
+        for sid in "ab":
+            other.append(sid, [ev(i) for i in range(1, 5)])  # 8 leaves
+    with EventStore(store_url) as store:
+        other_url = store.url
+        with EventStore(other_url) as other:
+            other.append("a", [ev(5)], expected_version=4)  # 9 leaves: this store's edge (if any) is stale
+        passes: list[Any] = []
+        out = store.append_group([
+            GroupAppend.of("a", [ev(6), ev(7)], expected_version=5),  # leaves 10, 11: no node completed
+            GroupAppend.of("b", [ev(i) for i in range(5, 30)], expected_version=4),  # completes nodes at 16, 32
+        ], before=lambda cur: passes.append(cur) or {})
+        assert all(isinstance(r, AppendResult) for r in out), out
+        assert len(passes) == 1  # in one pass (not again item by item after the database refused)
+        report = verify(store)
+        assert report.ok, [str(f) for f in report.failures]
+
+
+def test_an_invalid_stream_id_fails_its_request_only_in_the_one_pass(store_url: str) -> None:
+    """A stream id no backend can store (a NUL character, over 255 characters) is not read ahead with
+    the group's streams (PostgreSQL refuses a NUL in any text it is sent): its request fails alone."""
+    with EventStore(store_url) as store:
+        store.append("a", [ev(0)])
+        passes: list[Any] = []
+        out = store.append_group([GroupAppend("bad\x00id", [ev(1)]), GroupAppend("x" * 300, [ev(1)]),
+                                  GroupAppend.of("a", [ev(1)], expected_version=1)],
+                                 before=lambda cur: passes.append(cur) or {})
+        assert isinstance(out[0], InvalidEvent) and isinstance(out[1], InvalidEvent)
+        assert isinstance(out[2], AppendResult) and out[2].positions == [2]
+        assert len(passes) == 1 and verify(store).ok

@@ -103,6 +103,7 @@ class Backend(abc.ABC):
         self.event_columns = EVENT_COLUMNS
         self.sql_insert_event = f"INSERT INTO events ({EVENT_COLUMNS}) VALUES ({', '.join([p] * 15)})"
         self.sql_stream = f"SELECT stream_pk, version, head_hash FROM streams WHERE stream_id = {p}"
+        self.sql_streams = "SELECT stream_id, stream_pk, version, head_hash FROM streams WHERE stream_id IN ({ids})"
         self.sql_insert_stream = (
             f"INSERT INTO streams (stream_id, dialect, version, head_hash, created_at) "
             f"VALUES ({p}, {p}, 0, {p}, {p})"
@@ -153,6 +154,9 @@ class Backend(abc.ABC):
         # UPDATE ... RETURNING row-locks the checkpoint until commit: a second runner waits, then sees ours.
         self.sql_claim_checkpoint = (f"UPDATE projection_checkpoints SET updated_at = {p} WHERE name = {p} "
                                      "RETURNING name, version, position, updated_at")
+        self.sql_advance_checkpoint = (
+            f"UPDATE projection_checkpoints SET position = {p}, updated_at = {p} WHERE name = {p} AND version = {p} "
+            f"AND position = {p}")
         self.sql_update_checkpoint = (f"UPDATE projection_checkpoints SET version = {p}, position = {p}, "
                                       f"updated_at = {p} WHERE name = {p}")
         self.sql_insert_checkpoint = ("INSERT INTO projection_checkpoints (name, version, position, updated_at) "
@@ -273,11 +277,31 @@ class Backend(abc.ABC):
         """``cur.execute`` planned for these values each time (PostgreSQL: see its override)."""
         cur.execute(sql, params)
 
+    def begin_locked_append(self, raw: Any, cur: Any, stream_id: str | None) -> tuple[int, StreamState | None]:
+        """:meth:`begin_write` then :meth:`begin_append` (PostgreSQL: in one round trip)."""
+        self.begin_write(raw)
+        return self.begin_append(cur, stream_id)
+
+    def group_lookups(self, cur: Any, stream_ids: Sequence[str],
+                      event_ids: Sequence[str]) -> tuple[dict[str, StreamState], list[RecordedIdentity]]:
+        """:meth:`stream_states` and :meth:`find_event_ids` of a group of appends (PostgreSQL: in one
+        round trip); raises the driver's errors untranslated."""
+        return (self.stream_states(cur, stream_ids) if stream_ids else {},
+                self.find_event_ids(cur, event_ids) if event_ids else [])
+
+    @staticmethod
+    def _identity(r: Sequence[Any]) -> RecordedIdentity:
+        return RecordedIdentity(r[0], r[1], r[2], r[3], r[4], bytes(r[5]), bytes(r[6]), r[7], r[8],
+                                None if r[9] is None else bytes(r[9]), int(r[10]) == 0)
+
     def find_event_ids(self, cur: Any, event_ids: Sequence[str]) -> list[RecordedIdentity]:
         """Where each of ``event_ids`` that is already recorded was recorded, and its digests."""
-        self.execute_planned(cur, self.sql_find_ids.format(ids=", ".join([self.p] * len(event_ids))), list(event_ids))
-        return [RecordedIdentity(r[0], r[1], r[2], r[3], r[4], bytes(r[5]), bytes(r[6]), r[7], r[8],
-                                 None if r[9] is None else bytes(r[9]), int(r[10]) == 0) for r in cur.fetchall()]
+        out = []
+        for i in range(0, len(event_ids), 500):  # a group's ids: within every SQLite's limit of bound values
+            chunk = list(event_ids[i:i + 500])
+            self.execute_planned(cur, self.sql_find_ids.format(ids=", ".join([self.p] * len(chunk))), chunk)
+            out += [self._identity(r) for r in cur.fetchall()]
+        return out
 
     def insert_source_versions(self, cur: Any, rows: list[tuple[int, int, str]]) -> None:
         """Record ``(stream_pk, version, meta.source.id)`` of the events an append writes."""
@@ -333,6 +357,17 @@ class Backend(abc.ABC):
         self.execute_planned(cur, self.sql_stream, (stream_id,))
         row = cur.fetchone()
         return None if row is None else StreamState(row[0], row[1], bytes(row[2]))
+
+    def stream_states(self, cur: Any, stream_ids: Sequence[str]) -> dict[str, StreamState]:
+        """:meth:`stream_state` of each of ``stream_ids`` that exists, in one round trip per 500 (a
+        group of appends looks its streams up together); raises the driver's errors untranslated."""
+        out: dict[str, StreamState] = {}
+        for i in range(0, len(stream_ids), 500):
+            chunk = list(stream_ids[i:i + 500])
+            self.execute_planned(cur, self.sql_streams.format(ids=", ".join([self.p] * len(chunk))), chunk)
+            for row in cur.fetchall():
+                out[row[0]] = StreamState(row[1], row[2], bytes(row[3]))
+        return out
 
     @recorder("reading a stream")
     def stream_head(self, cur: Any, stream_id: str) -> StreamHead | None:
@@ -410,6 +445,14 @@ class Backend(abc.ABC):
         cur.execute(self.sql_read_checkpoint, (name,))
         row = cur.fetchone()
         return None if row is None else ProjectionCheckpoint(row[0], int(row[1]), int(row[2]), str(row[3]))
+
+    @recorder("writing a projection checkpoint")
+    def advance_checkpoint(self, cur: Any, name: str, version: int, at: int, position: int, now: str) -> bool:
+        """Move the checkpoint from ``at`` to ``position`` in one statement, if it is at ``at`` for
+        ``version`` (an inline projection's common case: no gap, nothing to rebuild); False otherwise,
+        with nothing changed."""
+        cur.execute(self.sql_advance_checkpoint, (position, now, name, version, at))
+        return bool(cur.rowcount == 1)
 
     @recorder("claiming a projection checkpoint")
     def claim_checkpoint(self, cur: Any, name: str, now: str) -> ProjectionCheckpoint | None:

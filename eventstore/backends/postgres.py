@@ -5,11 +5,12 @@ that commits late; server-side cursors for the streamed reads; the roles of ``ev
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from eventstore.backends.base import Backend
 from eventstore.errors import EvstoreError
+from eventstore.records import RecordedIdentity, StreamState
 
 _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE (not imported: psycopg loads only with this backend)
 
@@ -190,6 +191,32 @@ class PostgresBackend(Backend):
     def begin_write(self, raw: Any) -> None:
         raw.execute(f"SELECT pg_advisory_xact_lock({APPEND_LOCK_KEY})")
 
+    def begin_locked_append(self, raw: Any, cur: Any, stream_id: str | None) -> tuple[int, StreamState | None]:
+        """BEGIN, the append lock and the last position (and the stream's row) sent together, one
+        round trip instead of three: the server runs them in order, so the read's snapshot is taken
+        once the lock is held."""
+        with raw.pipeline():
+            raw.execute(f"SELECT pg_advisory_xact_lock({APPEND_LOCK_KEY})")
+            if stream_id is None:
+                cur.execute(self.sql_max_position)
+            else:
+                cur.execute(self.sql_max_position_and_stream, (stream_id,))
+        row = cur.fetchone()
+        return int(row[0]), None if stream_id is None or row[1] is None else StreamState(row[1], row[2], bytes(row[3]))
+
+    def group_lookups(self, cur: Any, stream_ids: Sequence[str],
+                      event_ids: Sequence[str]) -> tuple[dict[str, StreamState], list[RecordedIdentity]]:
+        """Both reads in one round trip (a pipeline), each one statement whatever the count (arrays)."""
+        conn = cur.connection
+        with conn.cursor() as other:
+            with conn.pipeline():
+                cur.execute(self.sql_streams_any, (list(stream_ids),), prepare=False)
+                other.execute(self.sql_find_ids.replace("IN ({ids})", "= ANY(%s)"), (list(event_ids),), prepare=False)
+            states = {r[0]: StreamState(r[1], r[2], bytes(r[3])) for r in cur.fetchall()}
+            return states, [self._identity(r) for r in other.fetchall()]
+
+    sql_streams_any = "SELECT stream_id, stream_pk, version, head_hash FROM streams WHERE stream_id = ANY(%s)"
+
     # Session-level advisory locks (eventstore.locks): held until unlocked or until the session ends,
     # so a holder killed (or its connection cut) frees it for the next process at once.  The bigint
     # keys are hashes of names, never APPEND_LOCK_KEY (tests/test_team_locks.py checks).
@@ -282,18 +309,34 @@ class PostgresBackend(Backend):
                              "SELECT * FROM unnest(%b::smallint[], %b::bigint[], %b::bytea[])")
 
     def end_append(self, cur: Any, nodes: list[tuple[int, int, bytes]], heads: list[tuple[int, int, bytes]]) -> None:
-        """The tree's nodes and the first stream's new head in one statement (one round trip less an
-        append that completes a node)."""
+        """The tree's nodes and the streams' new heads in one statement (one round trip, however many
+        streams a group of appends moved)."""
         if not nodes or not heads:
             super().end_append(cur, nodes, heads)
             return
         levels, indexes, hashes = zip(*nodes, strict=True)
-        pk, version, head = heads[0]
-        cur.execute(self.sql_end_append, (list(levels), list(indexes), list(hashes), version, head, pk))
-        self.move_stream_heads(cur, heads[1:])
+        if len(heads) == 1:
+            pk, version, head = heads[0]
+            cur.execute(self.sql_end_append, (list(levels), list(indexes), list(hashes), version, head, pk))
+            return
+        pks, versions, head_hashes = zip(*heads, strict=True)
+        cur.execute(self.sql_end_append_heads, (list(levels), list(indexes), list(hashes), list(pks), list(versions),
+                                                list(head_hashes)))
+
+    def move_stream_heads(self, cur: Any, heads: Iterable[tuple[int, int, bytes]]) -> None:
+        heads = list(heads)
+        if len(heads) < 2:
+            super().move_stream_heads(cur, heads)
+            return
+        pks, versions, head_hashes = zip(*heads, strict=True)
+        cur.execute(self.sql_move_heads, (list(pks), list(versions), list(head_hashes)))
 
     sql_end_append = (f"WITH nodes AS ({sql_insert_tree_nodes}) "
                       "UPDATE streams SET version = %s, head_hash = %s WHERE stream_pk = %s")
+    sql_move_heads = ("UPDATE streams AS s SET version = h.version, head_hash = h.head_hash "
+                      "FROM unnest(%b::bigint[], %b::integer[], %b::bytea[]) AS h(stream_pk, version, head_hash) "
+                      "WHERE s.stream_pk = h.stream_pk")
+    sql_end_append_heads = f"WITH nodes AS ({sql_insert_tree_nodes}) {sql_move_heads}"
 
     def is_unique_violation(self, exc: BaseException) -> bool:
         import psycopg

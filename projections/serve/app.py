@@ -772,10 +772,15 @@ class Server:
         with stamped({"sent_by": writer}):
             return GroupAppend.of(stream_id, events, expected_version=expected, blobs=blobs, dialect=dialect)
 
+    #: A body up to this size is parsed on the event loop (about 0.5 ms for 20 events): a hop to the
+    #: database threads and back would cost two thread wake-ups, on a busy machine each a wait for a core.
+    PARSE_INLINE = 64 * 1024
+
     async def append(self, stream_id: str, body: bytes, writer: dict[str, Any], token: bytes | None) -> Response:
-        """Parse on the database threads, then append in the next group (``token``: the digest of the
-        named token to check again in the group's transaction)."""
-        item = await self.call(self.prepare, stream_id, body, writer)
+        """Parse (a large body on the database threads), then append in the next group (``token``: the
+        digest of the named token to check again in the group's transaction)."""
+        item = self.prepare(stream_id, body, writer) if len(body) <= self.PARSE_INLINE else \
+            await self.call(self.prepare, stream_id, body, writer)
         if self._committer is None:
             self._committer = Committer(self.store, self.grants)
         r: AppendResult = await asyncio.wrap_future(self._committer.submit(item, token))

@@ -8,8 +8,10 @@ On PostgreSQL every append of every worker takes the one append lock and waits f
 fsync: appended one request at a time, a worker spends most of a request in round trips made while
 others wait for that lock.  One thread per worker takes whatever requests are queued (up to
 :data:`MAX_GROUP`) and appends them in one transaction: one lock, one commit, the Merkle tree's nodes
-and the runs index once.  Each request still succeeds or fails alone (a savepoint each: a conflict
-or a duplicate id answers that request only), in arrival order.
+and the runs index once, the group's streams and recorded ids read together and its events written
+in one statement (:meth:`~eventstore.store.EventStore.append_group`: about a dozen statements a group,
+whatever its size).  Each request still succeeds or fails alone (a conflict or a duplicate id answers
+that request only), in arrival order.
 
 Tokens: a request whose named token this worker has seen valid before is not looked up before its
 body is read (:meth:`WriteGrants.cached`); instead, every named token of a group is read again inside
@@ -30,8 +32,9 @@ from eventstore import tokens
 from eventstore.store import AppendResult, EventStore, GroupAppend
 from projections.serve.access import Grant, HTTPError
 
-#: Requests appended in one transaction at most (each holds a savepoint: PostgreSQL keeps up to 64
-#: subtransactions of a transaction in shared memory, beyond which readers slow down).
+#: Requests appended in one transaction at most (when the database fails the one-pass way, each holds a
+#: savepoint: PostgreSQL keeps up to 64 subtransactions of a transaction in shared memory, beyond which
+#: readers slow down).
 MAX_GROUP = 48
 
 
