@@ -17,6 +17,7 @@ a signed seal covered: count, stream heads or the global order).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import zlib
 from collections.abc import Callable, Sequence
@@ -92,7 +93,8 @@ class EventSink(Protocol):
     """Told every event of verify's scan (by stream, then version, checked or not), so a layer above
     re-derives what it keeps from the log in the same scan instead of reading the log again (the
     runs index: ``projections.runs.IndexCheck``); ``end`` once the scan is over.  ``cur`` is the
-    scan's read transaction."""
+    scan's read transaction.  The scan runs inside :func:`documents.owned_events`: what the sink
+    decodes from an event's bytes is its own, folded without copies."""
 
     def event(self, cur: Any, e: RecordedEvent) -> None: ...
 
@@ -134,7 +136,7 @@ def verify(store: EventStore, stream_id: str | None = None,
     sha = chain.sha256
     event_hash = chain.event_hash
     genesis = chain.GENESIS
-    with store.reading() as cur:
+    with store.reading() as cur, documents.owned_events() if sink is not None else contextlib.nullcontext():
         current: str | None = None
         prev = genesis
         expect_version = 0
