@@ -512,7 +512,9 @@ def _note_source(view: _MetaView, sid: str, version: int,
     source = view.source
     ident = source.get("id")
     ident = ident if isinstance(ident, str) and ident else None
-    derived = _legacy_source_id({"source": source, "snapshot": view.snapshot}) if "file" in source else None
+    # The derived id is only ever compared when the event says no id (:func:`_compare_sources`).
+    derived = (_legacy_source_id({"source": source, "snapshot": view.snapshot})
+               if ident is None and "file" in source else None)
     if ident is not None or derived is not None:
         sources[(sid, version)] = (ident, derived)
 
