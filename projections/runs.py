@@ -699,6 +699,96 @@ class IndexCheck:
         return _recheck(self.store, _check_index_once(self.store, None, derived=(self.upto, self.rows)))
 
 
+class ForkedIndexCheck:
+    """The runs index derived from the log by a forked process of this one, beside ``evstore verify``'s
+    own scan (on two cores the command takes the longer of the two, not their sum): the child reads
+    the log in its own read transaction, folds it with :class:`IndexCheck` as of the checkpoint the
+    parent read, and hands the rows back through a pipe; the parent compares them with the stored
+    rows (:meth:`problems`, as :func:`check_index` does).  :func:`fork_index_check` starts it."""
+
+    def __init__(self, store: EventStore, upto: int, pid: int, fd: int) -> None:
+        self.store, self.upto, self.pid, self.fd = store, upto, pid, fd
+        self.cpu = 0.0  # the child's CPU seconds, once its rows are read
+
+    def _rows(self) -> dict[str, tuple[Any, ...]]:
+        import os
+        import pickle
+
+        with os.fdopen(self.fd, "rb") as pipe:
+            data = pipe.read()
+        _, _, usage = os.wait4(self.pid, 0)
+        self.pid, self.cpu = 0, usage.ru_utime + usage.ru_stime
+        outcome, value = pickle.loads(data) if data else ("error", "the process deriving it ended without a word")
+        if outcome != "ok":
+            raise EvstoreError(f"Could not derive the runs index from the log: {value}")
+        return dict(value)
+
+    def problems(self) -> list[tuple[str, int, str]]:
+        return _recheck(self.store, _check_index_once(self.store, None, derived=(self.upto, self._rows())))
+
+    def close(self) -> None:
+        """Stop the child if its rows were not read (the scan failed, or the file is damaged)."""
+        import os
+        import signal
+
+        if self.pid:
+            os.close(self.fd)
+            try:
+                os.kill(self.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            os.waitpid(self.pid, 0)
+            self.pid = 0
+
+
+def fork_index_check(store: EventStore, *, batch: int = 1000) -> ForkedIndexCheck | None:
+    """A :class:`ForkedIndexCheck` running, or None where the index is better derived in verify's own
+    scan (:class:`IndexCheck`): one CPU, no ``fork``, a store another process cannot open (in-memory
+    SQLite), threads running in this process (a fork copies their locks in whatever state), or
+    ``EVSTORE_VERIFY_FORK=0``."""
+    import os
+    import threading
+
+    from eventstore import config
+
+    if (os.environ.get("EVSTORE_VERIFY_FORK", "1") == "0" or not hasattr(os, "fork")
+            or (os.cpu_count() or 1) < 2 or threading.active_count() > 1
+            or (store.url.startswith("sqlite") and config.sqlite_file(store.url) is None)):
+        return None
+    check = IndexCheck(store, batch=batch)  # the checkpoint, read here: the parent compares as of it
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        os.close(read_end)
+        _derive_in_child(store.url, check, write_end)
+    os.close(write_end)
+    return ForkedIndexCheck(store, check.upto, pid, read_end)
+
+
+def _derive_in_child(url: str, check: IndexCheck, fd: int) -> None:
+    import os
+    import pickle
+
+    try:
+        with EventStore(url, check_schema=False) as own:  # its own connections, none of the parent's
+            check.store = own
+            with own.reading() as cur, documents.owned_events():
+                for (sid, _hv, _hh, version, event_id, type_, schema_version, data, meta, occurred_at, recorded_at,
+                     _ds, _ms, prev_hash, h, position, _salt) in own.backend.chain_rows(cur):
+                    if version is not None:
+                        check.event(cur, RecordedEvent(position, sid, version, event_id, type_, schema_version,
+                                                       data, meta, occurred_at, recorded_at, prev_hash, h))
+                check.end(cur)
+        payload = pickle.dumps(("ok", check.rows))
+    except BaseException as exc:  # noqa: BLE001 - told to the parent, which reports it
+        payload = pickle.dumps(("error", f"{type(exc).__name__}: {exc}"))
+    try:
+        with os.fdopen(fd, "wb") as pipe:
+            pipe.write(payload)
+    finally:
+        os._exit(0)
+
+
 def check_index(store: EventStore, stream_id: str | None = None, *,
                 streams: Sequence[str] | None = None) -> list[tuple[str, int, str]]:
     """``(stream, version, what differs)`` for each run whose ``proj_runs`` row is not what its

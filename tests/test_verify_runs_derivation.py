@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from conftest import DATA, migrated
+from conftest import DATA, exec_sql, migrated
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -146,3 +146,48 @@ def test_a_failing_lens_is_seen_by_the_derivation(sqlite_filled: str) -> None:
 def test_real_histories_are_in_the_repository() -> None:
     assert {p.name for p in REAL.iterdir() if p.is_dir()} >= {"codeharness-sprint-state", "friday-temper-ai-full"}
     assert any(Path(DATA / "friday" / "history").iterdir())
+
+
+def test_a_forked_process_derives_the_same_rows_on_each_backend(filled: str) -> None:
+    """`evstore verify` derives the index in a forked process beside its own scan where it can: the
+    child's rows are the in-scan derivation's, and a row changed by hand differs from them."""
+    from projections.runs import fork_index_check
+
+    with IndexedEventStore(filled) as store:
+        forked = fork_index_check(store)
+        assert forked is not None  # two cores, a file or a server, no thread: the fork is taken
+        try:
+            rows = forked._rows()
+        finally:
+            forked.close()
+        assert forked.cpu > 0 and rows == _derived(store)
+        sid = sorted(rows)[0]
+        exec_sql(store, "UPDATE proj_runs SET title = 'by hand' WHERE stream_id = :s", s=sid)
+        forked = fork_index_check(store)
+        assert forked is not None
+        try:
+            problems = forked.problems()
+        finally:
+            forked.close()
+        assert [p[0] for p in problems] == [sid] and "title 'by hand'" in problems[0][2]
+
+
+@pytest.mark.parametrize("fork", ["0", "1"])
+def test_verify_names_a_row_written_by_hand_with_and_without_the_fork(
+        sqlite_filled: str, fork: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import shutil
+
+    from click.testing import CliRunner
+
+    from eventstore.cli import register
+
+    copy = tmp_path / "copy.db"
+    shutil.copy(sqlite_filled.removeprefix("sqlite:///"), copy)
+    url = f"sqlite:///{copy}"
+    monkeypatch.setenv("EVSTORE_VERIFY_FORK", fork)
+    monkeypatch.setenv("EVSTORE_PROGRESS", "0")
+    assert CliRunner().invoke(register(), ["--url", url, "verify"]).exit_code == 0
+    with EventStore(url) as store:
+        exec_sql(store, "UPDATE proj_runs SET events = events + 1 WHERE stream_id = 'friday-history'")
+    r = CliRunner().invoke(register(), ["--url", url, "verify"])
+    assert r.exit_code == 1 and 'FAIL stream "friday-history"' in r.output and "events" in r.output, r.output
