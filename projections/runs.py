@@ -718,10 +718,11 @@ class ForkedIndexCheck:
             data = pipe.read()
         _, _, usage = os.wait4(self.pid, 0)
         self.pid, self.cpu = 0, usage.ru_utime + usage.ru_stime
-        outcome, value = pickle.loads(data) if data else ("error", "the process deriving it ended without a word")
-        if outcome != "ok":
-            raise EvstoreError(f"Could not derive the runs index from the log: {value}")
-        return dict(value)
+        outcome: Any = pickle.loads(data) if data else ("error", "the process deriving it ended without a word")
+        if outcome[0] != "ok":
+            raise EvstoreError(f"Could not derive the runs index from the log: {outcome[1]}")
+        rows: dict[str, tuple[Any, ...]] = outcome[1]
+        return rows
 
     def problems(self) -> list[tuple[str, int, str]]:
         return _recheck(self.store, _check_index_once(self.store, None, derived=(self.upto, self._rows())))

@@ -191,3 +191,29 @@ def test_verify_names_a_row_written_by_hand_with_and_without_the_fork(
         exec_sql(store, "UPDATE proj_runs SET events = events + 1 WHERE stream_id = 'friday-history'")
     r = CliRunner().invoke(register(), ["--url", url, "verify"])
     assert r.exit_code == 1 and 'FAIL stream "friday-history"' in r.output and "events" in r.output, r.output
+
+
+def test_the_forked_process_failing_is_reported_and_an_unread_one_is_stopped(
+        sqlite_filled: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from eventstore.errors import EvstoreError
+    from projections.runs import fork_index_check
+
+    def broken(self: IndexCheck, cur: Any, e: Any) -> None:
+        raise RuntimeError("the fold broke")
+
+    with EventStore(sqlite_filled) as store:
+        monkeypatch.setattr(IndexCheck, "event", broken)  # the child inherits it
+        forked = fork_index_check(store)
+        assert forked is not None
+        with pytest.raises(EvstoreError, match="Could not derive the runs index from the log: RuntimeError: the fold"):
+            forked.problems()
+        monkeypatch.undo()
+        forked = fork_index_check(store)
+        assert forked is not None
+        pid = forked.pid
+        forked.close()  # its rows never read (a damaged file, a failed scan): stopped and reaped
+        assert forked.pid == 0
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, 0)
