@@ -363,7 +363,8 @@ def verify(ctx: click.Context, stream: str | None, as_json: bool, seal: Path | N
     """Recompute every hash chain (or STREAM's), the Merkle tree and the replay cache; exit 1 naming what fails.
 
     Progress goes to stderr once a run has taken two seconds, on a terminal (EVSTORE_PROGRESS=1 forces it on,
-    0 off); stdout and --json stay the report alone."""
+    0 off); stdout and --json stay the report alone. With two or more CPUs the runs index is re-derived from
+    the log by a forked process beside the chain walk (EVSTORE_VERIFY_FORK=0: in the walk, one process)."""
     from eventstore import chain
     from eventstore import verify as v
 
