@@ -17,6 +17,7 @@ a signed seal covered: count, stream heads or the global order).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import zlib
 from collections.abc import Callable, Sequence
@@ -92,7 +93,8 @@ class EventSink(Protocol):
     """Told every event of verify's scan (by stream, then version, checked or not), so a layer above
     re-derives what it keeps from the log in the same scan instead of reading the log again (the
     runs index: ``projections.runs.IndexCheck``); ``end`` once the scan is over.  ``cur`` is the
-    scan's read transaction."""
+    scan's read transaction.  The scan runs inside :func:`documents.owned_events`: what the sink
+    decodes from an event's bytes is its own, folded without copies."""
 
     def event(self, cur: Any, e: RecordedEvent) -> None: ...
 
@@ -126,7 +128,7 @@ def verify(store: EventStore, stream_id: str | None = None,
     with store.reading() as cur:
         erasures = store.backend.erasure_rows(cur)
     referenced: dict[bytes, tuple[str, int]] = {}  # blob digest -> first (stream, version) naming it
-    sources: dict[tuple[str, int], tuple[str | None, str | None]] = {}  # -> (meta.source.id, derived)
+    sources: dict[tuple[str, int], _SourceSaid] = {}  # -> (meta.source.id, what derives the legacy id)
     tombstoned: set[tuple[str, int]] = set()  # erased events: their meta (and source id) is gone
     touched: dict[str, int] = {}  # verify --since: stream -> its first version after the checkpoint
     failures = report.failures
@@ -134,7 +136,7 @@ def verify(store: EventStore, stream_id: str | None = None,
     sha = chain.sha256
     event_hash = chain.event_hash
     genesis = chain.GENESIS
-    with store.reading() as cur:
+    with store.reading() as cur, documents.owned_events() if sink is not None else contextlib.nullcontext():
         current: str | None = None
         prev = genesis
         expect_version = 0
@@ -427,6 +429,10 @@ def _bracket(store: EventStore, size: int, signed: Sequence[tuple[int, bytes]]) 
 
 # ------------------------------------------------------------------ content-addressed blobs and sources
 
+#: What an event's meta says of its source: its ``meta.source.id``, else (None, the meta's ``source``
+#: and ``snapshot``) from which migration 0006 derived the id of a version recorded before capture-once.
+_SourceSaid = tuple[str | None, dict[str, Any] | None]
+
 
 class _MetaView(msgspec.Struct):
     """The keys of an event's meta that verify reads (the rest is skipped, not built: decoding the
@@ -441,7 +447,7 @@ _meta_view = msgspec.json.Decoder(_MetaView)
 
 
 def _note_meta(meta: bytes, sid: str, version: int, referenced: dict[bytes, tuple[str, int]],
-               sources: dict[tuple[str, int], tuple[str | None, str | None]], report: VerifyReport) -> None:
+               sources: dict[tuple[str, int], _SourceSaid], report: VerifyReport) -> None:
     """What an event's meta says about blobs (:func:`_note_blobs`) and its source (:func:`_note_source`)."""
     try:
         view = _meta_view.decode(meta)
@@ -503,16 +509,18 @@ def _verify_blobs(store: EventStore, referenced: dict[bytes, tuple[str, int]], r
 
 
 def _note_source(view: _MetaView, sid: str, version: int,
-                 sources: dict[tuple[str, int], tuple[str | None, str | None]]) -> None:
-    """Remember what an event's ``meta.source`` says its source is: its id, or the id migration 0006
-    derived for a version recorded before capture-once (which needs a ``file``).  A source that says
-    neither is not kept: :func:`_verify_sources` reads a missing key as (None, None)."""
+                 sources: dict[tuple[str, int], _SourceSaid]) -> None:
+    """Remember what an event's ``meta.source`` says its source is: its id, or what the id migration 0006
+    derived for a version recorded before capture-once comes from (which needs a ``file``; derived only
+    if a row is compared with it).  A source that says neither is not kept: :func:`_verify_sources`
+    reads a missing key as (None, None)."""
     source = view.source
     ident = source.get("id")
     ident = ident if isinstance(ident, str) and ident else None
-    derived = _legacy_source_id({"source": source, "snapshot": view.snapshot}) if "file" in source else None
-    if ident is not None or derived is not None:
-        sources[(sid, version)] = (ident, derived)
+    if ident is not None:
+        sources[(sid, version)] = (ident, None)
+    elif "file" in source:  # the derived id is computed only if a row is compared with it (most events have none)
+        sources[(sid, version)] = (None, {"source": source, "snapshot": view.snapshot})
 
 
 def _is_erased_source_id(ident: str) -> bool:
@@ -528,7 +536,7 @@ def _legacy_source_id(meta: dict[str, Any]) -> str | None:
 
 
 def _verify_sources(store: EventStore, stream_id: str | None,
-                    sources: dict[tuple[str, int], tuple[str | None, str | None]], report: VerifyReport,
+                    sources: dict[tuple[str, int], _SourceSaid], report: VerifyReport,
                     erased: set[tuple[str, int]] = frozenset(),  # type: ignore[assignment]
                     from_version: int = 0) -> None:
     """:func:`_compare_sources` with the rows read here (of ``stream_id`` from ``from_version`` on:
@@ -538,7 +546,7 @@ def _verify_sources(store: EventStore, stream_id: str | None,
     _compare_sources(rows, sources, report, erased)
 
 
-def _compare_sources(rows: dict[tuple[str, int], str], sources: dict[tuple[str, int], tuple[str | None, str | None]],
+def _compare_sources(rows: dict[tuple[str, int], str], sources: dict[tuple[str, int], _SourceSaid],
                      report: VerifyReport, erased: set[tuple[str, int]]) -> None:
     """Each ``source_versions`` row says what its event's ``meta.source.id`` says (or, for an event
     recorded before migration 0006, what the migration derived from its meta), and each event with
@@ -550,8 +558,8 @@ def _compare_sources(rows: dict[tuple[str, int], str], sources: dict[tuple[str, 
                                                f"source_versions keeps {ident} for an erased version: a digest "
                                                "of erased content (an erasure replaces it by where it was)"))
             continue
-        said, derived = sources.get(key, (None, None))
-        if ident != said and not (said is None and ident == derived):
+        said, legacy = sources.get(key, (None, None))
+        if ident != said and not (said is None and legacy is not None and ident == _legacy_source_id(legacy)):
             what = f"meta.source.id is {said}" if said else "its event's meta names no such source"
             report.failures.append(Failure(key[0], key[1], "source",
                                            f"source_versions says {ident} but {what}"))

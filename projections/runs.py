@@ -165,6 +165,35 @@ def _text(value: Any, column: str) -> str | None:
     return text[:_LENGTHS[column]]
 
 
+def _note_snapshot(t: _Touched, meta: dict[str, Any], event_type: str) -> None:
+    """The findings of the event closing an ingested snapshot (``meta`` has its ``source``)."""
+    found = meta.get("findings")
+    kinds = [version_finding(f) for f in found] if isinstance(found, list) else []
+    # A version counts once however many findings say so (an unreadable version is one);
+    # the document stays the last valid one, and so do its findings.
+    if "unreadable" in kinds or event_type == "document.unreadable":
+        t.unreadable += 1
+    else:
+        t.findings = kinds.count(None)
+        t.lens_failures += "lens_failures" in kinds
+
+
+def _batch_row(sid: str, t: _Touched) -> tuple[Any, ...]:
+    """The ``proj_runs`` row one batch upserts for stream ``sid`` (``_UPSERT`` merges it)."""
+    entry = t.entry
+    info = None
+    if entry.ok and entry.doc is not None and entry.lens is not None:
+        try:
+            info = entry.lens.describe(entry.doc)
+        except Exception:  # noqa: BLE001 - a describe bug must not block appends
+            info = None
+    fields = ((None,) * 5 if info is None else
+              (_text(info.project, "project"), _text(info.task_id, "task_id") or sid,
+               _text(info.title, "title"), _text(info.status, "status"), _text(info.phase, "phase")))
+    return (sid, entry.dialect, *fields, t.started_at, t.last_at, t.events, t.findings,
+            entry.version, 0 if info is None else 1, t.unreadable, t.lens_failures)
+
+
 class RunsIndex(engine.Projection):
     """Inline projection maintaining ``proj_runs`` (see the module docstring)."""
 
@@ -282,29 +311,8 @@ class RunsIndex(engine.Projection):
             if t.last_at is None or when > t.last_at:
                 t.last_at = when
             if type(meta) is dict and "source" in meta:  # the event closing an ingested snapshot
-                found = meta.get("findings")
-                kinds = [version_finding(f) for f in found] if isinstance(found, list) else []
-                # A version counts once however many findings say so (an unreadable version is one);
-                # the document stays the last valid one, and so do its findings.
-                if "unreadable" in kinds or e.type == "document.unreadable":
-                    t.unreadable += 1
-                else:
-                    t.findings = kinds.count(None)
-                    t.lens_failures += "lens_failures" in kinds
-        rows = []
-        for sid, t in touched.items():
-            entry = t.entry
-            info = None
-            if entry.ok and entry.doc is not None and entry.lens is not None:
-                try:
-                    info = entry.lens.describe(entry.doc)
-                except Exception:  # noqa: BLE001 - a describe bug must not block appends
-                    info = None
-            fields = ((None,) * 5 if info is None else
-                      (_text(info.project, "project"), _text(info.task_id, "task_id") or sid,
-                       _text(info.title, "title"), _text(info.status, "status"), _text(info.phase, "phase")))
-            rows.append((sid, entry.dialect, *fields, t.started_at, t.last_at, t.events, t.findings,
-                         entry.version, 0 if info is None else 1, t.unreadable, t.lens_failures))
+                _note_snapshot(t, meta, e.type)
+        rows = [_batch_row(sid, t) for sid, t in touched.items()]
         if rows:
             cur.executemany(_upsert_sql(backend.p), rows)
         while len(cache) > self.cache_size:
@@ -605,39 +613,82 @@ def expected_row(store: EventStore, stream_id: str, upto_position: int, *, batch
 
 class IndexCheck:
     """The ``proj_runs`` rows the log gives, derived in ``evstore verify``'s own scan of the log (an
-    :class:`eventstore.verify.EventSink`: the index's code folds each stream's events as the chain
-    walk reads them, instead of a second pass over the log), then compared with the stored rows
-    (:meth:`problems`, as :func:`check_index` does)."""
+    :class:`eventstore.verify.EventSink`: each stream's events are folded as the chain walk reads
+    them, instead of a second pass over the log), then compared with the stored rows
+    (:meth:`problems`, as :func:`check_index` does).
+
+    The rows are the ones :class:`RunsIndex` upserts when it is given each stream's events in
+    batches of ``batch`` (its ``_apply``), merged as ``_UPSERT`` merges them; the fold is the index's
+    own (the same meta reads, ``_load`` on a stream's first event or a chain that does not extend,
+    ``_note_snapshot``, ``_batch_row``) without the per-batch bookkeeping an append needs (a batch of
+    event objects, the document cache, documents given by the writer): the scan hands over one
+    stream at a time, in version order."""
 
     def __init__(self, store: EventStore, *, batch: int = 1000) -> None:
         with engine.ProjectionRunner(store) as runner:
             cp = runner.checkpoint(RUNS.name)
         self.store, self.batch = store, batch
         self.upto = 0 if cp is None else cp.position  # the rows are as of the index's checkpoint
-        # The scan gives each stream's events together: the stream being folded is the one document held.
-        self.index = RunsIndex(cache_size=2, trust_cache=False)
+        self.index = RunsIndex(cache_size=2, trust_cache=False)  # its dialects and _load
         self.rows: dict[str, tuple[Any, ...]] = {}
-        self.pending: list[RecordedEvent] = []
         self.scanned = False
+        self._sid: str | None = None  # the stream of the batch being folded
+        self._n = 0  # its events so far
+        self._t: _Touched | None = None
+        self._last: tuple[str, _Doc] | None = None  # the stream and document of the last batch (the next extends it)
 
     def event(self, cur: Any, e: RecordedEvent) -> None:
         if e.position > self.upto:
             return
-        pending = self.pending
-        if pending and (len(pending) >= self.batch or pending[-1].stream_id != e.stream_id):
-            self._apply(cur)
-        self.pending.append(e)
+        sid = e.stream_id
+        if sid != self._sid or self._n >= self.batch:  # a new batch, as RunsIndex.apply would be given it
+            self._flush()
+            self._sid, self._n = sid, 0
+        if sid == NOTICES:  # the store's own notices of sources gone: no run
+            return
+        self._n = n = self._n + 1
+        # Meta decoded where the index decodes it: a batch's first event, and a snapshot's closing event.
+        raw_meta = e.meta
+        meta = (codec.decode(raw_meta) if raw_meta and raw_meta != b"{}"
+                and (n == 1 or b'"source"' in raw_meta) else None)
+        t = self._t
+        if t is None:
+            last = self._last  # RunsIndex's cache: used if this batch's first event extends it
+            entry = last[1] if last is not None and last[0] == sid else None
+            if entry is None or entry.version != e.version - 1 or entry.head != e.prev_hash:
+                dialect = meta.get("dialect") if type(meta) is dict else None
+                entry = self.index._load(cur, self.store.backend, e, dialect if isinstance(dialect, str) else None)
+            t = self._t = _Touched(entry)
+            self._last = (sid, entry)
+        entry = t.entry
+        if entry.ok:  # RunsIndex._fold
+            try:
+                entry.doc = entry.lens.evolve(entry.doc, decode_event(e.type, e.schema_version, e.data))  # type: ignore[union-attr]
+            except Exception:  # noqa: BLE001 - as the index: the run is then not described
+                entry.ok = False
+                entry.doc = None
+        entry.version, entry.head = e.version, e.hash
+        t.events += 1
+        when = e.occurred_at or e.recorded_at
+        if t.started_at is None or when < t.started_at:
+            t.started_at = when
+        if t.last_at is None or when > t.last_at:
+            t.last_at = when
+        if type(meta) is dict and "source" in meta:
+            _note_snapshot(t, meta, e.type)
 
-    def _apply(self, cur: Any) -> None:
-        capture = _Capture(cur)
-        self.index.apply(capture, self.store.backend, self.pending)
-        for r in capture.rows:
-            self.rows[r[0]] = _merge(self.rows.get(r[0]), r)
-        self.pending = []
+    def _flush(self) -> None:
+        """The batch folded so far upserted into its stream's row."""
+        t = self._t
+        if t is not None:
+            sid = self._sid
+            assert sid is not None
+            self.rows[sid] = _merge(self.rows.get(sid), _batch_row(sid, t))
+            self._t = None
 
     def end(self, cur: Any) -> None:
-        if self.pending:
-            self._apply(cur)
+        self._flush()
+        self._last = None
         self.scanned = True
 
     def problems(self) -> list[tuple[str, int, str]]:
@@ -646,6 +697,97 @@ class IndexCheck:
         if not self.scanned:
             return []
         return _recheck(self.store, _check_index_once(self.store, None, derived=(self.upto, self.rows)))
+
+
+class ForkedIndexCheck:
+    """The runs index derived from the log by a forked process of this one, beside ``evstore verify``'s
+    own scan (on two cores the command takes the longer of the two, not their sum): the child reads
+    the log in its own read transaction, folds it with :class:`IndexCheck` as of the checkpoint the
+    parent read, and hands the rows back through a pipe; the parent compares them with the stored
+    rows (:meth:`problems`, as :func:`check_index` does).  :func:`fork_index_check` starts it."""
+
+    def __init__(self, store: EventStore, upto: int, pid: int, fd: int) -> None:
+        self.store, self.upto, self.pid, self.fd = store, upto, pid, fd
+        self.cpu = 0.0  # the child's CPU seconds, once its rows are read
+
+    def _rows(self) -> dict[str, tuple[Any, ...]]:
+        import os
+        import pickle
+
+        with os.fdopen(self.fd, "rb") as pipe:
+            data = pipe.read()
+        _, _, usage = os.wait4(self.pid, 0)
+        self.pid, self.cpu = 0, usage.ru_utime + usage.ru_stime
+        outcome: Any = pickle.loads(data) if data else ("error", "the process deriving it ended without a word")
+        if outcome[0] != "ok":
+            raise EvstoreError(f"Could not derive the runs index from the log: {outcome[1]}")
+        rows: dict[str, tuple[Any, ...]] = outcome[1]
+        return rows
+
+    def problems(self) -> list[tuple[str, int, str]]:
+        return _recheck(self.store, _check_index_once(self.store, None, derived=(self.upto, self._rows())))
+
+    def close(self) -> None:
+        """Stop the child if its rows were not read (the scan failed, or the file is damaged)."""
+        import os
+        import signal
+
+        if self.pid:
+            os.close(self.fd)
+            try:
+                os.kill(self.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            os.waitpid(self.pid, 0)
+            self.pid = 0
+
+
+def fork_index_check(store: EventStore, *, batch: int = 1000) -> ForkedIndexCheck | None:
+    """A :class:`ForkedIndexCheck` running, or None where the index is better derived in verify's own
+    scan (:class:`IndexCheck`): one CPU, no ``fork``, a store another process cannot open (in-memory
+    SQLite), threads running in this process (a fork copies their locks in whatever state), or
+    ``EVSTORE_VERIFY_FORK=0``."""
+    import os
+    import threading
+
+    from eventstore import config
+
+    if (os.environ.get("EVSTORE_VERIFY_FORK", "1") == "0" or not hasattr(os, "fork")
+            or (os.cpu_count() or 1) < 2 or threading.active_count() > 1
+            or (store.url.startswith("sqlite") and config.sqlite_file(store.url) is None)):
+        return None
+    check = IndexCheck(store, batch=batch)  # the checkpoint, read here: the parent compares as of it
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        os.close(read_end)
+        _derive_in_child(store.url, check, write_end)
+    os.close(write_end)
+    return ForkedIndexCheck(store, check.upto, pid, read_end)
+
+
+def _derive_in_child(url: str, check: IndexCheck, fd: int) -> None:
+    import os
+    import pickle
+
+    try:
+        with EventStore(url, check_schema=False) as own:  # its own connections, none of the parent's
+            check.store = own
+            with own.reading() as cur, documents.owned_events():
+                for (sid, _hv, _hh, version, event_id, type_, schema_version, data, meta, occurred_at, recorded_at,
+                     _ds, _ms, prev_hash, h, position, _salt) in own.backend.chain_rows(cur):
+                    if version is not None:
+                        check.event(cur, RecordedEvent(position, sid, version, event_id, type_, schema_version,
+                                                       data, meta, occurred_at, recorded_at, prev_hash, h))
+                check.end(cur)
+        payload = pickle.dumps(("ok", check.rows))
+    except BaseException as exc:  # noqa: BLE001 - told to the parent, which reports it
+        payload = pickle.dumps(("error", f"{type(exc).__name__}: {exc}"))
+    try:
+        with os.fdopen(fd, "wb") as pipe:
+            pipe.write(payload)
+    finally:
+        os._exit(0)
 
 
 def check_index(store: EventStore, stream_id: str | None = None, *,

@@ -363,7 +363,8 @@ def verify(ctx: click.Context, stream: str | None, as_json: bool, seal: Path | N
     """Recompute every hash chain (or STREAM's), the Merkle tree and the replay cache; exit 1 naming what fails.
 
     Progress goes to stderr once a run has taken two seconds, on a terminal (EVSTORE_PROGRESS=1 forces it on,
-    0 off); stdout and --json stay the report alone."""
+    0 off); stdout and --json stay the report alone. With two or more CPUs the runs index is re-derived from
+    the log by a forked process beside the chain walk (EVSTORE_VERIFY_FORK=0: in the walk, one process)."""
     from eventstore import chain
     from eventstore import verify as v
 
@@ -419,10 +420,12 @@ def verify(ctx: click.Context, stream: str | None, as_json: bool, seal: Path | N
 
     last = store.max_position()
     progress = _Progress(last - since_cp.size if since_cp is not None else last)
-    from projections.runs import IndexCheck, check_index  # the CLI is the top layer
+    from projections.runs import IndexCheck, check_index, fork_index_check  # the CLI is the top layer
 
     # The runs index is written by whoever may append (PostgreSQL's writer role too): re-derived, not trusted;
-    # for the whole log in verify's own scan (the index's code folds each stream as the chain walk reads it).
+    # for the whole log by a forked process beside verify's scan (two cores: the longer of the two), else
+    # in verify's own scan (the index's code folds each stream as the chain walk reads it).
+    forked = fork_index_check(store) if since_cp is None and stream is None else None
     try:
         if since_cp is not None:
             report = v.verify_since(store, since_cp.size, since_cp.root,
@@ -433,6 +436,13 @@ def verify(ctx: click.Context, stream: str | None, as_json: bool, seal: Path | N
         elif stream is not None:
             report = v.verify(store, stream, progress=progress, stage=progress.phase)
             index_problems = check_index(store, stream)
+        elif forked is not None:
+            report = v.verify(store, progress=progress, stage=progress.phase)
+            if report.damaged:  # what the child read of a damaged file says nothing
+                index_problems = []
+            else:
+                progress.phase("checking the runs index against the log")
+                index_problems = forked.problems()
         else:
             derive = IndexCheck(store)
             report = v.verify(store, progress=progress, sink=derive, stage=progress.phase)
@@ -453,6 +463,8 @@ def verify(ctx: click.Context, stream: str | None, as_json: bool, seal: Path | N
                                  "tree_size": tree_checkpoint.size, "ok": report.ok}
     finally:
         progress.close()
+        if forked is not None:
+            forked.close()
     if as_json:
         _echo_json(report.to_dict())
     elif report.ok:
