@@ -758,15 +758,16 @@ def fork_index_check(store: EventStore, *, batch: int = 1000) -> ForkedIndexChec
         return None
     check = IndexCheck(store, batch=batch)  # the checkpoint, read here: the parent compares as of it
     read_end, write_end = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: never returns
         os.close(read_end)
-        _derive_in_child(store.url, check, write_end)
+        _derive_in_child(store.url, check, write_end, parent)
     os.close(write_end)
     return ForkedIndexCheck(store, check.upto, pid, read_end)
 
 
-def _derive_in_child(url: str, check: IndexCheck, fd: int) -> None:
+def _derive_in_child(url: str, check: IndexCheck, fd: int, parent: int) -> None:
     import os
     import pickle
 
@@ -776,6 +777,8 @@ def _derive_in_child(url: str, check: IndexCheck, fd: int) -> None:
             with own.reading() as cur, documents.owned_events():
                 for (sid, _hv, _hh, version, event_id, type_, schema_version, data, meta, occurred_at, recorded_at,
                      _ds, _ms, prev_hash, h, position, _salt) in own.backend.chain_rows(cur):
+                    if position % 4096 == 0 and os.getppid() != parent:
+                        os._exit(1)  # verify was killed: no derivation outlives it
                     if version is not None:
                         check.event(cur, RecordedEvent(position, sid, version, event_id, type_, schema_version,
                                                        data, meta, occurred_at, recorded_at, prev_hash, h))
