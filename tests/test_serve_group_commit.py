@@ -260,3 +260,27 @@ def test_a_group_of_only_the_servers_own_token_or_only_named_tokens_commits(surl
         finally:
             committer.close()
         assert isinstance(r, AppendResult) and store.stream_version("s") == 1
+
+
+def test_the_commit_thread_is_named_and_never_keeps_a_worker_from_exiting(surl: str) -> None:
+    """A worker that stops without closing its committer (killed before its shutdown ran) still exits;
+    while it runs, a stack dump names the thread ``evstore-commit``."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import projections
+
+    code = (
+        "import sys, threading\n"
+        "from eventstore.store import EventStore\n"
+        "from projections.serve.grouping import Committer, WriteGrants\n"
+        "store = EventStore(sys.argv[1])\n"
+        "committer = Committer(store, WriteGrants())\n"
+        "print(sorted(t.name for t in threading.enumerate() if t is not threading.main_thread()))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(projections.__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, "-c", code, surl], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['evstore-commit']"
