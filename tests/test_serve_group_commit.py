@@ -284,3 +284,35 @@ def test_the_commit_thread_is_named_and_never_keeps_a_worker_from_exiting(surl: 
     done = subprocess.run([sys.executable, "-c", code, surl], capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['evstore-commit']"
+
+
+@pytest.mark.parametrize("remembered", [False, True])
+def test_a_token_revoked_while_its_request_is_read_writes_nothing(url: str, remembered: bool) -> None:
+    """A revocation holds for every append that commits after it: a named token revoked after its
+    request was authorized (here: while the body is read), whether or not the worker had seen it
+    before, is refused when its group commits, and nothing is written."""
+    from starlette.testclient import TestClient
+
+    from projections.serve import ServeConfig, create_app
+
+    with EventStore(url) as store:
+        secret = tokens.add_token(store, "ci", "append")
+    app = create_app(ServeConfig(url=url, token="S" * 43, read_token=None, host="127.0.0.1", workers=2))
+    note = {"events": [{"type": "demo.note", "data": {"n": 1}}]}
+    headers = {"Authorization": f"Bearer {secret}", "X-Evstore-Machine": "m1"}
+    with TestClient(app, base_url="http://127.0.0.1") as http:
+        server = app.state.server
+        if remembered:
+            assert http.post("/api/streams/before/events", json=note, headers=headers).status_code == 201
+        read_body = server.read_body
+
+        async def revoked_meanwhile(request: Any) -> bytes:
+            with EventStore(url) as other:
+                tokens.revoke_token(other, "ci")
+            return await read_body(request)
+
+        server.read_body = revoked_meanwhile
+        r = http.post("/api/streams/s/events", json=note, headers=headers)
+        assert r.status_code == 403 and 'the token "ci" was revoked' in r.json()["error"], r.text
+    with EventStore(url) as store:
+        assert store.stream_info("s") is None
