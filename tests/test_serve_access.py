@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import html
 import secrets
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -131,7 +132,7 @@ def test_tokens_under_128_bits_are_refused(url: str, monkeypatch: pytest.MonkeyP
 
 
 @pytest.mark.parametrize("which", ["token", "read token"])
-def test_a_weak_token_is_refused_before_the_store_is_opened(tmp_path, which: str) -> None:
+def test_a_weak_token_is_refused_before_the_store_is_opened(tmp_path: Path, which: str) -> None:
     """A server given a weak token (or read token) refuses to start saying so, and opens nothing first: on a
     database that does not exist yet, the error is the token's and no file is made."""
     db = tmp_path / "nowhere" / "events.db"

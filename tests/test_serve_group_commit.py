@@ -309,7 +309,8 @@ def test_a_token_revoked_while_its_request_is_read_writes_nothing(url: str, reme
         async def revoked_meanwhile(request: Any) -> bytes:
             with EventStore(url) as other:
                 tokens.revoke_token(other, "ci")
-            return await read_body(request)
+            body: bytes = await read_body(request)
+            return body
 
         server.read_body = revoked_meanwhile
         r = http.post("/api/streams/s/events", json=note, headers=headers)
