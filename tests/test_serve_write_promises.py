@@ -300,3 +300,14 @@ def test_a_server_commits_its_appends_as_synchronous_says(sqlite_url: str, mode:
         with app.state.server.store.reading() as cur:
             cur.execute("PRAGMA synchronous")
             assert cur.fetchone()[0] == {"FULL": 2, "NORMAL": 1}[mode]
+
+
+def test_every_page_says_whether_writes_are_on(sqlite_url: str) -> None:
+    """The pages tell a visitor whether this server takes writes: "writes on (token)" when some token may
+    write, "read-only" when none may."""
+    url = migrated(sqlite_url)
+    for token, said, not_said in ((TOKEN, "writes on (token)", "read-only"), (None, "read-only", "writes on")):
+        with TestClient(create_app(ServeConfig(url=url, token=token)), base_url=LOCAL) as c:
+            for path in ("/", "/integrity"):
+                page = c.get(path).text
+                assert said in page and not_said not in page, (token is not None, path)
