@@ -350,6 +350,37 @@ def test_a_cached_state_is_used_for_the_event_it_was_computed_after(store: Event
     assert replay_cache.latest(store, "B", name) is None and replay_cache.latest(store, "C", name) is None
 
 
+def test_a_cache_write_the_database_refuses_says_it_was_the_replay_cache_and_a_replay_still_answers(
+        sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process holds SQLite's write lock past the busy timeout: saving a cached state fails naming
+    what it was writing, and a replay that would save one answers all the same (the cache is never
+    needed for a read)."""
+    import sqlite3
+
+    from eventstore.backends import sqlite as sqlite_backend
+    from projections.replay import replay
+
+    url = migrated(sqlite_url)
+    with EventStore(url) as store:
+        store.append("A", [NewEvent("document.observed", {"doc": {"n": 0}}), *(_patch(n) for n in range(1, 300))],
+                     dialect="generic")
+        info = store.stream_info("A")
+        assert info is not None
+    monkeypatch.setattr(sqlite_backend, "BUSY_TIMEOUT", 0.05)
+    other = sqlite3.connect(url.split(":///", 1)[1], isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        with EventStore(url) as store:
+            with pytest.raises(EvstoreError) as err:
+                replay_cache.save(store, info.stream_pk, replay_cache.cache_name(get_dialect("generic")), 2, {"n": 2})
+            assert "The database failed writing the replay cache (database is locked)" in str(err.value), str(err.value)
+            assert replay(store, "A").doc == {"n": 299}
+    finally:
+        other.close()
+    with EventStore(url) as store:
+        assert replay_cache.latest(store, "A", replay_cache.cache_name(get_dialect("generic"))) is None
+
+
 @pytest.mark.parametrize("move", ["to a later version", "to an earlier version", "to another stream",
                                   "to another stream's same version", "past the stream's head"])
 def test_a_cached_row_moved_to_another_event_is_not_used(store: EventStore, move: str) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import html
 import secrets
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -128,6 +129,18 @@ def test_tokens_under_128_bits_are_refused(url: str, monkeypatch: pytest.MonkeyP
     assert r.exit_code == 1 and r.stderr.startswith(
         "Error: The token is too short to be secret (7 characters, at most 36 bits; at least 128 are needed); "
         "make one with `python -c 'import secrets; print(secrets.token_urlsafe(32))'`.")
+
+
+@pytest.mark.parametrize("which", ["token", "read token"])
+def test_a_weak_token_is_refused_before_the_store_is_opened(tmp_path: Path, which: str) -> None:
+    """A server given a weak token (or read token) refuses to start saying so, and opens nothing first: on a
+    database that does not exist yet, the error is the token's and no file is made."""
+    db = tmp_path / "nowhere" / "events.db"
+    cfg = ServeConfig(url=f"sqlite:///{db}", token="hunter2" if which == "token" else TOKEN,
+                      read_token="reader" if which == "read token" else None)
+    with pytest.raises(EvstoreError, match=f"The {which} is too short to be secret"):
+        create_app(cfg)
+    assert not db.exists() and not db.parent.exists()
 
 
 @pytest.mark.parametrize(("args", "env", "said"), [

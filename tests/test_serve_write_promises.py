@@ -286,3 +286,28 @@ def test_a_body_streamed_in_many_chunks_is_counted_whole(sqlite_url: str) -> Non
             413, "request body exceeds the limit of 100 bytes (EVSTORE_MAX_SNAPSHOT_BYTES).")
     finally:
         server.store.close()
+
+
+@pytest.mark.parametrize("mode", ["FULL", "NORMAL"])
+def test_a_server_commits_its_appends_as_synchronous_says(sqlite_url: str, mode: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """`evstore serve --synchronous FULL` (ServeConfig.synchronous): every write of the server's store is
+    flushed to disk before it is answered (SQLite's PRAGMA synchronous 2; NORMAL is 1), whatever the
+    environment's default."""
+    monkeypatch.setenv("EVSTORE_SQLITE_SYNCHRONOUS", "NORMAL" if mode == "FULL" else "FULL")
+    app = create_app(ServeConfig(url=migrated(sqlite_url), token=TOKEN, synchronous=mode))
+    with TestClient(app, base_url=LOCAL):
+        with app.state.server.store.reading() as cur:
+            cur.execute("PRAGMA synchronous")
+            assert cur.fetchone()[0] == {"FULL": 2, "NORMAL": 1}[mode]
+
+
+def test_every_page_says_whether_writes_are_on(sqlite_url: str) -> None:
+    """The pages tell a visitor whether this server takes writes: "writes on (token)" when some token may
+    write, "read-only" when none may."""
+    url = migrated(sqlite_url)
+    for token, said, not_said in ((TOKEN, "writes on (token)", "read-only"), (None, "read-only", "writes on")):
+        with TestClient(create_app(ServeConfig(url=url, token=token)), base_url=LOCAL) as c:
+            for path in ("/", "/integrity"):
+                page = c.get(path).text
+                assert said in page and not_said not in page, (token is not None, path)
