@@ -503,22 +503,22 @@ def _load(store: EventStore, stream_ids: Sequence[str] | None) -> tuple[list[_Ve
     rows.sort(key=lambda r: (r[0], r[1]))
     versions = [_version(r) for r in rows]
     found: dict[tuple[str, str], tuple[Any, ...]] = {}
-    for i in range(0, len(versions), 200):  # at most 800 parameters a statement
-        some = versions[i:i + 200]
+    for i in range(0, len(versions), 150):  # at most 750 parameters a statement
+        some = versions[i:i + 150]
         keys = {  # what match() looks calls up by, for these versions
             "call_id": {v.hook_call for v in some if v.hook_call},
             "sha256": {k for v in some if v.sha256 for k in (v.sha256, v.lf_sha256) if k},
             "lf_sha256": {v.lf_sha256 or v.sha256 for v in some if v.sha256},
         }
-        names = {_name(v.path) for v in some if v.path and v.at is not None} - {""}
+        file_names = {_name(v.path) for v in some if v.path and v.at is not None} - {""}
         terms, params = [], []
         for column, values in keys.items():
             if values:
                 terms.append(f"{column} IN ({_marks(p, len(values))})")
                 params.extend(sorted(values))
-        if names:
-            terms.append(f"(name IN ({_marks(p, len(names))}) AND sha256 IS NULL)")
-            params.extend(sorted(names))
+        if file_names:
+            terms.append(f"(name IN ({_marks(p, len(file_names))}) AND sha256 IS NULL)")
+            params.extend(sorted(file_names))
         if terms:
             for r in _rows(store, f"SELECT {_CALL_COLUMNS}, position FROM proj_file_writes WHERE "
                                   + " OR ".join(terms), params):
