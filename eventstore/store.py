@@ -560,10 +560,13 @@ class EventStore:
         connection checked out for the block and given back after it, so the thread does not come to
         hold one (a server's opening thread may never read again).  A read command thus runs on one
         connection: on PostgreSQL each is a server process started for it."""
-        if getattr(self._local, "handle", None) is not None:
+        held = getattr(self._local, "handle", None)
+        if held is not None and not self.backend.in_transaction(held.driver_connection):
             with self.reading() as cur:
                 yield cur
             return
+        # (inside a transaction of this thread's, a snapshot or a write, a read of its own: ending
+        # this one must not end that one)
         handle = self.connect()
         try:
             raw = handle.driver_connection

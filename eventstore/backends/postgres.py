@@ -305,6 +305,9 @@ class PostgresBackend(Backend):
             conn.autocommit = False
         return conn.cursor(name=f"evstore_streamed_read_{next(_CURSORS)}")
 
+    def in_transaction(self, raw: Any) -> bool:
+        return bool(raw.info.transaction_status != _IDLE)
+
     def begin_read(self, raw: Any, snapshot: bool = False) -> bool:
         # READ COMMITTED (the engine's level) takes a new snapshot per statement; REPEATABLE READ
         # one for the transaction (the first statement after the implicit BEGIN sets it).  A read
