@@ -97,20 +97,34 @@ def make_engine(url: str) -> Engine:
                          use_native_hstore=False)
 
 
-def conninfo(url: str) -> str:
+def conninfo(url: str, *, options: str | None = None) -> str:
     """The libpq URI of an evstore PostgreSQL URL (``postgresql+psycopg://`` as ``postgresql://``).
     libpq reads the same user, password, host, port and database, percent-decoded; the query is
     decoded as SQLAlchemy decodes it (``+`` is a space, as in the URL SQLAlchemy renders) and
-    percent-encoded again, since libpq would keep a ``+``."""
+    percent-encoded again, since libpq would keep a ``+``.  ``options``: server settings for the
+    session (``-c name=value``), after the URL's own."""
     from urllib.parse import parse_qsl, quote, urlencode
 
     scheme, sep, rest = url.partition("://")
     if not sep or scheme not in ("postgresql", "postgres", "postgresql+psycopg"):
         raise EvstoreError(f"Not a PostgreSQL URL for psycopg: {scheme}://...")
     base, _, query = rest.partition("?")
-    if query:
-        base += "?" + urlencode(parse_qsl(query, keep_blank_values=True), quote_via=quote)
+    pairs = parse_qsl(query, keep_blank_values=True) if query else []
+    if options:
+        given = [i for i, (key, _) in enumerate(pairs) if key == "options"]
+        if given:
+            pairs[given[-1]] = ("options", f"{pairs[given[-1]][1]} {options}")
+        else:
+            pairs.append(("options", options))
+    if pairs:
+        base += "?" + urlencode(pairs, quote_via=quote)
     return "postgresql://" + base
+
+
+#: The backend's own connections default to READ COMMITTED, whatever the server's or role's default,
+#: set in the startup packet (no round trip): their reads run in autocommit (begin_read), where each
+#: statement takes the session's default level, not the one psycopg's BEGIN names.
+_READ_COMMITTED_SESSION = "-c default_transaction_isolation=read\\ committed"
 
 
 class _Direct:
@@ -144,11 +158,14 @@ class PostgresBackend(Backend):
     def __init__(self, url: str, *, synchronous: str | None = None, engine: Engine | None = None) -> None:
         super().__init__(url, synchronous=synchronous, engine=engine)
         import threading
+        import weakref
 
         psycopg = import_psycopg()
         self.driver_errors = (psycopg.Error,)
         self._idle: list[Any] = []
         self._idle_lock = threading.Lock()
+        #: Connections whose session defaults to READ COMMITTED (the backend's own): reads in autocommit.
+        self._read_committed: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def make_engine(self) -> Engine:
         return make_engine(self.url)
@@ -168,8 +185,9 @@ class PostgresBackend(Backend):
 
         # A failure to connect is psycopg's OperationalError, which the CLI reports as it reports
         # SQLAlchemy's (eventstore.cli._database_error).
-        conn = psycopg.connect(conninfo(self.url), autocommit=False)
+        conn = psycopg.connect(conninfo(self.url, options=_READ_COMMITTED_SESSION), autocommit=False)
         conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+        self._read_committed.add(conn)
         return _Direct(conn, self)
 
     def _give_back(self, conn: Any) -> None:
@@ -317,7 +335,7 @@ class PostgresBackend(Backend):
         if raw.info.transaction_status == _IDLE:
             if snapshot:
                 raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            else:
+            elif raw in self._read_committed:  # (the engine's connections: BEGIN ISOLATION LEVEL READ COMMITTED)
                 raw.autocommit = True
         return False  # end_read always ends it
 
