@@ -615,6 +615,32 @@ class EventStore:
             self.backend.end_read(raw, began)
 
     @contextmanager
+    def reading_briefly(self) -> Iterator[Any]:
+        """As :meth:`reading` (no snapshot), on this thread's connection if it holds one, else on a
+        connection checked out for the block and given back after it, so the thread does not come to
+        hold one (a server's opening thread may never read again).  A read command thus runs on one
+        connection: on PostgreSQL each is a server process started for it."""
+        held = getattr(self._local, "handle", None)
+        if held is not None and not self.backend.in_transaction(held.driver_connection):
+            with self.reading() as cur:
+                yield cur
+            return
+        # (inside a transaction of this thread's, a snapshot or a write, a read of its own: ending
+        # this one must not end that one)
+        handle = self.connect()
+        try:
+            raw = handle.driver_connection
+            cur = raw.cursor()
+            try:
+                self.backend.begin_read(raw)
+                yield cur
+            finally:
+                cur.close()
+                self.backend.end_read(raw)
+        finally:
+            handle.close()
+
+    @contextmanager
     def writing(self, what: str) -> Iterator[Any]:
         """A cursor in a write transaction that does not take the append lock (caches), committed
         when the block ends and rolled back if it raises; a driver error beginning or committing

@@ -17,7 +17,9 @@ Two lifecycles (Marten's vocabulary):
   committed checkpoint, so every event is applied exactly once.
 
 Bumping ``version`` rebuilds: the runner drops and recreates the tables and resets the
-checkpoint to 0 in one transaction, then catches up.
+checkpoint to 0 in one transaction, then catches up.  A bump that changes no row (an index added)
+can say so with :meth:`Projection.upgrade_ddl`: the runner then runs those statements and keeps
+the rows and the checkpoint's position, in one transaction, instead of reading the whole log again.
 
 A third kind keeps its rows and checkpoint outside the database (:class:`ExternalProjection`: the
 analytics Parquet files and their manifest); the runner asks it to catch up, rebuild and report
@@ -130,6 +132,12 @@ class Projection(abc.ABC):
         "postgresql"): a full-text index, say.  Drops run before the tables are dropped, creates
         after they are created; every name must start with ``proj_``."""
         return [], []
+
+    def upgrade_ddl(self, backend: str, stored_version: int) -> list[str] | None:
+        """Statements that bring tables built at ``stored_version`` to :attr:`version` in place, keeping
+        their rows (an index added: ``CREATE INDEX IF NOT EXISTS ...``); None (the default): rebuild
+        from the first event.  Only for changes that leave every row as a rebuild would write it."""
+        return None
 
     def catching_up(self) -> str:
         """Which commands catch it up (:attr:`caught_up_by`, else by its mode)."""
@@ -348,7 +356,8 @@ class ProjectionRunner:
     # -- lifecycle --------------------------------------------------------------
 
     def ensure(self, projection: Projection) -> bool:
-        """Create the tables and checkpoint if absent; rebuild state on a version bump.
+        """Create the tables and checkpoint if absent; rebuild state on a version bump (or upgrade the
+        tables in place, when :meth:`Projection.upgrade_ddl` says how).
 
         Returns True if the projection was (re)initialised (its checkpoint is now 0).
         """
@@ -361,6 +370,12 @@ class ProjectionRunner:
         def body(cur: Any) -> bool:
             claimed = self.be.claim_checkpoint(cur, projection.name, utcnow())
             if claimed is not None and claimed.version == projection.version:
+                return False
+            upgrade = None if claimed is None else projection.upgrade_ddl(self.be.name, claimed.version)
+            if claimed is not None and upgrade is not None:  # the rows stay; so does the position
+                for statement in upgrade:
+                    cur.execute(statement)
+                self.be.set_checkpoint(cur, projection.name, projection.version, claimed.position, utcnow())
                 return False
             _recreate_tables(cur, self.be, projection)
             self.be.set_checkpoint(cur, projection.name, projection.version, 0, utcnow())
@@ -403,10 +418,9 @@ class ProjectionRunner:
         """Apply every batch up to the current end of the log; returns events covered."""
         if isinstance(projection, ExternalProjection):
             return projection.catch_up(self.store, progress=progress)
-        self.ensure(projection)
-        cp = self.checkpoint(projection.name)
-        if cp is not None and cp.version == projection.version and cp.position >= self.store.max_position():
+        if self._current(projection):
             return 0  # already current: no write transaction
+        self.ensure(projection)
         total = self.lag(projection) if progress else 0
         done = 0
         while True:
@@ -475,20 +489,23 @@ class ProjectionRunner:
     # -- reporting --------------------------------------------------------------
 
     def _read(self, read: Callable[[Any], Any]) -> Any:
-        """``read(cursor)`` in a read transaction on the runner's connection."""
-        raw = self._conn()
-        cur = raw.cursor()
-        try:
-            self.be.begin_read(raw)
+        """``read(cursor)`` in a read transaction on the store's connection (:meth:`EventStore.reading_briefly`):
+        the runner opens a connection of its own only to write, so a read command that finds its
+        projections current runs on one connection."""
+        with self.store.reading_briefly() as cur:
             return read(cur)
-        finally:
-            cur.close()
-            self.be.end_read(raw)
 
     def read(self, read: Callable[[Any], Any]) -> Any:
-        """``read(cursor)`` in a read transaction on the runner's connection (a projection's own
-        queries over its ``proj_*`` tables)."""
+        """``read(cursor)`` in a read transaction (a projection's own queries over its ``proj_*`` tables)."""
         return self._read(read)
+
+    def _current(self, projection: Projection) -> bool:
+        """Whether ``projection``'s checkpoint is at this version and at the log's end (one read)."""
+        def read(cur: Any) -> bool:
+            cp = self.be.read_checkpoint(cur, projection.name)
+            return cp is not None and cp.version == projection.version and cp.position >= self.be.max_position(cur)
+
+        return bool(self._read(read))
 
     def checkpoint(self, name: str) -> ProjectionCheckpoint | None:
         """The stored checkpoint of projection ``name`` (its version and position), or None."""

@@ -62,6 +62,13 @@ if TYPE_CHECKING:
     from sqlalchemy import MetaData, Table
 
 
+#: proj_file_writes' indexes (name, columns); version 3 added them in place of one on ``name`` alone.
+_FILE_WRITES_INDEXES = (("ix_proj_file_writes_name_sha256", ("name", "sha256")),
+                        ("ix_proj_file_writes_call_id", ("call_id",)),
+                        ("ix_proj_file_writes_sha256", ("sha256",)),
+                        ("ix_proj_file_writes_lf_sha256", ("lf_sha256",)))
+
+
 @functools.cache
 def _metadata() -> MetaData:
     """The two tables as SQLAlchemy Core describes them: built on first use (creating the tables,
@@ -87,7 +94,10 @@ def _metadata() -> MetaData:
         Column("failed", SmallInteger, nullable=True),
         Column("position", BigInteger, nullable=False),
     )
-    Index("ix_proj_file_writes_name", file_writes.c.name)
+    # The look-ups of one run's writers (_load): by call id (the hook's), by the bytes' SHA-256 (plain
+    # and with CRLF as LF), by file name among calls whose result is unknown (name, sha256 IS NULL).
+    for index in _FILE_WRITES_INDEXES:
+        Index(index[0], *(file_writes.c[c] for c in index[1]))
     state_versions = Table(
         "proj_state_versions",
         md,
@@ -163,7 +173,7 @@ class WritersIndex(engine.Projection):
     """Inline projection maintaining ``proj_file_writes`` and ``proj_state_versions``."""
 
     name = "writers"
-    version = 2  # 2: lf_sha256 in both tables
+    version = 3  # 2: lf_sha256 in both tables; 3: proj_file_writes' indexes (an upgrade in place)
     event_types = None  # state versions close snapshots of every dialect
     inline = True
 
@@ -173,6 +183,13 @@ class WritersIndex(engine.Projection):
 
     def tables(self) -> list[Table]:
         return list(_metadata().sorted_tables)
+
+    def upgrade_ddl(self, backend: str, stored_version: int) -> list[str] | None:
+        if stored_version != 2:
+            return None  # version 1 had no lf_sha256: rebuild
+        return ["DROP INDEX IF EXISTS ix_proj_file_writes_name",
+                *(f"CREATE INDEX IF NOT EXISTS {name} ON proj_file_writes ({', '.join(cols)})"
+                  for name, cols in _FILE_WRITES_INDEXES)]
 
     def _dialect_for(self, event_type: str) -> Dialect | None:
         """The dialect describing the file writes of ``event_type`` events, if any.  Only the
@@ -440,44 +457,74 @@ def _chunks(items: list[str], size: int = 500) -> Iterable[list[str]]:
 def _rows(store: EventStore, sql: str, params: Sequence[Any]) -> list[Any]:
     """Rows of one read of this projection's tables, on a DB-API connection of the store's own
     (plain SQL: ``log`` shows writers, and a SQLite read never imports SQLAlchemy)."""
-    handle = store.connect()
-    try:
-        raw = handle.driver_connection
-        cur = raw.cursor()
-        try:
-            store.backend.begin_read(raw)
-            cur.execute(sql, tuple(params))
-            return list(cur.fetchall())
-        finally:
-            cur.close()
-            store.backend.end_read(raw)
-    finally:
-        handle.close()
+    with store.reading_briefly() as cur:
+        cur.execute(sql, tuple(params))
+        return list(cur.fetchall())
 
 
 def _marks(p: str, n: int) -> str:
     return ", ".join([p] * n)
 
 
+_CALL_COLUMNS = "stream_id, call_id, path, sha256, tool, message, at, failed, lf_sha256"
+#: Calls in the order they were first recorded (the order ties are broken in, whichever rows are read).
+_CALL_ORDER = " ORDER BY position, stream_id, call_id"
+_VERSION_SELECT = ("SELECT stream_id, version, path, sha256, at, hook_session, hook_call, hook_tool, lf_sha256 "
+                   "FROM proj_state_versions")
+
+
+def _call(r: Sequence[Any]) -> _Call:
+    return _Call(r[0], r[1], r[2], r[3], r[4], r[5], parse_time(r[6]), bool(r[7]), r[8])
+
+
+def _version(r: Sequence[Any]) -> _Version:
+    return _Version(r[0], r[1], r[2], r[3], parse_time(r[4]), r[5], r[6], r[7], r[8])
+
+
 def _load(store: EventStore, stream_ids: Sequence[str] | None) -> tuple[list[_Version], list[_Call]]:
-    """The versions of ``stream_ids`` (None: every stream) that a call could have written, and those calls."""
+    """The versions of ``stream_ids`` (None: every stream) that a call could have written, and the
+    calls :func:`match` can give them: of given streams, only the calls one of their versions can
+    look up (by the hook's call id, by SHA-256, by file name among calls whose result is unknown),
+    each an indexed look-up, so one run's writers cost the same in a store of many sessions."""
     p = store.backend.p
-    calls = [_Call(r[0], r[1], r[2], r[3], r[4], r[5], parse_time(r[6]), bool(r[7]), r[8]) for r in _rows(
-        store, "SELECT stream_id, call_id, path, sha256, tool, message, at, failed, lf_sha256 FROM proj_file_writes",
-        ())]
-    names = sorted({_name(c.path) for c in calls if c.path})
-    where = "hook_session IS NOT NULL" + (f" OR name IN ({_marks(p, len(names))})" if names else "")
-    sql = ("SELECT stream_id, version, path, sha256, at, hook_session, hook_call, hook_tool, lf_sha256 "
-           f"FROM proj_state_versions WHERE ({where})")
-    rows: list[Any] = []
     if stream_ids is None:
-        rows = _rows(store, sql, names)
-    else:
-        for chunk in _chunks(sorted(set(stream_ids))):
-            rows.extend(_rows(store, f"{sql} AND stream_id IN ({_marks(p, len(chunk))})", [*names, *chunk]))
+        calls = [_call(r) for r in _rows(store, f"SELECT {_CALL_COLUMNS} FROM proj_file_writes{_CALL_ORDER}", ())]
+        names = sorted({_name(c.path) for c in calls if c.path})
+        where = "hook_session IS NOT NULL" + (f" OR name IN ({_marks(p, len(names))})" if names else "")
+        rows = _rows(store, f"{_VERSION_SELECT} WHERE ({where})", names)
+        rows.sort(key=lambda r: (r[0], r[1]))
+        return [_version(r) for r in rows], calls
+    # A version some call could have written: the hook named one, or some call wrote a file of its name.
+    where = ("(hook_session IS NOT NULL OR EXISTS (SELECT 1 FROM proj_file_writes f "
+             "WHERE f.name = proj_state_versions.name))")
+    rows = []
+    for chunk in _chunks(sorted(set(stream_ids))):
+        rows.extend(_rows(store, f"{_VERSION_SELECT} WHERE stream_id IN ({_marks(p, len(chunk))}) AND {where}", chunk))
     rows.sort(key=lambda r: (r[0], r[1]))
-    versions = [_Version(r[0], r[1], r[2], r[3], parse_time(r[4]), r[5], r[6], r[7], r[8]) for r in rows]
-    return versions, calls
+    versions = [_version(r) for r in rows]
+    found: dict[tuple[str, str], tuple[Any, ...]] = {}
+    for i in range(0, len(versions), 150):  # at most 750 parameters a statement
+        some = versions[i:i + 150]
+        keys = {  # what match() looks calls up by, for these versions
+            "call_id": {v.hook_call for v in some if v.hook_call},
+            "sha256": {k for v in some if v.sha256 for k in (v.sha256, v.lf_sha256) if k},
+            "lf_sha256": {v.lf_sha256 or v.sha256 for v in some if v.sha256},
+        }
+        file_names = {_name(v.path) for v in some if v.path and v.at is not None} - {""}
+        terms, params = [], []
+        for column, values in keys.items():
+            if values:
+                terms.append(f"{column} IN ({_marks(p, len(values))})")
+                params.extend(sorted(values))
+        if file_names:
+            terms.append(f"(name IN ({_marks(p, len(file_names))}) AND sha256 IS NULL)")
+            params.extend(sorted(file_names))
+        if terms:
+            for r in _rows(store, f"SELECT {_CALL_COLUMNS}, position FROM proj_file_writes WHERE "
+                                  + " OR ".join(terms), params):
+                found[(r[0], r[1])] = tuple(r)
+    ordered = sorted(found.values(), key=lambda r: (r[9], r[0], r[1]))
+    return versions, [_call(r) for r in ordered]
 
 
 def attribute(store: EventStore, stream_ids: Sequence[str] | None = None, *,

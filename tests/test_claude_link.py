@@ -372,3 +372,85 @@ def test_a_byte_exact_match_comes_before_a_normalised_one() -> None:
     lf_call = writers._Call("S", "lf", "/w/p/agent-state.json", "crlf-c", "Write", "m", datetime.fromisoformat(
         "2026-01-01T10:00:00+00:00"), False, lf_sha256="h")
     assert writers.match([exact], [lf_call])[("RUN", 2)].line_endings_normalised is True
+
+
+def _writers_store(run: Any, tmp_path: Path) -> None:
+    """The fixture's run and session, a second project's session, and a plain run."""
+    project = tmp_path / "orch"
+    project.mkdir()
+    _ingest_session(run, tmp_path, project)
+    _ingest_states(run, project)
+    claude_fixtures.write_project(tmp_path / "other")
+    assert run("ingest", "claude", str(tmp_path / "other")).exit_code == 0
+    assert run("append", "PLAIN-1", "note", "--data", "{}").exit_code == 0
+
+
+def test_one_runs_writers_are_looked_up_by_index_not_by_reading_every_call(run, store_url: str, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """``log RUN`` reads the calls its versions can match (indexed look-ups), not the whole
+    ``proj_file_writes`` table, which grows with every session of the store; and finds the same writers."""
+    _writers_store(run, tmp_path)
+    with EventStore(store_url) as store:
+        writers.refresh(store)
+        everything = writers.match(*writers._load(store, None))  # every call against every version
+        sent: list[tuple[str, tuple[Any, ...]]] = []
+        real = writers._rows
+
+        def recording(s: EventStore, sql: str, params: Any) -> list[Any]:
+            sent.append((sql, tuple(params)))
+            return real(s, sql, params)
+
+        monkeypatch.setattr(writers, "_rows", recording)
+        found = writers.writers(store, F.TASK, fresh=False)
+        assert found == {version: w for (sid, version), w in everything.items() if sid == F.TASK}
+        assert sorted(found) == [1, 2, 3]  # the fixture's three linked versions
+        assert writers.writers(store, "PLAIN-1", fresh=False) == {}
+        on_writes = [(sql, params) for sql, params in sent if "proj_file_writes" in sql]
+        assert on_writes and all(" WHERE " in sql for sql, _ in on_writes)
+        if store.backend.name == "sqlite":  # and each is a search of an index, never a scan of the table
+            with store.reading() as cur:
+                for sql, params in on_writes:
+                    cur.execute("EXPLAIN QUERY PLAN " + sql, params)
+                    plan = [str(r[-1]) for r in cur.fetchall()]
+                    assert not [step for step in plan if step.startswith("SCAN") and "proj_file_writes" in step
+                                or step in ("SCAN f", "SCAN proj_file_writes")], (sql, plan)
+                    assert any("INDEX ix_proj_file_writes_" in step for step in plan), (sql, plan)
+
+
+def _writes_indexes(store: EventStore) -> set[str]:
+    with store.reading() as cur:
+        if store.backend.name == "sqlite":
+            cur.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'proj_file_writes'")
+        else:
+            cur.execute("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
+                        "AND tablename = 'proj_file_writes'")
+        return {r[0] for r in cur.fetchall() if r[0].startswith("ix_")}
+
+
+def test_a_writers_index_of_version_2_gets_its_indexes_in_place(run, store_url: str, tmp_path: Path) -> None:
+    """Version 3 of the writers index only adds indexes: a store built at version 2 keeps its rows and
+    its checkpoint (no rebuild from the first event) and gains them."""
+    _writers_store(run, tmp_path)
+    with EventStore(store_url) as store:
+        writers.refresh(store)
+        new = _writes_indexes(store)
+        assert new == {"ix_proj_file_writes_name_sha256", "ix_proj_file_writes_call_id",
+                       "ix_proj_file_writes_sha256", "ix_proj_file_writes_lf_sha256"}
+        before = writers.writers(store, F.TASK)
+        with store.writing("making it version 2") as cur:  # as version 2 left it
+            for name in new:
+                cur.execute(f"DROP INDEX {name}")
+            cur.execute("CREATE INDEX ix_proj_file_writes_name ON proj_file_writes (name)")
+            cur.execute("UPDATE projection_checkpoints SET version = 2 WHERE name = 'writers'")
+            cur.execute("DELETE FROM proj_state_versions WHERE version = 1")  # a rebuild would bring it back
+        with store.reading() as cur:
+            position = store.backend.read_checkpoint(cur, "writers").position
+        assert writers.refresh(store) == 0  # nothing re-applied
+        assert _writes_indexes(store) == new
+        with store.reading() as cur:
+            cp = store.backend.read_checkpoint(cur, "writers")
+            cur.execute("SELECT COUNT(*) FROM proj_state_versions WHERE version = 1")
+            kept_out = cur.fetchone()[0]
+        assert (cp.version, cp.position) == (3, position)
+        assert kept_out == 0  # the rows were kept as they were, not rebuilt
+        assert writers.writers(store, F.TASK) == {v: w for v, w in before.items() if v != 1}

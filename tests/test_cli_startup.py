@@ -5,7 +5,8 @@ Whole processes, as a user runs them: ``evstore --help`` imports no command modu
 store opens its connection with the stdlib ``sqlite3`` module), nor DuckDB, Arrow, jsonschema,
 the terminal libraries or a dialect's simulator.  On PostgreSQL, ``log``, ``replay`` and ``append``
 import psycopg but not SQLAlchemy either (the backend connects with psycopg until something needs
-the engine: SQLAlchemy's import and first connect doubled the CPU of a ``log``).  The timings themselves are ``benchmarks/bench_cli.py``'s, not a test's.
+the engine: SQLAlchemy's import and first connect doubled the CPU of a ``log``), nor
+``importlib.metadata`` (which psycopg's version modules would import).  The timings themselves are ``benchmarks/bench_cli.py``'s, not a test's.
 """
 
 from __future__ import annotations
@@ -121,6 +122,25 @@ def test_append_and_reads_on_postgresql_import_no_sqlalchemy(tmp_path: Path, pg_
     assert printed in r.stdout  # the command did its work, on a psycopg connection of its own
     assert "psycopg" in modules
     assert heavy(modules) == [], f"evstore {args[0]} imported {heavy(modules)}"
+    # psycopg's version modules are given their versions from the .dist-info folders' names: the
+    # standard library's importlib.metadata (a sixth of the process's CPU) is not imported either
+    assert "importlib.metadata" not in modules
+
+
+def test_psycopg_imported_so_keeps_its_versions() -> None:
+    """What ``import_psycopg`` leaves is what a plain ``import psycopg`` gives (fresh interpreters)."""
+    def versions(code: str) -> list[str]:
+        r = subprocess.run([sys.executable, "-c", code + "\nimport psycopg, psycopg_binary, sys\n"
+                            "print(psycopg.__version__, psycopg.version.__version__, psycopg_binary.__version__, "
+                            "psycopg.pq.__impl__, 'importlib.metadata' in sys.modules)"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.split()
+
+    plain = versions("import psycopg")
+    ours = versions("from eventstore.backends.postgres import import_psycopg\nimport_psycopg()")
+    assert ours[:4] == plain[:4] and plain[3] == "binary"
+    assert (plain[4], ours[4]) == ("True", "False")
 
 
 def test_the_probe_sees_sqlalchemy_when_it_is_imported(tmp_path: Path, sqlite_store: str) -> None:

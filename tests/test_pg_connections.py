@@ -3,6 +3,10 @@ as the engine's pool keeps them, rolled back when given back, and the engine's p
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import pytest
 from conftest import migrated
 
@@ -53,3 +57,62 @@ def test_a_store_reads_and_appends_without_an_engine_then_with_one(pg_url: str) 
         other.close()
         store.append("S", [NewEvent("demo.note", {"n": 2})])
         assert store.max_position() == 2
+
+
+def test_a_read_needs_no_transaction_and_leaves_none_behind(pg_url: str) -> None:
+    """A read without a snapshot runs in autocommit (no BEGIN and ROLLBACK round trips around each
+    statement); once it ends the connection is transactional again, a write begun inside a read is a
+    transaction all the same, and a server-side cursor (verify's streamed reads) gets one."""
+    url = migrated(pg_url)
+    with EventStore(url) as store:
+        store.append("S", [NewEvent("demo.note", {"n": 1})])
+        be = store.backend
+        with store.reading() as cur:
+            raw = cur.connection
+            assert raw.autocommit
+            assert be.stream_state(cur, "S") is not None
+            assert raw.info.transaction_status == 0  # IDLE: no transaction was begun for it
+        assert not raw.autocommit
+        with store.reading(snapshot=True) as cur:  # a snapshot is one transaction, as before
+            assert not cur.connection.autocommit
+            be.stream_state(cur, "S")
+            assert cur.connection.info.transaction_status == 2  # INTRANS
+        assert not raw.autocommit and raw.info.transaction_status == 0
+        with store.reading() as cur:
+            be.begin_write(raw)  # the append lock is a transaction's: not released at once
+            assert not raw.autocommit and raw.info.transaction_status == 2
+        assert raw.info.transaction_status == 0  # ended by the read's end
+        with store.reading() as cur:
+            assert [tuple(r) for r in be._streamed(cur, "SELECT 1 UNION ALL SELECT 2", (), "two rows")] == [(1,), (2,)]
+        assert not raw.autocommit and raw.info.transaction_status == 0
+
+
+def test_log_and_replay_run_on_one_connection(pg_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Each PostgreSQL connection is a server process started for it: a read command opens one (the
+    projections' checks read on the store's connection; the runner connects only to write)."""
+    import psycopg
+    from click.testing import CliRunner
+
+    from eventstore.cli import register
+
+    url = migrated(pg_url)
+    runner, cli = CliRunner(), register()
+    versions = tmp_path / "versions"
+    versions.mkdir()
+    for i in range(3):
+        (versions / f"{i:03d}.json").write_text(json.dumps({"task": "RUN-3", "step": i}) + "\n")
+    r = runner.invoke(cli, ["--url", url, "ingest", "generic", "--stream", "RUN-3", str(versions)])
+    assert r.exit_code == 0, r.output
+    opened: list[str] = []
+    real = psycopg.connect
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        opened.append(str(args[0]) if args else "")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(psycopg, "connect", counting)
+    for args in (["log", "RUN-3"], ["replay", "RUN-3", "--json"], ["replay", "RUN-3", "--meta", "--json"]):
+        opened.clear()
+        r = runner.invoke(cli, ["--url", url, *args])
+        assert r.exit_code == 0, r.output
+        assert len(opened) == 1, (args, opened)

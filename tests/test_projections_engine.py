@@ -264,3 +264,20 @@ def test_the_analytics_tables_are_a_projection_of_the_runner(sqlite_url: str) ->
     rows = json.loads(CliRunner().invoke(register(), ["--url", sqlite_url, "projections", "status", "--json"]).stdout)
     row = next(r for r in rows if r["name"] == "analytics")
     assert (row["checkpoint"], row["lag"], row["storage"], row["mode"]) == (high, 0, "parquet", "async")
+
+
+def test_a_projection_check_inside_a_snapshot_read_leaves_the_snapshot_open(store: EventStore) -> None:
+    """The runner reads its checkpoints on the store's connection, unless that connection is inside a
+    transaction (a snapshot read, a write): then on one of its own, so ending its read ends nothing else."""
+    store.append("S", [NewEvent("demo.note", {"n": 1})])
+    be = store.backend
+    with store.reading(snapshot=True) as cur:
+        assert be.stream_state(cur, "S") is not None
+        raw = cur.connection
+        assert be.in_transaction(raw)
+        with ProjectionRunner(store) as runner:
+            runner.checkpoint("runs")
+            runner.read(lambda c: be.read_checkpoint(c, "writers"))
+        assert be.in_transaction(raw)  # still the snapshot
+        assert be.stream_state(cur, "S") is not None
+    assert not be.in_transaction(raw)

@@ -354,11 +354,15 @@ def test_postgres_appends_stay_ordered_under_a_stricter_server_default(pg_url: s
     url = pg_url.replace("options=", "options=-cdefault_transaction_isolation%3Dserializable%20", 1)
     engine = make_engine(url)
     migrate.upgrade(engine)
+    with engine.connect() as conn:  # the URL's setting took: a session of it defaults to SERIALIZABLE
+        assert conn.exec_driver_sql("SHOW default_transaction_isolation").scalar() == "serializable"
     engine.dispose()
     with EventStore(url) as store:
-        with store.reading() as cur:  # the store's own connection
-            cur.execute("SHOW default_transaction_isolation")
-            assert cur.fetchone()[0] == "serializable"
+        for snapshot in (False, True):  # a read in autocommit (one statement, one snapshot) and in a transaction
+            with store.reading(snapshot) as cur:  # the store's own connection
+                cur.execute("SHOW transaction_isolation")
+                assert cur.fetchone()[0] == ("repeatable read" if snapshot else "read committed")
+        with store.writing("checking") as cur:
             cur.execute("SHOW transaction_isolation")
             assert cur.fetchone()[0] == "read committed"
         barrier = threading.Barrier(4)

@@ -768,6 +768,10 @@ class Backend(abc.ABC):
     def rollback(self, raw: Any) -> None:
         raw.rollback()
 
+    def in_transaction(self, raw: Any) -> bool:
+        """Whether ``raw`` is inside a transaction (begun and not yet ended)."""
+        return bool(raw.in_transaction)  # sqlite3's
+
     def begin_read(self, raw: Any, snapshot: bool = False) -> bool:
         """Start a read; with ``snapshot``, every statement until :meth:`end_read` sees the same
         committed state (what a check that compares two tables needs while appends go on).

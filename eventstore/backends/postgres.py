@@ -25,6 +25,59 @@ _CURSORS = itertools.count(1)
 APPEND_LOCK_KEY = 0x65767374  # "evst"
 
 
+def import_psycopg() -> Any:
+    """``psycopg``, imported without the standard library's ``importlib.metadata`` where it can be.
+
+    ``psycopg.version`` and its C implementation's ``psycopg_binary.version`` each ask
+    ``importlib.metadata`` for their distribution's version: importing it (with ``email``,
+    ``zipfile``, ``csv``, ``importlib.resources``) is about a sixth of the CPU of an ``evstore log``
+    on PostgreSQL, for strings nothing on the way reads.  A version is also in the name of the
+    distribution's ``.dist-info`` folder beside the package, so these two modules are made from
+    there (``psycopg.__version__`` and ``psycopg_binary.__version__`` stay right); a package
+    without exactly one such folder (another way of installing) imports its module as it would."""
+    import sys
+
+    if "psycopg" not in sys.modules:
+        made = [name for name in ("psycopg", "psycopg_binary") if _version_module(sys.modules, name)]
+        import psycopg
+
+        for name in made:  # as the import system would have set them (it sets none for a module it finds made)
+            package = sys.modules.get(name)
+            if package is not None and not hasattr(package, "version"):
+                package.version = sys.modules[f"{name}.version"]  # type: ignore[attr-defined]
+    import psycopg
+
+    return psycopg
+
+
+def _version_module(modules: dict[str, Any], package: str) -> bool:
+    """Put ``<package>.version`` in ``modules``, with the version its ``.dist-info`` folder names."""
+    import os
+    import types
+    from importlib.util import find_spec
+
+    if f"{package}.version" in modules:
+        return False
+    try:
+        spec = find_spec(package)
+    except (ImportError, ValueError):
+        return False
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    folder = os.path.dirname(list(spec.submodule_search_locations)[0])
+    prefix = package + "-"
+    try:
+        found = [n for n in os.listdir(folder) if n.startswith(prefix) and n.endswith(".dist-info")]
+    except OSError:
+        return False
+    if len(found) != 1:  # none, or several installs: importlib.metadata decides
+        return False
+    module = types.ModuleType(f"{package}.version", f"{package} distribution version (from {found[0]}).")
+    module.__version__ = found[0][len(prefix):-len(".dist-info")]  # type: ignore[attr-defined]
+    modules[f"{package}.version"] = module
+    return True
+
+
 def _lock_ids(key: int) -> tuple[int, int]:
     """``pg_locks``' (classid, objid) of the bigint advisory lock ``key`` (its high and low 32 bits)."""
     unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
@@ -45,20 +98,34 @@ def make_engine(url: str) -> Engine:
                          use_native_hstore=False)
 
 
-def conninfo(url: str) -> str:
+def conninfo(url: str, *, options: str | None = None) -> str:
     """The libpq URI of an evstore PostgreSQL URL (``postgresql+psycopg://`` as ``postgresql://``).
     libpq reads the same user, password, host, port and database, percent-decoded; the query is
     decoded as SQLAlchemy decodes it (``+`` is a space, as in the URL SQLAlchemy renders) and
-    percent-encoded again, since libpq would keep a ``+``."""
+    percent-encoded again, since libpq would keep a ``+``.  ``options``: server settings for the
+    session (``-c name=value``), after the URL's own."""
     from urllib.parse import parse_qsl, quote, urlencode
 
     scheme, sep, rest = url.partition("://")
     if not sep or scheme not in ("postgresql", "postgres", "postgresql+psycopg"):
         raise EvstoreError(f"Not a PostgreSQL URL for psycopg: {scheme}://...")
     base, _, query = rest.partition("?")
-    if query:
-        base += "?" + urlencode(parse_qsl(query, keep_blank_values=True), quote_via=quote)
+    pairs = parse_qsl(query, keep_blank_values=True) if query else []
+    if options:
+        given = [i for i, (key, _) in enumerate(pairs) if key == "options"]
+        if given:
+            pairs[given[-1]] = ("options", f"{pairs[given[-1]][1]} {options}")
+        else:
+            pairs.append(("options", options))
+    if pairs:
+        base += "?" + urlencode(pairs, quote_via=quote)
     return "postgresql://" + base
+
+
+#: The backend's own connections default to READ COMMITTED, whatever the server's or role's default,
+#: set in the startup packet (no round trip): their reads run in autocommit (begin_read), where each
+#: statement takes the session's default level, not the one psycopg's BEGIN names.
+_READ_COMMITTED_SESSION = "-c default_transaction_isolation=read\\ committed"
 
 
 class _Direct:
@@ -92,12 +159,14 @@ class PostgresBackend(Backend):
     def __init__(self, url: str, *, synchronous: str | None = None, engine: Engine | None = None) -> None:
         super().__init__(url, synchronous=synchronous, engine=engine)
         import threading
+        import weakref
 
-        import psycopg
-
+        psycopg = import_psycopg()
         self.driver_errors = (psycopg.Error,)
         self._idle: list[Any] = []
         self._idle_lock = threading.Lock()
+        #: Connections whose session defaults to READ COMMITTED (the backend's own): reads in autocommit.
+        self._read_committed: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def make_engine(self) -> Engine:
         return make_engine(self.url)
@@ -117,13 +186,16 @@ class PostgresBackend(Backend):
 
         # A failure to connect is psycopg's OperationalError, which the CLI reports as it reports
         # SQLAlchemy's (eventstore.cli._database_error).
-        conn = psycopg.connect(conninfo(self.url), autocommit=False)
+        conn = psycopg.connect(conninfo(self.url, options=_READ_COMMITTED_SESSION), autocommit=False)
         conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+        self._read_committed.add(conn)
         return _Direct(conn, self)
 
     def _give_back(self, conn: Any) -> None:
         """Roll back ``conn`` and keep it idle (closed instead if it is broken or enough are kept)."""
         try:
+            if conn.autocommit:  # a read ended without end_read (begin_read's autocommit)
+                conn.autocommit = False
             conn.rollback()
         except Exception:  # the server went away, or the connection is unusable: drop it
             conn.close()
@@ -189,12 +261,19 @@ class PostgresBackend(Backend):
         cur.execute(sql, params, prepare=False)
 
     def begin_write(self, raw: Any) -> None:
+        self.begin_plain_write(raw)
         raw.execute(f"SELECT pg_advisory_xact_lock({APPEND_LOCK_KEY})")
+
+    def begin_plain_write(self, raw: Any) -> None:
+        # A write inside a read block (begin_read's autocommit) is a transaction all the same.
+        if raw.autocommit and raw.info.transaction_status == _IDLE:
+            raw.autocommit = False
 
     def begin_locked_append(self, raw: Any, cur: Any, stream_id: str | None) -> tuple[int, StreamState | None]:
         """BEGIN, the append lock and the last position (and the stream's row) sent together, one
         round trip instead of three: the server runs them in order, so the read's snapshot is taken
         once the lock is held."""
+        self.begin_plain_write(raw)  # a connection left in autocommit by a read: a transaction all the same
         with raw.pipeline():
             raw.execute(f"SELECT pg_advisory_xact_lock({APPEND_LOCK_KEY})")
             if stream_id is None:
@@ -267,17 +346,32 @@ class PostgresBackend(Backend):
     def stream_cursor(self, conn: Any) -> Any:
         # A server-side cursor: psycopg's client-side one would hold the whole result in memory.  Named
         # apart: verify reads two at once in one transaction (the log, and the source rows beside it).
+        # It lives in a transaction: a read begun in autocommit (begin_read) becomes one here.
+        if conn.autocommit and conn.info.transaction_status == _IDLE:
+            conn.autocommit = False
         return conn.cursor(name=f"evstore_streamed_read_{next(_CURSORS)}")
+
+    def in_transaction(self, raw: Any) -> bool:
+        return bool(raw.info.transaction_status != _IDLE)
 
     def begin_read(self, raw: Any, snapshot: bool = False) -> bool:
         # READ COMMITTED (the engine's level) takes a new snapshot per statement; REPEATABLE READ
-        # one for the transaction (the first statement after the implicit BEGIN sets it).
-        if snapshot and raw.info.transaction_status == _IDLE:
-            raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        return False  # end_read always rolls back
+        # one for the transaction (the first statement after the implicit BEGIN sets it).  A read
+        # that needs no snapshot runs its statements in autocommit, which gives each statement its
+        # own snapshot just as READ COMMITTED does, without a BEGIN and a ROLLBACK, each a round trip
+        # to the server (two thirds of a `log`'s), around each; end_read turns autocommit off again.
+        if raw.info.transaction_status == _IDLE:
+            if snapshot:
+                raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            elif raw in self._read_committed:  # (the engine's connections: BEGIN ISOLATION LEVEL READ COMMITTED)
+                raw.autocommit = True
+        return False  # end_read always ends it
 
     def end_read(self, raw: Any, began: bool = False) -> None:
-        raw.rollback()
+        if raw.autocommit:  # begun in autocommit (and still so): no transaction to end
+            raw.autocommit = False
+        else:
+            raw.rollback()
 
     #: From this many rows per append, COPY beats executemany (measured ~2x at 1,000 rows).
     COPY_FROM = 50
