@@ -467,7 +467,11 @@ def _parallel(store: EventStore, out: Path, manifest: Manifest, high: int, rows:
 def _worker(url: str, out: Path, tasks: Any, k: int, batch_size: int, results: Any) -> None:
     """One worker of :func:`_parallel`: its own connection to the store (a forked process must not use
     its parent's), each block it takes from ``tasks`` flattened and written (until a None), what it
-    wrote put on ``results``."""
+    wrote put on ``results``.  It stops when its parent is gone (killed: what it would list is lost
+    anyway), instead of waiting for blocks or a None that will never come."""
+    import queue as queues
+
+    parent = os.getppid()
     try:
         store = EventStore(url, check_schema=False)
         try:
@@ -478,7 +482,15 @@ def _worker(url: str, out: Path, tasks: Any, k: int, batch_size: int, results: A
                 files = _write_files(out, after, last.position, chunks, counts)
                 written.append((files, counts, last.position))
 
-            while (task := tasks.get()) is not None:  # the next block; a block is one flush
+            while True:
+                try:
+                    task = tasks.get(timeout=1.0)  # the next block; a block is one flush
+                except queues.Empty:
+                    if os.getppid() != parent:
+                        return
+                    continue
+                if task is None or os.getppid() != parent:
+                    break
                 lo, hi = task
                 written.clear()
                 count = _flatten(store, lo, hi, batch_size=batch_size, flush_events=max(hi - lo, 1), flushed=flushed)
