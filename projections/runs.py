@@ -153,6 +153,18 @@ class _Touched:
         self.unreadable = 0
         self.lens_failures = 0
 
+    def saw(self, e: RecordedEvent, meta: Any) -> None:
+        """``e`` (its decoded ``meta``) counted: the run's events, first and last times, the snapshot an
+        ingest closed with it."""
+        self.events += 1
+        when = e.occurred_at or e.recorded_at
+        if self.started_at is None or when < self.started_at:
+            self.started_at = when
+        if self.last_at is None or when > self.last_at:
+            self.last_at = when
+        if type(meta) is dict and "source" in meta:  # the event closing an ingested snapshot
+            _note_snapshot(self, meta, e.type)
+
 
 def _text(value: Any, column: str) -> str | None:
     """A ``describe`` field as its column can hold it on every backend: without NUL (PostgreSQL
@@ -304,14 +316,7 @@ class RunsIndex(engine.Projection):
                 entry.version, entry.head = e.version, e.hash
             else:
                 self._fold(t.entry, e)
-            t.events += 1
-            when = e.occurred_at or e.recorded_at
-            if t.started_at is None or when < t.started_at:
-                t.started_at = when
-            if t.last_at is None or when > t.last_at:
-                t.last_at = when
-            if type(meta) is dict and "source" in meta:  # the event closing an ingested snapshot
-                _note_snapshot(t, meta, e.type)
+            t.saw(e, meta)
         rows = [_batch_row(sid, t) for sid, t in touched.items()]
         if rows:
             cur.executemany(_upsert_sql(backend.p), rows)
@@ -660,22 +665,8 @@ class IndexCheck:
                 entry = self.index._load(cur, self.store.backend, e, dialect if isinstance(dialect, str) else None)
             t = self._t = _Touched(entry)
             self._last = (sid, entry)
-        entry = t.entry
-        if entry.ok:  # RunsIndex._fold
-            try:
-                entry.doc = entry.lens.evolve(entry.doc, decode_event(e.type, e.schema_version, e.data))  # type: ignore[union-attr]
-            except Exception:  # noqa: BLE001 - as the index: the run is then not described
-                entry.ok = False
-                entry.doc = None
-        entry.version, entry.head = e.version, e.hash
-        t.events += 1
-        when = e.occurred_at or e.recorded_at
-        if t.started_at is None or when < t.started_at:
-            t.started_at = when
-        if t.last_at is None or when > t.last_at:
-            t.last_at = when
-        if type(meta) is dict and "source" in meta:
-            _note_snapshot(t, meta, e.type)
+        RunsIndex._fold(t.entry, e)
+        t.saw(e, meta)
 
     def _flush(self) -> None:
         """The batch folded so far upserted into its stream's row."""

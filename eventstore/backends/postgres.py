@@ -265,7 +265,8 @@ class PostgresBackend(Backend):
         raw.execute(f"SELECT pg_advisory_xact_lock({APPEND_LOCK_KEY})")
 
     def begin_plain_write(self, raw: Any) -> None:
-        # A write inside a read block (begin_read's autocommit) is a transaction all the same.
+        # A write inside a read block (begin_read's autocommit) is a transaction all the same (and so is
+        # a server-side cursor: stream_cursor).
         if raw.autocommit and raw.info.transaction_status == _IDLE:
             raw.autocommit = False
 
@@ -347,8 +348,7 @@ class PostgresBackend(Backend):
         # A server-side cursor: psycopg's client-side one would hold the whole result in memory.  Named
         # apart: verify reads two at once in one transaction (the log, and the source rows beside it).
         # It lives in a transaction: a read begun in autocommit (begin_read) becomes one here.
-        if conn.autocommit and conn.info.transaction_status == _IDLE:
-            conn.autocommit = False
+        self.begin_plain_write(conn)
         return conn.cursor(name=f"evstore_streamed_read_{next(_CURSORS)}")
 
     def in_transaction(self, raw: Any) -> bool:
