@@ -472,13 +472,9 @@ class EventStore:
                 streams = list(dict.fromkeys(item.stream_id for item in wanted))
                 ids = list(dict.fromkeys(e.event_id for item in wanted for e in item.events
                                          if e._client_id and e.event_id is not None))
-                try:
+                with self._retried_on_db_failure():
                     txn.known, found = self.backend.group_lookups(txn.cur, streams, ids)
-                    recorded = {r.event_id: r for r in found}
-                except Exception as exc:
-                    if self._db_failure(exc):
-                        raise _GroupRetry from exc
-                    raise
+                recorded = {r.event_id: r for r in found}
                 txn.deferred = []
             for index, item in enumerate(items):
                 if index in refused:
@@ -517,15 +513,21 @@ class EventStore:
                         exc = EvstoreError(f"Append clashed with a concurrent write ({exc}); retry.")
                     out.append(exc)
             if fast:
-                try:
+                with self._retried_on_db_failure():
                     txn.flush()
-                except Exception as exc:
-                    if self._db_failure(exc):
-                        raise _GroupRetry from exc
-                    raise
             if not any(isinstance(r, AppendResult) and not r.duplicate for r in out):
                 txn.abandon()  # nothing written: no commit
         return out
+
+    @contextmanager
+    def _retried_on_db_failure(self) -> Iterator[None]:
+        """A failure of the database inside raises :class:`_GroupRetry` (run the group item by item)."""
+        try:
+            yield
+        except Exception as exc:
+            if self._db_failure(exc):
+                raise _GroupRetry from exc
+            raise
 
     def _db_failure(self, exc: BaseException) -> bool:
         """``exc`` is the driver's (or evstore's translation of one): the transaction may be aborted."""
