@@ -180,8 +180,11 @@ def test_two_runner_processes_one_runs_and_the_other_takes_over_when_it_dies(
             # a's session is ended (a network cut, pg_terminate_backend): one of the two holds it again
             ended = _session_of(lock.holder())
             _terminate(pg_store, ended)
-            wait_until(lambda: lock.holder() is not None and _session_of(lock.holder()) != ended,
-                       "a runner holding the lock on a new session")
+            def held_on_a_new_session() -> bool:
+                holder = lock.holder()  # read once: between two reads the lock may pass from hand to hand
+                return holder is not None and _session_of(holder) != ended
+
+            wait_until(held_on_a_new_session, "a runner holding the lock on a new session")
             holder = _holder_pid(lock)
             assert holder in (a.pid, b.pid)
             survivor = b if holder == a.pid else a
