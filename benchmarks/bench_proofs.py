@@ -21,9 +21,10 @@ up or read; ``_grow_tree``: no node hashed, so none inserted; everything else th
 ``--repeat`` times on fresh databases; wall time and process CPU time, medians and the range of each
 run against the run beside it.  ``--by-append N`` also alternates append by append between two stores
 in one process (N appends each; the events built outside the timing), which a busy machine's drift
-disturbs far less than runs of seconds; with ``--native-prototype`` a third store alternates with them
-whose tree is hashed in C (benchmarks/native_tree, a measuring aid evstore does not use: build it
-first with ``python benchmarks/native_tree/native_tree.py build``).
+disturbs far less than runs of seconds.  "With the tree" hashes it as evstore does here (``tree.HASHING``:
+C when the extension was built at install, else Python; ``EVSTORE_PURE_TREE=1`` forces Python); with
+``--python-too`` a third store alternates with them whose tree is hashed in Python (tree's pure functions)
+while the C extension is in use, so both costs come from the same minutes.
 The targets (proof < 10 ms and checkpoint < 1 s at 10^6, overhead < 10 %, proof ≤ 32·⌈log2 n⌉
 bytes) are printed as met / NOT met.
 """
@@ -184,26 +185,26 @@ def overhead(backend: str, workdir: Path, pg_url: str | None, payloads: list[dic
 
 
 def overhead_by_append(backend: str, workdir: Path, pg_url: str | None, payloads: list[dict[str, Any]],
-                       appends: int, native: Callable[..., Any] | None = None) -> dict[str, Any]:
+                       appends: int, python_too: bool = False) -> dict[str, Any]:
     """Two fresh stores in one process, 1,000-event appends alternated append by append between the one
     with the tree and the one with its steps stubbed out (the events built outside the timing): a
-    machine's load drifts between two runs of seconds far more than between two appends.  ``native``
-    (a drop-in for ``tree.new_nodes``, benchmarks/native_tree): a third store whose appends use it."""
-    labels = ["with tree", "without"] + (["C hashing"] if native is not None else [])
+    machine's load drifts between two runs of seconds far more than between two appends.  ``python_too``:
+    a third store whose tree is hashed by tree's pure-Python functions (when the C ones are in use)."""
+    labels = ["with tree", "without"] + (["Python hashing"] if python_too else [])
     times: dict[str, list[tuple[float, float]]] = {label: [] for label in labels}
-    python_nodes = tree.new_nodes
+    in_use = tree.leaf_hashes, tree.parents
 
     @contextmanager
     def variant(label: str) -> Iterator[None]:
         if label == "without":
             with without_tree():
                 yield
-        elif label == "C hashing":
-            tree.new_nodes = native  # type: ignore[assignment]
+        elif label == "Python hashing":
+            tree.leaf_hashes, tree.parents = tree._py_leaf_hashes, tree._py_parents
             try:
                 yield
             finally:
-                tree.new_nodes = python_nodes
+                tree.leaf_hashes, tree.parents = in_use
         else:
             yield
 
@@ -235,9 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5, help="append-overhead runs per variant")
     ap.add_argument("--by-append", type=int, default=0, metavar="N",
                     help="also N appends a variant alternated append by append in one process (overhead_by_append)")
-    ap.add_argument("--native-prototype", action="store_true",
-                    help="with --by-append, a third store whose tree is hashed in C (benchmarks/native_tree, "
-                         "built first with its build command): what the tree costs without Python's hash calls")
+    ap.add_argument("--python-too", action="store_true",
+                    help="with --by-append and the C extension in use, a third store whose tree is hashed in "
+                         "Python (tree's pure functions): both hashings' costs from the same minutes")
     ap.add_argument("--dir", default=None, help="where SQLite files go (default: a temporary directory)")
     args = ap.parse_args(argv)
     import os
@@ -245,8 +246,11 @@ def main(argv: list[str] | None = None) -> int:
     pg_url = args.pg_url or os.environ.get("EVSTORE_TEST_POSTGRES_URL")
     if args.backend == "postgresql" and not pg_url:
         ap.error("--backend postgresql needs --pg-url or $EVSTORE_TEST_POSTGRES_URL")
-    if args.native_prototype and not args.by_append:
-        ap.error("--native-prototype adds a store to the appends alternated one by one: give --by-append N too")
+    if args.python_too and not args.by_append:
+        ap.error("--python-too adds a store to the appends alternated one by one: give --by-append N too")
+    if args.python_too and tree.HASHING == "Python":
+        ap.error("--python-too compares with the C hashing, which is not in use here (EVSTORE_PURE_TREE is set, "
+                 "or the extension is not built: python hatch_build.py)")
     sizes = [10_000, 100_000] if args.quick else [int(s) for s in args.sizes.split(",")]
     if args.quick:
         args.overhead_events, args.repeat, args.proofs = 20_000, 3, 20
@@ -264,13 +268,7 @@ def main(argv: list[str] | None = None) -> int:
                 results.append(measure_size(store, n, rng, signer, args.proofs))
         log(f"append overhead: {args.overhead_events:,} events, 1,000 per append, {args.repeat} runs each ...")
         ov = overhead(args.backend, workdir, pg_url, payloads, args.overhead_events, args.repeat)
-        native = None
-        if args.native_prototype:
-            sys.path.insert(0, str(Path(__file__).resolve().parent / "native_tree"))
-            import native_tree
-
-            native = native_tree.make_new_nodes()
-        by_append = overhead_by_append(args.backend, workdir, pg_url, payloads, args.by_append, native) \
+        by_append = overhead_by_append(args.backend, workdir, pg_url, payloads, args.by_append, args.python_too) \
             if args.by_append else None
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -278,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     def met(ok: bool) -> str:
         return "met" if ok else "NOT met"
 
-    print(f"evstore Merkle tree, {args.backend}, stored levels every {tree.STRIDE} (medians)")
+    print(f"evstore Merkle tree, {args.backend}, stored levels every {tree.STRIDE}, hashed in {tree.HASHING} (medians)")
     print("| events | checkpoint | inclusion proof (p95) | RFC path alone | consistency proof | "
           "inclusion / consistency bytes | 32·⌈log2 n⌉ |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
@@ -299,9 +297,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"append by append, {by_append['appends']} appends of 1,000 each way, events built outside the timing: "
               f"median wall {ww * 1000:.1f} ms with the tree, {wo * 1000:.1f} ms without ({ww / wo - 1:+.1%}); "
               f"mean CPU {cw * 1000:.2f} ms, {co * 1000:.2f} ms ({cw / co - 1:+.1%})")
-        if "C hashing" in by_append:
-            nw, nc = by_append["C hashing"]
-            print(f"  the tree hashed in C (benchmarks/native_tree, a prototype): median wall {nw * 1000:.1f} ms "
+        if "Python hashing" in by_append:
+            nw, nc = by_append["Python hashing"]
+            print(f"  the tree hashed in Python (EVSTORE_PURE_TREE's path): median wall {nw * 1000:.1f} ms "
                   f"({nw / wo - 1:+.1%}), mean CPU {nc * 1000:.2f} ms ({nc / co - 1:+.1%})")
     top = results[-1]
     print("\ntargets:")

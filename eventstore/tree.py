@@ -22,6 +22,7 @@ never changes.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice, repeat
 from typing import Any, Protocol
@@ -41,6 +42,40 @@ except ImportError:  # pragma: no cover - the module's name from 3.12 on, or a b
     except ImportError:
         _leaf_sha = hashlib.sha256
 
+
+def _py_leaf_hashes(leaf_data: Sequence[bytes]) -> list[bytes]:
+    leaf = _leaf_sha
+    return [leaf(b"\x00" + d).digest() for d in leaf_data]
+
+
+def _py_parents(hashes: Sequence[bytes], rounds: int) -> list[bytes]:
+    if len(hashes) % (1 << rounds):
+        raise ValueError(f"parents(): {len(hashes)} hashes do not pair up {rounds} times")
+    sha, level = _sha, list(hashes)
+    for _ in range(rounds):
+        level = [sha(b"\x01" + level[i] + level[i + 1]).digest() for i in range(0, len(level), 2)]
+    return level
+
+
+#: The two bulk hashings every node comes from: ``leaf_hashes(data)`` is SHA-256(0x00 || d) of each d,
+#: ``parents(hashes, rounds)`` is ``rounds`` rounds of SHA-256(0x01 || left || right) over adjacent
+#: pairs (``len(hashes)`` a multiple of 2**rounds).  In C (eventstore/_tree_native.c, OpenSSL's SHA-256)
+#: when the extension was built at install: two hashlib calls an event cost batch appends 11-14 % of
+#: their CPU, the same hashing in C 3-6 %.  Otherwise, or with ``EVSTORE_PURE_TREE=1``, in Python: the
+#: same hashes (tests/test_tree_native.py).
+leaf_hashes: Callable[[Sequence[bytes]], list[bytes]] = _py_leaf_hashes
+parents: Callable[[Sequence[bytes], int], list[bytes]] = _py_parents
+#: Which of the two hashes the tree: ``"C (OpenSSL 3.0.x ...)"`` or ``"Python"`` (``evstore --version``).
+HASHING = "Python"
+if os.environ.get("EVSTORE_PURE_TREE", "") in ("", "0"):
+    try:
+        from eventstore import _tree_native
+    except ImportError:  # not built (no compiler at install, another platform): the pure functions
+        pass
+    else:
+        leaf_hashes, parents = _tree_native.leaf_hashes, _tree_native.parents
+        HASHING = f"C ({_tree_native.OPENSSL_VERSION})"
+
 #: Stored levels are the multiples of STRIDE (4: a node per 16 children of the level below).
 STRIDE = 4
 FAN = 1 << STRIDE
@@ -58,11 +93,7 @@ def node_hash(left: bytes, right: bytes) -> bytes:
 
 def fold(hashes: Sequence[bytes]) -> bytes:
     """The root of a complete subtree given its 2^h hashes of one level (left to right)."""
-    level = list(hashes)
-    sha = _sha
-    while len(level) > 1:
-        level = [sha(b"\x01" + level[i] + level[i + 1]).digest() for i in range(0, len(level), 2)]
-    return level[0]
+    return parents(hashes, len(hashes).bit_length() - 1)[0]
 
 
 class TreeSource(Protocol):
@@ -85,26 +116,22 @@ def new_nodes(old_size: int, leaf_data: Sequence[bytes], source: TreeSource) -> 
     leaves completes, bottom up.  Reads from ``source`` only the children a first new parent has
     from before the append (fewer than :data:`FAN` per level)."""
     out: list[tuple[int, int, bytes]] = []
-    sha = _sha
     first, level = old_size, 0
-    leaf = _leaf_sha
-    current = [leaf(b"\x00" + d).digest() for d in leaf_data]  # hashes at `level`, indexes first..
+    current = leaf_hashes(leaf_data)  # hashes at `level`, indexes first..
     while True:
         p_first, p_end = first // FAN, (first + len(current)) // FAN
         if p_end <= p_first:
             return out
         before = p_first * FAN
         if before < first:
-            earlier = (
-                [leaf(b"\x00" + d).digest() for d in _exactly(source.leaf_data(before, first), first - before, 0, before)]
-                if level == 0 else _exactly(source.nodes(level, before, first), first - before, level, before))
+            earlier = (leaf_hashes(_exactly(source.leaf_data(before, first), first - before, 0, before))
+                       if level == 0 else _exactly(source.nodes(level, before, first), first - before, level, before))
             children = earlier + current[:p_end * FAN - first]
         else:
             children = current[:p_end * FAN - first]
         # The children start at a parent's first child and number a multiple of FAN: STRIDE rounds of
-        # pairwise hashing over the whole list give every parent (no call per parent).
-        for _ in range(STRIDE):
-            children = [sha(b"\x01" + children[i] + children[i + 1]).digest() for i in range(0, len(children), 2)]
+        # pairwise hashing over the whole list give every parent (one call a level, none per parent).
+        children = parents(children, STRIDE)
         level += STRIDE
         out.extend(zip([level] * len(children), range(p_first, p_first + len(children)), children, strict=True))
         current, first = children, p_first
@@ -223,12 +250,11 @@ def all_nodes(leaf_data: Iterable[bytes], batch: int = 1 << 12) -> Iterator[tupl
 
     The leaves are taken ``batch`` at a time and each level's complete groups of :data:`FAN` hashed
     as one list (STRIDE rounds of pairwise hashing, as :func:`new_nodes` does): no call per node."""
-    leaf, sha = _leaf_sha, _sha
     pending: dict[int, list[bytes]] = {}  # per stored level: the hashes of a group not yet complete
     counts: dict[int, int] = {}
     it = iter(leaf_data)
     while chunk := list(islice(it, batch)):
-        current, level = [leaf(b"\x00" + d).digest() for d in chunk], 0
+        current, level = leaf_hashes(chunk), 0
         while current:
             left = pending.get(level)
             if left:
@@ -238,8 +264,7 @@ def all_nodes(leaf_data: Iterable[bytes], batch: int = 1 << 12) -> Iterator[tupl
             children = current[:whole]
             if not children:
                 break
-            for _ in range(STRIDE):
-                children = [sha(b"\x01" + children[i] + children[i + 1]).digest() for i in range(0, len(children), 2)]
+            children = parents(children, STRIDE)
             level += STRIDE
             first = counts.get(level, 0)
             counts[level] = first + len(children)
@@ -317,7 +342,7 @@ class Tree:
             data = [self._leaves.get(i) for i in range(first, first + count)]
             if None in data:
                 data = _exactly(self.source.leaf_data(first, first + count), count, 0, first)  # type: ignore[assignment]
-            return fold([leaf_hash(d) for d in data])  # type: ignore[arg-type]
+            return fold(leaf_hashes(data))  # type: ignore[arg-type]
         hashes = [self._nodes.get((stored, j)) for j in range(first, first + count)]
         if None in hashes:
             hashes = _exactly(self.source.nodes(stored, first, first + count), count, stored, first)  # type: ignore[assignment]

@@ -108,3 +108,34 @@ def test_an_installed_evstore_runs_init_with_the_migrations_inside_the_wheel(ins
     loc = subprocess.run([str(bin_dir / "python"), "-c", "import eventstore.migrate as m; print(m.script_location())"],
                          cwd=work, env=env, capture_output=True, text=True, check=True).stdout.strip()
     assert loc.endswith("site-packages/eventstore/_migrations") and not Path(loc).is_relative_to(ROOT), loc
+
+
+def test_the_installed_evstore_hashes_its_tree_with_what_the_wheel_ships(installed: tuple[Path, Path],
+                                                                           tmp_path: Path) -> None:
+    """The build hook (hatch_build.py) compiles the Merkle tree's C hashing into the wheel where it can,
+    a platform wheel then; the installed copy uses it.  Without it, a pure wheel hashing in Python."""
+    wheel, bin_dir = installed
+    names = zipfile.ZipFile(wheel).namelist()
+    shipped = [n for n in names if n.startswith("eventstore/_tree_native.") and n.endswith((".so", ".pyd"))]
+    probe = "from eventstore import tree; print(tree.HASHING, tree.__file__)"
+    hashing, where = subprocess.run([str(bin_dir / "python"), "-c", probe], cwd=tmp_path, env=outside_env(),
+                                    capture_output=True, text=True, check=True).stdout.rsplit(" ", 1)
+    assert not Path(where.strip()).is_relative_to(ROOT), where
+    if shipped:
+        assert hashing.startswith("C (OpenSSL") and not wheel.name.endswith("-py3-none-any.whl"), (hashing, wheel)
+    else:
+        assert hashing == "Python" and wheel.name.endswith("-py3-none-any.whl"), (hashing, wheel)
+
+
+def test_a_build_that_cannot_compile_gives_a_pure_wheel(tmp_path: Path) -> None:
+    """EVSTORE_PURE_TREE=1 (as no compiler would): no extension, a py3-none-any wheel, and the build
+    succeeds.  A second wheel build: about 1 s of CPU."""
+    pytest.importorskip("hatchling", reason="hatchling is not installed (pip install -e '.[test]')")
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation",
+                        "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True,
+                       env={**os.environ, "EVSTORE_PURE_TREE": "1"})
+    assert r.returncode == 0, r.stderr
+    (wheel,) = tmp_path.glob("evstore-*.whl")
+    assert wheel.name.endswith("-py3-none-any.whl"), wheel.name
+    assert not [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith((".so", ".pyd"))]
+    assert "the Merkle tree's C hashing is not built (EVSTORE_PURE_TREE is set)" in r.stdout + r.stderr

@@ -207,6 +207,23 @@ class EvstoreGroup(click.Group):
             ctx.exit(1)
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``: the package's version, and which hashing keeps the Merkle tree (C when the
+    extension was built at install, else Python: eventstore/tree.py)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    from eventstore import tree
+
+    try:
+        number = version("evstore")
+    except PackageNotFoundError:  # a checkout on PYTHONPATH, not installed
+        number = "unknown (not installed)"
+    click.echo(f"evstore, version {number}\nMerkle tree hashing: {tree.HASHING}")
+    ctx.exit()
+
+
 @click.group(cls=EvstoreGroup)
 @click.option("--url", envvar="EVSTORE_URL", default=None, metavar="URL",
               help="Database URL (default: $EVSTORE_URL or sqlite:///./.evstore/events.db).")
@@ -215,7 +232,8 @@ class EvstoreGroup(click.Group):
 @click.option("--synchronous", type=click.Choice(["NORMAL", "FULL"], case_sensitive=False), default=None,
               help="SQLite durability (default NORMAL; FULL syncs every commit).")
 @click.option("--traceback", is_flag=True, help="Show Python tracebacks for errors.")
-@click.version_option(package_name="evstore")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version (and the Merkle tree's hashing: C or Python) and exit.")
 @click.pass_context
 def cli(ctx: click.Context, url: str | None, url_file: str | None, synchronous: str | None, traceback: bool) -> None:
     """evstore: the append-only, hash-chained audit store for AI coding-agent runs."""
