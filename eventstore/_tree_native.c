@@ -1,7 +1,8 @@
 /* The Merkle tree's hashing in C (RFC 9162 §2.1: leaf SHA-256(0x00 || d), node SHA-256(0x01 || l || r)),
  * an optional accelerator of eventstore/tree.py: the same two functions as its pure-Python path, called
  * once a level rather than once a hash.  An append hashes one leaf and about one node an event; from
- * Python that is two hashlib calls an event (~1 us each), which cost batch appends 11-14 % of their CPU.
+ * Python that is two hashlib calls an event (~1 us each), which cost batch appends 10-20 % of their CPU
+ * (5-9 % with this module: docs/performance.md).
  * Built at install when a C compiler and OpenSSL's headers are there (hatch_build.py); without it,
  * or with EVSTORE_PURE_TREE=1, evstore uses the pure-Python functions and gives the same hashes.
  *

@@ -60,9 +60,9 @@ def _py_parents(hashes: Sequence[bytes], rounds: int) -> list[bytes]:
 #: The two bulk hashings every node comes from: ``leaf_hashes(data)`` is SHA-256(0x00 || d) of each d,
 #: ``parents(hashes, rounds)`` is ``rounds`` rounds of SHA-256(0x01 || left || right) over adjacent
 #: pairs (``len(hashes)`` a multiple of 2**rounds).  In C (eventstore/_tree_native.c, OpenSSL's SHA-256)
-#: when the extension was built at install: two hashlib calls an event cost batch appends 11-14 % of
-#: their CPU, the same hashing in C 3-6 %.  Otherwise, or with ``EVSTORE_PURE_TREE=1``, in Python: the
-#: same hashes (tests/test_tree_native.py).
+#: when the extension was built at install: two hashlib calls an event cost batch appends 10-20 % of
+#: their CPU, the same hashing in C 5-9 % (docs/performance.md).  Otherwise, or with
+#: ``EVSTORE_PURE_TREE=1``, in Python: the same hashes (tests/test_tree_native.py).
 leaf_hashes: Callable[[Sequence[bytes]], list[bytes]] = _py_leaf_hashes
 parents: Callable[[Sequence[bytes], int], list[bytes]] = _py_parents
 #: Which of the two hashes the tree: ``"C (OpenSSL 3.0.x ...)"`` or ``"Python"`` (``evstore --version``).
