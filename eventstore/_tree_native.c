@@ -37,7 +37,6 @@ static PyObject *leaf_hashes(PyObject *self, PyObject *arg) {
     PyObject *seq = PySequence_Fast(arg, "leaf_hashes() takes a sequence of bytes");
     if (seq == NULL) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject **items = PySequence_Fast_ITEMS(seq);
     PyObject *out = PyList_New(n);
     if (out == NULL) goto fail;
     unsigned char buf[64];  /* 0x00 || d for d of up to 63 bytes: one Update */
@@ -47,7 +46,12 @@ static PyObject *leaf_hashes(PyObject *self, PyObject *arg) {
         if (h == NULL) goto fail;
         PyList_SET_ITEM(out, i, h);
         unsigned char *dst = (unsigned char *)PyBytes_AS_STRING(h);
-        PyObject *item = items[i];
+        /* Read afresh each time: a buffer exporter other than bytes may run code that changes the list. */
+        if (i >= PySequence_Fast_GET_SIZE(seq)) {
+            PyErr_SetString(PyExc_RuntimeError, "leaf_hashes(): the sequence changed size");
+            goto fail;
+        }
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
         if (PyBytes_Check(item)) {
             const char *d = PyBytes_AS_STRING(item);
             Py_ssize_t len = PyBytes_GET_SIZE(item);
@@ -63,7 +67,10 @@ static PyObject *leaf_hashes(PyObject *self, PyObject *arg) {
             }
         } else {
             Py_buffer b;
-            if (PyObject_GetBuffer(item, &b, PyBUF_SIMPLE) < 0) goto fail;
+            Py_INCREF(item);
+            int got = PyObject_GetBuffer(item, &b, PyBUF_SIMPLE);
+            Py_DECREF(item);  /* the buffer, if any, holds its own reference (b.obj) */
+            if (got < 0) goto fail;
             SHA256_CTX c;
             SHA256_Init(&c);
             SHA256_Update(&c, buf, 1);
