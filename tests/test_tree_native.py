@@ -1,8 +1,9 @@
 """The Merkle tree's two hashings (eventstore/tree.py): the C accelerator (eventstore/_tree_native.c,
 built at install by hatch_build.py when it can be) and the pure-Python fallback give the same hashes,
 the RFC 9162 test vectors' roots, and the same nodes for any sequence of appends; evstore falls back
-to Python when the extension is missing or ``EVSTORE_PURE_TREE=1``; the build compiles it where it can and falls back to a
-pure wheel when it cannot compile.  The tests of the C path skip, saying so, where it was not built."""
+to Python when the extension is missing or ``EVSTORE_PURE_TREE=1``; the build compiles it where it
+can and leaves it out, never failing, where it cannot.  The tests of the C path skip, saying so, where
+it was not built."""
 
 from __future__ import annotations
 
