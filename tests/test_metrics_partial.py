@@ -184,3 +184,32 @@ def test_a_kept_file_that_is_not_duckdb_is_built_again(tmp_path: Path) -> None:
 @pytest.fixture(autouse=True)
 def _no_last() -> None:
     kept.last = None
+
+
+def test_a_report_that_does_not_fit_the_memory_bound_is_still_computed(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report's DuckDB connection holds at most views.REPORT_MEMORY; a section or a kept view DuckDB
+    cannot spill past it (an OutOfMemoryException, made here: a small store fits any bound) runs again at
+    DuckDB's own limit, and the report is the same."""
+    store = open_store(tmp_path)
+    ingest(store, 1, list(simulated()[1][1]), {})
+    directory = tmp_path / "analytics"
+    refresh(store, directory)
+    failed: list[str] = []
+
+    def once(real: Any, what: str) -> Any:
+        def run(con: duckdb.DuckDBPyConnection, *args: Any) -> Any:
+            limit = con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+            if what not in failed:
+                failed.append(what)
+                raise duckdb.OutOfMemoryException(f"Out of Memory Error: {what} over {limit}")
+            return real(con, *args)
+        return run
+
+    monkeypatch.setattr(kept, "_update", once(kept._update, "kept"))
+    monkeypatch.setattr(metrics, "_section_rows", once(metrics._section_rows, "section"))
+    rep = metrics.report(store, directory).to_dict()
+    assert failed == ["kept", "section"] and kept.last is not None
+    monkeypatch.undo()
+    assert rep == over_the_facts(store, directory)
+    store.close()

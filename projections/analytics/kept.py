@@ -96,9 +96,17 @@ def bind(con: duckdb.DuckDBPyConnection, store: EventStore, directory: Path, m: 
     db = con.execute("SELECT current_database()").fetchall()[0][0]
     if not _attach(con, path, read_only=False):
         return False
+    # The kept rows' order is no result's (see above): without keeping it, DuckDB streams a view's rows into
+    # its table instead of holding them all, and stays within the connection's memory limit.
+    con.execute("SET preserve_insertion_order = false")
     try:
-        update = _update(con, store, cat, db, m)
+        try:
+            update = _update(con, store, cat, db, m)
+        except duckdb.OutOfMemoryException:  # a view DuckDB cannot spill: at its own limit (a bound never fails)
+            con.execute("RESET memory_limit")
+            update = _update(con, store, cat, db, m)
     finally:
+        con.execute("RESET preserve_insertion_order")
         con.execute("DETACH kept")
     if update is None:
         return False
@@ -170,20 +178,25 @@ def _update(con: duckdb.DuckDBPyConnection, store: EventStore, cat: Catalog, db:
 
 def _build(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str) -> int:
     """Every run view's rows, from every fact (the first report, or after the catalog changed)."""
-    rows = 0
+    rows, made = 0, []
     con.execute("BEGIN")
     try:
         con.execute("DELETE FROM kept.kept_state")  # until the rows are all written, they are no position's
         for (name,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'kept' "
                                    "AND table_name <> 'kept_state'").fetchall():
             con.execute(f"DROP TABLE kept.main.{name}")
-        for view in cat.run_views:
+        for view in cat.run_views:  # a later run view reads the rows of an earlier one, not its view again
             con.execute(f"CREATE TABLE kept.main.{view} AS SELECT * FROM {db}.main.{view}")
+            con.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM kept.main.{view}")
+            made.append(view)
             rows += int(con.execute(f"SELECT count(*) FROM kept.main.{view}").fetchall()[0][0])
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
+    finally:
+        for view in made:
+            con.execute(f"DROP VIEW IF EXISTS temp.main.{view}")
     return rows
 
 

@@ -228,7 +228,8 @@ def connect(directory: str | os.PathLike[str], *, threads: int | None = None) ->
 
 
 def _store_connect(store: EventStore, directory: str | os.PathLike[str] | None, fresh: bool,
-                   sql: str | None = None, materialize: bool = False) -> tuple[duckdb.DuckDBPyConnection,
+                   sql: str | None = None, materialize: bool = False,
+                   memory: str | None = None) -> tuple[duckdb.DuckDBPyConnection,
                                                                                 Callable[[], None]]:
     out = analytics_dir(store, directory)
     if fresh:
@@ -246,7 +247,8 @@ def _store_connect(store: EventStore, directory: str | os.PathLike[str] | None, 
         if materialize:
             from projections.analytics import kept
 
-            release = _bounded(con, release)
+            if memory is not None:
+                release = _bounded(con, release, memory)
 
             bound = only is None and kept.bind(con, store, out, m, _depends(con, catalog(), frozenset(table_names())))
             if m.rows() < SERIAL_ROWS:
@@ -262,18 +264,18 @@ def _store_connect(store: EventStore, directory: str | os.PathLike[str] | None, 
 #: spill to a folder of their own past it.  DuckDB's default (80 % of the machine's memory) let the first
 #: `metrics` of a 10^6-event store peak at 442 MB, mostly buffers DuckDB kept because it could; at 150 MB
 #: the report peaked at 230 MB with the same rows and 4 % more CPU (``benchmarks/bench_metrics.py --memory``).
-REPORT_MEMORY = "150MB"
+REPORT_MEMORY = "100MB"
 
 _spills = itertools.count()
 
 
-def _bounded(con: duckdb.DuckDBPyConnection, release: Callable[[], None]) -> Callable[[], None]:
-    """Cap ``con``'s memory (:data:`REPORT_MEMORY`) and give it a private spill folder (an in-memory
+def _bounded(con: duckdb.DuckDBPyConnection, release: Callable[[], None], memory: str) -> Callable[[], None]:
+    """Cap ``con``'s memory (``memory``: :data:`REPORT_MEMORY` for a report) and give it a private spill folder (an in-memory
     database spills into ``.tmp`` in the working directory by default, a folder other processes share):
     the returned call releases the files, then removes the folder."""
     spill = Path(tempfile.gettempdir()) / f"evstore-duckdb-{os.getpid()}-{next(_spills)}"
     con.execute(f"SET temp_directory = '{str(spill).replace(chr(39), chr(39) * 2)}'")
-    con.execute(f"SET memory_limit = '{REPORT_MEMORY}'")
+    con.execute(f"SET memory_limit = '{memory.replace(chr(39), chr(39) * 2)}'")
 
     def both() -> None:
         release()
@@ -308,7 +310,8 @@ def fill_prices(con: duckdb.DuckDBPyConnection, table: PriceTable) -> None:
 
 @contextmanager
 def reading(store: EventStore, directory: str | os.PathLike[str] | None = None, *,
-            fresh: bool = True, sql: str | None = None, materialize: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+            fresh: bool = True, sql: str | None = None, materialize: bool = False,
+            memory: str | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     """Refresh (unless ``fresh`` is False), connect, and check the tables are ``store``'s log;
     the connection and its files are closed on exit.  Tables that are not this store's (another
     or a recreated store, a log that lost their checkpoint's event) are refused, never read.
@@ -317,8 +320,10 @@ def reading(store: EventStore, directory: str | os.PathLike[str] | None = None, 
     are computed once, into a temporary table, when the tables hold under :data:`SERIAL_ROWS` rows:
     connecting and a whole report on ``evstore demo``'s 40 runs took 480 ms of CPU through the views and
     329 ms so (best of 6 each, interleaved); over more rows the views stay views (the tables would hold
-    the views' rows in memory)."""
-    con, release = _store_connect(store, directory, fresh, sql, materialize)
+    the views' rows in memory); the run views' rows are then read from the ones kept between reports
+    (:mod:`.kept`).  With ``memory`` (``"150MB"``; only with ``materialize``), DuckDB holds at most that much
+    and spills to a private folder past it (:data:`REPORT_MEMORY`)."""
+    con, release = _store_connect(store, directory, fresh, sql, materialize, memory)
     try:
         yield con
     finally:
