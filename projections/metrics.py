@@ -290,9 +290,7 @@ class Computing:
             if kept is not None:
                 yield kept
                 return
-        from projections.analytics.views import reading
-
-        from projections.analytics.views import REPORT_MEMORY
+        from projections.analytics.views import REPORT_MEMORY, reading
 
         with reading(self.store, self.out, fresh=False, materialize=True, memory=REPORT_MEMORY) as con:
             if self.stream_id is not None:

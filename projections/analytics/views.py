@@ -261,9 +261,10 @@ def _store_connect(store: EventStore, directory: str | os.PathLike[str] | None, 
 
 
 #: The memory a report's DuckDB connection may hold (``SET memory_limit``); its sorts, joins and aggregates
-#: spill to a folder of their own past it.  DuckDB's default (80 % of the machine's memory) let the first
-#: `metrics` of a 10^6-event store peak at 442 MB, mostly buffers DuckDB kept because it could; at 150 MB
-#: the report peaked at 230 MB with the same rows and 4 % more CPU (``benchmarks/bench_metrics.py --memory``).
+#: spill to a folder of their own past it, and a query that cannot runs again without the cap
+#: (``metrics.section``, ``kept.bind``).  With DuckDB's default (80 % of the machine's memory) the first
+#: `metrics` of a 10^6-event store peaked at 390-442 MB, buffers DuckDB kept because it could; at 100 MB at
+#: 261-263 MB, build included, with the same output (``benchmarks/bench_metrics.py --first``).
 REPORT_MEMORY = "100MB"
 
 _spills = itertools.count()
