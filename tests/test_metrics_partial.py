@@ -57,10 +57,11 @@ def ingest(store: EventStore, run: int, snaps: list[Snapshot], ingestors: dict[i
     return stream
 
 
-def over_the_facts(store: EventStore, directory: Path, stream: str | None = None) -> dict[str, Any]:
+def over_the_facts(store: EventStore, directory: Path, stream: str | None = None,
+                   scope: metrics.Scope | None = None) -> dict[str, Any]:
     """The report computed over every fact through the catalog's views, with no kept row."""
     with views.reading(store, directory, fresh=False) as con:
-        rep = metrics.run_report(con, stream) if stream else metrics.cross_run_report(con)
+        rep = metrics.run_report(con, stream) if stream else metrics.cross_run_report(con, scope)
     return rep.to_dict()
 
 
@@ -178,6 +179,24 @@ def test_a_kept_file_that_is_not_duckdb_is_built_again(tmp_path: Path) -> None:
     rep = metrics.report(store, directory).to_dict()
     assert kept.last is not None and kept.last.streams is None
     assert rep == over_the_facts(store, directory)
+    store.close()
+
+
+def test_rebuilt_facts_are_never_read_through_older_kept_rows(tmp_path: Path) -> None:
+    """An erasure rebuilds the analytics tables (every file anew): the kept rows, computed from the facts
+    before it, are not updated but replaced by a new file, so none of their values stays."""
+    store = open_store(tmp_path)
+    ingest(store, 0, list(simulated()[0][1]), {})
+    directory = tmp_path / "analytics"
+    metrics.report(store, directory)
+    with duckdb.connect(str(directory / kept.KEPT)) as con:  # a value only the old file holds
+        con.execute("INSERT INTO runs (stream_id, title) VALUES ('erased-run', 'ERASED-TITLE')")
+    refresh(store, directory, rebuild=True)
+    scope = metrics.Scope(dialect="taskmaster")  # a report not kept yet at this position
+    rep = metrics.report(store, directory, scope=scope)
+    assert kept.last is not None and kept.last.streams is None  # built again, from every fact
+    assert b"ERASED-TITLE" not in (directory / kept.KEPT).read_bytes()
+    assert rep.to_dict() == over_the_facts(store, directory, scope=scope)
     store.close()
 
 

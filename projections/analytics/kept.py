@@ -33,15 +33,14 @@ import duckdb
 
 from eventstore.errors import EvstoreError
 from projections.analytics.facts import Catalog, catalog
+from projections.analytics.files import KEPT
 
 if TYPE_CHECKING:
     from eventstore.store import EventStore
     from projections.analytics.files import Manifest
 
-#: The DuckDB file, in the analytics directory, holding the kept rows of the run views.
-KEPT = "kept.duckdb"
 #: Bump when what the file holds changes meaning (its tables are then built again).
-KEPT_FORMAT = 1
+KEPT_FORMAT = 2
 #: Past this many touched streams, they are narrowed by a join rather than a list of their ids.
 LISTED_STREAMS = 2_000
 
@@ -94,20 +93,33 @@ def bind(con: duckdb.DuckDBPyConnection, store: EventStore, directory: Path, m: 
     check(cat, depends)
     path = directory / KEPT
     db = con.execute("SELECT current_database()").fetchall()[0][0]
-    if not _attach(con, path, read_only=False):
-        return False
-    # The kept rows' order is no result's (see above): without keeping it, DuckDB streams a view's rows into
-    # its table instead of holding them all, and stays within the connection's memory limit.
-    con.execute("SET preserve_insertion_order = false")
-    try:
+    for _attempt in range(2):
+        if not _attach(con, path, read_only=False):
+            return False
+        # The kept rows' order is no result's (see above): without keeping it, DuckDB streams a view's rows
+        # into its table instead of holding them all, and stays within the connection's memory limit.
+        con.execute("SET preserve_insertion_order = false")
+        stale = False
         try:
-            update = _update(con, store, cat, db, m)
-        except duckdb.OutOfMemoryException:  # a view DuckDB cannot spill: at its own limit (a bound never fails)
-            con.execute("RESET memory_limit")
-            update = _update(con, store, cat, db, m)
-    finally:
-        con.execute("RESET preserve_insertion_order")
-        con.execute("DETACH kept")
+            try:
+                update = _update(con, store, cat, db, m)
+            except duckdb.OutOfMemoryException:  # a view DuckDB cannot spill: at its own limit (never fails)
+                con.execute("RESET memory_limit")
+                update = _update(con, store, cat, db, m)
+        except _Stale:
+            stale = True
+        finally:
+            con.execute("RESET preserve_insertion_order")
+            con.execute("DETACH kept")
+        if not stale:
+            break
+        try:  # a new file: nothing of the old rows (an erased payload's) stays in its free pages
+            path.unlink(missing_ok=True)
+            path.with_name(path.name + ".wal").unlink(missing_ok=True)
+        except OSError:
+            return False
+    else:
+        return False
     if update is None:
         return False
     # Read-only from here: other processes may read the same rows at the same time.
@@ -141,22 +153,40 @@ def _attach(con: duckdb.DuckDBPyConnection, path: Path, *, read_only: bool) -> b
     return False
 
 
+class _Stale(Exception):
+    """The kept rows were computed from other facts (the tables were rebuilt, as an erasure does, or by
+    another catalog): they are replaced by a new file."""
+
+
+def _basis(m: Manifest) -> list[str]:
+    """The ``events`` files of ``m``: kept rows are of these facts while every one of them is still listed
+    (a refresh adds files, a compaction merges small ones, a rebuild writes every file anew)."""
+    return sorted(str(f["file"]) for f in m.files["events"])
+
+
 def _update(con: duckdb.DuckDBPyConnection, store: EventStore, cat: Catalog, db: str,
             m: Manifest) -> Update | None:
     """Bring the attached ``kept`` to ``m`` (None: it is past ``m``, leave it)."""
-    key = _key(cat, m.store_id)
-    con.execute("CREATE TABLE IF NOT EXISTS kept.kept_state (key VARCHAR, position BIGINT, hash VARCHAR)")
-    state = con.execute("SELECT key, position, hash FROM kept.kept_state").fetchall()
+    key, basis = _key(cat, m.store_id), _basis(m)
+    con.execute("CREATE TABLE IF NOT EXISTS kept.kept_state (key VARCHAR, position BIGINT, hash VARCHAR, "
+                "basis VARCHAR)")
+    try:
+        state = con.execute("SELECT key, position, hash, basis FROM kept.kept_state").fetchall()
+    except duckdb.Error as exc:  # a file of another layout (an older evstore's)
+        raise _Stale from exc
     after: int | None = None  # None: build every run view from scratch
-    if len(state) == 1 and state[0][0] == key:
-        _, position, hash_ = state[0]
-        if position > m.position:
-            return None
-        if position == m.position and hash_ == m.hash:
-            return Update(0, 0)
-        at = store.hash_at(position) if position else None
-        if position and at is not None and at.hex() == hash_:
-            after = position
+    if state:
+        old_key, position, hash_, old_basis = state[0]
+        if old_key == key and position > m.position:
+            return None  # another process brought them past this connection's facts
+        if old_key == key and set(json.loads(old_basis)) <= set(basis):
+            if position == m.position and hash_ == m.hash:
+                return Update(0, 0)
+            at = store.hash_at(position) if position else None
+            if position and at is not None and at.hex() == hash_:
+                after = position
+        if after is None:
+            raise _Stale
     if after is None:
         rows = _build(con, cat, db)
         streams: int | None = None
@@ -168,7 +198,7 @@ def _update(con: duckdb.DuckDBPyConnection, store: EventStore, cat: Catalog, db:
     con.execute("BEGIN")
     try:
         con.execute("DELETE FROM kept.kept_state")
-        con.execute("INSERT INTO kept.kept_state VALUES (?, ?, ?)", [key, m.position, m.hash])
+        con.execute("INSERT INTO kept.kept_state VALUES (?, ?, ?, ?)", [key, m.position, m.hash, json.dumps(basis)])
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
@@ -177,7 +207,7 @@ def _update(con: duckdb.DuckDBPyConnection, store: EventStore, cat: Catalog, db:
 
 
 def _build(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str) -> int:
-    """Every run view's rows, from every fact (the first report, or after the catalog changed)."""
+    """Every run view's rows, from every fact (the first report, in a new file)."""
     rows, made = 0, []
     con.execute("BEGIN")
     try:
