@@ -3,6 +3,15 @@
     python benchmarks/bench_metrics.py --url sqlite:///big.db --analytics-dir big.analytics
     python benchmarks/bench_metrics.py --url URL --analytics-dir DIR --old ../main --runs 5
     python benchmarks/bench_metrics.py --url URL --analytics-dir DIR --progressive   # the page after new events
+    python benchmarks/bench_metrics.py --url URL --analytics-dir DIR --old ../main --grow 10000 --formats table
+    python benchmarks/bench_metrics.py --url URL --analytics-dir DIR --old ../main --first --runs 2
+
+``--grow N`` measures a later ``metrics`` after N new events: it keeps a copy of the analytics folder (caught
+up first, by this checkout, so it holds the kept run views too), appends N events (copies of the store's runs
+from the middle of its listing, under new stream ids: the store grows for good), and before each measured
+process puts the copy back, so every process applies the same N events and computes the report after them.
+``--first`` measures the first ``metrics`` (facts built, report computed): the folder is deleted before each
+process; its peak RSS comes from GNU time (``/usr/bin/time``), with the process's CPU and wall.
 
 A store to measure: ``benchmarks/bench_growth.py`` builds them and removes them at the end; build one that
 stays with ``bench_projections.build_store`` (what bench_growth calls) and run ``evstore metrics`` once to
@@ -20,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -61,19 +71,55 @@ def load() -> str:
     return f"load {os.getloadavg()[0]:.1f}"
 
 
-def metrics_process(path: str, url: str, directory: str, fmt: str) -> tuple[float, float]:
-    """One ``evstore metrics --format FMT`` with ``PYTHONPATH=path``: (CPU s, wall s)."""
+def metrics_process(path: str, url: str, directory: str, fmt: str, peaks: list[float] | None = None,
+                    ) -> tuple[float, float]:
+    """One ``evstore metrics --format FMT`` with ``PYTHONPATH=path``: (CPU s, wall s); its peak RSS (MB, from
+    GNU time) appended to ``peaks`` if given."""
     env = {**os.environ, "PYTHONPATH": path}
     args = ["--format", fmt] + (["--out", os.devnull] if fmt == "html" else [])
-    start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--url", url, "metrics", "--analytics-dir",
-                             directory, *args], env=env, cwd=tempfile.gettempdir(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"evstore metrics failed: {proc.stderr.read().decode() if proc.stderr else ''}")
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss:
+        wrap = ["/usr/bin/time", "-f", "%M", "-o", rss.name] if peaks is not None else []
+        start = time.perf_counter()
+        proc = subprocess.Popen([*wrap, sys.executable, "-m", "eventstore", "--url", url, "metrics", "--analytics-dir",
+                                 directory, *args], env=env, cwd=tempfile.gettempdir(),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(f"evstore metrics failed: {proc.stderr.read().decode() if proc.stderr else ''}")
+        if peaks is not None:
+            peaks.append(int(rss.read().split()[-1]) / 1024)
     return usage.ru_utime + usage.ru_stime, wall
+
+
+def grow(url: str, n: int) -> int:
+    """Append about ``n`` events: copies of the store's runs, from the middle of its listing, under new ids."""
+    import uuid
+
+    import msgspec
+
+    sys.path.insert(0, str(HERE))
+    from eventstore.store import EventStore, NewEvent
+
+    written, tag = 0, uuid.uuid4().hex[:6]
+    with EventStore(url) as store:
+        streams = store.list_streams()
+        for s in streams[len(streams) // 2:]:
+            items = [(f"{s.stream_id}-{tag}", NewEvent(e.type, e.data, meta=msgspec.json.decode(e.meta) if e.meta
+                                                       else None, occurred_at=e.occurred_at), None)
+                     for e in store.read_stream(s.stream_id)]
+            store.append_many(items, dialect=s.dialect)
+            written += len(items)
+            if written >= n:
+                break
+    return written
+
+
+def restore(directory: str, copy: str | None) -> None:
+    """Put the analytics folder back as ``copy`` holds it (None: delete it)."""
+    shutil.rmtree(directory, ignore_errors=True)
+    if copy is not None:
+        shutil.copytree(copy, directory)
 
 
 def page(path: str, url: str, directory: str, runs: int, progressive: bool) -> dict[str, object]:
@@ -95,20 +141,39 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--formats", nargs="+", default=["table", "html"])
     ap.add_argument("--progressive", action="store_true", help="compute the page first (kept reports deleted)")
+    ap.add_argument("--grow", type=int, default=0, metavar="N", help="measure metrics after N new events")
+    ap.add_argument("--first", action="store_true", help="measure the first metrics (facts built), peak RSS")
     opts = ap.parse_args()
     sides = [("new", str(HERE))] + ([("old", opts.old)] if opts.old else [])
-    for _, path in sides:  # the first run of each side builds what it keeps; not measured
-        for fmt in opts.formats:
-            metrics_process(path, opts.url, opts.analytics_dir, fmt)
+    before: str | None = None
+    if opts.grow or opts.first:
+        if opts.grow:
+            metrics_process(str(HERE), opts.url, opts.analytics_dir, "table")  # caught up, the run views kept
+            before = tempfile.mkdtemp(prefix="bench-metrics-")
+            shutil.rmtree(before)
+            shutil.copytree(opts.analytics_dir, before)
+            print(f"appended {grow(opts.url, opts.grow)} events; {load()}")
+    else:
+        for _, path in sides:  # the first run of each side builds what it keeps; not measured
+            for fmt in opts.formats:
+                metrics_process(path, opts.url, opts.analytics_dir, fmt)
     for fmt in opts.formats:
-        got: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name, _ in sides}
-        for _ in range(opts.runs):
-            for name, path in sides:
-                cpu, wall = metrics_process(path, opts.url, opts.analytics_dir, fmt)
+        got: dict[str, tuple[list[float], list[float], list[float]]] = {name: ([], [], []) for name, _ in sides}
+        for i in range(opts.runs):
+            for name, path in (sides if i % 2 == 0 else sides[::-1]):  # alternate which side goes first
+                if opts.grow or opts.first:
+                    restore(opts.analytics_dir, before)
+                cpu, wall = metrics_process(path, opts.url, opts.analytics_dir, fmt,
+                                            got[name][2] if (opts.grow or opts.first) else None)
                 got[name][0].append(cpu)
                 got[name][1].append(wall)
-        for name, (cpu, wall) in got.items():
-            print(f"metrics --format {fmt} [{name}]: CPU {summary(cpu)}; wall {summary(wall)}; {load()}")
+        for name, (cpu, wall, peak) in got.items():
+            print(f"metrics --format {fmt} [{name}]: CPU {summary(cpu)}; wall {summary(wall)}"
+                  + (f"; peak RSS {min(peak):.0f}-{max(peak):.0f} MB" if peak else "") + f"; {load()}")
+    if before is not None:
+        shutil.rmtree(before, ignore_errors=True)
+    if opts.grow or opts.first:
+        return
     for name, path in sides:
         if opts.progressive:
             computed = page(path, opts.url, opts.analytics_dir, opts.runs, True)["progressive"]

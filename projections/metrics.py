@@ -134,12 +134,23 @@ def _select(con: duckdb.DuckDBPyConnection, scope: Scope) -> None:
 
 
 def section(con: duckdb.DuckDBPyConnection, m: MetricSection) -> Section:
-    """Run one declared metric section (``sel`` holds the stream ids in scope)."""
-    rows = _rows(con, m.sql)
-    summary = _rows(con, m.summary_sql)[0] if m.summary_sql else {}
+    """Run one declared metric section (``sel`` holds the stream ids in scope).  A section that does not
+    fit the connection's memory limit (a report's: ``views.REPORT_MEMORY``; DuckDB spills what it can) is
+    run again without it: a bound on memory never fails a report."""
+    import duckdb
+
+    try:
+        rows, summary = _section_rows(con, m)
+    except duckdb.OutOfMemoryException:
+        con.execute("RESET memory_limit")
+        rows, summary = _section_rows(con, m)
     if m.finish is not None:
         m.finish(rows, summary)
     return Section(m.name, m.title, list(m.columns), rows, summary, m.note, m.chart)
+
+
+def _section_rows(con: duckdb.DuckDBPyConnection, m: MetricSection) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    return _rows(con, m.sql), (_rows(con, m.summary_sql)[0] if m.summary_sql else {})
 
 
 def cross_run_report(con: duckdb.DuckDBPyConnection, scope: Scope | None = None) -> Report:
@@ -279,9 +290,9 @@ class Computing:
             if kept is not None:
                 yield kept
                 return
-        from projections.analytics.views import reading
+        from projections.analytics.views import REPORT_MEMORY, reading
 
-        with reading(self.store, self.out, fresh=False, materialize=True) as con:
+        with reading(self.store, self.out, fresh=False, materialize=True, memory=REPORT_MEMORY) as con:
             if self.stream_id is not None:
                 head, todo = _run_head(con, self.stream_id)
             else:
@@ -337,17 +348,22 @@ def _report_at(store: EventStore, out: Path, key: tuple[int, str] | None, stream
         kept = _kept(out, key)
         if kept is not None:
             return kept
-    from projections.analytics.views import reading  # DuckDB: only when the report is computed
+    from projections.analytics.views import REPORT_MEMORY  # DuckDB: only when the report is computed
 
-    with reading(store, out, fresh=False, materialize=True) as con:  # never another store's tables
-        if stream_id is not None:
-            rep = run_report(con, stream_id)
-        else:
-            check_scope(con, scope)  # a filter matching nothing is named, never kept
-            rep = cross_run_report(con, scope)
+    rep = _computed(store, out, stream_id, scope, REPORT_MEMORY)
     if key is not None:
         _keep(out, key, rep)
     return rep
+
+
+def _computed(store: EventStore, out: Path, stream_id: str | None, scope: Scope, memory: str | None) -> Report:
+    from projections.analytics.views import reading
+
+    with reading(store, out, fresh=False, materialize=True, memory=memory) as con:  # never another store's tables
+        if stream_id is not None:
+            return run_report(con, stream_id)
+        check_scope(con, scope)  # a filter matching nothing is named, never kept
+        return cross_run_report(con, scope)
 
 
 def _key(store: EventStore, m: Any, stream_id: str | None, scope: Scope) -> tuple[int, str]:

@@ -175,6 +175,11 @@ def test_erase_and_purge_keep_verify_checkpoints_and_proofs(run: Callable[..., A
         assert text and "KEEP-1" in text or analytics.exists()
         for n in _needles():
             assert n.decode() not in text
+        # Nor what reports kept beside the tables (the run views' rows, the reports): deleted with the tables.
+        derived = b"".join(p.read_bytes() for p in analytics.rglob("*") if p.is_file() and p.suffix != ".parquet"
+                           and p.name != "manifest.json")
+        for n in _needles():
+            assert n not in derived, n
     finally:
         os.environ.pop("EVSTORE_ANALYTICS_DIR", None)
 

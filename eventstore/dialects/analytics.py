@@ -122,6 +122,12 @@ class Analytics:
     * ``sections``: cross-run metric sections; ``run_sections``: the sections of ``evstore
       metrics STREAM`` for one of this dialect's runs; ``every_run_sections``: for a run of any
       dialect (e.g. the sessions of this dialect that wrote the run's state).
+    * ``run_views``: the views among ``views`` whose rows for a stream are computed from that stream's
+      facts alone (every row carries its ``stream_id``; no window, join or aggregate crosses streams,
+      no link table is read).  A metrics report keeps their rows and, after new events, computes them
+      again only for the streams those events touched (``projections.analytics.kept``); a view that
+      relates streams (a session and its subagents' transcripts) must not be listed.  A dialect's
+      ``view_parts`` of ``phases`` must be per stream in the same way.
     * ``version``: bump when rows change meaning; the Parquet tables are then rebuilt.
     """
 
@@ -133,6 +139,7 @@ class Analytics:
     sections: tuple[MetricSection, ...] = ()
     run_sections: tuple[MetricSection, ...] = ()
     every_run_sections: tuple[MetricSection, ...] = ()
+    run_views: tuple[str, ...] = ()
 
 
 # ------------------------------------------------------------------ helpers for row functions

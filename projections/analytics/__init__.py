@@ -9,7 +9,8 @@ questions with answers, and so on, at query time.
 
 One module per concern: :mod:`.facts` (events -> fact rows and their schemas), :mod:`.files`
 (Parquet files, the manifest, refresh, compaction, status), :mod:`.views` (DuckDB views and
-connections) and :mod:`.export` (the log and the tables for other tools); this package re-exports
+connections), :mod:`.kept` (the run views' rows kept between metrics reports, updated for the runs new
+events touch) and :mod:`.export` (the log and the tables for other tools); this package re-exports
 their public names.
 
 Why facts + views: flattening is *stateless* (each event maps to rows on its own), so applying

@@ -160,7 +160,26 @@ CORE_VIEWS: dict[str, str] = {
         SELECT stream_id, dialect, gate, verdict, verdict_at, sha, occurred_at, position,
                row_number() OVER (PARTITION BY stream_id, gate ORDER BY position) AS attempt
         FROM gate_events""",
+    # One row per captured state version with the time since the stream's version before it (the
+    # ``histories`` section; kept per run, the window is not evaluated again over every version).
+    "version_gaps": """
+        SELECT stream_id, dialect, kind, lens_failed, position,
+               epoch(captured_at) - epoch(lag(captured_at) OVER (PARTITION BY stream_id ORDER BY position)) AS gap_s
+        FROM state_versions""",
+    # Where each stream starts in the log: an update of the kept run views reads the facts from the first
+    # touched stream's start (projections.analytics.kept).
+    "stream_positions": """
+        SELECT stream_id, min(position) AS first_position FROM events GROUP BY stream_id""",
+    # Per stream and writer: its events, first and last store time (the ``writers`` section).
+    "run_writers": """
+        SELECT stream_id, writer, any_value(writer_token) AS token, any_value(writer_machine) AS machine,
+               count(*) AS events, min(recorded_at) AS first_at, max(recorded_at) AS last_at
+        FROM events GROUP BY stream_id, writer""",
 }
+
+#: The shared views computed stream by stream (``Analytics.run_views``): ``usage`` and ``run_usage`` are
+#: not (the price table and the links between runs and sessions are read from outside the facts).
+CORE_RUN_VIEWS: tuple[str, ...] = ("phases", "runs", "gates", "version_gaps", "stream_positions", "run_writers")
 
 _IN = "stream_id IN (SELECT stream_id FROM sel)"
 
@@ -211,13 +230,13 @@ WRITERS_SECTION = MetricSection(
     "writers", "Writers: who sent the events (token and machine, over the HTTP API)",
     ("writer", "token", "machine", "events", "streams", "api_messages", "cost_usd", "unpriced_messages",
      "first_at", "last_at"),
-    f"""WITH e AS (SELECT * FROM events WHERE {_IN}),
+    f"""WITH e AS (SELECT * FROM run_writers WHERE {_IN}),
         u AS (SELECT writer, count(*) AS api_messages, sum(cost_usd) AS cost_usd,
                      count_if(NOT priced) AS unpriced_messages
               FROM usage WHERE {_USAGE_ALL} GROUP BY writer),
-        w AS (SELECT writer, any_value(writer_token) AS token, any_value(writer_machine) AS machine,
-                     count(*) AS events, count(DISTINCT stream_id) AS streams, min(recorded_at) AS first_at,
-                     max(recorded_at) AS last_at
+        w AS (SELECT writer, any_value(token) AS token, any_value(machine) AS machine,
+                     sum(events)::BIGINT AS events, count(DISTINCT stream_id) AS streams, min(first_at) AS first_at,
+                     max(last_at) AS last_at
               FROM e GROUP BY writer)
         SELECT coalesce(w.writer, '(local)') AS writer, w.token, w.machine, w.events, w.streams,
                coalesce(u.api_messages, 0) AS api_messages, u.cost_usd, coalesce(u.unpriced_messages, 0)
@@ -238,9 +257,8 @@ CORE_SECTIONS: tuple[MetricSection, ...] = (
         "histories", "State histories: versions per stream, write intervals, unreadable versions (per dialect)",
         ("dialect", "streams", "versions", "versions_p50", "versions_max", "interval_p50_s", "interval_p90_s",
          "interval_max_s", "unreadable", "removed", "lens_failures"),
-        f"""WITH v AS (SELECT * FROM state_versions WHERE {_IN}),
-            gaps AS (SELECT dialect, epoch(captured_at) - epoch(lag(captured_at) OVER (PARTITION BY stream_id ORDER BY position))
-                            AS gap_s FROM v),
+        f"""WITH v AS (SELECT * FROM version_gaps WHERE {_IN}),
+            gaps AS (SELECT dialect, gap_s FROM v),
             per AS (SELECT dialect, stream_id, count(*) AS n FROM v GROUP BY ALL),
             g AS (SELECT dialect, quantile_cont(gap_s, 0.5) AS p50, quantile_cont(gap_s, 0.9) AS p90,
                          max(gap_s) AS mx FROM gaps WHERE gap_s IS NOT NULL GROUP BY dialect),
@@ -354,6 +372,7 @@ class Catalog:
     sections: tuple[tuple[str, MetricSection], ...]  # (dialect, section), dialects first, shared last
     run_sections: dict[str, tuple[MetricSection, ...]]  # dialect -> its sections for one of its runs
     every_run_sections: tuple[MetricSection, ...]  # the dialects' sections for a run of any dialect
+    run_views: tuple[str, ...] = ()  # views computed stream by stream (``Analytics.run_views``), in ``views`` order
 
     @cached_property
     def schemas(self) -> dict[str, pa.Schema]:
@@ -387,6 +406,7 @@ def _build(names: tuple[str, ...]) -> Catalog:
     sections: list[tuple[str, MetricSection]] = []
     run_sections: dict[str, tuple[MetricSection, ...]] = {}
     every_run: list[MetricSection] = []
+    per_run: set[str] = set(CORE_RUN_VIEWS)
     versions: list[Any] = [FLATTEN_VERSION, [(t.name, t.columns) for t in CORE]]
     for name in sorted(names, key=_order):
         a = get_dialect(name).analytics()
@@ -424,6 +444,10 @@ def _build(names: tuple[str, ...]) -> Catalog:
                 raise EvstoreError(f'Dialect "{name}" adds rows to the view "{view}", which is no shared view '
                                    f'({", ".join(SHARED_VIEWS)}).')
             parts[view].append(sql)
+        for view in a.run_views:
+            if a.views.get(view) is None:
+                raise EvstoreError(f'Dialect "{name}" lists "{view}" in its run views, but declares no such view.')
+            per_run.add(view)
         sections += [(name, m) for m in a.sections]
         run_sections[name] = a.run_sections
         every_run += a.every_run_sections
@@ -435,7 +459,8 @@ def _build(names: tuple[str, ...]) -> Catalog:
                    owners=owners, rows=rows,
                    document_rows=document_rows, views={**shared, **CORE_VIEWS, **views},
                    sections=(*sections, *(("", m) for m in CORE_SECTIONS)), run_sections=run_sections,
-                   every_run_sections=tuple(every_run))
+                   every_run_sections=tuple(every_run),
+                   run_views=tuple(v for v in {**shared, **CORE_VIEWS, **views} if v in per_run))
 
 
 def __getattr__(name: str) -> Any:
@@ -630,5 +655,5 @@ _META = msgspec.json.Decoder(_Meta)
 _DATA = msgspec.json.Decoder()  # codec.decode's, without its call
 
 
-__all__ = ["CORE", "CORE_RUN_SECTIONS", "CORE_SECTIONS", "CORE_VIEWS", "Catalog", "FLATTEN_VERSION",
+__all__ = ["CORE", "CORE_RUN_SECTIONS", "CORE_RUN_VIEWS", "CORE_SECTIONS", "CORE_VIEWS", "Catalog", "FLATTEN_VERSION",
            "Flattener", "SHARED_VIEWS", "arrow_schema", "arrow_types", "catalog", "empty_select"]

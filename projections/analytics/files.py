@@ -10,6 +10,7 @@ import datetime as dt
 import errno
 import json
 import os
+import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -211,10 +212,24 @@ def _remove_unlisted(directory: Path, manifest: Manifest) -> None:
                     p.unlink(missing_ok=True)
 
 
+#: What reports keep beside the tables, derived from them: the run views' rows (:mod:`.kept`) and the kept
+#: reports and renderings (``projections.metrics.REPORTS``).  Deleted with the tables they came from, when
+#: those are built anew (an erasure rebuilds them: nothing derived from an erased payload may stay).
+KEPT = "kept.duckdb"
+DERIVED = (KEPT, f"{KEPT}.wal", "reports")
+
+
 def _init(directory: Path, store_id: str) -> Manifest:
-    """A fresh manifest with an empty file per table (so every view has its columns)."""
+    """A fresh manifest with an empty file per table (so every view has its columns), and nothing left of
+    what was derived from the tables before it (:data:`DERIVED`)."""
     from projections.analytics import columns
 
+    for name in DERIVED:
+        path = directory / name
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
     m = Manifest(store_id=store_id)
     for table, schema in catalog().schemas.items():
         (directory / table).mkdir(exist_ok=True)

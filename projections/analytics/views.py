@@ -3,8 +3,11 @@ set of files while other processes refresh, and user queries."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import shutil
+import tempfile
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -134,7 +137,7 @@ def _connect(directory: Path, threads: int | None = None, sql: str | None = None
     return con, m, weakref.finalize(con, _close_all, fds), only
 
 
-def _materialize(con: duckdb.DuckDBPyConnection, only: frozenset[str] | None) -> None:
+def _materialize(con: duckdb.DuckDBPyConnection, only: frozenset[str] | None, skip: frozenset[str] = frozenset()) -> None:
     """Shadow each catalog view of ``con`` (those defined in it) with a temporary table of its rows.
 
     A name resolves to the temporary schema first, so every later query, and every view built on
@@ -142,7 +145,7 @@ def _materialize(con: duckdb.DuckDBPyConnection, only: frozenset[str] | None) ->
     report.  The rows are the view's for the connection's whole life (its files never change, and
     the link tables are filled before this)."""
     for view in catalog().views:  # in catalog order: a view's table exists before the views that read it
-        if only is None or view in only:
+        if (only is None or view in only) and view not in skip:  # skip: already read from the kept tables
             con.execute(f"CREATE TEMP TABLE {view} AS SELECT * FROM main.{view}")
 
 
@@ -225,7 +228,8 @@ def connect(directory: str | os.PathLike[str], *, threads: int | None = None) ->
 
 
 def _store_connect(store: EventStore, directory: str | os.PathLike[str] | None, fresh: bool,
-                   sql: str | None = None, materialize: bool = False) -> tuple[duckdb.DuckDBPyConnection,
+                   sql: str | None = None, materialize: bool = False,
+                   memory: str | None = None) -> tuple[duckdb.DuckDBPyConnection,
                                                                                 Callable[[], None]]:
     out = analytics_dir(store, directory)
     if fresh:
@@ -240,13 +244,44 @@ def _store_connect(store: EventStore, directory: str | os.PathLike[str] | None, 
     try:
         if only is None or not only.isdisjoint(LINKS):
             fill_links(con, store, only)
-        if materialize and m.rows() < SERIAL_ROWS:
-            _materialize(con, only)
+        if materialize:
+            from projections.analytics import kept
+
+            if memory is not None:
+                release = _bounded(con, release, memory)
+
+            bound = only is None and kept.bind(con, store, out, m, _depends(con, catalog(), frozenset(table_names())))
+            if m.rows() < SERIAL_ROWS:
+                _materialize(con, only, frozenset(catalog().run_views) if bound else frozenset())
     except BaseException:
         con.close()
         release()
         raise
     return con, release
+
+
+#: The memory a report's DuckDB connection may hold (``SET memory_limit``); its sorts, joins and aggregates
+#: spill to a folder of their own past it, and a query that cannot runs again without the cap
+#: (``metrics.section``, ``kept.bind``).  With DuckDB's default (80 % of the machine's memory) the first
+#: `metrics` of a 10^6-event store peaked at 390-442 MB, buffers DuckDB kept because it could; at 100 MB at
+#: 261-263 MB, build included, with the same output (``benchmarks/bench_metrics.py --first``).
+REPORT_MEMORY = "100MB"
+
+_spills = itertools.count()
+
+
+def _bounded(con: duckdb.DuckDBPyConnection, release: Callable[[], None], memory: str) -> Callable[[], None]:
+    """Cap ``con``'s memory (``memory``: :data:`REPORT_MEMORY` for a report) and give it a private spill folder (an in-memory
+    database spills into ``.tmp`` in the working directory by default, a folder other processes share):
+    the returned call releases the files, then removes the folder."""
+    spill = Path(tempfile.gettempdir()) / f"evstore-duckdb-{os.getpid()}-{next(_spills)}"
+    con.execute(f"SET temp_directory = '{str(spill).replace(chr(39), chr(39) * 2)}'")
+    con.execute(f"SET memory_limit = '{memory.replace(chr(39), chr(39) * 2)}'")
+
+    def both() -> None:
+        release()
+        shutil.rmtree(spill, ignore_errors=True)
+    return both
 
 
 def fill_links(con: duckdb.DuckDBPyConnection, store: EventStore, only: frozenset[str] | None = None) -> None:
@@ -276,7 +311,8 @@ def fill_prices(con: duckdb.DuckDBPyConnection, table: PriceTable) -> None:
 
 @contextmanager
 def reading(store: EventStore, directory: str | os.PathLike[str] | None = None, *,
-            fresh: bool = True, sql: str | None = None, materialize: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+            fresh: bool = True, sql: str | None = None, materialize: bool = False,
+            memory: str | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     """Refresh (unless ``fresh`` is False), connect, and check the tables are ``store``'s log;
     the connection and its files are closed on exit.  Tables that are not this store's (another
     or a recreated store, a log that lost their checkpoint's event) are refused, never read.
@@ -285,8 +321,10 @@ def reading(store: EventStore, directory: str | os.PathLike[str] | None = None, 
     are computed once, into a temporary table, when the tables hold under :data:`SERIAL_ROWS` rows:
     connecting and a whole report on ``evstore demo``'s 40 runs took 480 ms of CPU through the views and
     329 ms so (best of 6 each, interleaved); over more rows the views stay views (the tables would hold
-    the views' rows in memory)."""
-    con, release = _store_connect(store, directory, fresh, sql, materialize)
+    the views' rows in memory); the run views' rows are then read from the ones kept between reports
+    (:mod:`.kept`).  With ``memory`` (``"150MB"``; only with ``materialize``), DuckDB holds at most that much
+    and spills to a private folder past it (:data:`REPORT_MEMORY`)."""
+    con, release = _store_connect(store, directory, fresh, sql, materialize, memory)
     try:
         yield con
     finally:

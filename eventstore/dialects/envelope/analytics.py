@@ -98,4 +98,5 @@ SECTIONS = (
         "review-change envelope in state NEEDS_FIXES (per unit = per stream)."),
 )
 
-ANALYTICS = Analytics(version=1, tables=TABLES, rows=_ROWS, views=VIEWS, sections=SECTIONS)
+ANALYTICS = Analytics(version=1, tables=TABLES, rows=_ROWS, views=VIEWS, sections=SECTIONS,
+                      run_views=("envelope_turns",))

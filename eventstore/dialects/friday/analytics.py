@@ -132,4 +132,5 @@ SECTIONS = (
         "the integer the documented formula gives (history is never rewritten)."),
 )
 
-ANALYTICS = Analytics(version=1, tables=TABLES, rows=_ROWS, views=VIEWS, sections=SECTIONS)
+ANALYTICS = Analytics(version=1, tables=TABLES, rows=_ROWS, views=VIEWS, sections=SECTIONS,
+                      run_views=("friday_cycles",))

@@ -375,5 +375,7 @@ RUN_SECTIONS = (
             WHERE {_IN} ORDER BY position"""),
 )
 
-ANALYTICS = Analytics(version=1, tables=TABLES, rows=_ROWS, views=VIEWS, view_parts={"phases": PHASES},
+ANALYTICS = Analytics(version=1, tables=TABLES, rows=_ROWS, views=VIEWS,
+                      run_views=("review_iterations", "review_findings", "review_deltas", "review_recurrence",
+                                 "questions", "breaker_trips"), view_parts={"phases": PHASES},
                       sections=SECTIONS, run_sections=RUN_SECTIONS)

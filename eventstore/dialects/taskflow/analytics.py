@@ -104,4 +104,5 @@ SECTIONS = (
 )
 
 ANALYTICS = Analytics(version=1, tables=TABLES, rows=_ROWS, views=VIEWS, view_parts={"phases": PHASES},
+                      run_views=("taskflow_verdicts", "taskflow_follow_ups"),
                       sections=SECTIONS)

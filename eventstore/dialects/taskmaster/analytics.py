@@ -332,5 +332,6 @@ PER_TASK = MetricSection(
         ORDER BY tag, TRY_CAST(task_id AS BIGINT) NULLS LAST, task_id""")
 
 ANALYTICS = Analytics(version=2, tables=TABLES, rows=_ROWS, views=VIEWS,
+                      run_views=("taskmaster_task_history", "taskmaster_task_stats"),
                       sections=(TASKS, THROUGHPUT, STATUS_OVER_TIME, CHANGES),
                       run_sections=(PER_TASK, TASKS, THROUGHPUT, STATUS_OVER_TIME, CHANGES))

@@ -1,0 +1,276 @@
+"""Per-run views kept between metrics reports: the rows of each run view (``Analytics.run_views``) in a
+DuckDB file beside the Parquet facts, at the facts' checkpoint, and after new events computed again only
+for the streams those events touched.
+
+A metrics report reads its views dozens of times; over the Parquet facts each read evaluated the view
+stack again (a task's status history at 10^6 events: 79,485 rows, half a CPU second per evaluation),
+so a report after new events cost what the whole store costs.  Kept, a view's rows are evaluated once,
+and after new events the report's views cost what the touched runs' facts cost: the streams the new
+events belong to are read from the ``events`` facts after the kept checkpoint (their files, by position),
+every fact table is narrowed to those streams, each run view is evaluated over what is left and its rows
+replace that stream's kept rows.  Exact by construction when the views are per stream (the property
+:class:`Analytics.run_views` states; ``tests/test_metrics_partial.py`` holds every declared view to it
+and a report after any append sequence to the report computed from scratch).
+
+A table updated stream by stream holds its rows in another order than one built at once; the sections
+are written not to depend on the order of their input (lists are sorted, ``arg_max`` breaks ties by
+position), as they already had to for DuckDB's parallel scans.  A sum of floats is the one exception
+there is: its last bits may differ, below the report's four decimal places.
+
+    >>> with reading(store, materialize=True) as con:   # binds the kept views when it can
+    ...     con.execute("SELECT count(*) FROM taskmaster_task_history").fetchall()
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from eventstore.errors import EvstoreError
+from projections.analytics.facts import Catalog, catalog
+from projections.analytics.files import KEPT
+
+if TYPE_CHECKING:
+    from eventstore.store import EventStore
+    from projections.analytics.files import Manifest
+
+#: Bump when what the file holds changes meaning (its tables are then built again).
+KEPT_FORMAT = 2
+#: Past this many touched streams, they are narrowed by a join rather than a list of their ids.
+LISTED_STREAMS = 2_000
+
+
+@dataclass
+class Update:
+    """What binding the kept views did: ``streams`` the runs computed again (None: every run, the
+    tables built from scratch; 0: already at the checkpoint), ``rows`` the rows written."""
+
+    streams: int | None
+    rows: int
+
+
+#: The last update in this process (what the tests read: how many runs a report computed again).
+last: Update | None = None
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _key(cat: Catalog, store_id: str) -> str:
+    """What the kept rows depend on besides the log: the store, the catalog and each run view's SQL."""
+    parts = [KEPT_FORMAT, store_id, cat.version, [(v, cat.views[v]) for v in cat.run_views]]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
+
+
+def check(cat: Catalog, depends: dict[str, frozenset[str]]) -> None:
+    """Raise if a run view reads anything but the fact tables and other run views (a link table, a view
+    over several streams): evaluated over a few streams' facts it would not give those streams' rows."""
+    allowed = set(cat.tables) | set(cat.run_views)
+    for view in cat.run_views:
+        stray = sorted(depends.get(view, frozenset()) - allowed)
+        if stray:
+            owner = cat.owners.get(view) or "the shared analytics"
+            raise EvstoreError(f'The run view "{view}" ({owner}) reads {", ".join(stray)}, which are not per-run '
+                               "facts or run views; remove it from run_views.")
+
+
+def bind(con: duckdb.DuckDBPyConnection, store: EventStore, directory: Path, m: Manifest,
+         depends: dict[str, frozenset[str]]) -> bool:
+    """Bring the kept run views to ``m``'s checkpoint and make ``con`` read them (a temporary view per run
+    view, shadowing the catalog's); False if they cannot be used (another process or connection is
+    updating them, or has moved them past ``m``): ``con`` then reads the views over the facts, as before.
+    ``con`` holds every table and view of the catalog over ``m``'s files."""
+    global last
+    cat = catalog()
+    if not cat.run_views:
+        return False
+    check(cat, depends)
+    path = directory / KEPT
+    db = con.execute("SELECT current_database()").fetchall()[0][0]
+    for _attempt in range(2):
+        if not _attach(con, path, read_only=False):
+            return False
+        # The kept rows' order is no result's (see above): without keeping it, DuckDB streams a view's rows
+        # into its table instead of holding them all, and stays within the connection's memory limit.
+        con.execute("SET preserve_insertion_order = false")
+        stale = False
+        try:
+            try:
+                update = _update(con, store, cat, db, m)
+            except duckdb.OutOfMemoryException:  # a view DuckDB cannot spill: at its own limit (never fails)
+                con.execute("RESET memory_limit")
+                update = _update(con, store, cat, db, m)
+        except _Stale:
+            stale = True
+        finally:
+            con.execute("RESET preserve_insertion_order")
+            con.execute("DETACH kept")
+        if not stale:
+            break
+        try:  # a new file: nothing of the old rows (an erased payload's) stays in its free pages
+            path.unlink(missing_ok=True)
+            path.with_name(path.name + ".wal").unlink(missing_ok=True)
+        except OSError:
+            return False
+    else:
+        return False
+    if update is None:
+        return False
+    # Read-only from here: other processes may read the same rows at the same time.
+    if not _attach(con, path, read_only=True):
+        return False
+    state = con.execute("SELECT key, position, hash FROM kept.kept_state").fetchall()
+    if state != [(_key(cat, m.store_id), m.position, m.hash)]:  # moved on between the two attaches
+        con.execute("DETACH kept")
+        return False
+    for view in cat.run_views:
+        con.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM kept.main.{view}")
+    last = update
+    return True
+
+
+def _attach(con: duckdb.DuckDBPyConnection, path: Path, *, read_only: bool) -> bool:
+    mode = " (READ_ONLY)" if read_only else ""
+    for attempt in range(2):
+        try:
+            con.execute(f"ATTACH {_quote(str(path))} AS kept{mode}")
+            return True
+        except duckdb.Error as exc:  # locked by another process, attached by another connection, unreadable
+            if attempt or read_only or "lock" in str(exc).lower() or "conflict" in str(exc).lower():
+                return False
+            if not path.exists():
+                return False
+            try:  # not a DuckDB file this version reads (a crash, an older DuckDB): the rows are derived
+                path.unlink()
+            except OSError:
+                return False
+    return False
+
+
+class _Stale(Exception):
+    """The kept rows were computed from other facts (the tables were rebuilt, as an erasure does, or by
+    another catalog): they are replaced by a new file."""
+
+
+def _basis(m: Manifest) -> list[str]:
+    """The ``events`` files of ``m``: kept rows are of these facts while every one of them is still listed
+    (a refresh adds files, a compaction merges small ones, a rebuild writes every file anew)."""
+    return sorted(str(f["file"]) for f in m.files["events"])
+
+
+def _update(con: duckdb.DuckDBPyConnection, store: EventStore, cat: Catalog, db: str,
+            m: Manifest) -> Update | None:
+    """Bring the attached ``kept`` to ``m`` (None: it is past ``m``, leave it)."""
+    key, basis = _key(cat, m.store_id), _basis(m)
+    con.execute("CREATE TABLE IF NOT EXISTS kept.kept_state (key VARCHAR, position BIGINT, hash VARCHAR, "
+                "basis VARCHAR)")
+    try:
+        state = con.execute("SELECT key, position, hash, basis FROM kept.kept_state").fetchall()
+    except duckdb.Error as exc:  # a file of another layout (an older evstore's)
+        raise _Stale from exc
+    after: int | None = None  # None: build every run view from scratch
+    if state:
+        old_key, position, hash_, old_basis = state[0]
+        if old_key == key and position > m.position:
+            return None  # another process brought them past this connection's facts
+        if old_key == key and set(json.loads(old_basis)) <= set(basis):
+            if position == m.position and hash_ == m.hash:
+                return Update(0, 0)
+            at = store.hash_at(position) if position else None
+            if position and at is not None and at.hex() == hash_:
+                after = position
+        if after is None:
+            raise _Stale
+    if after is None:
+        rows = _build(con, cat, db)
+        streams: int | None = None
+    else:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE kept_touched AS SELECT DISTINCT stream_id FROM {db}.main.events "
+                    f"WHERE position > {int(after)}")
+        streams = int(con.execute("SELECT count(*) FROM kept_touched").fetchall()[0][0])
+        rows = _narrowed(con, cat, db, streams, after) if streams else 0
+    con.execute("BEGIN")
+    try:
+        con.execute("DELETE FROM kept.kept_state")
+        con.execute("INSERT INTO kept.kept_state VALUES (?, ?, ?, ?)", [key, m.position, m.hash, json.dumps(basis)])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return Update(streams, rows)
+
+
+def _build(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str) -> int:
+    """Every run view's rows, from every fact (the first report, in a new file)."""
+    rows, made = 0, []
+    con.execute("BEGIN")
+    try:
+        con.execute("DELETE FROM kept.kept_state")  # until the rows are all written, they are no position's
+        for (name,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'kept' "
+                                   "AND table_name <> 'kept_state'").fetchall():
+            con.execute(f"DROP TABLE kept.main.{name}")
+        for view in cat.run_views:  # a later run view reads the rows of an earlier one, not its view again
+            con.execute(f"CREATE TABLE kept.main.{view} AS SELECT * FROM {db}.main.{view}")
+            con.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM kept.main.{view}")
+            made.append(view)
+            rows += int(con.execute(f"SELECT count(*) FROM kept.main.{view}").fetchall()[0][0])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    finally:
+        for view in made:
+            con.execute(f"DROP VIEW IF EXISTS temp.main.{view}")
+    return rows
+
+
+def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: int, after: int) -> int:
+    """Replace the touched streams' rows of every run view with the rows of their facts alone."""
+    if streams <= LISTED_STREAMS:  # a list of ids is pushed into the Parquet scans as a filter
+        ids = [r[0] for r in con.execute("SELECT stream_id FROM kept_touched ORDER BY 1").fetchall()]
+        within = "stream_id IN (" + ", ".join(_quote(i) for i in ids) + ")"
+    else:
+        within = "stream_id IN (SELECT stream_id FROM kept_touched)"
+    # No touched stream has a fact before the first event of the oldest of them: the files (written in
+    # log order, each with its positions' range) before it are skipped unread.  New streams start after
+    # the kept checkpoint, so events appended to new runs cost what they cost.
+    start = con.execute("SELECT min(first_position) FROM kept.main.stream_positions "
+                        "WHERE stream_id IN (SELECT stream_id FROM kept_touched)").fetchall()[0][0]
+    if start is None:
+        start = after + 1
+    within = f"position >= {int(start)} AND {within}"
+    rows, made = 0, []
+    # The facts, narrowed: the catalog's views read these names first (temporary objects shadow them).
+    for table in cat.tables:
+        con.execute(f"CREATE TEMP VIEW {table} AS SELECT * FROM {db}.main.{table} WHERE {within}")
+        made.append(f"VIEW temp.main.{table}")
+    try:
+        for view in cat.run_views:  # in catalog order: a run view read by a later one is computed first
+            con.execute(f"CREATE TEMP TABLE kept_new_{view} AS SELECT * FROM {db}.main.{view}")
+            con.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM kept_new_{view}")  # what later ones read
+            made += [f"VIEW temp.main.{view}", f"TABLE temp.main.kept_new_{view}"]
+            rows += int(con.execute(f"SELECT count(*) FROM kept_new_{view}").fetchall()[0][0])
+        con.execute("BEGIN")
+        try:
+            con.execute("DELETE FROM kept.kept_state")
+            for view in cat.run_views:
+                con.execute(f"DELETE FROM kept.main.{view} WHERE stream_id IN (SELECT stream_id FROM kept_touched)")
+                con.execute(f"INSERT INTO kept.main.{view} BY NAME SELECT * FROM kept_new_{view}")
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    finally:
+        for what in reversed(made):
+            kind, name = what.split(" ", 1)
+            con.execute(f"DROP {kind} IF EXISTS {name}")
+    return rows
+
+
+__all__ = ["KEPT", "KEPT_FORMAT", "Update", "bind", "check"]

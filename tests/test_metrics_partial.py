@@ -1,0 +1,234 @@
+"""The run views' rows are kept between metrics reports and, after new events, computed again only for the
+runs those events touched (projections.analytics.kept): every declared run view is per run, a report after
+any sequence of appends equals the report computed over all the facts without kept rows, and new events in
+one run recompute that run's rows alone."""
+
+from __future__ import annotations
+
+import random
+import tempfile
+from datetime import UTC, datetime, timedelta
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from conftest import migrated
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eventstore.dialects import get_dialect
+from eventstore.dialects.base import Snapshot
+from eventstore.ingest import Ingestor
+from eventstore.store import EventStore
+from projections import metrics
+from projections.analytics import kept, refresh, views
+from projections.analytics.facts import catalog
+
+START = datetime(2026, 2, 2, 9, 0, tzinfo=UTC)
+#: (dialect, runs): one or two runs of each dialect with run views, small enough for a property test.
+RUNS = (("taskmaster", 2), ("mapipe", 1), ("friday", 1), ("taskflow", 1), ("envelope", 1))
+
+
+@cache
+def simulated() -> tuple[tuple[str, tuple[Snapshot, ...]], ...]:
+    """(dialect, snapshots) of each simulated run, made once per process."""
+    rng, out, n = random.Random(37), [], 0
+    for name, count in RUNS:
+        for _ in range(count):
+            n += 1
+            run_rng = random.Random(rng.getrandbits(64))
+            snaps = get_dialect(name).simulate(run_rng, run_id=f"P-{n:03d}", start=START + timedelta(hours=5 * n))
+            out.append((name, tuple(snaps)[:8]))  # a run's first 8 versions: enough history, cheap
+    return tuple(out)
+
+
+def open_store(folder: Path) -> EventStore:
+    return EventStore(migrated(f"sqlite:///{folder}/events.db"))
+
+
+def ingest(store: EventStore, run: int, snaps: list[Snapshot], ingestors: dict[int, Ingestor]) -> str:
+    name = simulated()[run][0]
+    ing = ingestors.setdefault(run, Ingestor(store, get_dialect(name)))
+    stream = ""
+    for snap in snaps:
+        stream = ing.ingest(snap).stream
+    return stream
+
+
+def over_the_facts(store: EventStore, directory: Path, stream: str | None = None,
+                   scope: metrics.Scope | None = None) -> dict[str, Any]:
+    """The report computed over every fact through the catalog's views, with no kept row."""
+    with views.reading(store, directory, fresh=False) as con:
+        rep = metrics.run_report(con, stream) if stream else metrics.cross_run_report(con, scope)
+    return rep.to_dict()
+
+
+def rows_of(con: duckdb.DuckDBPyConnection, sql: str) -> list[str]:
+    return sorted(repr(r) for r in con.execute(sql).fetchall())
+
+
+def test_every_run_view_is_per_run(tmp_path: Path) -> None:
+    """Each declared run view, evaluated over one stream's facts alone, gives that stream's rows of the view
+    over every fact (what lets kept.bind compute a touched run's rows from its facts), and reads no link
+    table or view over several streams (kept.check)."""
+    store = open_store(tmp_path)
+    ingestors: dict[int, Ingestor] = {}
+    streams = [ingest(store, i, list(snaps), ingestors) for i, (_n, snaps) in enumerate(simulated())]
+    directory = tmp_path / "analytics"
+    refresh(store, directory)
+    cat = catalog()
+    assert {"runs", "phases", "taskmaster_task_history", "review_findings", "friday_cycles"} <= set(cat.run_views)
+    con = views.connect(directory)
+    kept.check(cat, views._depends(con, cat, frozenset(views.table_names())))
+    for stream in streams[::2]:  # a run of each dialect but one: 3 streams x 19 views
+        full = {v: rows_of(con, f"SELECT * FROM {v} WHERE stream_id = '{stream}'") for v in cat.run_views}
+        for table in cat.tables:
+            con.execute(f"CREATE TEMP VIEW {table} AS SELECT * FROM memory.main.{table} WHERE stream_id = '{stream}'")
+        narrowed = {v: rows_of(con, f"SELECT * FROM memory.main.{v}") for v in cat.run_views}
+        for table in cat.tables:
+            con.execute(f"DROP VIEW temp.main.{table}")
+        assert narrowed == full, stream
+        assert any(full.values()), stream
+    con.close()
+
+
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, len(RUNS) + 1), st.integers(1, 6)), min_size=2, max_size=4))
+def test_a_report_after_appends_equals_the_report_over_all_facts(steps: list[tuple[int, int]]) -> None:
+    """Appends in a random order (each step: some versions of one run), the kept rows brought up to date
+    after each step (as a report does: for the runs the step touched), then the report they give is the one
+    computed over every fact, and so is the report of the run touched last.  About 2 s of CPU an example
+    (a store of a few hundred events, two whole reports each way): the property covers every section."""
+    runs = simulated()
+    with tempfile.TemporaryDirectory() as tmp:
+        store = open_store(Path(tmp))
+        directory = Path(tmp) / "analytics"
+        done = [0] * len(runs)
+        ingestors: dict[int, Ingestor] = {}
+        updates = []
+        for pick, count in steps:
+            run = pick % len(runs)
+            snaps = list(runs[run][1][done[run]:done[run] + count]) or [runs[run][1][-1]]
+            done[run] += count
+            stream = ingest(store, run, snaps, ingestors)
+            kept.last = None
+            with views.reading(store, directory, materialize=True):  # what a report's connection does first
+                pass
+            assert kept.last is not None
+            updates.append(kept.last.streams)
+        assert updates[0] is None and all(n is not None and n <= 1 for n in updates[1:])  # one run a step
+        assert metrics.report(store, directory).to_dict() == over_the_facts(store, directory)
+        assert metrics.report(store, directory, stream_id=stream).to_dict() == over_the_facts(store, directory,
+                                                                                               stream)
+        store.close()
+
+
+def test_new_events_in_one_run_recompute_that_run_only(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    ingestors: dict[int, Ingestor] = {}
+    runs = simulated()
+    streams = [ingest(store, i, list(snaps[:-2]), ingestors) for i, (_n, snaps) in enumerate(runs)]
+    directory = tmp_path / "analytics"
+    metrics.report(store, directory)
+    assert kept.last is not None and kept.last.streams is None  # the first report: every run's rows
+    first_rows = kept.last.rows
+
+    metrics.report(store, directory, scope=metrics.Scope(dialect="mapipe"))  # same position: nothing computed
+    assert kept.last.streams == 0 and kept.last.rows == 0
+
+    ingest(store, 0, list(runs[0][1][-2:]), ingestors)  # two more versions of the first task-master run
+    metrics.report(store, directory)
+    with views.reading(store, directory, fresh=False) as con:  # that run's rows of every run view, from its facts
+        own = sum(con.execute(f"SELECT count(*) FROM {v} WHERE stream_id = ?", [streams[0]]).fetchall()[0][0]
+                  for v in catalog().run_views)
+    assert kept.last.streams == 1 and kept.last.rows == own
+    assert 0 < own < first_rows
+    assert metrics.report(store, directory).to_dict() == over_the_facts(store, directory)
+    store.close()
+
+
+def test_kept_rows_another_connection_holds_are_not_waited_for(tmp_path: Path) -> None:
+    """While another connection (a report in another process or thread) holds the kept file, a report is
+    computed over the facts, the same report."""
+    store = open_store(tmp_path)
+    ingestors: dict[int, Ingestor] = {}
+    ingest(store, 0, list(simulated()[0][1]), ingestors)
+    directory = tmp_path / "analytics"
+    metrics.report(store, directory)
+    ingest(store, 1, list(simulated()[1][1]), ingestors)
+    refresh(store, directory)
+    holder = duckdb.connect(str(directory / kept.KEPT))
+    try:
+        kept.last = None
+        rep = metrics.report(store, directory).to_dict()
+        assert kept.last is None  # not bound: computed over the facts
+    finally:
+        holder.close()
+    assert rep == over_the_facts(store, directory)
+    store.close()
+
+
+def test_a_kept_file_that_is_not_duckdb_is_built_again(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    ingest(store, 2, list(simulated()[2][1]), {})
+    directory = tmp_path / "analytics"
+    refresh(store, directory)
+    (directory / kept.KEPT).write_bytes(b"not a database")
+    rep = metrics.report(store, directory).to_dict()
+    assert kept.last is not None and kept.last.streams is None
+    assert rep == over_the_facts(store, directory)
+    store.close()
+
+
+def test_rebuilt_facts_are_never_read_through_older_kept_rows(tmp_path: Path) -> None:
+    """An erasure rebuilds the analytics tables (every file anew): the kept rows, computed from the facts
+    before it, are not updated but replaced by a new file, so none of their values stays."""
+    store = open_store(tmp_path)
+    ingest(store, 0, list(simulated()[0][1]), {})
+    directory = tmp_path / "analytics"
+    metrics.report(store, directory)
+    with duckdb.connect(str(directory / kept.KEPT)) as con:  # a value only the old file holds
+        con.execute("INSERT INTO runs (stream_id, title) VALUES ('erased-run', 'ERASED-TITLE')")
+    refresh(store, directory, rebuild=True)
+    scope = metrics.Scope(dialect="taskmaster")  # a report not kept yet at this position
+    rep = metrics.report(store, directory, scope=scope)
+    assert kept.last is not None and kept.last.streams is None  # built again, from every fact
+    assert b"ERASED-TITLE" not in (directory / kept.KEPT).read_bytes()
+    assert rep.to_dict() == over_the_facts(store, directory, scope=scope)
+    store.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_last() -> None:
+    kept.last = None
+
+
+def test_a_report_that_does_not_fit_the_memory_bound_is_still_computed(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report's DuckDB connection holds at most views.REPORT_MEMORY; a section or a kept view DuckDB
+    cannot spill past it (an OutOfMemoryException, made here: a small store fits any bound) runs again at
+    DuckDB's own limit, and the report is the same."""
+    store = open_store(tmp_path)
+    ingest(store, 1, list(simulated()[1][1]), {})
+    directory = tmp_path / "analytics"
+    refresh(store, directory)
+    failed: list[str] = []
+
+    def once(real: Any, what: str) -> Any:
+        def run(con: duckdb.DuckDBPyConnection, *args: Any) -> Any:
+            limit = con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+            if what not in failed:
+                failed.append(what)
+                raise duckdb.OutOfMemoryException(f"Out of Memory Error: {what} over {limit}")
+            return real(con, *args)
+        return run
+
+    monkeypatch.setattr(kept, "_update", once(kept._update, "kept"))
+    monkeypatch.setattr(metrics, "_section_rows", once(metrics._section_rows, "section"))
+    rep = metrics.report(store, directory).to_dict()
+    assert failed == ["kept", "section"] and kept.last is not None
+    monkeypatch.undo()
+    assert rep == over_the_facts(store, directory)
+    store.close()
