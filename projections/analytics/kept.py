@@ -232,9 +232,13 @@ def _build(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str) -> int:
 
 def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: int, after: int) -> int:
     """Replace the touched streams' rows of every run view with the rows of their facts alone."""
-    if streams <= LISTED_STREAMS:  # a list of ids is pushed into the Parquet scans as a filter
+    if streams <= LISTED_STREAMS:
+        # A list of ids is pushed into the Parquet scans as a filter.  A view takes no parameter, so the
+        # ids are bound to a variable that its filter reads (DuckDB folds it into the scan's filter,
+        # as it would a literal list): stream ids are data, never SQL text.
         ids = [r[0] for r in con.execute("SELECT stream_id FROM kept_touched ORDER BY 1").fetchall()]
-        within = "stream_id IN (" + ", ".join(_quote(i) for i in ids) + ")"
+        con.execute("SET VARIABLE kept_touched_ids = ?::VARCHAR[]", [ids])
+        within = "list_contains(getvariable('kept_touched_ids'), stream_id)"
     else:
         within = "stream_id IN (SELECT stream_id FROM kept_touched)"
     # No touched stream has a fact before the first event of the oldest of them: the files (written in
@@ -270,6 +274,7 @@ def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: in
         for what in reversed(made):
             kind, name = what.split(" ", 1)
             con.execute(f"DROP {kind} IF EXISTS {name}")
+        con.execute("RESET VARIABLE kept_touched_ids")
     return rows
 
 
