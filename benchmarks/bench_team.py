@@ -268,6 +268,14 @@ def phase(url: str, server: Server, secrets_: dict[str, str], seconds: float, ba
     slow = [a for m in machines for a, x in zip(m.answered, m.latencies, strict=True) if x > 0.25]
     victim_slow = sum(1 for a in slow if victim_killed and victim_killed <= a <= victim_killed + 10)
     restart_slow = sum(1 for a in slow if killed and killed <= a <= killed + 10)
+    if killed:  # how the restart's backlog drains: each half second after the kill, what was answered
+        answered = sorted((a, x) for m in machines for a, x in zip(m.answered, m.latencies, strict=True)
+                          if killed <= a < killed + 5)
+        steps = []
+        for k in range(10):
+            xs = [x for a, x in answered if killed + k / 2 <= a < killed + (k + 1) / 2]
+            steps.append(f"{k / 2:g}s {len(xs)}" + (f" max {max(xs) * 1000:.0f}ms" if xs else ""))
+        log("answered after the restart, by half second (requests, slowest): " + ", ".join(steps))
     return {"events_per_s": sum(m.confirmed for m in machines) / (window if rate else took), "requests": len(lat),
             "p50_ms": q[49] * 1000, "p95_ms": q[94] * 1000, "p99_ms": q[98] * 1000,
             "lost": len(sent - set(counts)), "duplicated": sum(c - 1 for c in counts.values() if c > 1),
