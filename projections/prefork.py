@@ -68,9 +68,11 @@ def serve(sock: socket.socket, build: Callable[[], Any], *, workers: int, option
     if workers <= 1:
         app = build()
         try:
-            _run_uvicorn(sock, app, options)
+            started = _run_uvicorn(sock, app, options)
         except KeyboardInterrupt:  # uvicorn raises the Ctrl-C it stopped on again once stopped (uvicorn.run too)
-            pass
+            return
+        if not started:  # its lifespan failed (logged): uvicorn.run's exit status
+            raise SystemExit(STARTUP_FAILURE)
         return
     Supervisor(sock, build, workers=workers, options=options).run()
 
@@ -91,6 +93,7 @@ class Supervisor:
                  options: dict[str, Any]) -> None:
         self.sock, self.build, self.workers, self.options = sock, build, workers, options
         self.children: dict[int, tuple[int, float]] = {}  # pid -> (slot, forked at)
+        self.replaced: set[int] = set()  # the slots whose first worker has died
         self.due: dict[int, float] = {}  # slot -> when to fork its next worker
         self.stopping = False
         self.failed: str | None = None
@@ -106,7 +109,9 @@ class Supervisor:
         previous_fd = signal.set_wakeup_fd(self._wake_w)
         try:
             gc.collect()
-            gc.freeze()  # the modules' objects stay shared with the workers (no copy-on-write by the collector)
+            # The modules' objects stay shared with the workers: the collector of a worker leaves what was
+            # frozen before its fork alone, so it does not copy those pages by writing into them.
+            gc.freeze()
             for slot in range(self.workers):
                 self._fork(slot)
             while not self.stopping:
@@ -169,10 +174,13 @@ class Supervisor:
             if self.stopping:
                 continue
             code = os.waitstatus_to_exitcode(status)
-            if code == STARTUP_FAILURE:
+            if code == STARTUP_FAILURE and slot not in self.replaced:
+                # The server cannot start (its database, its configuration): stop rather than fork in a loop.
+                # A replacement that cannot start (the database away for a while) is tried again below.
                 self.failed = f"A worker of `evstore serve` could not start (exit status {code}); see above."
                 self.stopping = True
                 continue
+            self.replaced.add(slot)
             how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
             print(f"evstore serve: worker {pid} ended ({how}); starting another", file=sys.stderr, flush=True)
             soon = forked + RESPAWN_DELAY > time.monotonic()  # dying at once again and again: not in a tight loop
@@ -213,7 +221,6 @@ class Supervisor:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         for fd in (self._lifeline_w, self._wake_r, self._wake_w):
             os.close(fd)
-        gc.unfreeze()
         threading.Thread(target=_watch_parent, args=(self._lifeline_r,), daemon=True,
                          name="evstore-parent-watch").start()
         try:
