@@ -57,7 +57,8 @@ def _token(token_file: Path | None, env: str = "EVSTORE_SERVE_TOKEN") -> str | N
 @click.option("--drain-interval", type=click.FloatRange(0.05, 3600), default=1.0, show_default=True,
               help="Seconds between drains of the hook spool.")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
-              help="Server processes (uvicorn workers sharing the port); more than one wants PostgreSQL.")
+              help="Server processes (workers forked from this one, sharing the port); more than one wants "
+                   "PostgreSQL.")
 @click.option("--forwarded-allow-ips", default=None, metavar="ADDRESSES",
               help="Addresses of reverse proxies whose X-Forwarded-For/-Proto are believed (comma-separated, or *); "
                    "default: none.")
