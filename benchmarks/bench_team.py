@@ -17,7 +17,9 @@ session stream for each batch of state-file versions (~1.5 KB) to its state stre
 batch / rate seconds, and a request's latency counts from when it was due, so a server (or a
 client) falling behind shows as latency; events/s counts the events of the requests sent in the
 phase over its length.  A request that fails (connection refused, reset, 5xx) is sent again
-unchanged until it is answered: the event ids make that at-least-once delivery exactly-once.
+unchanged until it is answered, after the delays ``evstore push`` waits (eventstore.remote.retry_delay:
+0.1 s, then doubled, capped at the last of its retries): the event ids make that at-least-once delivery
+exactly-once.
 Phase 1 runs undisturbed; phase 2 SIGKILLs one worker a third of the way in and restarts the whole
 server two thirds of the way in.  Reported per phase: events/s sustained, request latency
 p50/p95/p99 (answered requests), the CPU the client process and the server's processes used (in
@@ -50,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import httpx2  # noqa: E402
 from _common import log, pg_database  # noqa: E402
 
-from eventstore import migrate, tokens  # noqa: E402
+from eventstore import migrate, remote, tokens  # noqa: E402
 from eventstore.db import make_engine  # noqa: E402
 from eventstore.store import EventStore  # noqa: E402
 
@@ -75,16 +77,17 @@ def _cpu_of(pids: list[int]) -> float:
 
 
 class Server:
-    def __init__(self, url: str, port: int, workers: int) -> None:
-        self.url, self.port, self.workers = url, port, workers
+    def __init__(self, url: str, port: int, workers: int, code: Path = ROOT) -> None:
+        self.url, self.port, self.workers, self.code = url, port, workers, code
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("EVSTORE_")}
-        env["PYTHONPATH"] = str(ROOT)
+        env["PYTHONPATH"] = str(self.code)
         self.proc = subprocess.Popen([sys.executable, "-m", "eventstore", "--url", self.url, "serve", "--port",
                                       str(self.port), "--workers", str(self.workers), "--no-drain"], env=env,
-                                     start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                     cwd=self.code, start_new_session=True, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
@@ -92,7 +95,7 @@ class Server:
                     return
             except httpx2.HTTPError:
                 pass
-            time.sleep(0.1)
+            time.sleep(0.02)
         raise SystemExit("the server did not come up")
 
     def worker_pids(self) -> list[int]:
@@ -135,6 +138,7 @@ class Machine(threading.Thread):
         self.interval = interval  # seconds between this machine's requests (0: each as soon as the last is answered)
         self.sent_ids: list[str] = []
         self.latencies: list[float] = []
+        self.answered: list[float] = []  # when each request was answered (perf_counter), as latencies
         self.retries = 0
         self.confirmed = 0
 
@@ -183,6 +187,7 @@ class Machine(threading.Thread):
             self.sent_ids.extend(ids)
             first_try = due if self.interval else None
             due += self.interval
+            attempt = 0
             while True:  # the same batch until it is answered: idempotent by its event ids
                 started = time.perf_counter() if first_try is None else first_try
                 status, text = 0, ""
@@ -198,14 +203,16 @@ class Machine(threading.Thread):
                         conn.close()
                     conn = None
                 if status in (200, 201):
-                    self.latencies.append(time.perf_counter() - started)
+                    self.answered.append(time.perf_counter())
+                    self.latencies.append(self.answered[-1] - started)
                     self.confirmed += len(ids)
                     streams[kind] = (stream, version + len(ids))
                     break
                 if 0 < status < 500:
                     raise SystemExit(f"{self.name_}: {status} {text}")
                 self.retries += 1
-                time.sleep(0.2)
+                time.sleep(remote.retry_delay(min(attempt, remote.RETRIES - 1)))  # as `evstore push` waits
+                attempt += 1
         if conn is not None:
             conn.close()
 
@@ -225,17 +232,19 @@ def phase(url: str, server: Server, secrets_: dict[str, str], seconds: float, ba
         time.sleep(seconds / 3)
         victim = server.worker_pids()[0]
         log(f"SIGKILL worker {victim}")
+        victim_killed = time.perf_counter()
         os.kill(victim, signal.SIGKILL)
         time.sleep(seconds / 3)
         log("restarting the whole server (SIGKILL, start)")
-        down = time.perf_counter()
+        down = killed = time.perf_counter()
         server.kill()
         server.start()
         down = time.perf_counter() - down  # every request due meanwhile waits: its latency counts it
-        log(f"the server answered again {down:.1f} s after it was killed")
+        log(f"the server answered again {down:.2f} s after it was killed")
         time.sleep(max(0.0, seconds - (time.perf_counter() - started)))
     else:
         time.sleep(seconds)
+        killed = victim_killed = 0.0
     stop.set()
     window = time.perf_counter() - started  # what was sent in it counts, answered before or after its end
     for m in machines:
@@ -254,12 +263,26 @@ def phase(url: str, server: Server, secrets_: dict[str, str], seconds: float, ba
     for eid in events:
         counts[eid] = counts.get(eid, 0) + 1
     q = statistics.quantiles(lat, n=100) if len(lat) >= 2 else [0.0] * 99
+    # The slow requests (over the target's 250 ms), and of them those answered within 10 s of the worker's
+    # SIGKILL, and of the restart.
+    slow = [a for m in machines for a, x in zip(m.answered, m.latencies, strict=True) if x > 0.25]
+    victim_slow = sum(1 for a in slow if victim_killed and victim_killed <= a <= victim_killed + 10)
+    restart_slow = sum(1 for a in slow if killed and killed <= a <= killed + 10)
+    if killed:  # how the restart's backlog drains: each half second after the kill, what was answered
+        answered = sorted((a, x) for m in machines for a, x in zip(m.answered, m.latencies, strict=True)
+                          if killed <= a < killed + 5)
+        steps = []
+        for k in range(10):
+            xs = [x for a, x in answered if killed + k / 2 <= a < killed + (k + 1) / 2]
+            steps.append(f"{k / 2:g}s {len(xs)}" + (f" max {max(xs) * 1000:.0f}ms" if xs else ""))
+        log("answered after the restart, by half second (requests, slowest): " + ", ".join(steps))
     return {"events_per_s": sum(m.confirmed for m in machines) / (window if rate else took), "requests": len(lat),
             "p50_ms": q[49] * 1000, "p95_ms": q[94] * 1000, "p99_ms": q[98] * 1000,
             "lost": len(sent - set(counts)), "duplicated": sum(c - 1 for c in counts.values() if c > 1),
             "retries": sum(m.retries for m in machines), "client_cpu": client_cpu / took,
             "server_cpu": server_cpu / took, "db_cpu": db_cpu / took, "load": load,
-            "events": sum(m.confirmed for m in machines), "took": took, "down": down}
+            "events": sum(m.confirmed for m in machines), "took": took, "down": down, "slow": len(slow),
+            "victim_slow": victim_slow, "restart_slow": restart_slow}
 
 
 def main() -> None:
@@ -274,6 +297,8 @@ def main() -> None:
                          "target's 2,000; 0: each machine sends its next request as soon as the last is answered, "
                          "which measures the most the server takes, at a latency of 50 requests in flight)")
     ap.add_argument("--only", choices=("steady", "disturbed"), help="run one phase only (default: both)")
+    ap.add_argument("--server-code", type=Path, default=ROOT,
+                    help="the evstore checkout the server runs (default: this one; another for an A/B comparison)")
     args = ap.parse_args()
     with pg_database("bench_team_") as url:
         engine = make_engine(url)
@@ -281,7 +306,7 @@ def main() -> None:
         engine.dispose()
         with EventStore(url) as store:
             secrets_ = {f"m{i:02d}": tokens.add_token(store, f"m{i:02d}", "append") for i in range(args.machines)}
-        server = Server(url, _free_port(), args.workers)
+        server = Server(url, _free_port(), args.workers, args.server_code.resolve())
         server.start()
         try:
             for name, disturb in (("steady", False), ("worker killed + restart", True)):
@@ -298,7 +323,9 @@ def main() -> None:
                       f"({r['client_cpu'] * per:.0f} us/event), "
                       + (f"server {r['server_cpu']:.2f} ({r['server_cpu'] * per:.0f} us/event), PostgreSQL "
                          f"{r['db_cpu']:.2f} cores ({r['db_cpu'] * per:.0f} us/event); " if not disturb
-                         else f"server down {r['down']:.1f} s; ")  # restarted: CPU not comparable
+                         else f"server down {r['down']:.2f} s, {r['slow']} requests over 250 ms "
+                              f"(answered within 10 s of the worker's SIGKILL {r['victim_slow']}, of the restart "
+                              f"{r['restart_slow']}); ")  # CPU not comparable
                       + f"load average {r['load']:.1f} -> "
                       f"{'meets' if ok else 'misses'} the targets", flush=True)
         finally:

@@ -240,11 +240,26 @@ def _send(remote: Remote, stream: str, body: bytes, timeout: float) -> dict[str,
         raise _Refused(f"cannot reach {remote.url}: {reason}", retry=True) from None
 
 
-def push(store: EventStore, remote: Remote | None = None, *, retries: int = 4, timeout: float = 10.0,
-         backoff: float = 0.5) -> PushResult:
-    """Send every local event after the cursor, in order; a failure that may pass (the server down,
-    a 5xx) is retried ``retries`` times with exponential backoff, then the push stops with the
-    batch kept.  One sender per store at a time (an ``flock``; another running: ``skipped``)."""
+#: Retries of a batch the server could not take, and the first one's delay (seconds), doubled at each
+#: next: 0.1, 0.2, 0.4, ... 3.2 s, 6.3 s in all.  Short at first because a restarting server listens
+#: again within a fraction of a second (connections then wait in its backlog, ``evstore serve``) and
+#: answers within about one: a first retry after half a second made every push across a restart wait
+#: that long at least.
+RETRIES = 6
+BACKOFF = 0.1
+
+
+def retry_delay(attempt: int, backoff: float = BACKOFF) -> float:
+    """Seconds to wait before retry ``attempt + 1`` of a batch (attempt 0: the first retry)."""
+    return backoff * 2.0 ** attempt
+
+
+def push(store: EventStore, remote: Remote | None = None, *, retries: int = RETRIES, timeout: float = 10.0,
+         backoff: float = BACKOFF) -> PushResult:
+    """Send every local event after the cursor, in order; a failure that may pass (the server down or
+    restarting, a 5xx) is retried ``retries`` times with exponential backoff (:func:`retry_delay`), then
+    the push stops with the batch kept.  One sender per store at a time (an ``flock``; another running:
+    ``skipped``)."""
     remote = remote or configured()
     if remote is None:
         raise EvstoreError("No remote is set — run `evstore remote set URL --token-file FILE` (or set "
@@ -269,7 +284,7 @@ def push(store: EventStore, remote: Remote | None = None, *, retries: int = 4, t
                     if not exc.retry or attempt == retries:
                         error = str(exc)
                         break
-                    time.sleep(backoff * 2 ** attempt)
+                    time.sleep(retry_delay(attempt, backoff))
             if error is not None:
                 break
             batches += 1

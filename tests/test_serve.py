@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import threading
 import time
 import uuid
@@ -439,13 +440,13 @@ def test_concurrent_writers_over_http_lose_nothing(store_url: str, writers: int,
 def test_serve_takes_the_old_checkpoint_spelling_with_a_warning(store_url: str, tmp_path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """`serve --checkpoint FILE` (and EVSTORE_SERVE_CHECKPOINT) still configure the seal, warning on stderr."""
-    import uvicorn
-
     import projections.serve as serve_pkg
+    from projections import prefork
 
     made: list[ServeConfig] = []
     monkeypatch.setattr(serve_pkg, "create_app", lambda cfg: made.append(cfg) or "app")  # no server, no store
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: None)
+    monkeypatch.setattr(prefork, "serve", lambda sock, build, **kw: None)
+    monkeypatch.setattr(prefork, "listen", lambda host, port: socket.socket())  # nothing bound
     sealed = tmp_path / "seal.json"
     r = CliRunner().invoke(register(), ["--url", migrated(store_url), "serve", "--checkpoint", str(sealed)])
     assert r.exit_code == 0, r.output

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import html
 import secrets
+import socket
 from pathlib import Path
 
 import pytest
@@ -153,13 +154,14 @@ def test_a_weak_token_is_refused_before_the_store_is_opened(tmp_path: Path, whic
 ])
 def test_the_start_up_line_says_who_reads_and_who_writes(url: str, monkeypatch: pytest.MonkeyPatch, args: list[str],
                                                          env: dict[str, str], said: str) -> None:
-    import uvicorn
+    from projections import prefork
 
     monkeypatch.delenv("EVSTORE_SERVE_TOKEN", raising=False)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     started: list[object] = []
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: started.append(app))
+    monkeypatch.setattr(prefork, "serve", lambda sock, build, **kw: started.append(build()))
+    monkeypatch.setattr(prefork, "listen", lambda host, port: socket.socket())  # nothing bound
     r = CliRunner().invoke(register(), ["--url", url, "serve", "--no-drain", *args])
     assert r.exit_code == 0, r.output
     assert started and f"({said}); Ctrl-C stops" in r.stderr.splitlines()[0]

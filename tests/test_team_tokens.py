@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import secrets
 
@@ -176,28 +175,25 @@ def test_a_hook_call_over_http_records_its_sender_on_every_event_it_writes(url: 
 def test_serve_with_named_writers_listens_beyond_loopback_and_runs_workers(url: str,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """No EVSTORE_SERVE_TOKEN: refused beyond loopback until a named token may write; then the start-up line says
-    who writes, and --workers/--forwarded-allow-ips reach uvicorn (each worker builds the app from the env)."""
-    import uvicorn
-
-    from projections.serve.app import CONFIG_ENV
+    who writes, and --workers/--forwarded-allow-ips reach the workers (each builds the app after its fork)."""
+    from projections import prefork
 
     monkeypatch.delenv("EVSTORE_SERVE_TOKEN", raising=False)
     started: list[tuple[object, dict[str, object]]] = []
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: started.append((app, kw)))
-    args = ["serve", "--no-drain", "--host", "0.0.0.0", "--workers", "3",
+    monkeypatch.setattr(prefork, "serve", lambda sock, build, **kw: started.append((build, kw)))
+    args = ["serve", "--no-drain", "--host", "0.0.0.0", "--port", "0", "--workers", "3",
             "--forwarded-allow-ips", "10.0.0.5"]
     code, _, err = cli(url, *args)
     assert code == 1 and "Refusing to listen on 0.0.0.0 without a token" in err
     with EventStore(url) as store:
         tokens.add_token(store, "m1", "append")
-    monkeypatch.delenv(CONFIG_ENV, raising=False)
     code, _, err = cli(url, *args)
     assert code == 0, err
     assert "with 3 workers" in err and "writes: holders of a named token with append or admin scope" in err
-    [(app, kw)] = started
-    assert app == "projections.serve.app:app_from_env" and kw["workers"] == 3 and kw["factory"] is True
-    assert kw["forwarded_allow_ips"] == "10.0.0.5" and kw["proxy_headers"] is True
-    assert json.loads(os.environ[CONFIG_ENV])["url"] == url
+    [(build, kw)] = started
+    assert kw["workers"] == 3
+    assert kw["options"]["forwarded_allow_ips"] == "10.0.0.5" and kw["options"]["proxy_headers"] is True  # type: ignore[index]
+    assert build.args[0].url == url and build.args[0].host == "0.0.0.0"  # type: ignore[attr-defined]
 
 
 # The promises of eventstore/tokens.py itself (issue 33): each test below is one that a one-line change

@@ -99,8 +99,8 @@ def remote_show() -> None:
 
 
 @cli.command("push")
-@click.option("--retries", type=click.IntRange(0, 20), default=4, show_default=True,
-              help="Retries of a batch the server could not take (exponential backoff from 0.5 s).")
+@click.option("--retries", type=click.IntRange(0, 20), default=6, show_default=True,
+              help="Retries of a batch the server could not take (exponential backoff from 0.1 s).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
 def push_cmd(ctx: click.Context, retries: int, as_json: bool) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import socket
 from pathlib import Path
 
 import click
@@ -55,7 +57,8 @@ def _token(token_file: Path | None, env: str = "EVSTORE_SERVE_TOKEN") -> str | N
 @click.option("--drain-interval", type=click.FloatRange(0.05, 3600), default=1.0, show_default=True,
               help="Seconds between drains of the hook spool.")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
-              help="Server processes (uvicorn workers sharing the port); more than one wants PostgreSQL.")
+              help="Server processes (workers forked from this one, sharing the port); more than one wants "
+                   "PostgreSQL.")
 @click.option("--forwarded-allow-ips", default=None, metavar="ADDRESSES",
               help="Addresses of reverse proxies whose X-Forwarded-For/-Proto are believed (comma-separated, or *); "
                    "default: none.")
@@ -66,8 +69,25 @@ def serve_cmd(ctx: click.Context, host: str, allowed_hosts: tuple[str, ...], por
               hook_files: tuple[Path, ...], no_drain: bool, drain_interval: float, workers: int,
               forwarded_allow_ips: str | None) -> None:
     """Serve runs, states, diffs, metrics and integrity in a browser, and a JSON API (writes need a token)."""
-    import uvicorn
+    from projections import prefork
 
+    # Listening first, before the heavy imports and the store's checks: a client that connects while the
+    # server starts (or restarts) waits in the backlog, answered as soon as a worker is up, not refused.
+    sock = prefork.listen(host, port)
+    try:
+        _serve(ctx, sock, host=host, allowed_hosts=allowed_hosts, token_file=token_file,
+               read_token_file=read_token_file, seal=seal, old_seal=old_seal, public_key=public_key,
+               analytics_dir=analytics_dir, live_poll=live_poll, hook_files=hook_files, no_drain=no_drain,
+               drain_interval=drain_interval, workers=workers, forwarded_allow_ips=forwarded_allow_ips)
+    finally:
+        sock.close()
+
+
+def _serve(ctx: click.Context, sock: socket.socket, *, host: str, allowed_hosts: tuple[str, ...],
+           token_file: Path | None, read_token_file: Path | None, seal: Path | None, old_seal: Path | None,
+           public_key: Path | None, analytics_dir: str | None, live_poll: float, hook_files: tuple[Path, ...],
+           no_drain: bool, drain_interval: float, workers: int, forwarded_allow_ips: str | None) -> None:
+    from projections import prefork
     from projections.serve import ServeConfig, create_app, is_loopback
     from projections.serve.access import Policy
 
@@ -94,24 +114,25 @@ def serve_cmd(ctx: click.Context, host: str, allowed_hosts: tuple[str, ...], por
                       allowed_hosts=allowed_hosts, analytics_dir=analytics_dir, seal=seal,
                       public_key=public_key, live_poll=live_poll, synchronous=obj.get("synchronous"),
                       hook_files=hook_files or None, drain_dir=drain_dir, drain_interval=drain_interval)
-    proxy = {"proxy_headers": forwarded_allow_ips is not None, "forwarded_allow_ips": forwarded_allow_ips or ""}
-    if workers > 1:  # each worker builds its app from the configuration in its environment
-        from projections.serve.app import CONFIG_ENV, config_to_env
+    options = {"log_level": "warning", "timeout_graceful_shutdown": prefork.GRACE,
+               "proxy_headers": forwarded_allow_ips is not None, "forwarded_allow_ips": forwarded_allow_ips or ""}
+    shown = f"[{host}]" if ":" in host else host
+    at = f"http://{shown}:{prefork.bound_port(sock)}/"
+    if workers > 1:
+        # Each worker builds its application (its engine, its connections) after the fork; the parent has
+        # imported the modules they use once (gunicorn's --preload), so a worker answers a few tens of
+        # milliseconds after it is forked.
+        from projections.serve.app import preload
 
-        os.environ[CONFIG_ENV] = config_to_env(cfg)
-        shown = f"[{host}]" if ":" in host else host
-        click.echo(f"evstore serving on http://{shown}:{port}/ with {workers} workers ({policy.describe()}); Ctrl-C "
-                   "stops", err=True)
-        uvicorn.run("projections.serve.app:app_from_env", factory=True, workers=workers, host=host, port=port,
-                    log_level="warning", timeout_graceful_shutdown=2, **proxy)  # type: ignore[arg-type]
+        preload(options)
+        click.echo(f"evstore serving on {at} with {workers} workers ({policy.describe()}); Ctrl-C stops", err=True)
+        prefork.serve(sock, functools.partial(create_app, cfg), workers=workers, options=options)
         return
     app = create_app(cfg)
-    shown = f"[{host}]" if ":" in host else host
-    click.echo(f"evstore serving on http://{shown}:{port}/ ({policy.describe()}); Ctrl-C stops", err=True)
+    click.echo(f"evstore serving on {at} ({policy.describe()}); Ctrl-C stops", err=True)
     if drain_dir is not None:
         click.echo(f"draining the hook spool {drain_dir} every {drain_interval:g} s (--no-drain: off)", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2,
-                **proxy)  # type: ignore[arg-type]
+    prefork.serve(sock, lambda: app, workers=1, options=options)
 
 
 class _Named:

@@ -1005,35 +1005,28 @@ def create_app(cfg: ServeConfig) -> Starlette:
     return app
 
 
-CONFIG_ENV = "EVSTORE_SERVE_CONFIG"  # the ServeConfig of `serve --workers N`, as JSON, for each worker process
+def preload(options: dict[str, Any]) -> None:
+    """Import what a worker of ``evstore serve --workers N`` imports to serve (uvicorn's protocol, lifespan
+    and event loop, the store's PostgreSQL and SQLite code, the append path, every dialect), in the
+    parent before it forks, so that the workers share them instead of each importing them again.  Opens
+    nothing: no connection, no thread, no event loop."""
+    import importlib
+
+    import uvicorn
+
+    from eventstore.dialects import available
+
+    for name in ("eventstore.backends.postgres", "eventstore.backends.sqlite", "projections.runs",
+                 "projections.serve.grouping"):
+        importlib.import_module(name)
+    available()  # the dialects' modules and event catalogs (a run's page and the runs index use them)
+
+    async def nothing(scope: Any, receive: Any, send: Any) -> None:  # pragma: no cover - never served
+        return None
+
+    config = uvicorn.Config(nothing, **options)
+    config.load()  # the HTTP protocol and lifespan modules
+    config.get_loop_factory()  # the event loop's module (a factory: no loop made)
 
 
-def config_to_env(cfg: ServeConfig) -> str:
-    """``cfg`` as the JSON :func:`app_from_env` reads in each uvicorn worker process."""
-    out: dict[str, Any] = {}
-    for name in cfg.__dataclass_fields__:
-        value = getattr(cfg, name)
-        if isinstance(value, Path):
-            value = str(value)
-        elif isinstance(value, tuple):
-            value = [str(v) for v in value]
-        out[name] = value
-    return json.dumps(out)
-
-
-def app_from_env() -> Starlette:
-    """The application of one worker of ``evstore serve --workers N`` (uvicorn's factory): the
-    configuration the parent put in ``EVSTORE_SERVE_CONFIG``."""
-    import os
-
-    raw = json.loads(os.environ[CONFIG_ENV])
-    for name in ("seal", "public_key", "drain_dir"):
-        if raw.get(name) is not None:
-            raw[name] = Path(raw[name])
-    raw["allowed_hosts"] = tuple(raw.get("allowed_hosts") or ())
-    if raw.get("hook_files") is not None:
-        raw["hook_files"] = tuple(Path(p) for p in raw["hook_files"])
-    return create_app(ServeConfig(**raw))
-
-
-__all__ = ["CSP", "ServeConfig", "app_from_env", "config_to_env", "create_app", "is_loopback", "parse_append"]
+__all__ = ["CSP", "ServeConfig", "create_app", "is_loopback", "parse_append", "preload"]
