@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--python-too adds a store to the appends alternated one by one: give --by-append N too")
     if args.python_too and tree.HASHING == "Python":
         ap.error("--python-too compares with the C hashing, which is not in use here (EVSTORE_PURE_TREE is set, "
-                 "or the extension is not built: python hatch_build.py)")
+                 "or the extension is not built: python eventstore/_build_native.py)")
     sizes = [10_000, 100_000] if args.quick else [int(s) for s in args.sizes.split(",")]
     if args.quick:
         args.overhead_events, args.repeat, args.proofs = 20_000, 3, 20

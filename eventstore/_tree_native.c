@@ -3,7 +3,7 @@
  * once a level rather than once a hash.  An append hashes one leaf and about one node an event; from
  * Python that is two hashlib calls an event (~1 us each), which cost batch appends 10-20 % of their CPU
  * (5-9 % with this module: docs/performance.md).
- * Built at install when a C compiler and OpenSSL's headers are there (hatch_build.py); without it,
+ * Built at install when a C compiler and OpenSSL's headers are there (eventstore/_build_native.py); without it,
  * or with EVSTORE_PURE_TREE=1, evstore uses the pure-Python functions and gives the same hashes.
  *
  *   leaf_hashes(seq of bytes-like)        -> list of 32-byte bytes: SHA-256(0x00 || d) of each d

@@ -1,5 +1,5 @@
 """The Merkle tree's two hashings (eventstore/tree.py): the C accelerator (eventstore/_tree_native.c,
-built at install by hatch_build.py when it can be) and the pure-Python fallback give the same hashes,
+built at install by eventstore/_build_native.py when it can be) and the pure-Python fallback give the same hashes,
 the RFC 9162 test vectors' roots, and the same nodes for any sequence of appends; evstore falls back
 to Python when the extension is missing or ``EVSTORE_PURE_TREE=1``; the build compiles it where it
 can and leaves it out, never failing, where it cannot.  The tests of the C path skip, saying so, where
@@ -32,7 +32,7 @@ except ImportError:
 Hashing = tuple[Callable[[Sequence[bytes]], list[bytes]], Callable[[Sequence[bytes], int], list[bytes]]]
 PYTHON: Hashing = (tree._py_leaf_hashes, tree._py_parents)
 NATIVE: Hashing | None = (native.leaf_hashes, native.parents) if native is not None else None
-needs_native = pytest.mark.skipif(native is None, reason="the C extension is not built (python hatch_build.py)")
+needs_native = pytest.mark.skipif(native is None, reason="the C extension is not built (python eventstore/_build_native.py)")
 BOTH = [pytest.param(PYTHON, id="python"),
         pytest.param(NATIVE, id="C", marks=needs_native)]
 
@@ -136,7 +136,7 @@ def test_the_built_extension_is_of_the_current_source() -> None:
     if not source.is_file():
         pytest.skip("an installed extension without its source beside it")
     assert native.SOURCE_SHA256 == hashlib.sha256(source.read_bytes()).hexdigest(), \
-        "eventstore/_tree_native.c changed since it was built: run `python hatch_build.py`"
+        "eventstore/_tree_native.c changed since it was built: run `python eventstore/_build_native.py`"
 
 
 def _hashing_in_a_child(env: dict[str, str], prelude: str = "") -> str:
@@ -159,11 +159,7 @@ def test_evstore_hashes_in_python_when_told_or_when_the_extension_is_missing() -
 def test_the_build_hook_leaves_the_extension_out_when_it_cannot_compile(tmp_path: Path) -> None:
     """No compiler, or EVSTORE_PURE_TREE=1: a reason for a warning, never an exception (the install goes on
     with a pure wheel; tests/test_wheel.py builds one)."""
-    sys.path.insert(0, str(ROOT))
-    try:
-        import hatch_build
-    finally:
-        sys.path.remove(str(ROOT))
+    from eventstore import _build_native as hatch_build
     out = tmp_path / hatch_build.filename()
     env = {k: v for k, v in os.environ.items() if k != "EVSTORE_PURE_TREE"}
     why = hatch_build.compile_native(out, {**env, "CC": str(tmp_path / "no-such-cc")})
@@ -188,11 +184,7 @@ def test_the_build_hook_compiles_where_a_compiler_and_openssls_headers_are(tmp_p
     import shutil
     import sysconfig
 
-    sys.path.insert(0, str(ROOT))
-    try:
-        import hatch_build
-    finally:
-        sys.path.remove(str(ROOT))
+    from eventstore import _build_native as hatch_build
     cc = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(cc) is None or not Path("/usr/include/openssl/sha.h").is_file():
         pytest.skip("no C compiler or no OpenSSL headers in /usr/include (Debian: build-essential, libssl-dev)")

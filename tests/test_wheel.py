@@ -112,7 +112,7 @@ def test_an_installed_evstore_runs_init_with_the_migrations_inside_the_wheel(ins
 
 def test_the_installed_evstore_hashes_its_tree_with_what_the_wheel_ships(installed: tuple[Path, Path],
                                                                            tmp_path: Path) -> None:
-    """The build hook (hatch_build.py) compiles the Merkle tree's C hashing into the wheel where it can,
+    """The build hook (eventstore/_build_native.py) compiles the Merkle tree's C hashing into the wheel where it can,
     a platform wheel then; the installed copy uses it.  Without it, a pure wheel hashing in Python."""
     wheel, bin_dir = installed
     names = zipfile.ZipFile(wheel).namelist()

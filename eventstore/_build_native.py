@@ -8,7 +8,7 @@ It compiles with the interpreter's own compiler and flags (sysconfig's ``LDSHARE
 Any failure (no compiler, no headers, another platform) is a warning, never a failed install.
 ``EVSTORE_PURE_TREE=1`` builds no extension.  An editable install (``pip install -e``) compiles it
 beside the source, where the checkout imports it; after editing the C file, run this file
-(``python hatch_build.py``) or the editable install again.
+(``python eventstore/_build_native.py``) or the editable install again.
 
 Why a hook and not setuptools' ``Extension(optional=True)``: the rest of the build (package data, the
 migrations copied into the wheel) stays hatchling's, unchanged; the hook is the one C file's build.
@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parent.parent  # the checkout (this file is eventstore/_build_native.py)
 SOURCE = ROOT / "eventstore" / "_tree_native.c"
 MODULE = "_tree_native"
 
