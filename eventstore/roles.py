@@ -3,7 +3,9 @@
 The writer may INSERT into the log (``events``, ``streams``, ``blobs``, ``source_versions``, the Merkle tree's
 ``tree_nodes`` and ``tree_checkpoints``) and read what appending needs; the
 only row it may change is a stream's head (``streams.version``, ``head_hash``: appending moves
-it; ``verify`` reports a rewritten head) and the inline runs index with its checkpoint.  It can
+it; ``verify`` reports a rewritten head) and the inline runs index with its checkpoint and the folded
+documents it keeps (``projection_states``: it trusts them no more than its own rows, which ``verify``
+re-derives from the log).  It can
 never UPDATE, DELETE or TRUNCATE ``events``, nor drop the triggers (only the owner can).  The
 reader may only SELECT.  Both are granted on the store's schema only; running the command again
 changes nothing (roles and grants are idempotent).  Roles are created ``LOGIN`` without a
@@ -33,6 +35,8 @@ WRITER_GRANTS = {
     "api_tokens": "SELECT, UPDATE (last_used_at)",
     "alembic_version": "SELECT",
     "replay_cache": "SELECT",
+    # The runs index's folded documents (projections/runs.py): written in the append's transaction.
+    "projection_states": "SELECT, INSERT, UPDATE",
     "projection_checkpoints": "SELECT, INSERT, UPDATE",
     "proj_runs": "SELECT, INSERT, UPDATE",
     "proj_file_writes": "SELECT, INSERT, UPDATE",

@@ -91,6 +91,17 @@ replay_cache = Table(  # folded documents, bound to the log (eventstore/replay_c
     Column("created_at", String(32), nullable=False),
 )
 
+projection_states = Table(  # a projection's folded document of one stream, bound to the log (migration 0013)
+    "projection_states",
+    metadata,
+    Column("stream_pk", BigId, ForeignKey("streams.stream_pk"), primary_key=True),
+    Column("name", String(100), primary_key=True),  # the projection, its version, the dialect and its lens version
+    Column("version", Integer, nullable=False),  # the stream version the document is folded to
+    Column("event_hash", LargeBinary(32), nullable=False),  # events.hash at (stream_pk, version)
+    Column("state", LargeBinary, nullable=False),  # zlib-compressed canonical JSON
+    Column("state_sha256", LargeBinary(32), nullable=False),  # SHA-256 of state as stored
+)
+
 store_identity = Table(
     "store_identity",
     metadata,

@@ -88,10 +88,20 @@ def test_writer_and_reader_roles(roles: tuple[str, str, str], tmp_path: Path) ->
     doc.write_text('{"taskId": "T-1", "status": "open"}\n')
     r = as_writer("ingest", "generic", str(doc))
     assert r.exit_code == 0, r.output
+    # A long run's appends keep its document for the runs index (projection_states), in their transaction.
+    from projections.runs import STATE_EVERY, IndexedEventStore
+
+    with IndexedEventStore(w_url) as w:
+        w.append("L", [NewEvent("document.observed", {"doc": {"n": 0}})] + [
+            NewEvent("document.patched", {"ops": [{"op": "replace", "path": "/n", "value": i}]})
+            for i in range(1, STATE_EVERY + 1)], dialect="generic")
+    with psycopg.connect(_plain(url)) as conn:
+        assert conn.execute("SELECT version FROM projection_states").fetchall() == [(STATE_EVERY + 1,)]
     # ... but cannot change or remove what is recorded, nor disarm the triggers.
     for sql in ("UPDATE events SET type = 'x'", "DELETE FROM events", "TRUNCATE events",
                 "DROP TRIGGER events_no_update_delete ON events", "UPDATE streams SET stream_id = 'X'",
                 "DELETE FROM streams", "INSERT INTO replay_cache SELECT * FROM replay_cache",
+                "DELETE FROM projection_states",
                 "ALTER TABLE events DISABLE TRIGGER ALL"):
         assert "permission denied" in _refused(w_url, sql) or "must be owner" in _refused(w_url, sql)
 
@@ -102,13 +112,14 @@ def test_writer_and_reader_roles(roles: tuple[str, str, str], tmp_path: Path) ->
     assert r.exit_code == 0 and r.stdout.count("note") == 3, r.output
     assert json.loads(as_reader("replay", "T-1", "--json").stdout) == {"taskId": "T-1", "status": "open"}
     r = as_reader("verify")
-    assert r.exit_code == 0 and "verified 3 streams, 64 events" in r.stdout, r.output
+    assert r.exit_code == 0 and f"verified 4 streams, {64 + STATE_EVERY + 1} events" in r.stdout, r.output
     # ... and cannot write anything.
     r = as_reader("append", "S", "note", "--data", "{}")
     assert r.exit_code == 1 and r.stderr.startswith("Error: The database refused the append (permission denied"), \
         r.output
     for sql in ("INSERT INTO streams (stream_id, version, head_hash, created_at) VALUES ('x', 0, '', '')",
-                "UPDATE streams SET version = 0", "DELETE FROM proj_runs", "DELETE FROM replay_cache"):
+                "UPDATE streams SET version = 0", "DELETE FROM proj_runs", "DELETE FROM replay_cache",
+                "UPDATE projection_states SET version = 0"):
         assert "permission denied" in _refused(r_url, sql)
     with EventStore(url) as store:
         assert store.stream_version("S") == 3

@@ -145,11 +145,17 @@ def test_find_streams_by_task_and_filters(indexed: EventStore) -> None:
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                               HealthCheck.function_scoped_fixture])
-@given(order=st.permutations(list(range(6))), cache=st.sampled_from([1, 2, 4096]))
-def test_interleaved_runs_inline_equals_rebuild(sqlite_url: str, order: list[int], cache: int) -> None:
+@given(order=st.permutations(list(range(6))), cache=st.sampled_from([1, 2, 4096]), every=st.sampled_from([1, 3, 128]))
+def test_interleaved_runs_inline_equals_rebuild(sqlite_url: str, order: list[int], cache: int, every: int,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Snapshots of several runs interleaved in random order, with a tiny document cache
-    (forcing refolds from the log): the inline index equals a rebuild from scratch."""
+    (forcing refolds from the log, started from the documents the index kept every ``every``
+    versions): the inline index equals a rebuild from scratch."""
     import uuid
+
+    import projections.runs as runs_module
+
+    monkeypatch.setattr(runs_module, "STATE_EVERY", every)
 
     from eventstore import migrate
     from eventstore.db import make_engine
@@ -178,6 +184,124 @@ def test_interleaved_runs_inline_equals_rebuild(sqlite_url: str, order: list[int
         assert len(inline) == 6
     finally:
         store.close()
+
+
+# ---------------------------------------------------------------- the documents the index keeps
+
+
+def _long_run(store: EventStore, sid: str, n: int) -> None:
+    """``n`` events of a generic run whose status changes with each, in batches of 7 (so the batches
+    pass multiples of STATE_EVERY at versions that are not multiples of it)."""
+    events = [NewEvent("document.observed", {"doc": {"taskId": "T-long", "status": "s0", "n": 0}},
+                       meta={"dialect": "generic"})]
+    events += [NewEvent("document.patched", {"ops": [{"op": "replace", "path": "/status", "value": f"s{i}"},
+                                                     {"op": "replace", "path": "/n", "value": i}]})
+               for i in range(1, n)]
+    for i in range(0, n, 7):
+        store.append(sid, events[i:i + 7], dialect="generic")
+
+
+def _folds_from(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The versions each cold load of the runs index starts folding after (read_payloads' after_version)."""
+    from eventstore.backends.base import Backend
+
+    starts: list[int] = []
+    real = Backend.read_payloads
+
+    def spy(self, cur, stream_pk, after_version, upto_version):  # type: ignore[no-untyped-def]
+        starts.append(after_version)
+        return real(self, cur, stream_pk, after_version, upto_version)
+
+    monkeypatch.setattr(Backend, "read_payloads", spy)
+    return starts
+
+
+def _state_row(store: EventStore, sid: str) -> tuple:
+    from sqlalchemy import text
+
+    with store.engine.connect() as conn:
+        return tuple(conn.execute(text(
+            "SELECT c.version, c.event_hash, c.state, c.state_sha256 FROM projection_states c "
+            "JOIN streams s ON s.stream_pk = c.stream_pk WHERE s.stream_id = :sid"), {"sid": sid}).one())
+
+
+def _set_state(store: EventStore, sid: str, **values: object) -> None:
+    from sqlalchemy import text
+
+    sets = ", ".join(f"{k} = :{k}" for k in values)
+    with store.engine.begin() as conn:
+        conn.execute(text(f"UPDATE projection_states SET {sets} WHERE stream_pk = "
+                          "(SELECT stream_pk FROM streams WHERE stream_id = :sid)"), {**values, "sid": sid})
+
+
+def test_a_fresh_process_folds_from_the_kept_document(store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long stream's document is kept every STATE_EVERY versions, in the append's transaction; a
+    process that has not seen the stream folds only the events after it, and its row is the one the
+    log gives folded from the first event."""
+    from projections.runs import STATE_EVERY, check_index
+
+    n = 2 * STATE_EVERY + 40
+    with IndexedEventStore(store_url) as store:
+        _long_run(store, "long", n)
+        version, event_hash, _, _ = _state_row(store, "long")
+        assert version == 2 * STATE_EVERY - (2 * STATE_EVERY) % 7 + 7  # the batch that passed 2 * STATE_EVERY
+        assert bytes(event_hash) == next(iter(store.read_stream("long", after_version=version - 1))).hash
+    starts = _folds_from(monkeypatch)
+    with IndexedEventStore(store_url) as fresh:
+        fresh.append("long", [NewEvent("document.patched", {"ops": [{"op": "replace", "path": "/status",
+                                                                     "value": "last"}]})], expected_version=n)
+        assert starts == [version]
+        row = [r for r in list_runs(fresh) if r.stream_id == "long"][0]
+        assert (row.task_id, row.status, row.events) == ("T-long", "last", n + 1)
+        assert check_index(fresh) == []
+
+
+@pytest.mark.parametrize("tamper", ["state", "event_hash", "version"])
+def test_a_kept_document_that_disagrees_with_the_log_is_not_used(store_url: str, tamper: str,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kept document whose bytes do not match their digest, or bound to another event than the one at
+    its version, is not used: the stream is folded from its first event, and the row is the log's."""
+    from eventstore import chain, replay_cache
+    from projections.runs import STATE_EVERY, check_index
+
+    n = STATE_EVERY + 20
+    with IndexedEventStore(store_url) as store:
+        _long_run(store, "long", n)
+        version, event_hash, state, digest = _state_row(store, "long")
+        forged = replay_cache.encode_state({"taskId": "FORGED", "status": "forged", "n": -1})
+        if tamper == "state":  # new bytes, the old digest
+            _set_state(store, "long", state=forged)
+        elif tamper == "event_hash":  # a consistent row bound to another event
+            _set_state(store, "long", state=forged, state_sha256=chain.digest(forged),
+                       event_hash=next(iter(store.read_stream("long", after_version=1))).hash)
+        else:  # the row moved to another version, its hash left as it was
+            _set_state(store, "long", version=version - 1)
+    starts = _folds_from(monkeypatch)
+    with IndexedEventStore(store_url) as fresh:
+        fresh.append("long", [NewEvent("document.patched", {"ops": []})], expected_version=n)
+        assert starts == [0]
+        row = [r for r in list_runs(fresh) if r.stream_id == "long"][0]
+        assert (row.task_id, row.status) == ("T-long", f"s{n - 1}")
+        assert check_index(fresh) == []
+
+
+def test_verify_catches_a_forged_kept_document(store_url: str) -> None:
+    """A forger with the writer's rights can recompute the digest and bind a false document to the right
+    event (the row is the index's own cache, trusted no more than its rows): the index then goes wrong,
+    and the check that re-derives it from the first event of each stream says so."""
+    from eventstore import chain, replay_cache
+    from projections.runs import STATE_EVERY, check_index
+
+    n = STATE_EVERY + 20
+    with IndexedEventStore(store_url) as store:
+        _long_run(store, "long", n)
+        forged = replay_cache.encode_state({"taskId": "FORGED", "status": "forged", "n": -1})
+        _set_state(store, "long", state=forged, state_sha256=chain.digest(forged))
+    with IndexedEventStore(store_url) as fresh:
+        fresh.append("long", [NewEvent("document.patched", {"ops": []})], expected_version=n)
+        assert [r.task_id for r in list_runs(fresh) if r.stream_id == "long"] == ["FORGED"]
+        problems = check_index(fresh)
+        assert [p[0] for p in problems] == ["long"] and "FORGED" in problems[0][2]
 
 
 # ---------------------------------------------------------------- CLI
@@ -235,3 +359,27 @@ def test_a_run_never_starts_after_its_last_event(store_url: str, tmp_path) -> No
         assert [r.to_dict() for r in list_runs(store)] == [row]
     finally:
         store.close()
+
+
+def test_an_erasure_takes_the_kept_documents_and_none_is_kept_again(store_url: str) -> None:
+    """A kept document holds the content of the events folded into it: erasing an event of the stream
+    deletes the stream's rows, and a process whose memory still holds the document folded before the
+    erasure keeps none again."""
+    from sqlalchemy import text
+
+    from eventstore.erasure import erase
+    from projections.runs import STATE_EVERY
+
+    def kept() -> int:
+        with store.engine.connect() as conn:
+            return int(conn.execute(text("SELECT COUNT(*) FROM projection_states")).scalar_one())
+
+    with IndexedEventStore(store_url) as store:
+        _long_run(store, "long", STATE_EVERY + 20)
+        assert kept() == 1
+        first = next(iter(store.read_stream("long"))).event_id
+        erase(store, reason="a request", event_id=first, scrub=False)
+        assert kept() == 0
+        # The document this process folded before the erasure is still in its memory: never stored again.
+        store.append("long", [NewEvent("document.patched", {"ops": []}) for _ in range(STATE_EVERY)], dialect="generic")
+        assert kept() == 0

@@ -132,6 +132,23 @@ class Backend(abc.ABC):
             "LEFT JOIN events e ON e.stream_pk = c.stream_pk AND e.version = c.version "
             f"WHERE c.stream_pk = {p} AND c.name = {p} AND c.version <= {p} ORDER BY c.version DESC LIMIT 1"
         )
+        # A projection's folded document of a stream (migration 0013): the row, with the log's hash at its version.
+        self.sql_latest_projection_state = (
+            "SELECT c.version, c.state, c.state_sha256, c.event_hash, e.hash FROM projection_states c "
+            "LEFT JOIN events e ON e.stream_pk = c.stream_pk AND e.version = c.version "
+            f"WHERE c.stream_pk = {p} AND c.name = {p} AND c.version <= {p}"
+        )
+        # Written for a stream none of whose events is erased: a process whose memory still holds a
+        # document folded before an erasure must not store its content again (an erasure deletes the rows).
+        # ("WHERE ... ON CONFLICT" after a SELECT: SQLite's parser needs the WHERE.)
+        self.sql_save_projection_state = (
+            "INSERT INTO projection_states (stream_pk, name, version, event_hash, state, state_sha256) "
+            f"SELECT s.stream_pk, {p}, {p}, {p}, {p}, {p} FROM streams s WHERE s.stream_id = {p} "
+            "AND NOT EXISTS (SELECT 1 FROM erasures x JOIN events e ON e.position = x.position "
+            "WHERE e.stream_pk = s.stream_pk) "
+            "ON CONFLICT (stream_pk, name) DO UPDATE SET version = excluded.version, "
+            "event_hash = excluded.event_hash, state = excluded.state, state_sha256 = excluded.state_sha256"
+        )
         sel = ("SELECT e.position, s.stream_id, e.version, e.event_id, e.type, e.schema_version, "
                "e.data, e.meta, e.occurred_at, e.recorded_at, e.prev_hash, e.hash "
                "FROM events e JOIN streams s ON s.stream_pk = e.stream_pk ")
@@ -486,6 +503,25 @@ class Backend(abc.ABC):
         (read in the same statement); a row already there for that version wins."""
         cur.execute(self.sql_insert_cache, (stream_pk, name, self.blob(state), self.blob(state_sha256), now,
                                             stream_pk, version))
+
+    # -- projections' folded documents (projection_states) ----------------------------------
+
+    @recorder("reading a projection's folded document")
+    def latest_projection_state(self, cur: Any, stream_pk: int, name: str, upto_version: int) -> CachedState | None:
+        """The stream's row named ``name`` if it is at or below ``upto_version``, with the log's hash
+        there (:func:`eventstore.replay_cache.usable` decides whether it agrees with the log)."""
+        cur.execute(self.sql_latest_projection_state, (stream_pk, name, upto_version))
+        row = cur.fetchone()
+        return None if row is None else CachedState(*row)
+
+    @recorder("writing a projection's folded documents")
+    def save_projection_states(self, cur: Any, rows: Sequence[tuple[str, str, int, bytes, bytes, bytes]]) -> None:
+        """Each ``(stream id, name, version, event hash, state, state SHA-256)`` as the stream's row
+        named ``name`` (replacing the one there), unless an event of the stream is erased."""
+        blob = self.blob
+        cur.executemany(self.sql_save_projection_state,
+                        [(name, version, blob(h), blob(state), blob(digest), sid)
+                         for sid, name, version, h, state, digest in rows])
 
     @recorder("reading the replay cache")
     def cache_entries(self, cur: Any, stream_id: str | None = None) -> list[CacheEntry]:
@@ -919,11 +955,13 @@ class Backend(abc.ABC):
 
     @recorder("dropping replay-cache rows")
     def drop_cached_states(self, cur: Any, stream_ids: Sequence[str]) -> int:
-        """Delete the replay-cache rows of ``stream_ids`` (folded documents hold their content)."""
+        """Delete the replay-cache rows of ``stream_ids`` and the projections' folded documents of them
+        (folded documents hold their content); returns the replay-cache rows deleted."""
         if not stream_ids:
             return 0
-        cur.execute("DELETE FROM replay_cache WHERE stream_pk IN (SELECT stream_pk FROM streams WHERE stream_id "
-                    f"IN ({', '.join([self.p] * len(stream_ids))}))", list(stream_ids))
+        where = f"WHERE stream_pk IN (SELECT stream_pk FROM streams WHERE stream_id IN ({', '.join([self.p] * len(stream_ids))}))"
+        cur.execute(f"DELETE FROM projection_states {where}", list(stream_ids))
+        cur.execute(f"DELETE FROM replay_cache {where}", list(stream_ids))
         return int(cur.rowcount or 0)
 
     @recorder("reading the erasures")
