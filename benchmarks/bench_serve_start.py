@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import log, pg_database  # noqa: E402
+from _common import cpu_of, free_port, log, pg_database  # noqa: E402
 
 from eventstore import migrate  # noqa: E402
 from eventstore.db import make_engine  # noqa: E402
@@ -32,21 +32,6 @@ from eventstore.db import make_engine  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _cpu_of(pids: list[int]) -> float:
-    total, tick = 0.0, os.sysconf("SC_CLK_TCK")
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(f) for f in fields[11:15]) / tick  # its own and its reaped children's
-    return total
 
 
 def _children(pid: int) -> list[int]:
@@ -56,7 +41,7 @@ def _children(pid: int) -> list[int]:
 
 def start_once(url: str, workers: int, code: Path) -> tuple[float, float, float]:
     """(seconds until the port accepts, until the first /healthz answer, CPU seconds of the server)."""
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("EVSTORE_")}
     env["PYTHONPATH"] = str(code)
     started = time.perf_counter()
@@ -78,7 +63,7 @@ def start_once(url: str, workers: int, code: Path) -> tuple[float, float, float]
         if accepted is None or answered is None:
             raise SystemExit("the server did not answer within 60 s")
         time.sleep(max(0.0, 3.0 - (time.perf_counter() - started)))
-        cpu = _cpu_of([proc.pid, *_children(proc.pid)])
+        cpu = cpu_of([proc.pid, *_children(proc.pid)], reaped=True)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()

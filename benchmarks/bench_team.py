@@ -36,7 +36,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -50,7 +49,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx2  # noqa: E402
-from _common import log, pg_database  # noqa: E402
+from _common import cpu_of, free_port, log, pg_database  # noqa: E402
 
 from eventstore import migrate, remote, tokens  # noqa: E402
 from eventstore.db import make_engine  # noqa: E402
@@ -59,21 +58,6 @@ from eventstore.store import EventStore  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _cpu_of(pids: list[int]) -> float:
-    total, tick = 0.0, os.sysconf("SC_CLK_TCK")
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / tick
-    return total
 
 
 class Server:
@@ -106,7 +90,7 @@ class Server:
     def cpu_seconds(self) -> float:
         """CPU time (user + system) of the server's processes so far (the parent and its workers)."""
         assert self.proc is not None
-        return _cpu_of([self.proc.pid, *self.worker_pids()])
+        return cpu_of([self.proc.pid, *self.worker_pids()])
 
     def database_cpu_seconds(self) -> float:
         """CPU time of the PostgreSQL backends serving this store's database now (the server is on this
@@ -117,7 +101,7 @@ class Server:
         with psycopg.connect(admin, autocommit=True) as conn:
             pids = [r[0] for r in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
                                                "AND pid <> pg_backend_pid() OR backend_type = 'walwriter'")]
-        return _cpu_of(pids)
+        return cpu_of(pids)
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -306,7 +290,7 @@ def main() -> None:
         engine.dispose()
         with EventStore(url) as store:
             secrets_ = {f"m{i:02d}": tokens.add_token(store, f"m{i:02d}", "append") for i in range(args.machines)}
-        server = Server(url, _free_port(), args.workers, args.server_code.resolve())
+        server = Server(url, free_port(), args.workers, args.server_code.resolve())
         server.start()
         try:
             for name, disturb in (("steady", False), ("worker killed + restart", True)):
