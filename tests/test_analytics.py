@@ -213,9 +213,9 @@ def test_a_connection_to_small_tables_runs_on_one_thread(small: tuple[str, Event
 def test_a_report_reads_the_same_rows_from_views_computed_once(small: tuple[str, EventStore], tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """``reading(materialize=True)`` (what ``metrics`` and the metrics pages use) shadows every view with a
-    temporary table of its rows on small tables, the run views with the rows kept between reports (a
-    temporary view over ``kept.duckdb``: projections.analytics.kept), and every report reads what the views
-    say; over SERIAL_ROWS rows the other views stay views."""
+    temporary table of its rows on small tables (from KEPT_ROWS rows, the run views with the rows kept
+    between reports: a temporary view over ``kept.duckdb``, projections.analytics.kept), and every report
+    reads what the views say; over SERIAL_ROWS rows the other views stay views."""
     from projections.metrics import cross_run_report, run_report
     from projections.report import render
 
@@ -232,8 +232,11 @@ def test_a_report_reads_the_same_rows_from_views_computed_once(small: tuple[str,
 
     plain, none = reports(False)
     once, shadowed = reports(True)
-    assert none == set() and shadowed == set(VIEWS) - set(analytics.catalog().run_views)
+    assert none == set() and shadowed == set(VIEWS)  # under KEPT_ROWS: every view computed in memory
     assert once == plain and all(json.loads(r)["sections"] for r in plain)
+    monkeypatch.setattr(views, "KEPT_ROWS", 0)  # the run views' rows kept between reports
+    once, shadowed = reports(True)
+    assert shadowed == set(VIEWS) - set(analytics.catalog().run_views) and once == plain
     monkeypatch.setattr(views, "SERIAL_ROWS", 1)  # the tables now count as large
     assert reports(True) == (plain, set())
 

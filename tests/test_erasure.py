@@ -99,12 +99,16 @@ def _keys(run: Callable[..., Any], tmp_path: Path) -> Path:
 
 
 def test_erase_and_purge_keep_verify_checkpoints_and_proofs(run: Callable[..., Any], store: EventStore,
-                                                            tmp_path: Path) -> None:
+                                                            tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from projections.analytics import views
+
+    monkeypatch.setattr(views, "KEPT_ROWS", 0)  # the run views' rows kept too (below that many rows they are not)
     _ingest(run, tmp_path)
     analytics = tmp_path / "analytics"
     os.environ["EVSTORE_ANALYTICS_DIR"] = str(analytics)
     try:
         assert run("metrics").exit_code == 0  # the analytics Parquet, made before the erasure
+        assert list(analytics.rglob("kept.duckdb")), "the run views' rows are kept beside the tables"
         assert run("search", "--json", "PURGE-THOUGHT-1f4e").stdout  # the search index, filled before it
         before = _stored_bytes(store)
         assert all(n in before for n in _needles()[:2]), "the check must see the strings while they are stored"

@@ -95,6 +95,11 @@ def _open_listed(directory: Path, attempts: int = 50) -> tuple[Manifest, dict[st
 #: 0.28 / 0.28 vs 0.41 / 0.42, 51 k rows 0.42 / 0.41 vs 0.41 / 0.48, 255 k rows 0.69 / 0.72 vs
 #: 0.55 / 0.70, 1 M rows 0.63 / 0.66 vs 0.51 / 0.75: past about 100 k rows the threads pay for themselves.
 SERIAL_ROWS = 100_000
+#: From this many fact rows a report keeps the run views' rows between reports (:mod:`.kept`).  Below it a
+#: report computes every view in memory (``_materialize``) in well under a second, and building and updating
+#: ``kept.duckdb`` cost more than they save (about 0.15 s of CPU more for the first report of a 50-run demo
+#: store); the reports are the same either way (``tests/test_metrics_partial.py``).
+KEPT_ROWS = SERIAL_ROWS
 
 
 def _connect(directory: Path, threads: int | None = None, sql: str | None = None) -> tuple[
@@ -250,7 +255,8 @@ def _store_connect(store: EventStore, directory: str | os.PathLike[str] | None, 
             if memory is not None:
                 release = _bounded(con, release, memory)
 
-            bound = only is None and kept.bind(con, store, out, m, _depends(con, catalog(), frozenset(table_names())))
+            bound = (only is None and m.rows() >= KEPT_ROWS
+                     and kept.bind(con, store, out, m, _depends(con, catalog(), frozenset(table_names()))))
             if m.rows() < SERIAL_ROWS:
                 _materialize(con, only, frozenset(catalog().run_views) if bound else frozenset())
     except BaseException:
