@@ -313,12 +313,15 @@ class Backend(abc.ABC):
 
     def find_event_ids(self, cur: Any, event_ids: Sequence[str]) -> list[RecordedIdentity]:
         """Where each of ``event_ids`` that is already recorded was recorded, and its digests."""
-        out = []
-        for i in range(0, len(event_ids), 500):  # a group's ids: within every SQLite's limit of bound values
-            chunk = list(event_ids[i:i + 500])
-            self.execute_planned(cur, self.sql_find_ids.format(ids=", ".join([self.p] * len(chunk))), chunk)
-            out += [self._identity(r) for r in cur.fetchall()]
-        return out
+        return [self._identity(r) for r in self._rows_in(cur, self.sql_find_ids, event_ids)]
+
+    def _rows_in(self, cur: Any, template: str, values: Sequence[str]) -> Iterator[Sequence[Any]]:
+        """The rows of ``template`` (its ``{ids}``: an IN list) for ``values``, 500 bound values a
+        statement: a group's ids stay within every SQLite's limit of bound values."""
+        for i in range(0, len(values), 500):
+            chunk = list(values[i:i + 500])
+            self.execute_planned(cur, template.format(ids=", ".join([self.p] * len(chunk))), chunk)
+            yield from cur.fetchall()
 
     def insert_source_versions(self, cur: Any, rows: list[tuple[int, int, str]]) -> None:
         """Record ``(stream_pk, version, meta.source.id)`` of the events an append writes."""
@@ -378,13 +381,8 @@ class Backend(abc.ABC):
     def stream_states(self, cur: Any, stream_ids: Sequence[str]) -> dict[str, StreamState]:
         """:meth:`stream_state` of each of ``stream_ids`` that exists, in one round trip per 500 (a
         group of appends looks its streams up together); raises the driver's errors untranslated."""
-        out: dict[str, StreamState] = {}
-        for i in range(0, len(stream_ids), 500):
-            chunk = list(stream_ids[i:i + 500])
-            self.execute_planned(cur, self.sql_streams.format(ids=", ".join([self.p] * len(chunk))), chunk)
-            for row in cur.fetchall():
-                out[row[0]] = StreamState(row[1], row[2], bytes(row[3]))
-        return out
+        return {row[0]: StreamState(row[1], row[2], bytes(row[3]))
+                for row in self._rows_in(cur, self.sql_streams, stream_ids)}
 
     @recorder("reading a stream")
     def stream_head(self, cur: Any, stream_id: str) -> StreamHead | None:

@@ -290,12 +290,11 @@ class PostgresBackend(Backend):
         conn = cur.connection
         with conn.cursor() as other:
             with conn.pipeline():
-                cur.execute(self.sql_streams_any, (list(stream_ids),), prepare=False)
+                # the base class's IN lists as one array parameter each
+                cur.execute(self.sql_streams.replace("IN ({ids})", "= ANY(%s)"), (list(stream_ids),), prepare=False)
                 other.execute(self.sql_find_ids.replace("IN ({ids})", "= ANY(%s)"), (list(event_ids),), prepare=False)
             states = {r[0]: StreamState(r[1], r[2], bytes(r[3])) for r in cur.fetchall()}
             return states, [self._identity(r) for r in other.fetchall()]
-
-    sql_streams_any = "SELECT stream_id, stream_pk, version, head_hash FROM streams WHERE stream_id = ANY(%s)"
 
     # Session-level advisory locks (eventstore.locks): held until unlocked or until the session ends,
     # so a holder killed (or its connection cut) frees it for the next process at once.  The bigint

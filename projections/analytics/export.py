@@ -16,7 +16,7 @@ import msgspec
 from eventstore.errors import EvstoreError
 from eventstore.store import EventStore, RecordedEvent
 from projections.analytics.facts import arrow_types
-from projections.analytics.files import io_error, replacing
+from projections.analytics.files import io_error, replacing, sql_string
 from projections.analytics.views import reading, table_names
 
 if TYPE_CHECKING:
@@ -74,8 +74,7 @@ def export_parquet(store: EventStore, target: str | os.PathLike[str], directory:
             counts["log"] = n
             for name in table_names():
                 with replacing(out / f"{name}.parquet") as tmp:
-                    path = str(tmp).replace("'", "''")
-                    copied = con.execute(f"COPY (SELECT * FROM {name}) TO '{path}' (FORMAT parquet, "
+                    copied = con.execute(f"COPY (SELECT * FROM {name}) TO {sql_string(str(tmp))} (FORMAT parquet, "
                                          "COMPRESSION zstd)")
                     counts[name] = int(copied.fetchall()[0][0])  # COPY returns the rows it wrote
     except (OSError, duckdb.IOException) as exc:

@@ -55,6 +55,12 @@ class AnalyticsIOError(EvstoreError):
     """Reading or writing analytics or export files failed (disk full, missing or read-only directory)."""
 
 
+def sql_string(text: str) -> str:
+    """``text`` as a DuckDB string literal, for what DuckDB takes no parameter in (a file path in ATTACH,
+    COPY or a view's scan, a SET value): quotes doubled, the one escape standard SQL strings have."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def io_error(action: str, path: str | os.PathLike[str], exc: BaseException) -> AnalyticsIOError:
     """``exc`` (an OSError or DuckDB IO error) as a one-line message naming the action and the path."""
     if isinstance(exc, OSError):

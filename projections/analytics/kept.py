@@ -33,7 +33,7 @@ import duckdb
 
 from eventstore.errors import EvstoreError
 from projections.analytics.facts import Catalog, catalog
-from projections.analytics.files import KEPT
+from projections.analytics.files import KEPT, sql_string
 
 if TYPE_CHECKING:
     from eventstore.store import EventStore
@@ -56,10 +56,6 @@ class Update:
 
 #: The last update in this process (what the tests read: how many runs a report computed again).
 last: Update | None = None
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def _key(cat: Catalog, store_id: str) -> str:
@@ -139,7 +135,7 @@ def _attach(con: duckdb.DuckDBPyConnection, path: Path, *, read_only: bool) -> b
     mode = " (READ_ONLY)" if read_only else ""
     for attempt in range(2):
         try:
-            con.execute(f"ATTACH {_quote(str(path))} AS kept{mode}")
+            con.execute(f"ATTACH {sql_string(str(path))} AS kept{mode}")
             return True
         except duckdb.Error as exc:  # locked by another process, attached by another connection, unreadable
             if attempt or read_only or "lock" in str(exc).lower() or "conflict" in str(exc).lower():

@@ -20,7 +20,7 @@ import duckdb
 from eventstore.errors import EvstoreError
 from eventstore.store import EventStore
 from projections.analytics.facts import Catalog, catalog, empty_select
-from projections.analytics.files import Manifest, analytics_dir, io_error, mismatch, refresh
+from projections.analytics.files import Manifest, analytics_dir, io_error, mismatch, refresh, sql_string
 from projections.prices import PriceTable
 
 #: Tables filled from the store when a connection is bound to one (:func:`reading`): what the
@@ -39,7 +39,7 @@ def table_names() -> list[str]:
 
 
 def _sql_list(paths: Sequence[str]) -> str:
-    return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
+    return "[" + ", ".join(sql_string(p) for p in paths) + "]"
 
 
 _FD_DIR = next((d for d in ("/proc/self/fd", "/dev/fd") if os.path.isdir(d)), None)
@@ -281,8 +281,8 @@ def _bounded(con: duckdb.DuckDBPyConnection, release: Callable[[], None], memory
     database spills into ``.tmp`` in the working directory by default, a folder other processes share):
     the returned call releases the files, then removes the folder."""
     spill = Path(tempfile.gettempdir()) / f"evstore-duckdb-{os.getpid()}-{next(_spills)}"
-    con.execute(f"SET temp_directory = '{str(spill).replace(chr(39), chr(39) * 2)}'")
-    con.execute(f"SET memory_limit = '{memory.replace(chr(39), chr(39) * 2)}'")
+    con.execute(f"SET temp_directory = {sql_string(str(spill))}")
+    con.execute(f"SET memory_limit = {sql_string(memory)}")
 
     def both() -> None:
         release()
