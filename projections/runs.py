@@ -445,19 +445,38 @@ def normalize_since(value: str) -> str:
     return str(iso(parse_since(value), what="--since"))
 
 
-def _conditions(dialect: str | None, project: str | None, status: str | None, since: str | None,
-                q: str | None) -> list[Any]:
-    from sqlalchemy import or_
-
-    t = _runs_table()
-    conds: list[Any] = [col == value for col, value in ((t.c.dialect, dialect), (t.c.project, project),
-                                                        (t.c.status, status)) if value]
+def _conditions(store: EventStore, dialect: str | None, project: str | None, status: str | None,
+                since: str | None, q: str | None) -> tuple[list[str], list[Any]]:
+    """The filters as SQL conditions on ``proj_runs`` and their bound values (plain SQL, as the log's
+    readers send it: listing runs imports no SQLAlchemy, whose import and dialect set-up were most of a
+    ``runs`` command's CPU)."""
+    p = store.backend.p
+    conds = [f"{col} = {p}" for col, value in (("dialect", dialect), ("project", project), ("status", status))
+             if value]
+    params: list[Any] = [value for value in (dialect, project, status) if value]
     if since:
-        conds.append(t.c.last_event_at >= normalize_since(since))
-    if q:  # a literal match: autoescape makes % and _ in the query plain characters
-        conds.append(or_(*(c.icontains(q, autoescape=True) for c in (t.c.stream_id, t.c.task_id, t.c.title,
-                                                                      t.c.project))))
-    return conds
+        conds.append(f"last_event_at >= {p}")
+        params.append(normalize_since(since))
+    if q:  # a literal match, any case: % _ and the escape character in the query are plain characters
+        pattern = "%" + q.replace("/", "//").replace("%", "/%").replace("_", "/_") + "%"
+        conds.append("(" + " OR ".join(f"lower({col}) LIKE lower({p}) ESCAPE '/'"
+                                       for col in ("stream_id", "task_id", "title", "project")) + ")")
+        params.extend([pattern] * 4)
+    return conds, params
+
+
+def _where(conds: list[str]) -> str:
+    return f" WHERE {' AND '.join(conds)}" if conds else ""
+
+
+def _read(store: EventStore, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    with store.reading_briefly() as cur:
+        cur.execute(sql, tuple(params))
+        return [tuple(r) for r in cur.fetchall()]
+
+
+_LISTED = ("stream_id", "dialect", "project", "task_id", "title", "status", "phase", "started_at", "last_event_at",
+           "events", "findings", "unreadable", "lens_failures")
 
 
 def list_runs(store: EventStore, *, dialect: str | None = None, project: str | None = None,
@@ -468,31 +487,28 @@ def list_runs(store: EventStore, *, dialect: str | None = None, project: str | N
     ``q`` those whose stream id, task id, title or project contains it (any case);
     ``sessions``: with the sessions that wrote each run's state versions; ``after``: only the rows
     listed after the row with this (last_event_at, stream_id) (keyset paging: :func:`iter_runs`)."""
-    from sqlalchemy import and_, or_, select
-
     if fresh:
         refresh(store)
-    t = _runs_table()
-    query = (select(t.c.stream_id, t.c.dialect, t.c.project, t.c.task_id, t.c.title, t.c.status, t.c.phase,
-                    t.c.started_at, t.c.last_event_at, t.c.events, t.c.findings, t.c.unreadable,
-                    t.c.lens_failures)
-             .where(*_conditions(dialect, project, status, since, q))
-             .order_by(t.c.last_event_at.desc(), t.c.stream_id))
-    if after is not None:  # the order above, continued after that row
-        query = query.where(or_(t.c.last_event_at < after[0],
-                                and_(t.c.last_event_at == after[0], t.c.stream_id > after[1])))
-    if limit:
-        query = query.limit(limit)
-    if offset:
-        query = query.offset(offset)
-    with store.engine.connect() as conn:
-        rows = conn.execute(query).all()
-    links = writers.run_sessions(store, [r.stream_id for r in rows], fresh=fresh) if sessions and rows else {}
-    return [RunRow(stream_id=r.stream_id, dialect=r.dialect, project=r.project, task_id=r.task_id, title=r.title,
-                   status=r.status, phase=r.phase, started_at=r.started_at, last_event_at=r.last_event_at,
-                   events=int(r.events), findings=_findings(r.findings, r.unreadable, r.lens_failures),
-                   sessions=tuple(links.get(r.stream_id, ())), unreadable=int(r.unreadable),
-                   lens_failures=int(r.lens_failures)) for r in rows]
+    p = store.backend.p
+    conds, params = _conditions(store, dialect, project, status, since, q)
+    if after is not None:  # the order below, continued after that row
+        conds.append(f"(last_event_at < {p} OR (last_event_at = {p} AND stream_id > {p}))")
+        params.extend([after[0], after[0], after[1]])
+    sql = f"SELECT {', '.join(_LISTED)} FROM proj_runs{_where(conds)} ORDER BY last_event_at DESC, stream_id"
+    if limit or offset:  # LIMIT -1 / ALL is not portable: a bound past any count instead
+        sql += f" LIMIT {p} OFFSET {p}"
+        params.extend([limit or 2**62, offset])
+    rows = _read(store, sql, params)
+    links = writers.run_sessions(store, [r[0] for r in rows], fresh=fresh) if sessions and rows else {}
+    out = []
+    for r in rows:
+        stream_id, dialect_, project_, task_id, title, status_, phase, started, last, events, findings, unreadable, \
+            lens = r
+        out.append(RunRow(stream_id=stream_id, dialect=dialect_, project=project_, task_id=task_id, title=title,
+                          status=status_, phase=phase, started_at=started, last_event_at=last, events=int(events),
+                          findings=_findings(findings, unreadable, lens), sessions=tuple(links.get(stream_id, ())),
+                          unreadable=int(unreadable), lens_failures=int(lens)))
+    return out
 
 
 def _findings(document: int | None, unreadable: int, lens_failures: int) -> int | None:
@@ -528,48 +544,35 @@ def iter_runs(store: EventStore, *, dialect: str | None = None, project: str | N
 
 def _position_of(store: EventStore, stream_id: str) -> tuple[str, str]:
     """Where ``stream_id`` is in the runs' order (its last_event_at and id), for ``--after``."""
-    from sqlalchemy import select
-
-    t = _runs_table()
-    with store.engine.connect() as conn:
-        row = conn.execute(select(t.c.last_event_at, t.c.stream_id).where(t.c.stream_id == stream_id)).first()
-    if row is None:
+    rows = _read(store, f"SELECT last_event_at, stream_id FROM proj_runs WHERE stream_id = {store.backend.p}",
+                 (stream_id,))
+    if not rows:
         raise EvstoreError(f'No run "{stream_id}" for --after; pass a stream id `evstore runs` lists.')
-    if row[0] is None:
+    if rows[0][0] is None:
         raise EvstoreError(f'Run "{stream_id}" has no activity time to list after; use --page instead.')
-    return str(row[0]), str(row[1])
+    return str(rows[0][0]), str(rows[0][1])
 
 
 def count_runs(store: EventStore, *, dialect: str | None = None, project: str | None = None,
                status: str | None = None, since: str | None = None, q: str | None = None) -> int:
     """How many rows :func:`list_runs` gives for these filters (without a limit)."""
-    from sqlalchemy import func, select
-
-    query = select(func.count()).select_from(_runs_table()).where(*_conditions(dialect, project, status, since, q))
-    with store.engine.connect() as conn:
-        return int(conn.execute(query).scalar_one())
+    conds, params = _conditions(store, dialect, project, status, since, q)
+    return int(_read(store, f"SELECT count(*) FROM proj_runs{_where(conds)}", params)[0][0])
 
 
 def run_choices(store: EventStore) -> dict[str, list[str]]:
     """The distinct dialects and statuses in the index, sorted."""
-    from sqlalchemy import select
-
-    t = _runs_table()
-    with store.engine.connect() as conn:
-        return {name: [v for (v,) in conn.execute(select(col).where(col.is_not(None)).distinct().order_by(col))]
-                for name, col in (("dialect", t.c.dialect), ("status", t.c.status))}
+    return {col: [v for (v,) in _read(store, f"SELECT DISTINCT {col} FROM proj_runs WHERE {col} IS NOT NULL "
+                                      f"ORDER BY {col}", ())]
+            for col in ("dialect", "status")}
 
 
 def find_streams_by_task(store: EventStore, task_id: str) -> list[str]:
     """Streams whose task id (or stream id) is ``task_id``, newest activity first."""
-    from sqlalchemy import or_, select
-
-    t = _runs_table()
-    q = (select(t.c.stream_id).where(or_(t.c.task_id == task_id, t.c.stream_id == task_id))
-         .order_by(t.c.last_event_at.desc(), t.c.stream_id))
     refresh(store)
-    with store.engine.connect() as conn:
-        return [r[0] for r in conn.execute(q).all()]
+    p = store.backend.p
+    return [r[0] for r in _read(store, f"SELECT stream_id FROM proj_runs WHERE task_id = {p} OR stream_id = {p} "
+                                       "ORDER BY last_event_at DESC, stream_id", (task_id, task_id))]
 
 
 __all__ = ["RUNS", "IndexedEventStore", "RunRow", "RunsIndex", "attach", "count_runs", "find_streams_by_task",

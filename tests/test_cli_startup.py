@@ -88,7 +88,9 @@ def sqlite_store(tmp_path: Path) -> str:
     (["log", "RUN-5"], "    5  "),
     (["replay", "MAP-1", "--json"], '"taskId": "MAP-1"'),
     (["log", "MAP-1"], "    4  "),
-], ids=["append", "replay", "replay-upto", "log", "replay-mapipe", "log-mapipe"])
+    (["runs", "--limit", "5"], "MAP-1"),
+    (["runs", "--json", "--dialect", "generic"], '"stream_id": "RUN-5"'),
+], ids=["append", "replay", "replay-upto", "log", "replay-mapipe", "log-mapipe", "runs", "runs-json"])
 def test_append_and_reads_on_sqlite_import_no_sqlalchemy(tmp_path: Path, sqlite_store: str, args: list[str],
                                                          printed: str) -> None:
     r, modules = run(tmp_path, sqlite_store, *args)
@@ -102,7 +104,9 @@ def test_append_and_reads_on_sqlite_import_no_sqlalchemy(tmp_path: Path, sqlite_
     (["append", "ONE", "demo.note", "--data", '{"n": 1}', "--json"], '"version": 2'),
     (["replay", "RUN-5", "--json"], '{"task": "RUN-5", "step": 4}'),
     (["log", "RUN-5"], "    5  "),
-], ids=["append", "replay", "log"])
+    (["runs", "--limit", "5"], "RUN-5"),
+    (["runs", "--json", "--limit", "1", "--page", "2"], '"stream_id": "'),
+], ids=["append", "replay", "log", "runs", "runs-json-page"])
 def test_append_and_reads_on_postgresql_import_no_sqlalchemy(tmp_path: Path, pg_url: str, args: list[str],
                                                              printed: str) -> None:
     from conftest import migrated
