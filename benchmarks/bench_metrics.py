@@ -93,16 +93,19 @@ def metrics_process(path: str, url: str, directory: str, fmt: str, peaks: list[f
 
 
 def grow(url: str, n: int) -> int:
-    """Append about ``n`` events: copies of the store's runs, from the middle of its listing, under new ids."""
+    """Append about ``n`` events: copies of the store's runs, from the middle of its listing, under new ids.
+    Appended as the CLI and a server append them, keeping the inline indexes (runs, writers) current: a
+    plain ``EventStore`` would leave them to the next ``metrics``, which reads the writers index."""
     import uuid
 
     import msgspec
 
     sys.path.insert(0, str(HERE))
-    from eventstore.store import EventStore, NewEvent
+    from eventstore.store import NewEvent
+    from projections.runs import IndexedEventStore
 
     written, tag = 0, uuid.uuid4().hex[:6]
-    with EventStore(url) as store:
+    with IndexedEventStore(url) as store:
         streams = store.list_streams()
         for s in streams[len(streams) // 2:]:
             items = [(f"{s.stream_id}-{tag}", NewEvent(e.type, e.data, meta=msgspec.json.decode(e.meta) if e.meta

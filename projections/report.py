@@ -142,14 +142,17 @@ def fit(widths: list[int], total: int, shrink: Sequence[int], minimum: int = 8) 
 
 
 def table_text(columns: Sequence[str], rows: Sequence[dict[str, Any]], *, max_width: int = 60,
-               width: int | None = None, shrink: Sequence[str] = ()) -> str:
+               width: int | None = None, shrink: Sequence[str] = (),
+               formats: Sequence[Callable[[Any], str]] | None = None) -> str:
     """A plain aligned table (no colour: it goes to files and pipes as well as terminals).
 
     A cell longer than ``max_width`` ends in an ellipsis; with ``width`` the ``shrink`` columns
     are narrowed (all but the first, down to 16 characters, then all of them evenly), their cells cut with an ellipsis, until the table fits.
-    Numbers take one format per column (:func:`column_format`); a ``*_s`` column is a duration.
+    Numbers take one format per column (:func:`column_format`, over ``rows`` unless ``formats`` are given:
+    those of a whole section when only some of its rows are shown); a ``*_s`` column is a duration.
     """
-    formats = [column_format(c, [r.get(c) for r in rows]) for c in columns]
+    if formats is None:
+        formats = [column_format(c, [r.get(c) for r in rows]) for c in columns]
     headers = [printable(c[:-2] if c.endswith("_s") else c) for c in columns]
     cells = [[_cut(printable(f(r.get(c))), max_width) for c, f in zip(columns, formats, strict=True)] for r in rows]
     widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
@@ -169,7 +172,17 @@ def table_text(columns: Sequence[str], rows: Sequence[dict[str, Any]], *, max_wi
     return "\n".join(x.rstrip() for x in lines)
 
 
-def to_table(report: Report) -> str:
+#: Rows of one section shown in the text table and the HTML report (the page, too): a section of per-task or
+#: per-day rows grows with the store (thousands of rows at 10^6 events) and rendering them cost more than the
+#: rest of a report; ``--format json`` and ``csv`` hold every row.
+ROWS_SHOWN = 500
+
+
+def _more(s: Section, limit: int) -> int:
+    return max(len(s.rows) - limit, 0)
+
+
+def to_table(report: Report, limit: int = ROWS_SHOWN) -> str:
     out = [report.title + ("  (" + ", ".join(f"{heading(k)}={figure(k, v)}" for k, v in report.scope.items()) + ")"
                            if report.scope else "")]
     empty = without_data(report)
@@ -179,7 +192,9 @@ def to_table(report: Report) -> str:
         out += ["", f"## {s.title}"]
         if s.summary:
             out.append("   " + "  ".join(f"{heading(k)}={figure(k, v)}" for k, v in s.summary.items()))
-        out.append(table_text(s.columns, s.rows))
+        out.append(table_text(s.columns, s.rows[:limit], formats=column_formats(s) if _more(s, limit) else None))
+        if _more(s, limit):
+            out.append(f"({_more(s, limit)} more rows not shown: --format csv or json holds every row)")
     if empty:
         out += ["", "No data: " + "; ".join(short_titles(empty))]
     return "\n".join(out) + "\n"
@@ -350,13 +365,13 @@ th,td{border:1px solid #ccc;padding:3px 8px;text-align:left}th{background:#f0f0f
 h2{margin-top:32px;border-bottom:1px solid #ddd}"""
 
 
-def _html_table(s: Section, limit: int = 500) -> str:
+def _html_table(s: Section, limit: int = ROWS_SHOWN) -> str:
     head = "".join(f"<th>{html.escape(heading(c))}</th>" for c in s.columns)
     formats = column_formats(s)  # as the text table reads
     body = "".join("<tr>" + "".join(f"<td>{html.escape(f(r.get(c)))}</td>" for c, f in zip(s.columns, formats,
                                                                                            strict=True)) + "</tr>"
                    for r in s.rows[:limit])
-    more = f'<p class="note">{len(s.rows) - limit} more rows not shown.</p>' if len(s.rows) > limit else ""
+    more = f'<p class="note">{_more(s, limit)} more rows not shown.</p>' if _more(s, limit) else ""
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}"
 
 
@@ -388,4 +403,4 @@ def to_html(report: Report) -> str:
 
 __all__ = ["FORMATS", "chart", "charts", "column_format", "column_formats", "duration", "figure", "fit", "grouped_bar_chart", "hbar_chart",
            "heading", "render", "rows_csv", "short_title", "short_titles", "table_text", "to_csv", "without_data",
-           "to_html", "to_table"]
+           "to_html", "to_table", "ROWS_SHOWN"]

@@ -130,3 +130,24 @@ def test_metrics_page_durations_and_empty_sections(run, store_url: str, tmp_path
     assert 'id="histories"' in page and "<th>interval_p50</th>" in page
     assert re.search(r"<td>2h 27m</td>", page), page
     assert "No data.</p>" not in page and 'id="no-data">No data: ' in page and 'id="gates"' not in page
+
+
+def test_a_long_section_shows_its_first_rows_in_text_and_html_and_every_row_in_csv_and_json() -> None:
+    """The text table and the HTML report show ROWS_SHOWN rows of a section (a per-task section grows with
+    the store), numbered in the format of the whole column, and say how many are not shown."""
+    from projections.report import ROWS_SHOWN, to_csv
+
+    n = ROWS_SHOWN + 7
+    # the last row, not shown, is the only share above 1: the column's format is still the whole column's
+    rows = [{"task": f"T-{i:04d}", "share": 0.25} for i in range(n - 1)] + [{"task": "T-last", "share": 2.5}]
+    report = Report("evstore metrics", {"runs": 1}, [Section("tasks", "Tasks", ["task", "share"], rows)])
+    text = to_table(report)
+    shown = [line for line in text.splitlines() if line.startswith("T-")]
+    assert len(shown) == ROWS_SHOWN and shown[-1].split()[0] == f"T-{ROWS_SHOWN - 1:04d}"
+    assert shown[0].split()[1] == "0.2"  # one decimal: the whole column is not all within [-1, 1]
+    assert "(7 more rows not shown: --format csv or json holds every row)" in text
+    html = to_html(report)
+    assert html.count("<td>T-") == ROWS_SHOWN and "7 more rows not shown." in html
+    assert to_csv(report).count("T-") == n and len(report.to_dict()["sections"][0]["rows"]) == n
+    short = Report("evstore metrics", {"runs": 1}, [Section("tasks", "Tasks", ["task", "share"], rows[:3])])
+    assert "not shown" not in to_table(short) and "0.250" in to_table(short)
