@@ -216,3 +216,46 @@ def test_metrics_on_an_unchanged_store_imports_only_what_reads_the_kept_text(sql
     assert r.returncode == 0 and r.stdout == first.stdout and r.stderr == "", r.stderr
     assert heavy(modules) == [], f"evstore metrics imported {heavy(modules)}"
     assert not {"projections.runs", "projections.writers", "eventstore.ingest"} & modules
+
+
+def test_projections_status_imports_no_dialect_while_the_code_is_the_manifests(sqlite_store: str,
+                                                                               tmp_path: Path) -> None:
+    """``projections status`` takes the analytics catalog's version from the manifest while the code that built
+    it is unchanged (its stamp: the registered dialects and their files' times and sizes), so it imports no
+    dialect's code nor the terminal libraries; its rows are those of a process that builds the catalog."""
+    from projections.analytics import facts
+
+    first, _ = run(tmp_path, sqlite_store, "metrics")  # builds the tables, and the manifest keeps the stamp
+    assert first.returncode == 0, first.stderr
+    r, modules = run(tmp_path, sqlite_store, "projections", "status", "--json")
+    assert r.returncode == 0, r.stderr
+    assert heavy(modules) == [], f"evstore projections status imported {heavy(modules)}"
+    assert not [m for m in modules if m.startswith("eventstore.dialects.") and m.count(".") >= 2
+                and m.split(".")[2] not in ("analytics", "base")], modules
+    built = CliRunner().invoke(register(), ["--url", sqlite_store, "projections", "status", "--json"])
+    facts.catalog()  # (built in this process)
+    row = next(x for x in json.loads(r.stdout) if x["name"] == "analytics")
+    assert row == next(x for x in json.loads(built.stdout) if x["name"] == "analytics")
+    assert row["version"] == facts.catalog().version and row["stale"] is None
+
+
+def test_a_changed_file_or_dialect_list_breaks_the_code_stamp(tmp_path: Path) -> None:
+    from projections.analytics import facts
+
+    stamp = facts.code_stamp()
+    assert facts.stamp_holds(json.loads(json.dumps(stamp)))  # as the manifest keeps it
+    module = tmp_path / "plugin.py"
+    module.write_text("X = 1\n")
+    st = module.stat()
+    with_file = [stamp[0], stamp[1], {**stamp[2], str(module): [st.st_mtime_ns, st.st_size]}]
+    assert facts.stamp_holds(with_file)
+    module.write_text("X = 22\n")  # another size
+    assert not facts.stamp_holds(with_file)
+    now = module.stat()
+    assert facts.stamp_holds([stamp[0], stamp[1], {**stamp[2], str(module): [now.st_mtime_ns, now.st_size]}])
+    # the same size, another time (an edit that kept the length)
+    assert not facts.stamp_holds([stamp[0], stamp[1], {**stamp[2], str(module): [now.st_mtime_ns + 1, now.st_size]}])
+    assert not facts.stamp_holds([stamp[0], stamp[1][1:], stamp[2]])  # a dialect no longer registered
+    assert not facts.stamp_holds([stamp[0] + 1, stamp[1], stamp[2]])  # another flatten version
+    assert not facts.stamp_holds([stamp[0], stamp[1], {str(tmp_path / "gone.py"): [1, 1]}])
+    assert not facts.stamp_holds(None) and not facts.stamp_holds("x")

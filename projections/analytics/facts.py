@@ -396,6 +396,64 @@ def catalog() -> Catalog:
     return _cache[1]
 
 
+def built() -> bool:
+    """Whether this process has built the catalog (so :func:`catalog` costs nothing more)."""
+    return _cache is not None
+
+
+def code_stamp() -> list[Any]:
+    """What the catalog of this process was built from, as Python checks a cached ``.pyc`` against its
+    source: the registered dialects (entry points, read without importing them) and the modification time
+    and size of the source file of every loaded module of their packages and of ``projections``.  The
+    manifest keeps it beside the catalog's version (:func:`stamp_holds`)."""
+    import os
+    import sys
+
+    catalog()  # every dialect's analytics declared, so their modules are loaded
+    regs, roots = _registrations()
+    files: dict[str, list[int]] = {}
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if name.partition(".")[0] in roots and path:
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            files[path] = [st.st_mtime_ns, st.st_size]
+    return [FLATTEN_VERSION, regs, files]
+
+
+def stamp_holds(stamp: Any) -> bool:
+    """Whether the code a stamp of :func:`code_stamp` describes is the code installed now: the same dialects
+    registered, and not one of its files changed.  A reader that needs only the catalog's version
+    (``evstore projections status``) then takes the manifest's instead of importing every dialect to build
+    the catalog (a sixth of the command).  What this cannot see, a plugin's dependency removed so that the
+    plugin no longer loads, is seen by the next refresh, which always builds the catalog."""
+    import os
+
+    try:
+        version, regs, files = stamp
+        if version != FLATTEN_VERSION or regs != _registrations()[0] or not files:
+            return False
+        for path, (mtime, size) in files.items():
+            st = os.stat(path)
+            if st.st_mtime_ns != mtime or st.st_size != size:
+                return False
+    except (OSError, TypeError, ValueError):
+        return False
+    return True
+
+
+def _registrations() -> tuple[list[list[str]], set[str]]:
+    """The registered dialects as (name, ``module:attr``, distribution), and their top-level packages."""
+    from eventstore.dialects import _scan
+
+    one, conflicts = _scan()
+    regs = [[n, r.value, r.distribution] for n, r in sorted(one.items())]
+    regs += [[n, r.value, r.distribution] for n, rs in sorted(conflicts.items()) for r in rs]
+    return regs, {r.value.partition(":")[0].strip().partition(".")[0] for r in one.values()} | {"projections"}
+
+
 def _build(names: tuple[str, ...]) -> Catalog:
     tables = {t.name: t for t in CORE}
     owners = {t.name: "" for t in CORE} | {v: "" for v in (*SHARED_VIEWS, *CORE_VIEWS)}

@@ -26,7 +26,7 @@ from eventstore import config
 from eventstore.errors import EvstoreError
 from eventstore.records import FactEvent
 from eventstore.store import EventStore
-from projections.analytics.facts import Flattener, catalog
+from projections.analytics.facts import Flattener, built, catalog, code_stamp, stamp_holds
 from projections.engine import gc_paused
 
 if TYPE_CHECKING:
@@ -94,11 +94,21 @@ class Manifest:
     @classmethod
     def load(cls, directory: Path) -> Manifest | None:
         """The manifest in ``directory`` (None if there is none, or it is not one this code wrote)."""
+        loaded = cls._read(directory)
+        return None if loaded is None else loaded[0]
+
+    @classmethod
+    def _read(cls, directory: Path, *, lean: bool = False) -> tuple[Manifest, Any] | None:
+        """The manifest and the code stamp it keeps (None: there is none, or not one this code wrote).  ``lean``:
+        without building the catalog if this process has not, its files listed under the manifest's own table
+        names (a reader of its checkpoint and version only)."""
         try:
             data = json.loads((directory / MANIFEST).read_bytes())
-            tables = catalog().tables
-            return cls(str(data["version"]), str(data.get("store_id", "")), int(data["position"]),
-                       str(data.get("hash", "")), {t: list(data["files"].get(t, [])) for t in tables})
+            files = data["files"]
+            tables = list(files) if lean and not built() else catalog().tables
+            m = cls(str(data["version"]), str(data.get("store_id", "")), int(data["position"]),
+                    str(data.get("hash", "")), {t: list(files.get(t, [])) for t in tables})
+            return m, data.get("code")
         except FileNotFoundError:
             return None
         except (ValueError, KeyError, TypeError, AttributeError):
@@ -110,8 +120,12 @@ class Manifest:
         # A unique temporary name: no process ever renames another's half-written manifest.
         # msgspec, not json.dump: with an indent the stdlib encodes in Python, 20x slower (a refresh
         # saves the manifest at every flush, and it lists every file)
+        # The code the catalog came from, when this is its version: `projections status` reads the version here
+        # while that code is unchanged, without importing every dialect (facts.stamp_holds)
+        code = _stamp() if self.version == catalog().version else None
         data = msgspec.json.encode({"name": NAME, "version": self.version, "store_id": self.store_id,
-                                    "position": self.position, "hash": self.hash, "files": self.files})
+                                    "position": self.position, "hash": self.hash, "files": self.files,
+                                    "code": code})
         with replacing(directory / MANIFEST) as tmp, open(tmp, "wb") as fh:
             fh.write(msgspec.json.format(data, indent=1))
             fh.flush()
@@ -125,9 +139,21 @@ class Manifest:
         return [directory / table / f["file"] for f in self.files[table]]
 
 
-def mismatch(store: EventStore, m: Manifest) -> str | None:
-    """Why the tables of manifest ``m`` are not ``store``'s log up to ``m.position`` (None: they are)."""
-    current = catalog().version
+_stamps: dict[str, list[Any]] = {}
+
+
+def _stamp() -> list[Any]:
+    """:func:`code_stamp`, once per process and catalog (a refresh saves its manifest at every flush)."""
+    version = catalog().version
+    if version not in _stamps:
+        _stamps[version] = code_stamp()
+    return _stamps[version]
+
+
+def mismatch(store: EventStore, m: Manifest, current: str | None = None) -> str | None:
+    """Why the tables of manifest ``m`` are not ``store``'s log up to ``m.position`` (None: they are);
+    ``current``: the catalog's version, if the caller has it."""
+    current = catalog().version if current is None else current
     if m.version != current:
         return (f"they were built by flatten version {m.version}, this is version {current} (the tables the "
                 "installed dialects declare)")
@@ -560,9 +586,13 @@ def status(store: EventStore, directory: str | os.PathLike[str] | None = None) -
     """Checkpoint and lag of the Parquet tables; tables that are not this store's count as empty
     (``stale`` says why), since the next refresh rebuilds them."""
     out = analytics_dir(store, directory)
-    m = Manifest.load(out)
+    loaded = Manifest._read(out, lean=True)
     high = store.max_position()
-    base = {"name": NAME, "directory": str(out), "version": catalog().version}
+    m, code = loaded if loaded is not None else (None, None)
+    # The catalog's version: the manifest's, while the code it was built by is the code installed (no dialect
+    # imported); else the catalog built here
+    current = m.version if m is not None and not built() and stamp_holds(code) else catalog().version
+    base = {"name": NAME, "directory": str(out), "version": current}
     if m is None:
         return {**base, "stored_version": None, "checkpoint": 0, "lag": high, "files": 0, "updated_at": None,
                 "stale": None}
@@ -571,7 +601,7 @@ def status(store: EventStore, directory: str | os.PathLike[str] | None = None) -
         updated: str | None = datetime.fromtimestamp(mtime, dt.UTC).isoformat(timespec="microseconds")[:-6] + "Z"
     except OSError:
         updated = None
-    stale = mismatch(store, m)
+    stale = mismatch(store, m, current)
     checkpoint = 0 if stale else m.position
     return {**base, "stored_version": m.version, "checkpoint": checkpoint, "lag": max(high - checkpoint, 0),
             "files": sum(len(v) for v in m.files.values()), "updated_at": updated, "stale": stale}
