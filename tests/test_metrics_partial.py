@@ -234,3 +234,20 @@ def test_a_report_that_does_not_fit_the_memory_bound_is_still_computed(tmp_path:
     monkeypatch.undo()
     assert rep == over_the_facts(store, directory)
     store.close()
+
+
+def test_the_touched_streams_facts_are_read_from_their_own_stretches_of_the_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    """New events in old runs read those runs' stretches (first to last position at the kept checkpoint, merged
+    where they overlap) and the new events, not every fact after the oldest run's first event."""
+    con = duckdb.connect()
+    con.execute("ATTACH ':memory:' AS kept")
+    con.execute("CREATE TABLE kept.main.stream_positions AS SELECT * FROM (VALUES ('a', 1, 10), ('b', 5, 20), "
+                "('c', 100, 120), ('d', 500, 510), ('e', 21, 30)) t(stream_id, first_position, last_position)")
+    con.execute("CREATE TEMP TABLE kept_touched AS SELECT * FROM (VALUES ('a'), ('b'), ('c'), ('e'), ('new')) "
+                "t(stream_id)")
+    spans = kept._spans(con, 1000)
+    assert spans == "(position BETWEEN 1 AND 30 OR position BETWEEN 100 AND 120 OR position > 1000)"
+    assert con.execute(f"SELECT list(p ORDER BY p) FROM range(0, 1003) r(p) WHERE {spans.replace('position', 'p')}"
+                       ).fetchall()[0][0] == [*range(1, 31), *range(100, 121), 1001, 1002]
+    monkeypatch.setattr(kept, "SPANS", 1)
+    assert kept._spans(con, 1000) == "position >= 1"

@@ -169,7 +169,8 @@ CORE_VIEWS: dict[str, str] = {
     # Where each stream starts in the log: an update of the kept run views reads the facts from the first
     # touched stream's start (projections.analytics.kept).
     "stream_positions": """
-        SELECT stream_id, min(position) AS first_position FROM events GROUP BY stream_id""",
+        SELECT stream_id, min(position) AS first_position, max(position) AS last_position
+        FROM events GROUP BY stream_id""",
     # Per stream and writer: its events, first and last store time (the ``writers`` section).
     "run_writers": """
         SELECT stream_id, writer, any_value(writer_token) AS token, any_value(writer_machine) AS machine,

@@ -43,6 +43,9 @@ if TYPE_CHECKING:
 KEPT_FORMAT = 2
 #: Past this many touched streams, they are narrowed by a join rather than a list of their ids.
 LISTED_STREAMS = 2_000
+#: Past this many disjoint stretches of the log holding the touched old streams' facts, the facts are read
+#: from the first of them on (a condition of thousands of ranges costs more to evaluate than it skips).
+SPANS = 256
 
 
 @dataclass
@@ -226,6 +229,25 @@ def _build(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str) -> int:
     return rows
 
 
+def _spans(con: duckdb.DuckDBPyConnection, after: int) -> str:
+    """A condition on ``position`` that holds for every fact of the touched streams: the new events (after the
+    kept checkpoint) and, for a stream the kept rows had, its first to its last position then.  The facts'
+    files are written in log order, and DuckDB skips a file's row groups whose positions are outside every
+    span unread: new events in old runs cost those runs' stretches of the log, not everything after the
+    oldest of them (past ``SPANS`` disjoint stretches, everything from the oldest's first event)."""
+    old = con.execute("SELECT first_position, last_position FROM kept.main.stream_positions "
+                      "WHERE stream_id IN (SELECT stream_id FROM kept_touched) ORDER BY 1").fetchall()
+    merged: list[list[int]] = []
+    for first, last in old:
+        if merged and first <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], int(last))
+        else:
+            merged.append([int(first), int(last)])
+    if len(merged) > SPANS:
+        return f"position >= {merged[0][0]}"
+    return "(" + " OR ".join([f"position BETWEEN {a} AND {b}" for a, b in merged] + [f"position > {int(after)}"]) + ")"
+
+
 def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: int, after: int) -> int:
     """Replace the touched streams' rows of every run view with the rows of their facts alone."""
     if streams <= LISTED_STREAMS:
@@ -237,14 +259,7 @@ def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: in
         within = "list_contains(getvariable('kept_touched_ids'), stream_id)"
     else:
         within = "stream_id IN (SELECT stream_id FROM kept_touched)"
-    # No touched stream has a fact before the first event of the oldest of them: the files (written in
-    # log order, each with its positions' range) before it are skipped unread.  New streams start after
-    # the kept checkpoint, so events appended to new runs cost what they cost.
-    start = con.execute("SELECT min(first_position) FROM kept.main.stream_positions "
-                        "WHERE stream_id IN (SELECT stream_id FROM kept_touched)").fetchall()[0][0]
-    if start is None:
-        start = after + 1
-    within = f"position >= {int(start)} AND {within}"
+    within = f"{_spans(con, after)} AND {within}"
     rows, made = 0, []
     # The facts, narrowed: the catalog's views read these names first (temporary objects shadow them).
     for table in cat.tables:
