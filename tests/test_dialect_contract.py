@@ -34,10 +34,11 @@ import types
 import typing
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import pytest
+from analytics_fixtures import one_stream_rows
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracles import assert_exact, canonical, exact
@@ -50,6 +51,10 @@ from eventstore.events import Event, decode_event, encode_event
 from eventstore.ingest import Ingestor
 from eventstore.store import EventStore, RecordedEvent
 from projections.replay import replay, replay_raw
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow as pa
 
 START = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 MAX_SNAPSHOTS = 40  # of one simulated run: enough to reach every phase, bounded for speed
@@ -182,7 +187,7 @@ def test_lens_law_on_simulated_histories(name: str, seed: int) -> None:
 @pytest.mark.parametrize("name", SIMULATED)
 def test_the_simulator_is_deterministic_per_seed(name: str) -> None:
     def fingerprint(seed: int) -> list[tuple[str, str | None, str | None, list[bytes]]]:
-        return [(canonical(s.doc), s.occurred_at and s.occurred_at.isoformat(), s.stream_hint,
+        return [(canonical(s.doc), s.occurred_at.isoformat() if s.occurred_at else None, s.stream_hint,
                  [encode_event(e) for e in s.events]) for s in history(name, seed)]
 
     first = fingerprint(11)
@@ -326,7 +331,8 @@ _PY_TYPES: dict[str, tuple[type, ...]] = {"VARCHAR": (str,), "BIGINT": (int,), "
 
 def _recorded(events: list[tuple[str, Event]], dialect: str) -> list[RecordedEvent]:
     """Events as the store would give them back (positions in order, the dialect in meta)."""
-    out, versions = [], {}
+    out: list[RecordedEvent] = []
+    versions: dict[str, int] = {}
     for position, (stream, ev) in enumerate(events, 1):
         versions[stream] = versions.get(stream, 0) + 1
         at = datetime(2026, 11, 1, 9, 0, tzinfo=UTC).isoformat()
@@ -349,13 +355,31 @@ def _facts_events(name: str) -> list[RecordedEvent]:
     return _recorded(events, name)
 
 
+def _facts_connection(tables: dict[str, pa.Table]) -> duckdb.DuckDBPyConnection:
+    """DuckDB over fact tables (Arrow): a view per table, the link tables (empty) and the catalog's views,
+    under the names a store's analytics give them."""
+    import duckdb
+
+    from projections.analytics.facts import catalog
+    from projections.analytics.views import LINKS
+
+    con = duckdb.connect(":memory:")
+    for table, data in tables.items():
+        con.register(f"{table}_arrow", data)
+        con.execute(f"CREATE VIEW {table} AS SELECT * FROM {table}_arrow")
+    for table, columns in LINKS.items():
+        con.execute(f"CREATE TABLE {table} ({columns})")
+    for view, sql in catalog().views.items():
+        con.execute(f"CREATE VIEW {view} AS {sql}")
+    return con
+
+
 @pytest.mark.parametrize("name", ALL)
 def test_facts_match_their_declared_schema(name: str) -> None:
     """Every row a dialect's row functions write has the declared number of columns, the event's
     position and stream, and each value null or of the column's declared type; the Arrow tables build
     from them; every view and metric section the dialect declares runs over them in DuckDB."""
     from projections.analytics.facts import Flattener, catalog
-    from projections.analytics.views import LINKS
     from projections.metrics import Scope, cross_run_report, run_report
 
     cat = catalog()
@@ -386,16 +410,7 @@ def test_facts_match_their_declared_schema(name: str) -> None:
     own = [t.name for t in declared.tables]
     if has_simulator(d):  # the simulated runs fill the dialect's own tables: the facts are not vacuous
         assert sum(tables[t].num_rows for t in own) > 0, f"{name}'s simulated runs give no facts"
-    import duckdb
-
-    con = duckdb.connect(":memory:")
-    for table, data in tables.items():
-        con.register(f"{table}_arrow", data)
-        con.execute(f"CREATE VIEW {table} AS SELECT * FROM {table}_arrow")
-    for table, columns in LINKS.items():
-        con.execute(f"CREATE TABLE {table} ({columns})")
-    for view, sql in cat.views.items():
-        con.execute(f"CREATE VIEW {view} AS {sql}")
+    con = _facts_connection(tables)
     for view in declared.views:
         con.execute(f"SELECT * FROM {view}").fetchall()
     report = cross_run_report(con, Scope())
@@ -404,3 +419,29 @@ def test_facts_match_their_declared_schema(name: str) -> None:
         stream = events[-1].stream_id
         names = {s.name for s in run_report(con, stream).sections}
         assert {m.name for m in declared.run_sections} <= names
+
+
+def _run_views(name: str) -> tuple[str, ...]:
+    declared = get_dialect(name).analytics()
+    return declared.run_views if declared is not None else ()
+
+
+@pytest.mark.parametrize("name", [n for n in SIMULATED if _run_views(n)])
+def test_run_views_are_per_run(name: str) -> None:
+    """Each run view the dialect declares (``Analytics.run_views``), evaluated over one run's facts alone,
+    gives that run's rows of the view over every fact, for each of a few simulated runs (and the stream of
+    one event of each catalog type): a metrics report keeps these views' rows and, after new events,
+    computes them again from the touched runs' facts only (``projections.analytics.kept``)."""
+    from projections.analytics.facts import Flattener, catalog
+
+    cat = catalog()
+    events = _facts_events(name)
+    flat = Flattener(cat)
+    flat.add_batch(events)
+    con = _facts_connection(flat.tables())
+    filled: set[str] = set()
+    for stream in sorted({e.stream_id for e in events}):
+        full, narrowed = one_stream_rows(con, _run_views(name), cat.tables, stream)
+        assert narrowed == full, (name, stream)
+        filled |= {view for view, rows in full.items() if rows}
+    assert filled == set(_run_views(name)), f"{name}: no rows in {sorted(set(_run_views(name)) - filled)}"

@@ -14,6 +14,7 @@ from typing import Any
 
 import duckdb
 import pytest
+from analytics_fixtures import one_stream_rows
 from conftest import migrated
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -65,10 +66,6 @@ def over_the_facts(store: EventStore, directory: Path, stream: str | None = None
     return rep.to_dict()
 
 
-def rows_of(con: duckdb.DuckDBPyConnection, sql: str) -> list[str]:
-    return sorted(repr(r) for r in con.execute(sql).fetchall())
-
-
 def test_every_run_view_is_per_run(tmp_path: Path) -> None:
     """Each declared run view, evaluated over one stream's facts alone, gives that stream's rows of the view
     over every fact (what lets kept.bind compute a touched run's rows from its facts), and reads no link
@@ -79,16 +76,12 @@ def test_every_run_view_is_per_run(tmp_path: Path) -> None:
     directory = tmp_path / "analytics"
     refresh(store, directory)
     cat = catalog()
-    assert {"runs", "phases", "taskmaster_task_history", "review_findings", "friday_cycles"} <= set(cat.run_views)
+    assert {"runs", "phases", "key_changes", "taskmaster_task_history", "taskmaster_run_changes", "review_findings",
+            "friday_cycles", "friday_risk_runs"} <= set(cat.run_views)
     con = views.connect(directory)
     kept.check(cat, views._depends(con, cat, frozenset(views.table_names())))
-    for stream in streams[::2]:  # a run of each dialect but one: 3 streams x 19 views
-        full = {v: rows_of(con, f"SELECT * FROM {v} WHERE stream_id = '{stream}'") for v in cat.run_views}
-        for table in cat.tables:
-            con.execute(f"CREATE TEMP VIEW {table} AS SELECT * FROM memory.main.{table} WHERE stream_id = '{stream}'")
-        narrowed = {v: rows_of(con, f"SELECT * FROM memory.main.{v}") for v in cat.run_views}
-        for table in cat.tables:
-            con.execute(f"DROP VIEW temp.main.{table}")
+    for stream in streams[::2]:  # a run of each dialect but one: 3 streams x 21 views
+        full, narrowed = one_stream_rows(con, cat.run_views, cat.tables, stream)
         assert narrowed == full, stream
         assert any(full.values()), stream
     con.close()
@@ -107,7 +100,7 @@ def test_a_report_after_appends_equals_the_report_over_all_facts(steps: list[tup
         directory = Path(tmp) / "analytics"
         done = [0] * len(runs)
         ingestors: dict[int, Ingestor] = {}
-        updates = []
+        updates: list[int | None] = []
         for pick, count in steps:
             run = pick % len(runs)
             snaps = list(runs[run][1][done[run]:done[run] + count]) or [runs[run][1][-1]]

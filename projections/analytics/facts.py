@@ -176,11 +176,19 @@ CORE_VIEWS: dict[str, str] = {
         SELECT stream_id, writer, any_value(writer_token) AS token, any_value(writer_machine) AS machine,
                count(*) AS events, min(recorded_at) AS first_at, max(recorded_at) AS last_at
         FROM events GROUP BY stream_id, writer""",
+    # Per stream, dialect and top-level key (as the ``changing_keys`` section names it: "" is the whole
+    # document): the patches changing it and the last one's time.  The key is named here, not in the
+    # section, so that a stream has one row per name the section groups by.
+    "key_changes": """
+        SELECT stream_id, dialect, CASE WHEN key = '' THEN '(whole document)' ELSE key END AS key,
+               count(*) AS changes, max(captured_at) AS last_changed
+        FROM patched_keys GROUP BY ALL""",
 }
 
 #: The shared views computed stream by stream (``Analytics.run_views``): ``usage`` and ``run_usage`` are
 #: not (the price table and the links between runs and sessions are read from outside the facts).
-CORE_RUN_VIEWS: tuple[str, ...] = ("phases", "runs", "gates", "version_gaps", "stream_positions", "run_writers")
+CORE_RUN_VIEWS: tuple[str, ...] = ("phases", "runs", "gates", "version_gaps", "stream_positions", "run_writers",
+                                   "key_changes")
 
 _IN = "stream_id IN (SELECT stream_id FROM sel)"
 
@@ -278,10 +286,10 @@ CORE_SECTIONS: tuple[MetricSection, ...] = (
     MetricSection(
         "changing_keys", "Top-level keys that change most (document patches, per dialect)",
         ("dialect", "key", "changes", "streams", "last_changed"),
-        f"""SELECT dialect, CASE WHEN key = '' THEN '(whole document)' ELSE key END AS key, count(*) AS changes,
-                   count(DISTINCT stream_id) AS streams, max(captured_at) AS last_changed
-            FROM patched_keys WHERE {_IN}
-            GROUP BY ALL ORDER BY changes DESC, dialect, key LIMIT 20""",
+        f"""SELECT dialect, key, sum(changes)::BIGINT AS changes, count(*) AS streams,
+                   max(last_changed) AS last_changed
+            FROM key_changes WHERE {_IN}
+            GROUP BY dialect, key ORDER BY changes DESC, dialect, key LIMIT 20""",
         None,
         "changes = document.patched events touching the key (a version's changes the dialect's domain events do "
         "not explain, and every change of a document of any dialect)."),

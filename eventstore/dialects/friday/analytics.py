@@ -1,6 +1,8 @@
-"""FRIDAY analytics: specialist cycles and risk-score writes as fact tables, the ``friday_cycles``
-view and its metric section (declared as data: see :mod:`eventstore.dialects.analytics`).  A run's
-first snapshot, recorded whole, is read as its state_initialised."""
+"""FRIDAY analytics: specialist cycles and risk-score writes as fact tables, the ``friday_cycles`` and
+``friday_risk_runs`` views (per run: its risk-score writes, summed by the section, so that a report after
+new events recounts only the runs they touched) and their metric section (declared as data: see
+:mod:`eventstore.dialects.analytics`).  A run's first snapshot, recorded whole, is read as its
+state_initialised."""
 
 from __future__ import annotations
 
@@ -114,6 +116,10 @@ VIEWS = {
                1 + count_if(kind = 'report') AS rounds, count_if(kind = 'question') AS questions,
                count_if(kind = 'answer') AS answers, count_if(kind = 'cycle_closed') > 0 AS closed
         FROM e WHERE cycle_no > 0 GROUP BY stream_id, cycle_no""",
+    # Per stream: its risk-score writes and those whose recorded score is not the computed one.
+    "friday_risk_runs": """
+        SELECT stream_id, count(*) AS writes, count_if(mismatch) AS mismatching_writes
+        FROM friday_risk GROUP BY stream_id""",
 }
 
 _IN = "stream_id IN (SELECT stream_id FROM sel)"
@@ -125,12 +131,15 @@ SECTIONS = (
         f"""SELECT cycle_type, count(*) AS cycles, count_if(closed) AS closed, avg(rounds) AS mean_rounds,
                max(rounds) AS max_rounds, sum(questions) AS questions, sum(answers) AS answers
             FROM friday_cycles WHERE {_IN} GROUP BY ALL ORDER BY cycle_type""",
-        f"""SELECT count(*) AS metrics_writes, count_if(mismatch) AS mismatching_writes,
-               count(DISTINCT stream_id) FILTER (WHERE mismatch) AS runs_with_mismatch
-            FROM friday_risk WHERE {_IN}""",
+        # The runs' counts summed: a run with a mismatch is a row; mismatching_writes stays NULL when no write
+        # is in scope, as count_if (a sum) over no row was.
+        f"""SELECT coalesce(sum(writes), 0)::BIGINT AS metrics_writes,
+               sum(mismatching_writes) AS mismatching_writes,
+               count(*) FILTER (WHERE mismatching_writes > 0) AS runs_with_mismatch
+            FROM friday_risk_runs WHERE {_IN}""",
         "rounds = 1 + reports received inside the cycle; a mismatch = recorded risk_score is not "
         "the integer the documented formula gives (history is never rewritten)."),
 )
 
 ANALYTICS = Analytics(version=1, tables=TABLES, rows=_ROWS, views=VIEWS, sections=SECTIONS,
-                      run_views=("friday_cycles",))
+                      run_views=("friday_cycles", "friday_risk_runs"))

@@ -10,7 +10,9 @@ tag ``master``, where task-master's own migration puts it) and their id as text.
 
 Views: ``taskmaster_task_history`` (each task's status after every event that touched it, with
 when the next one came), ``taskmaster_task_stats`` (per task: current status, cycle time,
-reopenings, blocked time, subtasks) and the sections' SQL over them.  The project is the run's
+reopenings, blocked time, subtasks), ``taskmaster_run_changes`` (per run: its planning changes, which
+the ``taskmaster_changes`` section sums, so that a report after new events recounts only the runs they
+touched) and the sections' SQL over them.  The project is the run's
 ``project`` (legacy ``metadata.projectName``), else its stream id.
 
 Definitions (docs/metrics.md, "task-master"):
@@ -240,6 +242,16 @@ VIEWS = {
                coalesce(s.subtasks, 0) AS subtasks, coalesce(s.subtasks_done, 0) AS subtasks_done
         FROM per p LEFT JOIN subs s ON s.stream_id = p.stream_id AND s.tag = p.tag
              AND s.task_id IS NOT DISTINCT FROM p.task_id""",
+    # Per stream: its planning changes, counted as the ``taskmaster_changes`` section counts them (an update
+    # is an event: its position, counted once however many fields it changed; a position is one stream's).
+    "taskmaster_run_changes": """
+        SELECT stream_id, count(*) FILTER (WHERE kind = 'priority') AS priority_changes,
+               count(*) FILTER (WHERE kind = 'dependency_added') AS dependencies_added,
+               count(*) FILTER (WHERE kind = 'dependency_removed') AS dependencies_removed,
+               count(DISTINCT position) FILTER (WHERE kind IN ('field_updated', 'field_removed')) AS task_updates,
+               count(DISTINCT position) FILTER (WHERE kind LIKE 'subtask_field_%') AS subtask_updates,
+               count(*) FILTER (WHERE kind = 'tag_switched') AS tag_switches
+        FROM taskmaster_changes GROUP BY stream_id""",
 }
 
 _IN = "stream_id IN (SELECT stream_id FROM sel)"
@@ -306,20 +318,18 @@ CHANGES = MetricSection(
     "taskmaster_changes", "task-master: planning changes (per project)",
     ("project", "priority_changes", "dependencies_added", "dependencies_removed", "task_updates",
      "subtask_updates", "tag_switches"),
-    f"""SELECT coalesce(r.project, c.stream_id) AS project,
-               count(*) FILTER (WHERE c.kind = 'priority') AS priority_changes,
-               count(*) FILTER (WHERE c.kind = 'dependency_added') AS dependencies_added,
-               count(*) FILTER (WHERE c.kind = 'dependency_removed') AS dependencies_removed,
-               count(DISTINCT c.position) FILTER (WHERE c.kind IN ('field_updated', 'field_removed')) AS task_updates,
-               count(DISTINCT c.position) FILTER (WHERE c.kind LIKE 'subtask_field_%') AS subtask_updates,
-               count(*) FILTER (WHERE c.kind = 'tag_switched') AS tag_switches
-        FROM taskmaster_changes c LEFT JOIN runs r USING (stream_id)
+    f"""SELECT coalesce(r.project, c.stream_id) AS project, sum(c.priority_changes)::BIGINT AS priority_changes,
+               sum(c.dependencies_added)::BIGINT AS dependencies_added,
+               sum(c.dependencies_removed)::BIGINT AS dependencies_removed,
+               sum(c.task_updates)::BIGINT AS task_updates, sum(c.subtask_updates)::BIGINT AS subtask_updates,
+               sum(c.tag_switches)::BIGINT AS tag_switches
+        FROM taskmaster_run_changes c LEFT JOIN runs r USING (stream_id)
         WHERE c.{_IN} GROUP BY ALL ORDER BY project""",
-    f"""SELECT count(*) FILTER (WHERE kind = 'priority') AS priority_changes,
-               count(*) FILTER (WHERE kind IN ('dependency_added', 'dependency_removed')) AS dependency_edits,
-               count(DISTINCT position) FILTER (WHERE kind IN ('field_updated', 'field_removed')) AS task_updates,
-               count(*) FILTER (WHERE kind = 'tag_switched') AS tag_switches
-        FROM taskmaster_changes WHERE {_IN}""",
+    f"""SELECT coalesce(sum(priority_changes), 0)::BIGINT AS priority_changes,
+               coalesce(sum(dependencies_added + dependencies_removed), 0)::BIGINT AS dependency_edits,
+               coalesce(sum(task_updates), 0)::BIGINT AS task_updates,
+               coalesce(sum(tag_switches), 0)::BIGINT AS tag_switches
+        FROM taskmaster_run_changes WHERE {_IN}""",
     "one priority change, dependency added or removed, or tag switch is one event's row; task and subtask "
     "updates count events (one may change several fields); a state.json stream is a project of its own "
     "(its path).")
@@ -332,6 +342,6 @@ PER_TASK = MetricSection(
         ORDER BY tag, TRY_CAST(task_id AS BIGINT) NULLS LAST, task_id""")
 
 ANALYTICS = Analytics(version=2, tables=TABLES, rows=_ROWS, views=VIEWS,
-                      run_views=("taskmaster_task_history", "taskmaster_task_stats"),
+                      run_views=("taskmaster_task_history", "taskmaster_task_stats", "taskmaster_run_changes"),
                       sections=(TASKS, THROUGHPUT, STATUS_OVER_TIME, CHANGES),
                       run_sections=(PER_TASK, TASKS, THROUGHPUT, STATUS_OVER_TIME, CHANGES))
