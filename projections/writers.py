@@ -481,6 +481,20 @@ def _version(r: Sequence[Any]) -> _Version:
     return _Version(r[0], r[1], r[2], r[3], parse_time(r[4]), r[5], r[6], r[7], r[8])
 
 
+#: The versions :func:`match` can give a writer, of every stream, chosen in the database: a hook named its
+#: session; or a call wrote a file of its name and either left the version's bytes (rule 2, then but for line
+#: endings) or the stream has a version of a name a call of unknown result wrote (rule 3 reads each version's
+#: previous one in its stream, so every such version of those streams is read).  The others take no call
+#: and are no previous version of one that can: reading every version of a state file's name (every
+#: orchestrator run's) cost each report of a store with sessions what the whole store costs.
+_MATCHABLE = """(hook_session IS NOT NULL OR (name IN (SELECT name FROM proj_file_writes) AND (
+    sha256 IN (SELECT sha256 FROM proj_file_writes WHERE sha256 IS NOT NULL)
+    OR COALESCE(lf_sha256, sha256) IN (SELECT COALESCE(lf_sha256, sha256) FROM proj_file_writes
+                                       WHERE sha256 IS NOT NULL)
+    OR stream_id IN (SELECT stream_id FROM proj_state_versions
+                     WHERE name IN (SELECT name FROM proj_file_writes WHERE sha256 IS NULL AND at IS NOT NULL)))))"""
+
+
 def _load(store: EventStore, stream_ids: Sequence[str] | None) -> tuple[list[_Version], list[_Call]]:
     """The versions of ``stream_ids`` (None: every stream) that a call could have written, and the
     calls :func:`match` can give them: of given streams, only the calls one of their versions can
@@ -489,9 +503,7 @@ def _load(store: EventStore, stream_ids: Sequence[str] | None) -> tuple[list[_Ve
     p = store.backend.p
     if stream_ids is None:
         calls = [_call(r) for r in _rows(store, f"SELECT {_CALL_COLUMNS} FROM proj_file_writes{_CALL_ORDER}", ())]
-        names = sorted({_name(c.path) for c in calls if c.path})
-        where = "hook_session IS NOT NULL" + (f" OR name IN ({_marks(p, len(names))})" if names else "")
-        rows = _rows(store, f"{_VERSION_SELECT} WHERE ({where})", names)
+        rows = _rows(store, f"{_VERSION_SELECT} WHERE {_MATCHABLE}", ())
         rows.sort(key=lambda r: (r[0], r[1]))
         return [_version(r) for r in rows], calls
     # A version some call could have written: the hook named one, or some call wrote a file of its name.

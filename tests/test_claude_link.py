@@ -4,6 +4,7 @@ metrics sum the linked sessions.  Expected values are the fixture's, counted by 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -12,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_in_terminal
+from conftest import migrated, run_in_terminal
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from eventstore import capture, spool
 from eventstore.dialects.claude.dialect import events_for_line, written_file
@@ -454,3 +457,72 @@ def test_a_writers_index_of_version_2_gets_its_indexes_in_place(run, store_url: 
         assert (cp.version, cp.position) == (3, position)
         assert kept_out == 0  # the rows were kept as they were, not rebuilt
         assert writers.writers(store, F.TASK) == {v: w for v, w in before.items() if v != 1}
+
+
+_NAMES = ("agent-state.json", "tasks.json")
+_row_text = st.sampled_from([None, "x", "y"])
+_when = st.sampled_from([None, "2026-01-01T00:00:01+00:00", "2026-01-01T00:00:02+00:00", "2026-01-01T00:00:03+00:00"])
+_written_versions = st.lists(st.tuples(st.sampled_from(["R1", "R2", "R3"]), st.sampled_from(_NAMES), _row_text, _row_text,
+                                       _when.filter(bool), st.sampled_from([None, "S1"]),
+                                       st.sampled_from([None, "c1", "c9"])),
+                             max_size=10)
+_made_calls = st.lists(st.tuples(st.sampled_from(["S1", "S2/agent-1"]), st.sampled_from(["c1", "c2", "c3", "c4"]),
+                                 st.sampled_from([*_NAMES, "notes.md"]), _row_text, _row_text, _when, st.booleans()),
+                       max_size=8)
+
+
+_T = ["2026-01-01T00:00:01+00:00", "2026-01-01T00:00:02+00:00", "2026-01-01T00:00:03+00:00"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(versions=_written_versions, calls=_made_calls)
+# A version of another name between two of a name a call of unknown result wrote: read, as the previous
+# version of the second, it keeps the call (made before it) from being that version's writer.
+@example(versions=[("R1", "tasks.json", None, None, _T[0], None, None),
+                   ("R1", "agent-state.json", None, None, _T[1], None, None),
+                   ("R1", "tasks.json", None, None, _T[2], None, None)],
+         calls=[("S1", "c1", "tasks.json", None, None, _T[1], False),
+                ("S1", "c2", "agent-state.json", "y", None, _T[0], False)])
+def test_every_streams_writers_read_only_the_versions_a_call_can_take(versions: list[Any], calls: list[Any]) -> None:
+    """Reading every stream's writers selects, in the database, the versions a call can be matched to; matching
+    them gives what matching every version of every state file name gives (the selection before), whatever the
+    hooks, bytes, line endings, names, times and failures."""
+    store = _property_store()
+    with store.connect() as handle:
+        cur = handle.driver_connection.cursor()
+        cur.execute("DELETE FROM proj_state_versions")
+        cur.execute("DELETE FROM proj_file_writes")
+        seen: set[tuple[str, str]] = set()
+        for i, (sid, name, sha, lf, at, hook_session, hook_call) in enumerate(versions):
+            cur.execute("INSERT INTO proj_state_versions (stream_id, version, name, path, sha256, lf_sha256, at, "
+                        "hook_session, hook_call, hook_tool, position) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (sid, i + 1, name, f"/w/{name}", sha, lf if sha else None, at, hook_session,
+                         hook_call if hook_session else None, "Write" if hook_session else None, i + 1))
+        for i, (sid, call, name, sha, lf, at, failed) in enumerate(calls):
+            if (sid, call) in seen:
+                continue
+            seen.add((sid, call))
+            cur.execute("INSERT INTO proj_file_writes (stream_id, call_id, name, path, sha256, lf_sha256, how, tool, "
+                        "message, at, failed, position) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (sid, call, name, f"/w/{name}", sha, lf if sha else None, "write", "Write", f"m{i}", at,
+                         int(failed), 100 + i))
+        handle.driver_connection.commit()
+    selected, every_call = writers._load(store, None)
+    names = sorted({writers._name(c.path) for c in every_call if c.path})
+    marks = ", ".join("?" * len(names))
+    before = writers._rows(store, f"{writers._VERSION_SELECT} WHERE hook_session IS NOT NULL"
+                                  + (f" OR name IN ({marks})" if names else ""), names)
+    before.sort(key=lambda r: (r[0], r[1]))
+    assert writers.match(selected, every_call) == writers.match([writers._version(r) for r in before], every_call)
+    assert {(v.stream_id, v.version) for v in selected} <= {(r[0], r[1]) for r in before}
+
+
+@functools.cache
+def _property_store() -> EventStore:
+    """One migrated SQLite store for the property's examples (each replaces the writers index's rows)."""
+    import tempfile
+
+    url = migrated(f"sqlite:///{tempfile.mkdtemp(prefix='evstore-writers-')}/events.db")
+    store = EventStore(url)
+    writers.refresh(store)  # creates the index's tables
+    return store
