@@ -6,8 +6,8 @@
     python benchmarks/bench_metrics.py --url URL --analytics-dir DIR --old ../main --grow 10000 --formats table
     python benchmarks/bench_metrics.py --url URL --analytics-dir DIR --old ../main --first --runs 2
 
-``--grow N`` measures a later ``metrics`` after N new events: it keeps a copy of the analytics folder (caught
-up first, by this checkout, so it holds the kept run views too), appends N events (copies of the store's runs
+``--grow N`` measures a later ``metrics`` after N new events: it keeps a copy of the analytics folder per side
+(caught up first by that side's checkout, so it holds that side's kept run views too), appends N events (copies of the store's runs
 from the middle of its listing, under new stream ids: the store grows for good), and before each measured
 process puts the copy back, so every process applies the same N events and computes the report after them.
 ``--first`` measures the first ``metrics`` (facts built, report computed): the folder is deleted before each
@@ -148,13 +148,16 @@ def main() -> None:
     ap.add_argument("--first", action="store_true", help="measure the first metrics (facts built), peak RSS")
     opts = ap.parse_args()
     sides = [("new", str(HERE))] + ([("old", opts.old)] if opts.old else [])
-    before: str | None = None
+    before: dict[str, str | None] = {name: None for name, _ in sides}
     if opts.grow or opts.first:
         if opts.grow:
-            metrics_process(str(HERE), opts.url, opts.analytics_dir, "table")  # caught up, the run views kept
-            before = tempfile.mkdtemp(prefix="bench-metrics-")
-            shutil.rmtree(before)
-            shutil.copytree(opts.analytics_dir, before)
+            # Each side's own copy, caught up by that side: the two may keep other run views (another key),
+            # and a copy kept by one side would make the other build its kept rows from scratch.
+            for name, path in sides:
+                metrics_process(path, opts.url, opts.analytics_dir, "table")  # caught up, the run views kept
+                copy = before[name] = tempfile.mkdtemp(prefix=f"bench-metrics-{name}-")
+                shutil.rmtree(copy)
+                shutil.copytree(opts.analytics_dir, copy)
             print(f"appended {grow(opts.url, opts.grow)} events; {load()}")
     else:
         for _, path in sides:  # the first run of each side builds what it keeps; not measured
@@ -165,7 +168,7 @@ def main() -> None:
         for i in range(opts.runs):
             for name, path in (sides if i % 2 == 0 else sides[::-1]):  # alternate which side goes first
                 if opts.grow or opts.first:
-                    restore(opts.analytics_dir, before)
+                    restore(opts.analytics_dir, before[name])
                 cpu, wall = metrics_process(path, opts.url, opts.analytics_dir, fmt,
                                             got[name][2] if (opts.grow or opts.first) else None)
                 got[name][0].append(cpu)
@@ -173,8 +176,9 @@ def main() -> None:
         for name, (cpu, wall, peak) in got.items():
             print(f"metrics --format {fmt} [{name}]: CPU {summary(cpu)}; wall {summary(wall)}"
                   + (f"; peak RSS {min(peak):.0f}-{max(peak):.0f} MB" if peak else "") + f"; {load()}")
-    if before is not None:
-        shutil.rmtree(before, ignore_errors=True)
+    for kept_copy in before.values():
+        if kept_copy is not None:
+            shutil.rmtree(kept_copy, ignore_errors=True)
     if opts.grow or opts.first:
         return
     for name, path in sides:
