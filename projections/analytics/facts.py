@@ -166,8 +166,8 @@ CORE_VIEWS: dict[str, str] = {
         SELECT stream_id, dialect, kind, lens_failed, position,
                epoch(captured_at) - epoch(lag(captured_at) OVER (PARTITION BY stream_id ORDER BY position)) AS gap_s
         FROM state_versions""",
-    # Where each stream starts in the log: an update of the kept run views reads the facts from the first
-    # touched stream's start (projections.analytics.kept).
+    # Where each stream starts and ends in the log: an update of the kept run views reads the touched
+    # streams' facts from those stretches only (projections.analytics.kept).
     "stream_positions": """
         SELECT stream_id, min(position) AS first_position, max(position) AS last_position
         FROM events GROUP BY stream_id""",
