@@ -5,7 +5,9 @@ one run recompute that run's rows alone."""
 
 from __future__ import annotations
 
+import json
 import random
+import shutil
 import tempfile
 from datetime import UTC, datetime, timedelta
 from functools import cache
@@ -244,3 +246,77 @@ def test_the_touched_streams_facts_are_read_from_their_own_stretches_of_the_log(
                        ).fetchall()[0][0] == [*range(1, 31), *range(100, 121), 1001, 1002]
     monkeypatch.setattr(kept, "SPANS", 1)
     assert kept._spans(con, 1000) == "position >= 1"
+
+
+#: Claude Code's run views (per transcript: a session's own file or a subagent's).
+CLAUDE_RUN_VIEWS = ("token_usage", "tool_calls", "claude_model_tokens", "claude_model_tools")
+
+
+def _transcripts(root: Path, *, whole: bool) -> None:
+    """The fixture session and its subagent (``whole``: every line; else up to the middle of its first API
+    message, and the subagent's prompt only), and a session whose messages name no model (one of them with a
+    tool call and its failed result), in full or its first message."""
+    from claude_fixtures import SESSION, records, subagent_records, write_project
+
+    main, sub = write_project(root)
+    if not whole:
+        main.write_bytes(b"".join(records()[:4]))
+        sub.write_bytes(b"".join(subagent_records()[:1]))
+    other = "0b5e7c11-2d4f-4e55-8a0c-6d1f0e9a7b23"
+    base = {"sessionId": other, "cwd": "/work/proj", "version": "2.1.3", "isSidechain": False}
+    lines = [
+        {**base, "type": "assistant", "uuid": "n1", "timestamp": "2026-03-02T09:00:00.000Z", "requestId": "rq_n1",
+         "message": {"id": "msg_n1", "role": "assistant", "content": [{"type": "tool_use", "id": "toolu_n1",
+                                                                       "name": "Bash", "input": {"command": "ls"}}],
+                     "usage": {"input_tokens": 50, "output_tokens": 5}}},
+        {**base, "type": "user", "uuid": "n2", "timestamp": "2026-03-02T09:00:05.000Z",
+         "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_n1", "is_error": True,
+                                                   "content": "no such file"}]}},
+        {**base, "type": "assistant", "uuid": "n3", "timestamp": "2026-03-02T09:00:09.000Z", "requestId": "rq_n2",
+         "message": {"id": "msg_n2", "model": "claude-sonnet-4-5", "role": "assistant",
+                     "content": [{"type": "text", "text": "Done."}], "usage": {"input_tokens": 70}}},
+    ]
+    (main.parent / f"{other}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines[:None if whole else 1]))
+    assert SESSION in main.name
+
+
+def test_claude_run_views_are_per_transcript_and_kept_after_new_lines(tmp_path: Path) -> None:
+    """Claude Code has no simulated runs (the dialect contract suite cannot hold its run views to being per
+    run): over transcripts of every kind of message (split over lines, without a model, with tool errors,
+    a subagent's), each run view evaluated over one transcript's facts alone gives that transcript's rows;
+    after new lines in the transcripts (a message's later lines among them), the kept rows of the touched
+    transcripts are computed again and the report, claude_sessions included, is the one over all the facts."""
+    from eventstore import capture
+
+    store = open_store(tmp_path)
+    root = tmp_path / "projects"
+    _transcripts(root, whole=False)
+    capture.ingest_transcripts(store, [root], scrub=False)
+    directory = tmp_path / "analytics"
+    first = metrics.report(store, directory).to_dict()
+    assert kept.last is not None and kept.last.streams is None
+    assert first == over_the_facts(store, directory)
+
+    shutil.rmtree(root)
+    _transcripts(root, whole=True)
+    capture.ingest_transcripts(store, [root], scrub=False)
+    rep = metrics.report(store, directory).to_dict()
+    assert kept.last is not None and kept.last.streams == 3  # the two sessions and the subagent
+    assert rep == over_the_facts(store, directory)
+    rows = next(s for s in rep["sections"] if s["name"] == "claude_sessions")["rows"]
+    assert [(r["model"], r["sessions"], r["api_messages"], r["tool_calls"], r["tool_errors"]) for r in rows] == [
+        ("claude-haiku-4-5", 1, 1, 0, 0), ("claude-opus-4-1", 1, 1, 1, 0), ("claude-sonnet-4-5", 2, 3, 2, 1),
+        (None, 1, 1, 0, 0)]  # the tool error without a model is in no model's row
+
+    cat = catalog()
+    assert set(CLAUDE_RUN_VIEWS) <= set(cat.run_views)
+    con = views.connect(directory)
+    kept.check(cat, views._depends(con, cat, frozenset(views.table_names())))
+    streams = [r[0] for r in con.execute("SELECT DISTINCT stream_id FROM claude_events ORDER BY 1").fetchall()]
+    assert len(streams) == 3
+    for stream in streams:
+        full, narrowed = one_stream_rows(con, CLAUDE_RUN_VIEWS, cat.tables, stream)
+        assert narrowed == full, stream
+        assert full["token_usage"], stream
+    con.close()
+    store.close()

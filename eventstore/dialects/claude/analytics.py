@@ -1,6 +1,12 @@
 """Claude Code analytics: one fact row per transcript line, hook or subagent link, the views
 ``sessions``, ``subagents``, ``tool_calls`` and ``token_usage`` and the ``claude_sessions`` metric section (declared as data: see
-:mod:`eventstore.dialects.analytics`)."""
+:mod:`eventstore.dialects.analytics`).
+
+``token_usage`` and ``tool_calls`` are per transcript (a stream: a session's own or a subagent's), and so are
+``claude_model_tokens`` and ``claude_model_tools``, their counts per stream and model, which the section's
+per-model rows sum: run views, so that a report after new events counts again only the transcripts they
+touched.  ``sessions`` and ``subagents`` relate a session to its subagents' transcripts (other streams) and
+``run_claude`` reads the runs' links to sessions: not run views."""
 
 from __future__ import annotations
 
@@ -125,6 +131,17 @@ VIEWS = {
         SELECT u.stream_id, split_part(u.stream_id, '/', 1) AS session_id, u.tool_use_id, u.tool_name, u.model,
                u.called_at, r.result_at, r.is_error, r.tool_use_id IS NOT NULL AS has_result
         FROM uses u LEFT JOIN results r USING (stream_id, tool_use_id)""",
+    # Per stream and model (the claude_sessions section's rows sum them): its API messages and their tokens,
+    # and its tool calls and errors.  A tool call without a model is in no model's row (the section matched
+    # tool calls to a message's model by equality, which NULL never is).
+    "claude_model_tokens": """
+        SELECT stream_id, model, count(*) AS api_messages, sum(input_tokens) AS input_tokens,
+               sum(output_tokens) AS output_tokens, sum(cache_read_tokens) AS cache_read_tokens,
+               sum(cache_creation_tokens) AS cache_creation_tokens
+        FROM token_usage GROUP BY stream_id, model""",
+    "claude_model_tools": """
+        SELECT stream_id, model, count(*) AS tool_calls, count_if(is_error) AS tool_errors
+        FROM tool_calls WHERE model IS NOT NULL GROUP BY stream_id, model""",
     # One row per subagent: a 2.x file of its own (its stream) or a 1.0.x sidechain inline in the
     # session's file; with the Task tool use it is linked to (claude.subagent_linked), if known.
     "subagents": """
@@ -207,14 +224,20 @@ SECTIONS = (
         "claude_sessions", "Claude Code sessions: tokens, tool calls and errors per model",
         ("model", "sessions", "api_messages", "input_tokens", "output_tokens", "cache_read_tokens",
          "cache_creation_tokens", "tool_calls", "tool_errors"),
-        """SELECT u.model, count(DISTINCT u.stream_id) AS sessions, count(*) AS api_messages,
-               sum(u.input_tokens) AS input_tokens, sum(u.output_tokens) AS output_tokens,
-               sum(u.cache_read_tokens) AS cache_read_tokens, sum(u.cache_creation_tokens) AS cache_creation_tokens,
-               (SELECT count(*) FROM tool_calls t WHERE t.model = u.model
-                AND t.stream_id IN (SELECT stream_id FROM sel)) AS tool_calls,
-               (SELECT coalesce(count_if(t.is_error), 0) FROM tool_calls t WHERE t.model = u.model
-                AND t.stream_id IN (SELECT stream_id FROM sel)) AS tool_errors
-            FROM token_usage u WHERE u.stream_id IN (SELECT stream_id FROM sel) GROUP BY u.model ORDER BY u.model""",
+        # The streams' counts per model summed: a stream with messages of a model is a row (a count of distinct
+        # sessions), the token sums stay HUGEINT and NULL where no message of the model has a count, as
+        # summing the messages gave; a model's tool calls are those of its name (none for messages without one).
+        f"""WITH u AS (SELECT model, count(*) AS sessions, sum(api_messages)::BIGINT AS api_messages,
+                          sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+                          sum(cache_read_tokens) AS cache_read_tokens,
+                          sum(cache_creation_tokens) AS cache_creation_tokens
+                   FROM claude_model_tokens WHERE {_IN} GROUP BY model),
+            t AS (SELECT model, sum(tool_calls)::BIGINT AS tool_calls, sum(tool_errors) AS tool_errors
+                  FROM claude_model_tools WHERE {_IN} GROUP BY model)
+            SELECT u.model, u.sessions, u.api_messages, u.input_tokens, u.output_tokens, u.cache_read_tokens,
+                   u.cache_creation_tokens, coalesce(t.tool_calls, 0) AS tool_calls,
+                   coalesce(t.tool_errors, 0) AS tool_errors
+            FROM u LEFT JOIN t ON t.model = u.model ORDER BY u.model""",
         f"""SELECT count(*) AS transcripts,
                (SELECT count(*) FROM subagents WHERE session_id IN (SELECT split_part(stream_id, '/', 1) FROM sel))
                AS subagents,
@@ -249,4 +272,5 @@ CLAUDE_RUNS = MetricSection(
 # version 2: claude_events' sidechain and subagent-link columns, the subagents view; 3: cwd, api_usage;
 # 4: api_usage's position (its first line: whose writer the message's is); 5: the cache writes by lifetime
 ANALYTICS = Analytics(version=5, tables=TABLES, rows=_ROWS, views=VIEWS, view_parts={"api_usage": API_USAGE},
-                      sections=(*SECTIONS, CLAUDE_RUNS), every_run_sections=(CLAUDE_RUNS,))
+                      sections=(*SECTIONS, CLAUDE_RUNS), every_run_sections=(CLAUDE_RUNS,),
+                      run_views=("token_usage", "tool_calls", "claude_model_tokens", "claude_model_tools"))
