@@ -320,3 +320,34 @@ def test_claude_run_views_are_per_transcript_and_kept_after_new_lines(tmp_path: 
         assert full["token_usage"], stream
     con.close()
     store.close()
+
+
+def test_another_price_table_at_the_same_position_prices_the_report_anew(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report kept for a log position (and the kept run views' rows) were computed with the price table in
+    force then; with another ($EVSTORE_PRICES) at the same position the report is the one computed from
+    scratch with it, and back with the first table, the first report again."""
+    from claude_fixtures import write_project
+
+    from eventstore import capture
+
+    monkeypatch.delenv("EVSTORE_PRICES", raising=False)
+    store = open_store(tmp_path)
+    write_project(tmp_path / "projects")
+    capture.ingest_transcripts(store, [tmp_path / "projects"], scrub=False)
+    directory = tmp_path / "analytics"
+
+    def cost(rep: dict[str, Any]) -> Any:
+        return next(s for s in rep["sections"] if s["name"] == "usage")["summary"]["cost_usd"]
+
+    first = metrics.report(store, directory).to_dict()
+    assert kept.last is not None and cost(first) > 0
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[[price]]\nmodel = "claude-sonnet-4-5"\neffective = "2025-01-01"\ninput = 300\n'
+                      'output = 1500\ncache_write = 375\ncache_read = 30\n')
+    monkeypatch.setenv("EVSTORE_PRICES", str(prices))
+    dearer = metrics.report(store, directory).to_dict()
+    assert dearer == over_the_facts(store, directory) and cost(dearer) > 10 * cost(first)
+    monkeypatch.delenv("EVSTORE_PRICES")
+    assert metrics.report(store, directory).to_dict() == first
+    store.close()
