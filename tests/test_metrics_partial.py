@@ -249,7 +249,8 @@ def test_the_touched_streams_facts_are_read_from_their_own_stretches_of_the_log(
 
 
 #: Claude Code's run views (per transcript: a session's own file or a subagent's).
-CLAUDE_RUN_VIEWS = ("token_usage", "tool_calls", "claude_model_tokens", "claude_model_tools")
+CLAUDE_RUN_VIEWS = ("token_usage", "tool_calls", "claude_model_tokens", "claude_model_tools", "claude_stream_messages",
+                    "claude_stream_cwd")
 
 
 def _transcripts(root: Path, *, whole: bool) -> None:
@@ -350,4 +351,40 @@ def test_another_price_table_at_the_same_position_prices_the_report_anew(tmp_pat
     assert dearer == over_the_facts(store, directory) and cost(dearer) > 10 * cost(first)
     monkeypatch.delenv("EVSTORE_PRICES")
     assert metrics.report(store, directory).to_dict() == first
+    store.close()
+
+
+def test_a_message_in_two_transcripts_is_counted_once_with_its_latest_line_after_new_lines(tmp_path: Path) -> None:
+    """A resumed session's file repeats earlier messages' lines (here msg_1's first two, and a later line of
+    msg_2): api_usage counts a message once, in the transcript that recorded it first, with the usage of its
+    latest line in any transcript and every line counted.  Combined from each transcript's kept part
+    (claude_stream_messages) after new lines in both transcripts, it is the row over all the facts (msg_1's
+    latest line is in the transcript whose part starts first, msg_2's in the other), and so is the report."""
+    from claude_fixtures import records, write_project
+
+    from eventstore import capture
+
+    store = open_store(tmp_path)
+    root = tmp_path / "projects"
+    main, _sub = write_project(root)
+    resumed = main.parent / "ffd1e0aa-0000-4000-8000-000000000001.jsonl"
+    later = json.loads(records()[6])  # msg_2's line, again later and with more output tokens
+    later = {**later, "uuid": "r9", "sessionId": resumed.stem, "timestamp": "2026-03-05T10:00:00.000Z",
+             "message": {**later["message"], "usage": {"input_tokens": 1500, "output_tokens": 95}}}
+    main.write_bytes(b"".join(records()[:3]))  # msg_1's first line
+    resumed.write_bytes(b"".join(records()[2:4]))  # msg_1's first two lines, repeated
+    capture.ingest_transcripts(store, [root], scrub=False)
+    directory = tmp_path / "analytics"
+    metrics.report(store, directory)
+    assert kept.last is not None and kept.last.streams is None
+    main.write_bytes(b"".join(records()))
+    resumed.write_bytes(b"".join(records()[2:4]) + (json.dumps(later) + "\n").encode())
+    capture.ingest_transcripts(store, [root], scrub=False)
+    rep = metrics.report(store, directory).to_dict()
+    assert kept.last is not None and kept.last.streams == 2
+    assert rep == over_the_facts(store, directory)
+    with views.reading(store, directory, fresh=False) as con:
+        msgs = con.execute("SELECT message_id, stream_id, lines, output_tokens, first_output_tokens FROM api_usage "
+                           "WHERE message_id IN ('msg_1', 'msg_2') ORDER BY 1").fetchall()
+    assert msgs == [("msg_1", main.stem, 3 + 2, 90, 40), ("msg_2", main.stem, 1 + 1, 95, 20)]
     store.close()
