@@ -32,6 +32,7 @@ import msgspec
 from eventstore.dialects.analytics import Chart, MetricSection, wilson
 from eventstore.errors import EvstoreError
 from projections.analytics.facts import CORE_RUN_SECTIONS, catalog
+from projections.prices import load_prices
 
 if TYPE_CHECKING:
     import duckdb
@@ -369,11 +370,13 @@ def _computed(store: EventStore, out: Path, stream_id: str | None, scope: Scope,
 def _key(store: EventStore, m: Any, stream_id: str | None, scope: Scope) -> tuple[int, str]:
     """(the checkpoint, a digest of everything the report depends on): the tables (store, checkpoint and
     its hash, catalog version), the log's end (the run/session links are read from the store), what is
-    asked (the scope's bound values: a relative time is resolved) and what the sections compute."""
+    asked (the scope's bound values: a relative time is resolved), what the sections compute and the price
+    table they price API messages with (``$EVSTORE_PRICES`` may name another at the same log position)."""
     cat = catalog()
     where = Scope(stream_id=stream_id).where() if stream_id is not None else scope.where()
     parts = [REPORT_FORMAT, m.store_id, m.position, m.hash, m.version, store.max_position(),
-             "run" if stream_id is not None else "cross", where, scope.to_dict(), _sections_digest(cat)]
+             "run" if stream_id is not None else "cross", where, scope.to_dict(), _sections_digest(cat),
+             load_prices().sql_rows()]
     return m.position, hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:32]
 
 

@@ -5,7 +5,9 @@ one run recompute that run's rows alone."""
 
 from __future__ import annotations
 
+import json
 import random
+import shutil
 import tempfile
 from datetime import UTC, datetime, timedelta
 from functools import cache
@@ -244,3 +246,145 @@ def test_the_touched_streams_facts_are_read_from_their_own_stretches_of_the_log(
                        ).fetchall()[0][0] == [*range(1, 31), *range(100, 121), 1001, 1002]
     monkeypatch.setattr(kept, "SPANS", 1)
     assert kept._spans(con, 1000) == "position >= 1"
+
+
+#: Claude Code's run views (per transcript: a session's own file or a subagent's).
+CLAUDE_RUN_VIEWS = ("token_usage", "tool_calls", "claude_model_tokens", "claude_model_tools", "claude_stream_messages",
+                    "claude_stream_cwd")
+
+
+def _transcripts(root: Path, *, whole: bool) -> None:
+    """The fixture session and its subagent (``whole``: every line; else up to the middle of its first API
+    message, and the subagent's prompt only), and a session whose messages name no model (one of them with a
+    tool call and its failed result), in full or its first message."""
+    from claude_fixtures import SESSION, records, subagent_records, write_project
+
+    main, sub = write_project(root)
+    if not whole:
+        main.write_bytes(b"".join(records()[:4]))
+        sub.write_bytes(b"".join(subagent_records()[:1]))
+    other = "0b5e7c11-2d4f-4e55-8a0c-6d1f0e9a7b23"
+    base = {"sessionId": other, "cwd": "/work/proj", "version": "2.1.3", "isSidechain": False}
+    lines = [
+        {**base, "type": "assistant", "uuid": "n1", "timestamp": "2026-03-02T09:00:00.000Z", "requestId": "rq_n1",
+         "message": {"id": "msg_n1", "role": "assistant", "content": [{"type": "tool_use", "id": "toolu_n1",
+                                                                       "name": "Bash", "input": {"command": "ls"}}],
+                     "usage": {"input_tokens": 50, "output_tokens": 5}}},
+        {**base, "type": "user", "uuid": "n2", "timestamp": "2026-03-02T09:00:05.000Z",
+         "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_n1", "is_error": True,
+                                                   "content": "no such file"}]}},
+        {**base, "type": "assistant", "uuid": "n3", "timestamp": "2026-03-02T09:00:09.000Z", "requestId": "rq_n2",
+         "message": {"id": "msg_n2", "model": "claude-sonnet-4-5", "role": "assistant",
+                     "content": [{"type": "text", "text": "Done."}], "usage": {"input_tokens": 70}}},
+    ]
+    (main.parent / f"{other}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines[:None if whole else 1]))
+    assert SESSION in main.name
+
+
+def test_claude_run_views_are_per_transcript_and_kept_after_new_lines(tmp_path: Path) -> None:
+    """Claude Code has no simulated runs (the dialect contract suite cannot hold its run views to being per
+    run): over transcripts of every kind of message (split over lines, without a model, with tool errors,
+    a subagent's), each run view evaluated over one transcript's facts alone gives that transcript's rows;
+    after new lines in the transcripts (a message's later lines among them), the kept rows of the touched
+    transcripts are computed again and the report, claude_sessions included, is the one over all the facts."""
+    from eventstore import capture
+
+    store = open_store(tmp_path)
+    root = tmp_path / "projects"
+    _transcripts(root, whole=False)
+    capture.ingest_transcripts(store, [root], scrub=False)
+    directory = tmp_path / "analytics"
+    first = metrics.report(store, directory).to_dict()
+    assert kept.last is not None and kept.last.streams is None
+    assert first == over_the_facts(store, directory)
+
+    shutil.rmtree(root)
+    _transcripts(root, whole=True)
+    capture.ingest_transcripts(store, [root], scrub=False)
+    rep = metrics.report(store, directory).to_dict()
+    assert kept.last is not None and kept.last.streams == 3  # the two sessions and the subagent
+    assert rep == over_the_facts(store, directory)
+    rows = next(s for s in rep["sections"] if s["name"] == "claude_sessions")["rows"]
+    assert [(r["model"], r["sessions"], r["api_messages"], r["tool_calls"], r["tool_errors"]) for r in rows] == [
+        ("claude-haiku-4-5", 1, 1, 0, 0), ("claude-opus-4-1", 1, 1, 1, 0), ("claude-sonnet-4-5", 2, 3, 2, 1),
+        (None, 1, 1, 0, 0)]  # the tool error without a model is in no model's row
+
+    cat = catalog()
+    assert set(CLAUDE_RUN_VIEWS) <= set(cat.run_views)
+    con = views.connect(directory)
+    kept.check(cat, views._depends(con, cat, frozenset(views.table_names())))
+    streams = [r[0] for r in con.execute("SELECT DISTINCT stream_id FROM claude_events ORDER BY 1").fetchall()]
+    assert len(streams) == 3
+    for stream in streams:
+        full, narrowed = one_stream_rows(con, CLAUDE_RUN_VIEWS, cat.tables, stream)
+        assert narrowed == full, stream
+        assert full["token_usage"], stream
+    con.close()
+    store.close()
+
+
+def test_another_price_table_at_the_same_position_prices_the_report_anew(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report kept for a log position (and the kept run views' rows) were computed with the price table in
+    force then; with another ($EVSTORE_PRICES) at the same position the report is the one computed from
+    scratch with it, and back with the first table, the first report again."""
+    from claude_fixtures import write_project
+
+    from eventstore import capture
+
+    monkeypatch.delenv("EVSTORE_PRICES", raising=False)
+    store = open_store(tmp_path)
+    write_project(tmp_path / "projects")
+    capture.ingest_transcripts(store, [tmp_path / "projects"], scrub=False)
+    directory = tmp_path / "analytics"
+
+    def cost(rep: dict[str, Any]) -> Any:
+        return next(s for s in rep["sections"] if s["name"] == "usage")["summary"]["cost_usd"]
+
+    first = metrics.report(store, directory).to_dict()
+    assert kept.last is not None and cost(first) > 0
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[[price]]\nmodel = "claude-sonnet-4-5"\neffective = "2025-01-01"\ninput = 300\n'
+                      'output = 1500\ncache_write = 375\ncache_read = 30\n')
+    monkeypatch.setenv("EVSTORE_PRICES", str(prices))
+    dearer = metrics.report(store, directory).to_dict()
+    assert dearer == over_the_facts(store, directory) and cost(dearer) > 10 * cost(first)
+    monkeypatch.delenv("EVSTORE_PRICES")
+    assert metrics.report(store, directory).to_dict() == first
+    store.close()
+
+
+def test_a_message_in_two_transcripts_is_counted_once_with_its_latest_line_after_new_lines(tmp_path: Path) -> None:
+    """A resumed session's file repeats earlier messages' lines (here msg_1's first two, and a later line of
+    msg_2): api_usage counts a message once, in the transcript that recorded it first, with the usage of its
+    latest line in any transcript and every line counted.  Combined from each transcript's kept part
+    (claude_stream_messages) after new lines in both transcripts, it is the row over all the facts (msg_1's
+    latest line is in the transcript whose part starts first, msg_2's in the other), and so is the report."""
+    from claude_fixtures import records, write_project
+
+    from eventstore import capture
+
+    store = open_store(tmp_path)
+    root = tmp_path / "projects"
+    main, _sub = write_project(root)
+    resumed = main.parent / "ffd1e0aa-0000-4000-8000-000000000001.jsonl"
+    later = json.loads(records()[6])  # msg_2's line, again later and with more output tokens
+    later = {**later, "uuid": "r9", "sessionId": resumed.stem, "timestamp": "2026-03-05T10:00:00.000Z",
+             "message": {**later["message"], "usage": {"input_tokens": 1500, "output_tokens": 95}}}
+    main.write_bytes(b"".join(records()[:3]))  # msg_1's first line
+    resumed.write_bytes(b"".join(records()[2:4]))  # msg_1's first two lines, repeated
+    capture.ingest_transcripts(store, [root], scrub=False)
+    directory = tmp_path / "analytics"
+    metrics.report(store, directory)
+    assert kept.last is not None and kept.last.streams is None
+    main.write_bytes(b"".join(records()))
+    resumed.write_bytes(b"".join(records()[2:4]) + (json.dumps(later) + "\n").encode())
+    capture.ingest_transcripts(store, [root], scrub=False)
+    rep = metrics.report(store, directory).to_dict()
+    assert kept.last is not None and kept.last.streams == 2
+    assert rep == over_the_facts(store, directory)
+    with views.reading(store, directory, fresh=False) as con:
+        msgs = con.execute("SELECT message_id, stream_id, lines, output_tokens, first_output_tokens FROM api_usage "
+                           "WHERE message_id IN ('msg_1', 'msg_2') ORDER BY 1").fetchall()
+    assert msgs == [("msg_1", main.stem, 3 + 2, 90, 40), ("msg_2", main.stem, 1 + 1, 95, 20)]
+    store.close()

@@ -118,7 +118,8 @@ class Analytics:
       that wrote a run's state versions, filled when the analytics are read).
     * ``views``: view name -> DuckDB ``SELECT`` over the fact tables (and views listed before).
     * ``view_parts``: shared view name (``phases``) -> this dialect's ``SELECT`` of its rows; the
-      shared view is the ``UNION ALL`` of every dialect's part.
+      shared view is the ``UNION ALL`` of every dialect's part.  A part may read the dialect's own views
+      (named in it: they are created before the shared views, and read only its fact tables and each other).
     * ``sections``: cross-run metric sections; ``run_sections``: the sections of ``evstore
       metrics STREAM`` for one of this dialect's runs; ``every_run_sections``: for a run of any
       dialect (e.g. the sessions of this dialect that wrote the run's state).

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -474,6 +475,7 @@ def _build(names: tuple[str, ...]) -> Catalog:
     run_sections: dict[str, tuple[MetricSection, ...]] = {}
     every_run: list[MetricSection] = []
     per_run: set[str] = set(CORE_RUN_VIEWS)
+    early: list[str] = []
     versions: list[Any] = [FLATTEN_VERSION, [(t.name, t.columns) for t in CORE]]
     for name in sorted(names, key=_order):
         a = get_dialect(name).analytics()
@@ -506,6 +508,9 @@ def _build(names: tuple[str, ...]) -> Catalog:
             if view in owners:
                 raise clash("view", view)
             views[view], owners[view] = sql, name
+        # A dialect's views its parts of the shared views read come before the shared views (they may read
+        # only its fact tables and each other, not a shared or core view).
+        early += [v for v in a.views if any(re.search(rf"\b{re.escape(v)}\b", p) for p in a.view_parts.values())]
         for view, sql in a.view_parts.items():
             if view not in parts:
                 raise EvstoreError(f'Dialect "{name}" adds rows to the view "{view}", which is no shared view '
@@ -522,12 +527,13 @@ def _build(names: tuple[str, ...]) -> Catalog:
     shared = {v: " UNION ALL BY NAME ".join([empty_select(cols), *(f"({p})" for p in parts[v])])
               for v, cols in SHARED_VIEWS.items()}
     digest = hashlib.sha256(json.dumps(versions).encode()).hexdigest()[:10]
+    ordered = {**{v: views[v] for v in early}, **shared, **CORE_VIEWS, **views}
     return Catalog(version=f"{FLATTEN_VERSION}-{digest}", dialects=names, tables=tables,
                    owners=owners, rows=rows,
-                   document_rows=document_rows, views={**shared, **CORE_VIEWS, **views},
+                   document_rows=document_rows, views=ordered,
                    sections=(*sections, *(("", m) for m in CORE_SECTIONS)), run_sections=run_sections,
                    every_run_sections=tuple(every_run),
-                   run_views=tuple(v for v in {**shared, **CORE_VIEWS, **views} if v in per_run))
+                   run_views=tuple(v for v in ordered if v in per_run))
 
 
 def __getattr__(name: str) -> Any:

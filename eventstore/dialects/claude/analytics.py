@@ -1,6 +1,14 @@
 """Claude Code analytics: one fact row per transcript line, hook or subagent link, the views
 ``sessions``, ``subagents``, ``tool_calls`` and ``token_usage`` and the ``claude_sessions`` metric section (declared as data: see
-:mod:`eventstore.dialects.analytics`)."""
+:mod:`eventstore.dialects.analytics`).
+
+``token_usage`` and ``tool_calls`` are per transcript (a stream: a session's own or a subagent's), and so are
+``claude_model_tokens`` and ``claude_model_tools``, their counts per stream and model, which the section's
+per-model rows sum, and ``claude_stream_messages`` and ``claude_stream_cwd``, each transcript's part of the
+shared view ``api_usage`` (a message counted once across transcripts: this dialect's part combines the
+parts): run views, so that a report after new events counts again only the transcripts they touched.
+``sessions`` and ``subagents`` relate a session to its subagents' transcripts (other streams) and
+``run_claude`` reads the runs' links to sessions: not run views."""
 
 from __future__ import annotations
 
@@ -77,23 +85,24 @@ TABLES = (
 # (``<session>/agent-<id>``) or, inline (1.0.x), ``<session>#<first line uuid of its sidechain>``.
 # Cache writes by lifetime: a message whose usage splits them (``cache_creation``) has its 5-minute and
 # 1-hour writes as written; one that does not has them all as 5-minute writes (the API's default).
+# A message's lines may be in several streams, so this view is not per stream; it combines the run views
+# ``claude_stream_messages`` and ``claude_stream_cwd`` (each stream's part, kept between reports): a value is
+# the latest (``arg_max`` skips NULLs) or earliest line's that has one, over every stream, as over the lines.
 API_USAGE = """
     WITH m AS (
-        SELECT message_id, coalesce(request_id, '') AS request_key,
-               first(stream_id ORDER BY position) AS stream_id, first(sidechain ORDER BY position) AS sidechain,
-               arg_max(request_id, position) AS request_id, arg_max(model, position) AS model,
-               min(occurred_at) AS occurred_at, count(*) AS lines,
-               arg_max(input_tokens, position) AS input_tokens, arg_max(output_tokens, position) AS output_tokens,
-               arg_max(cache_read_tokens, position) AS cache_read_tokens,
-               arg_max(cache_creation_tokens, position) AS cache_creation_tokens,
-               arg_max(cache_write_5m_tokens, position) AS split_5m,
-               arg_max(cache_write_1h_tokens, position) AS split_1h,
-               arg_min(output_tokens, position) AS first_output_tokens, min(position) AS position
-        FROM claude_events
-        WHERE message_id IS NOT NULL AND kind IN ('assistant_message', 'tool_use')
-        GROUP BY message_id, request_key),
-    cwd AS (SELECT split_part(stream_id, '/', 1) AS session_id, arg_max(cwd, position) AS cwd
-            FROM claude_events WHERE cwd IS NOT NULL GROUP BY ALL)
+        SELECT message_id, request_key, arg_min(stream_id, position) AS stream_id,
+               first(sidechain ORDER BY position) AS sidechain,
+               arg_max(request_id, request_id_at) AS request_id, arg_max(model, model_at) AS model,
+               min(occurred_at) AS occurred_at, sum(lines)::BIGINT AS lines,
+               arg_max(input_tokens, input_tokens_at) AS input_tokens,
+               arg_max(output_tokens, output_tokens_at) AS output_tokens,
+               arg_max(cache_read_tokens, cache_read_tokens_at) AS cache_read_tokens,
+               arg_max(cache_creation_tokens, cache_creation_tokens_at) AS cache_creation_tokens,
+               arg_max(split_5m, split_5m_at) AS split_5m, arg_max(split_1h, split_1h_at) AS split_1h,
+               arg_min(first_output_tokens, first_output_at) AS first_output_tokens, min(position) AS position
+        FROM claude_stream_messages GROUP BY message_id, request_key),
+    cwd AS (SELECT split_part(stream_id, '/', 1) AS session_id, arg_max(cwd, cwd_at) AS cwd
+            FROM claude_stream_cwd GROUP BY ALL)
     SELECT m.stream_id, split_part(m.stream_id, '/', 1) AS session_id,
            CASE WHEN m.stream_id LIKE '%/%' THEN m.stream_id
                 WHEN m.sidechain IS NOT NULL THEN m.stream_id || '#' || m.sidechain END AS subagent,
@@ -104,6 +113,14 @@ API_USAGE = """
                 ELSE coalesce(m.split_5m, 0) END AS cache_creation_5m_tokens,
            coalesce(m.split_1h, 0) AS cache_creation_1h_tokens
     FROM m LEFT JOIN cwd c ON c.session_id = split_part(m.stream_id, '/', 1)"""
+
+
+def _latest(column: str, name: str | None = None) -> str:
+    """A column's value on the stream's latest line that has one, and that line's position."""
+    name = name or column
+    return (f"arg_max({column}, position) AS {name}, "
+            f"max(position) FILTER (WHERE {column} IS NOT NULL) AS {name}_at")
+
 
 VIEWS = {
     # One row per API message (its lines share message.id and repeat the usage).
@@ -125,6 +142,36 @@ VIEWS = {
         SELECT u.stream_id, split_part(u.stream_id, '/', 1) AS session_id, u.tool_use_id, u.tool_name, u.model,
                u.called_at, r.result_at, r.is_error, r.tool_use_id IS NOT NULL AS has_result
         FROM uses u LEFT JOIN results r USING (stream_id, tool_use_id)""",
+    # Per stream and model (the claude_sessions section's rows sum them): its API messages and their tokens,
+    # and its tool calls and errors.  A tool call without a model is in no model's row (the section matched
+    # tool calls to a message's model by equality, which NULL never is).
+    "claude_model_tokens": """
+        SELECT stream_id, model, count(*) AS api_messages, sum(input_tokens) AS input_tokens,
+               sum(output_tokens) AS output_tokens, sum(cache_read_tokens) AS cache_read_tokens,
+               sum(cache_creation_tokens) AS cache_creation_tokens
+        FROM token_usage GROUP BY stream_id, model""",
+    "claude_model_tools": """
+        SELECT stream_id, model, count(*) AS tool_calls, count_if(is_error) AS tool_errors
+        FROM tool_calls WHERE model IS NOT NULL GROUP BY stream_id, model""",
+    # Per stream and API message (message id and request id): its lines in this stream, for ``api_usage``
+    # (which combines the streams a message's lines are in): the first line's position and sidechain, and each
+    # value of the latest line that has one (of the output tokens, the earliest too) with that line's position.
+    "claude_stream_messages": f"""
+        SELECT stream_id, message_id, coalesce(request_id, '') AS request_key, min(position) AS position,
+               first(sidechain ORDER BY position) AS sidechain, min(occurred_at) AS occurred_at,
+               count(*) AS lines, {_latest("request_id")}, {_latest("model")}, {_latest("input_tokens")},
+               {_latest("output_tokens")}, {_latest("cache_read_tokens")}, {_latest("cache_creation_tokens")},
+               {_latest("cache_write_5m_tokens", "split_5m")}, {_latest("cache_write_1h_tokens", "split_1h")},
+               arg_min(output_tokens, position) AS first_output_tokens,
+               min(position) FILTER (WHERE output_tokens IS NOT NULL) AS first_output_at
+        FROM claude_events
+        WHERE message_id IS NOT NULL AND kind IN ('assistant_message', 'tool_use')
+        GROUP BY stream_id, message_id, request_key""",
+    # Per stream: the working folder its latest line naming one names, and that line's position (a session's
+    # is that of its latest line over its own and its subagents' transcripts: ``api_usage``).
+    "claude_stream_cwd": """
+        SELECT stream_id, arg_max(cwd, position) AS cwd, max(position) AS cwd_at
+        FROM claude_events WHERE cwd IS NOT NULL GROUP BY stream_id""",
     # One row per subagent: a 2.x file of its own (its stream) or a 1.0.x sidechain inline in the
     # session's file; with the Task tool use it is linked to (claude.subagent_linked), if known.
     "subagents": """
@@ -207,14 +254,20 @@ SECTIONS = (
         "claude_sessions", "Claude Code sessions: tokens, tool calls and errors per model",
         ("model", "sessions", "api_messages", "input_tokens", "output_tokens", "cache_read_tokens",
          "cache_creation_tokens", "tool_calls", "tool_errors"),
-        """SELECT u.model, count(DISTINCT u.stream_id) AS sessions, count(*) AS api_messages,
-               sum(u.input_tokens) AS input_tokens, sum(u.output_tokens) AS output_tokens,
-               sum(u.cache_read_tokens) AS cache_read_tokens, sum(u.cache_creation_tokens) AS cache_creation_tokens,
-               (SELECT count(*) FROM tool_calls t WHERE t.model = u.model
-                AND t.stream_id IN (SELECT stream_id FROM sel)) AS tool_calls,
-               (SELECT coalesce(count_if(t.is_error), 0) FROM tool_calls t WHERE t.model = u.model
-                AND t.stream_id IN (SELECT stream_id FROM sel)) AS tool_errors
-            FROM token_usage u WHERE u.stream_id IN (SELECT stream_id FROM sel) GROUP BY u.model ORDER BY u.model""",
+        # The streams' counts per model summed: a stream with messages of a model is a row (a count of distinct
+        # sessions), the token sums stay HUGEINT and NULL where no message of the model has a count, as
+        # summing the messages gave; a model's tool calls are those of its name (none for messages without one).
+        f"""WITH u AS (SELECT model, count(*) AS sessions, sum(api_messages)::BIGINT AS api_messages,
+                          sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+                          sum(cache_read_tokens) AS cache_read_tokens,
+                          sum(cache_creation_tokens) AS cache_creation_tokens
+                   FROM claude_model_tokens WHERE {_IN} GROUP BY model),
+            t AS (SELECT model, sum(tool_calls)::BIGINT AS tool_calls, sum(tool_errors) AS tool_errors
+                  FROM claude_model_tools WHERE {_IN} GROUP BY model)
+            SELECT u.model, u.sessions, u.api_messages, u.input_tokens, u.output_tokens, u.cache_read_tokens,
+                   u.cache_creation_tokens, coalesce(t.tool_calls, 0) AS tool_calls,
+                   coalesce(t.tool_errors, 0) AS tool_errors
+            FROM u LEFT JOIN t ON t.model = u.model ORDER BY u.model""",
         f"""SELECT count(*) AS transcripts,
                (SELECT count(*) FROM subagents WHERE session_id IN (SELECT split_part(stream_id, '/', 1) FROM sel))
                AS subagents,
@@ -249,4 +302,6 @@ CLAUDE_RUNS = MetricSection(
 # version 2: claude_events' sidechain and subagent-link columns, the subagents view; 3: cwd, api_usage;
 # 4: api_usage's position (its first line: whose writer the message's is); 5: the cache writes by lifetime
 ANALYTICS = Analytics(version=5, tables=TABLES, rows=_ROWS, views=VIEWS, view_parts={"api_usage": API_USAGE},
-                      sections=(*SECTIONS, CLAUDE_RUNS), every_run_sections=(CLAUDE_RUNS,))
+                      sections=(*SECTIONS, CLAUDE_RUNS), every_run_sections=(CLAUDE_RUNS,),
+                      run_views=("token_usage", "tool_calls", "claude_model_tokens", "claude_model_tools",
+                                 "claude_stream_messages", "claude_stream_cwd"))
