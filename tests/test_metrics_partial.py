@@ -388,3 +388,30 @@ def test_a_message_in_two_transcripts_is_counted_once_with_its_latest_line_after
                            "WHERE message_id IN ('msg_1', 'msg_2') ORDER BY 1").fetchall()
     assert msgs == [("msg_1", main.stem, 3 + 2, 90, 40), ("msg_2", main.stem, 1 + 1, 95, 20)]
     store.close()
+
+
+@pytest.mark.parametrize("shares_of", [1, 40])
+def test_kept_rows_built_a_share_of_the_runs_at_a_time_are_those_built_at_once(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch,
+                                                                             shares_of: int) -> None:
+    """Past BUILD_ROWS fact rows the first build computes the run views a share of the runs at a time (each
+    share's facts read from its runs' stretches of the log): the kept rows, and so every report, are those of
+    one evaluation over every fact, and later updates keep them so."""
+    store = open_store(tmp_path)
+    ingestors: dict[int, Ingestor] = {}
+    runs = simulated()
+    streams = [ingest(store, i, list(snaps[:-1]), ingestors) for i, (_n, snaps) in enumerate(runs)]
+    monkeypatch.setattr(kept, "BUILD_ROWS", shares_of)  # a share of (about) one run, or a few
+    directory = tmp_path / "analytics"
+    shared = metrics.report(store, directory).to_dict()
+    assert kept.last is not None and kept.last.streams is None
+    with views.reading(store, directory, fresh=False, materialize=True) as con:
+        rows = {v: sorted(map(repr, con.execute(f"SELECT * FROM {v}").fetchall())) for v in catalog().run_views}
+    assert shared == over_the_facts(store, directory)
+    with views.reading(store, directory, fresh=False) as con:  # every view over every fact, nothing kept
+        assert rows == {v: sorted(map(repr, con.execute(f"SELECT * FROM {v}").fetchall()))
+                        for v in catalog().run_views}
+    ingest(store, 0, list(runs[0][1][-1:]), ingestors)  # then an update, as after any build
+    assert metrics.report(store, directory, stream_id=streams[0]).to_dict() == over_the_facts(store, directory,
+                                                                                           streams[0])
+    store.close()

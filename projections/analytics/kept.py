@@ -46,6 +46,10 @@ LISTED_STREAMS = 2_000
 #: Past this many disjoint stretches of the log holding the touched old streams' facts, the facts are read
 #: from the first of them on (a condition of thousands of ranges costs more to evaluate than it skips).
 SPANS = 256
+#: Past this many fact rows (about 10^6 events of the demo's runs), a first build of the kept rows computes them
+#: a share of the runs at a time, each share's facts about this many rows: evaluated at once, the run views
+#: over 2.6 * 10^7 fact rows ran out of the report's 100 MB and took 2.2 GB at DuckDB's own limit.
+BUILD_ROWS = 2_500_000
 
 
 @dataclass
@@ -187,7 +191,7 @@ def _update(con: duckdb.DuckDBPyConnection, store: EventStore, cat: Catalog, db:
         if after is None:
             raise _Stale
     if after is None:
-        rows = _build(con, cat, db)
+        rows = _build(con, cat, db, m)
         streams: int | None = None
     else:
         con.execute(f"CREATE OR REPLACE TEMP TABLE kept_touched AS SELECT DISTINCT stream_id FROM {db}.main.events "
@@ -205,8 +209,11 @@ def _update(con: duckdb.DuckDBPyConnection, store: EventStore, cat: Catalog, db:
     return Update(streams, rows)
 
 
-def _build(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str) -> int:
-    """Every run view's rows, from every fact (the first report, in a new file)."""
+def _build(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, m: Manifest) -> int:
+    """Every run view's rows, from every fact (the first report, in a new file): at once, or past
+    ``BUILD_ROWS`` fact rows a share of the runs at a time (:func:`_build_in_shares`)."""
+    if m.rows() > BUILD_ROWS:
+        return _build_in_shares(con, cat, db, m)
     rows, made = 0, []
     con.execute("BEGIN")
     try:
@@ -229,6 +236,48 @@ def _build(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str) -> int:
     return rows
 
 
+def _build_in_shares(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, m: Manifest) -> int:
+    """Every run view's rows, computed for a share of the runs at a time: runs in the order they began, cut
+    where their events reach about ``BUILD_ROWS`` fact rows, each share's facts read from its runs' stretches
+    of the log.  A run view's rows for a run come from that run's facts alone, so the rows are those of one
+    evaluation over every fact; but what one evaluation holds (a window over every task's history, at 10^7
+    events) grew with the store, past the connection's memory bound, where a share's does not."""
+    con.execute("BEGIN")
+    try:
+        con.execute("DELETE FROM kept.kept_state")  # until the rows are all written, they are no position's
+        for (name,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'kept' "
+                                   "AND table_name <> 'kept_state'").fetchall():
+            con.execute(f"DROP TABLE kept.main.{name}")
+        for view in cat.run_views:  # empty, with each view's columns
+            con.execute(f"CREATE TABLE kept.main.{view} AS SELECT * FROM {db}.main.{view} LIMIT 0")
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    events = sum(int(f["rows"]) for f in m.files["events"])
+    share = max(1, BUILD_ROWS * events // max(m.rows(), 1))  # events a share
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE kept_shares AS
+        SELECT stream_id, first_position, last_position,
+               (sum(events) OVER (ORDER BY first_position, stream_id ROWS UNBOUNDED PRECEDING) - 1) // {share} AS share
+        FROM (SELECT stream_id, min(position) AS first_position, max(position) AS last_position, count(*) AS events
+              FROM {db}.main.events GROUP BY stream_id)""")
+    rows = 0
+    try:
+        shares = int(con.execute("SELECT coalesce(max(share) + 1, 0) FROM kept_shares").fetchall()[0][0])
+        for i in range(shares):
+            con.execute(f"CREATE OR REPLACE TEMP TABLE kept_touched AS SELECT stream_id FROM kept_shares WHERE share = {i}")
+            stretches = con.execute("SELECT first_position, last_position FROM kept_shares "
+                                    f"WHERE share = {i} ORDER BY 1").fetchall()
+            if stretches:
+                rows += _narrowed(con, cat, db, len(stretches), 0, _within_stretches(stretches, None))
+                # the share's rows written out: until a checkpoint, the attached file's new blocks stay in
+                # the connection's memory, and the shares' together would fill it
+                con.execute("CHECKPOINT kept")
+    finally:
+        con.execute("DROP TABLE IF EXISTS temp.main.kept_shares")
+    return rows
+
+
 def _spans(con: duckdb.DuckDBPyConnection, after: int) -> str:
     """A condition on ``position`` that holds for every fact of the touched streams: the new events (after the
     kept checkpoint) and, for a stream the kept rows had, its first to its last position then.  The facts'
@@ -237,19 +286,33 @@ def _spans(con: duckdb.DuckDBPyConnection, after: int) -> str:
     oldest of them (past ``SPANS`` disjoint stretches, everything from the oldest's first event)."""
     old = con.execute("SELECT first_position, last_position FROM kept.main.stream_positions "
                       "WHERE stream_id IN (SELECT stream_id FROM kept_touched) ORDER BY 1").fetchall()
+    return _within_stretches(old, after)
+
+
+def _within_stretches(stretches: list[tuple[int, int]], after: int | None) -> str:
+    """``position`` within one of ``stretches`` (first, last; ordered by first), merged where they touch, or
+    after ``after`` (None: nothing after); past ``SPANS`` disjoint ones, from the first of them on (to the
+    last of them, without ``after``)."""
     merged: list[list[int]] = []
-    for first, last in old:
+    for first, last in stretches:
         if merged and first <= merged[-1][1] + 1:
             merged[-1][1] = max(merged[-1][1], int(last))
         else:
             merged.append([int(first), int(last)])
     if len(merged) > SPANS:
-        return f"position >= {merged[0][0]}"
-    return "(" + " OR ".join([f"position BETWEEN {a} AND {b}" for a, b in merged] + [f"position > {int(after)}"]) + ")"
+        if after is not None:
+            return f"position >= {merged[0][0]}"
+        return f"position BETWEEN {merged[0][0]} AND {max(b for _a, b in merged)}"
+    terms = [f"position BETWEEN {a} AND {b}" for a, b in merged]
+    if after is not None:
+        terms.append(f"position > {int(after)}")
+    return "(" + " OR ".join(terms or ["false"]) + ")"
 
 
-def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: int, after: int) -> int:
-    """Replace the touched streams' rows of every run view with the rows of their facts alone."""
+def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: int, after: int,
+              stretches: str | None = None) -> int:
+    """Replace the touched streams' rows of every run view with the rows of their facts alone (``stretches``:
+    where in the log those facts are, if not where the kept rows and the new events say)."""
     if streams <= LISTED_STREAMS:
         # A list of ids is pushed into the Parquet scans as a filter.  A view takes no parameter, so the
         # ids are bound to a variable that its filter reads (DuckDB folds it into the scan's filter,
@@ -259,7 +322,7 @@ def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: in
         within = "list_contains(getvariable('kept_touched_ids'), stream_id)"
     else:
         within = "stream_id IN (SELECT stream_id FROM kept_touched)"
-    within = f"{_spans(con, after)} AND {within}"
+    within = f"{_spans(con, after) if stretches is None else stretches} AND {within}"
     rows, made = 0, []
     # The facts, narrowed: the catalog's views read these names first (temporary objects shadow them).
     for table in cat.tables:
