@@ -491,10 +491,21 @@ def list_runs(store: EventStore, *, dialect: str | None = None, project: str | N
         refresh(store)
     p = store.backend.p
     conds, params = _conditions(store, dialect, project, status, since, q)
-    if after is not None:  # the order below, continued after that row
-        conds.append(f"(last_event_at < {p} OR (last_event_at = {p} AND stream_id > {p}))")
-        params.extend([after[0], after[0], after[1]])
-    sql = f"SELECT {', '.join(_LISTED)} FROM proj_runs{_where(conds)} ORDER BY last_event_at DESC, stream_id"
+    order, columns = "ORDER BY last_event_at DESC, stream_id", ", ".join(_LISTED)
+    if after is None:
+        sql = f"SELECT {columns} FROM proj_runs{_where(conds)} {order}"
+    else:
+        # The order continued after that row, as two reads the index on last_event_at gives in order: the rows
+        # of its time after its stream id, then the earlier times.  One condition with an OR is no range of
+        # the index: a batch of `runs --json` read more of it the further the listing had come (207,760 runs
+        # on PostgreSQL: 48-90 ms a batch against 5-8 ms).
+        bound = [limit + offset] if limit else []
+        cut = f" LIMIT {p}" if limit else ""
+        same = f"SELECT {columns} FROM proj_runs{_where([*conds, f'last_event_at = {p}', f'stream_id > {p}'])}"
+        earlier = f"SELECT {columns} FROM proj_runs{_where([*conds, f'last_event_at < {p}'])}"
+        sql = (f"SELECT * FROM (SELECT * FROM ({same} ORDER BY stream_id{cut}) AS same_time UNION ALL "
+               f"SELECT * FROM ({earlier} {order}{cut}) AS earlier) AS listed {order}")
+        params = [*params, after[0], after[1], *bound, *params, after[0], *bound]
     if limit or offset:  # LIMIT -1 / ALL is not portable: a bound past any count instead
         sql += f" LIMIT {p} OFFSET {p}"
         params.extend([limit or 2**62, offset])

@@ -95,3 +95,27 @@ def test_paging_errors(demo: str) -> None:
         assert list_runs(store, limit=3) == list(iter_runs(store, limit=3))
     finally:
         store.close()
+
+
+def test_keyset_batches_continue_through_runs_of_the_same_time(store_url: str) -> None:
+    """Runs whose last events share a time (copies of one run, a burst of writes) are listed by stream id
+    within it: batches continue after the last row's time and id, through ties and across times."""
+    from datetime import UTC, datetime
+
+    from eventstore.store import NewEvent
+    from projections.runs import IndexedEventStore
+
+    store = IndexedEventStore(store_url)
+    try:
+        times = [datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC)]
+        store.append_many([(f"T-{i:02d}", NewEvent("note", {"i": i}, occurred_at=times[i % 2]), None)
+                           for i in range(9)])
+        every = list_runs(store)
+        assert [r.stream_id for r in every] == [f"T-{i:02d}" for i in (1, 3, 5, 7)] + [f"T-{i:02d}" for i in
+                                                                                      (0, 2, 4, 6, 8)]
+        for batch in (1, 2, 3, 4):
+            assert list(iter_runs(store, batch=batch)) == every
+            assert list(iter_runs(store, batch=batch, after="T-03")) == every[2:]
+            assert list(iter_runs(store, batch=batch, after="T-07", limit=3)) == every[4:7]
+    finally:
+        store.close()
