@@ -209,6 +209,14 @@ def _update(con: duckdb.DuckDBPyConnection, store: EventStore, cat: Catalog, db:
     return Update(streams, rows)
 
 
+def _clear(con: duckdb.DuckDBPyConnection) -> None:
+    """Drop every kept table (inside the caller's transaction): a build starts from none."""
+    con.execute("DELETE FROM kept.kept_state")  # until the rows are all written, they are no position's
+    for (name,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'kept' "
+                               "AND table_name <> 'kept_state'").fetchall():
+        con.execute(f"DROP TABLE kept.main.{name}")
+
+
 def _build(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, m: Manifest) -> int:
     """Every run view's rows, from every fact (the first report, in a new file): at once, or past
     ``BUILD_ROWS`` fact rows a share of the runs at a time (:func:`_build_in_shares`)."""
@@ -217,10 +225,7 @@ def _build(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, m: Manifest) -
     rows, made = 0, []
     con.execute("BEGIN")
     try:
-        con.execute("DELETE FROM kept.kept_state")  # until the rows are all written, they are no position's
-        for (name,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'kept' "
-                                   "AND table_name <> 'kept_state'").fetchall():
-            con.execute(f"DROP TABLE kept.main.{name}")
+        _clear(con)
         for view in cat.run_views:  # a later run view reads the rows of an earlier one, not its view again
             con.execute(f"CREATE TABLE kept.main.{view} AS SELECT * FROM {db}.main.{view}")
             con.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM kept.main.{view}")
@@ -244,10 +249,7 @@ def _build_in_shares(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, m: M
     events) grew with the store, past the connection's memory bound, where a share's does not."""
     con.execute("BEGIN")
     try:
-        con.execute("DELETE FROM kept.kept_state")  # until the rows are all written, they are no position's
-        for (name,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'kept' "
-                                   "AND table_name <> 'kept_state'").fetchall():
-            con.execute(f"DROP TABLE kept.main.{name}")
+        _clear(con)
         for view in cat.run_views:  # empty, with each view's columns
             con.execute(f"CREATE TABLE kept.main.{view} AS SELECT * FROM {db}.main.{view} LIMIT 0")
         con.execute("COMMIT")
