@@ -329,7 +329,7 @@ def _position(store: EventStore, directory: str | os.PathLike[str] | None, strea
               ) -> tuple[Path, tuple[int, str] | None, Scope]:
     """The analytics folder (caught up first if ``fresh``), the key of the report asked for at its position
     (None: no tables of this store's log to key by; the report is computed and not kept), the scope."""
-    from projections.analytics.files import Manifest, analytics_dir, mismatch, refresh
+    from projections.analytics.files import Manifest, analytics_dir, current_version, mismatch, refresh
 
     out = analytics_dir(store, directory)
     if fresh:
@@ -337,8 +337,10 @@ def _position(store: EventStore, directory: str | os.PathLike[str] | None, strea
         if refreshed is not None and result.events:
             refreshed(result)
     scope = scope or Scope()
-    m = Manifest.load(out)
-    key = _key(store, m, stream_id, scope) if m is not None and mismatch(store, m) is None else None
+    loaded = Manifest._read(out, lean=True)
+    key = None
+    if loaded is not None and mismatch(store, loaded[0], current_version(*loaded)) is None:
+        key = _key(store, loaded[0], stream_id, scope, loaded[1])
     return out, key, scope
 
 
@@ -367,15 +369,23 @@ def _computed(store: EventStore, out: Path, stream_id: str | None, scope: Scope,
         return cross_run_report(con, scope)
 
 
-def _key(store: EventStore, m: Any, stream_id: str | None, scope: Scope) -> tuple[int, str]:
+def _key(store: EventStore, m: Any, stream_id: str | None, scope: Scope, code: Any = None) -> tuple[int, str]:
     """(the checkpoint, a digest of everything the report depends on): the tables (store, checkpoint and
     its hash, catalog version), the log's end (the run/session links are read from the store), what is
     asked (the scope's bound values: a relative time is resolved), what the sections compute and the price
-    table they price API messages with (``$EVSTORE_PRICES`` may name another at the same log position)."""
-    cat = catalog()
+    table they price API messages with (``$EVSTORE_PRICES`` may name another at the same log position).
+    What the sections compute: while the manifest's code stamp holds (``code``), the stamp itself, which
+    changes with any file of the code that declares them (no dialect imported); else a digest of every
+    section's declaration."""
+    from projections.analytics.facts import stamp_holds
+
+    if code is not None and stamp_holds(code):  # the same key whether this process built the catalog or not
+        sections = "code:" + hashlib.sha256(json.dumps(code, sort_keys=True).encode()).hexdigest()
+    else:
+        sections = _sections_digest(catalog())
     where = Scope(stream_id=stream_id).where() if stream_id is not None else scope.where()
     parts = [REPORT_FORMAT, m.store_id, m.position, m.hash, m.version, store.max_position(),
-             "run" if stream_id is not None else "cross", where, scope.to_dict(), _sections_digest(cat),
+             "run" if stream_id is not None else "cross", where, scope.to_dict(), sections,
              load_prices().sql_rows()]
     return m.position, hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:32]
 

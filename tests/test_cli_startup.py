@@ -216,6 +216,9 @@ def test_metrics_on_an_unchanged_store_imports_only_what_reads_the_kept_text(sql
     assert r.returncode == 0 and r.stdout == first.stdout and r.stderr == "", r.stderr
     assert heavy(modules) == [], f"evstore metrics imported {heavy(modules)}"
     assert not {"projections.runs", "projections.writers", "eventstore.ingest"} & modules
+    # nor any dialect's analytics: while the manifest's code stamp holds, the catalog is not built to key the report
+    assert not [m for m in modules if m.startswith("eventstore.dialects.") and m.endswith(".analytics")
+                and m.count(".") == 3], modules
 
 
 def test_projections_status_imports_no_dialect_while_the_code_is_the_manifests(sqlite_store: str,

@@ -430,6 +430,18 @@ def code_stamp() -> list[Any]:
             except OSError:
                 continue
             files[path] = [st.st_mtime_ns, st.st_size]
+    # The modules that declare the report's own sections and the price table each report reads are part of
+    # what a kept report depends on, loaded or not in the process that stamps.
+    from importlib.util import find_spec
+
+    for extra in ("projections.metrics", "projections.prices"):
+        spec = find_spec(extra)
+        if spec is not None and spec.origin:
+            try:
+                st = os.stat(spec.origin)
+            except OSError:
+                continue
+            files[spec.origin] = [st.st_mtime_ns, st.st_size]
     return [FLATTEN_VERSION, regs, files]
 
 

@@ -150,6 +150,13 @@ def _stamp() -> list[Any]:
     return _stamps[version]
 
 
+def current_version(m: Manifest, code: Any) -> str:
+    """The catalog's version: the manifest's, while the code stamp it keeps holds (no dialect imported: this
+    process has not built the catalog, and the code that built it is the code installed); else the version of
+    the catalog built here."""
+    return m.version if not built() and stamp_holds(code) else catalog().version
+
+
 def mismatch(store: EventStore, m: Manifest, current: str | None = None) -> str | None:
     """Why the tables of manifest ``m`` are not ``store``'s log up to ``m.position`` (None: they are);
     ``current``: the catalog's version, if the caller has it."""
@@ -305,9 +312,10 @@ def refresh(store: EventStore, directory: str | os.PathLike[str] | None = None, 
     if not rebuild and upto is None:
         # Caught up already (what most `metrics`, `query` and page views find): no lock, no directory
         # listing, no read of the log; the manifest and the hash at its checkpoint say so.
-        current = Manifest.load(out)
-        if current is not None and current.position == store.max_position() and mismatch(store, current) is None:
-            return RefreshResult(0, current.position, {}, 0, [], False, time.perf_counter() - started)
+        loaded = Manifest._read(out, lean=True)  # the catalog is not built while the manifest's code stamp holds
+        if loaded is not None and loaded[0].position == store.max_position() \
+                and mismatch(store, loaded[0], current_version(*loaded)) is None:
+            return RefreshResult(0, loaded[0].position, {}, 0, [], False, time.perf_counter() - started)
     with _refresh_lock(out):
         try:
             return _refresh(store, out, started, batch_size=batch_size, rebuild=rebuild, compact=compact,
@@ -589,9 +597,7 @@ def status(store: EventStore, directory: str | os.PathLike[str] | None = None) -
     loaded = Manifest._read(out, lean=True)
     high = store.max_position()
     m, code = loaded if loaded is not None else (None, None)
-    # The catalog's version: the manifest's, while the code it was built by is the code installed (no dialect
-    # imported); else the catalog built here
-    current = m.version if m is not None and not built() and stamp_holds(code) else catalog().version
+    current = current_version(m, code) if m is not None else catalog().version
     base = {"name": NAME, "directory": str(out), "version": current}
     if m is None:
         return {**base, "stored_version": None, "checkpoint": 0, "lag": high, "files": 0, "updated_at": None,
