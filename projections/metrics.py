@@ -329,7 +329,7 @@ def _position(store: EventStore, directory: str | os.PathLike[str] | None, strea
               ) -> tuple[Path, tuple[int, str] | None, Scope]:
     """The analytics folder (caught up first if ``fresh``), the key of the report asked for at its position
     (None: no tables of this store's log to key by; the report is computed and not kept), the scope."""
-    from projections.analytics.files import Manifest, analytics_dir, current_version, mismatch, refresh
+    from projections.analytics.files import Manifest, analytics_dir, mismatch, refresh
 
     out = analytics_dir(store, directory)
     if fresh:
@@ -337,10 +337,8 @@ def _position(store: EventStore, directory: str | os.PathLike[str] | None, strea
         if refreshed is not None and result.events:
             refreshed(result)
     scope = scope or Scope()
-    loaded = Manifest._read(out, lean=True)
-    key = None
-    if loaded is not None and mismatch(store, loaded[0], current_version(*loaded)) is None:
-        key = _key(store, loaded[0], stream_id, scope, loaded[1])
+    m = Manifest.load(out, lean=True)
+    key = _key(store, m, stream_id, scope) if m is not None and mismatch(store, m) is None else None
     return out, key, scope
 
 
@@ -369,18 +367,18 @@ def _computed(store: EventStore, out: Path, stream_id: str | None, scope: Scope,
         return cross_run_report(con, scope)
 
 
-def _key(store: EventStore, m: Any, stream_id: str | None, scope: Scope, code: Any = None) -> tuple[int, str]:
+def _key(store: EventStore, m: Any, stream_id: str | None, scope: Scope) -> tuple[int, str]:
     """(the checkpoint, a digest of everything the report depends on): the tables (store, checkpoint and
     its hash, catalog version), the log's end (the run/session links are read from the store), what is
     asked (the scope's bound values: a relative time is resolved), what the sections compute and the price
     table they price API messages with (``$EVSTORE_PRICES`` may name another at the same log position).
-    What the sections compute: while the manifest's code stamp holds (``code``), the stamp itself, which
+    What the sections compute: while the manifest's code stamp holds (``m.code``), the stamp itself, which
     changes with any file of the code that declares them (no dialect imported); else a digest of every
     section's declaration."""
     from projections.analytics.facts import stamp_holds
 
-    if code is not None and stamp_holds(code):  # the same key whether this process built the catalog or not
-        sections = "code:" + hashlib.sha256(json.dumps(code, sort_keys=True).encode()).hexdigest()
+    if m.code is not None and stamp_holds(m.code):  # the same key whether this process built the catalog or not
+        sections = "code:" + hashlib.sha256(json.dumps(m.code, sort_keys=True).encode()).hexdigest()
     else:
         sections = _sections_digest(catalog())
     where = Scope(stream_id=stream_id).where() if stream_id is not None else scope.where()

@@ -90,25 +90,20 @@ class Manifest:
     position: int = 0
     hash: str = ""
     files: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {t: [] for t in catalog().tables})
+    #: The stamp of the code that built the catalog of ``version`` (:func:`facts.code_stamp`; None: not known).
+    code: Any = None
 
     @classmethod
-    def load(cls, directory: Path) -> Manifest | None:
-        """The manifest in ``directory`` (None if there is none, or it is not one this code wrote)."""
-        loaded = cls._read(directory)
-        return None if loaded is None else loaded[0]
-
-    @classmethod
-    def _read(cls, directory: Path, *, lean: bool = False) -> tuple[Manifest, Any] | None:
-        """The manifest and the code stamp it keeps (None: there is none, or not one this code wrote).  ``lean``:
+    def load(cls, directory: Path, *, lean: bool = False) -> Manifest | None:
+        """The manifest in ``directory`` (None if there is none, or it is not one this code wrote).  ``lean``:
         without building the catalog if this process has not, its files listed under the manifest's own table
         names (a reader of its checkpoint and version only)."""
         try:
             data = json.loads((directory / MANIFEST).read_bytes())
             files = data["files"]
             tables = list(files) if lean and not built() else catalog().tables
-            m = cls(str(data["version"]), str(data.get("store_id", "")), int(data["position"]),
-                    str(data.get("hash", "")), {t: list(files.get(t, [])) for t in tables})
-            return m, data.get("code")
+            return cls(str(data["version"]), str(data.get("store_id", "")), int(data["position"]),
+                       str(data.get("hash", "")), {t: list(files.get(t, [])) for t in tables}, data.get("code"))
         except FileNotFoundError:
             return None
         except (ValueError, KeyError, TypeError, AttributeError):
@@ -120,12 +115,12 @@ class Manifest:
         # A unique temporary name: no process ever renames another's half-written manifest.
         # msgspec, not json.dump: with an indent the stdlib encodes in Python, 20x slower (a refresh
         # saves the manifest at every flush, and it lists every file)
-        # The code the catalog came from, when this is its version: `projections status` reads the version here
-        # while that code is unchanged, without importing every dialect (facts.stamp_holds)
-        code = _stamp() if self.version == catalog().version else None
+        # The code the catalog came from, when this is its version: a caught-up reader takes the version here
+        # while that code is unchanged, without importing every dialect (current_version)
+        self.code = _stamp() if self.version == catalog().version else None
         data = msgspec.json.encode({"name": NAME, "version": self.version, "store_id": self.store_id,
                                     "position": self.position, "hash": self.hash, "files": self.files,
-                                    "code": code})
+                                    "code": self.code})
         with replacing(directory / MANIFEST) as tmp, open(tmp, "wb") as fh:
             fh.write(msgspec.json.format(data, indent=1))
             fh.flush()
@@ -150,17 +145,16 @@ def _stamp() -> list[Any]:
     return _stamps[version]
 
 
-def current_version(m: Manifest, code: Any) -> str:
-    """The catalog's version: the manifest's, while the code stamp it keeps holds (no dialect imported: this
-    process has not built the catalog, and the code that built it is the code installed); else the version of
-    the catalog built here."""
-    return m.version if not built() and stamp_holds(code) else catalog().version
+def current_version(m: Manifest | None) -> str:
+    """The catalog's version: ``m``'s, while the code stamp it keeps holds (no dialect imported: this process
+    has not built the catalog, and the code that built it is the code installed); else the version of the
+    catalog built here."""
+    return m.version if m is not None and not built() and stamp_holds(m.code) else catalog().version
 
 
-def mismatch(store: EventStore, m: Manifest, current: str | None = None) -> str | None:
-    """Why the tables of manifest ``m`` are not ``store``'s log up to ``m.position`` (None: they are);
-    ``current``: the catalog's version, if the caller has it."""
-    current = catalog().version if current is None else current
+def mismatch(store: EventStore, m: Manifest) -> str | None:
+    """Why the tables of manifest ``m`` are not ``store``'s log up to ``m.position`` (None: they are)."""
+    current = current_version(m)
     if m.version != current:
         return (f"they were built by flatten version {m.version}, this is version {current} (the tables the "
                 "installed dialects declare)")
@@ -312,10 +306,9 @@ def refresh(store: EventStore, directory: str | os.PathLike[str] | None = None, 
     if not rebuild and upto is None:
         # Caught up already (what most `metrics`, `query` and page views find): no lock, no directory
         # listing, no read of the log; the manifest and the hash at its checkpoint say so.
-        loaded = Manifest._read(out, lean=True)  # the catalog is not built while the manifest's code stamp holds
-        if loaded is not None and loaded[0].position == store.max_position() \
-                and mismatch(store, loaded[0], current_version(*loaded)) is None:
-            return RefreshResult(0, loaded[0].position, {}, 0, [], False, time.perf_counter() - started)
+        current = Manifest.load(out, lean=True)  # the catalog is not built while the manifest's code stamp holds
+        if current is not None and current.position == store.max_position() and mismatch(store, current) is None:
+            return RefreshResult(0, current.position, {}, 0, [], False, time.perf_counter() - started)
     with _refresh_lock(out):
         try:
             return _refresh(store, out, started, batch_size=batch_size, rebuild=rebuild, compact=compact,
@@ -594,11 +587,9 @@ def status(store: EventStore, directory: str | os.PathLike[str] | None = None) -
     """Checkpoint and lag of the Parquet tables; tables that are not this store's count as empty
     (``stale`` says why), since the next refresh rebuilds them."""
     out = analytics_dir(store, directory)
-    loaded = Manifest._read(out, lean=True)
+    m = Manifest.load(out, lean=True)
     high = store.max_position()
-    m, code = loaded if loaded is not None else (None, None)
-    current = current_version(m, code) if m is not None else catalog().version
-    base = {"name": NAME, "directory": str(out), "version": current}
+    base = {"name": NAME, "directory": str(out), "version": current_version(m)}
     if m is None:
         return {**base, "stored_version": None, "checkpoint": 0, "lag": high, "files": 0, "updated_at": None,
                 "stale": None}
@@ -607,7 +598,7 @@ def status(store: EventStore, directory: str | os.PathLike[str] | None = None) -
         updated: str | None = datetime.fromtimestamp(mtime, dt.UTC).isoformat(timespec="microseconds")[:-6] + "Z"
     except OSError:
         updated = None
-    stale = mismatch(store, m, current)
+    stale = mismatch(store, m)
     checkpoint = 0 if stale else m.position
     return {**base, "stored_version": m.version, "checkpoint": checkpoint, "lag": max(high - checkpoint, 0),
             "files": sum(len(v) for v in m.files.values()), "updated_at": updated, "stale": stale}
