@@ -97,6 +97,14 @@ def get_projection(name: str) -> Projection:
     return REGISTRY[name]
 
 
+def read_rows(store: EventStore, sql: str, params: Sequence[Any]) -> list[Any]:
+    """The rows of one plain-SQL read of a projection's tables, on a DB-API connection of the store's own
+    (:meth:`EventStore.reading_briefly`): a read command imports no SQLAlchemy (``runs``, ``log``'s writers)."""
+    with store.reading_briefly() as cur:
+        cur.execute(sql, tuple(params))
+        return list(cur.fetchall())
+
+
 class Projection(abc.ABC):
     """Base class of every projection (see the module docstring)."""
 

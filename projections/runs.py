@@ -469,12 +469,6 @@ def _where(conds: list[str]) -> str:
     return f" WHERE {' AND '.join(conds)}" if conds else ""
 
 
-def _read(store: EventStore, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-    with store.reading_briefly() as cur:
-        cur.execute(sql, tuple(params))
-        return [tuple(r) for r in cur.fetchall()]
-
-
 _LISTED = ("stream_id", "dialect", "project", "task_id", "title", "status", "phase", "started_at", "last_event_at",
            "events", "findings", "unreadable", "lens_failures")
 
@@ -509,7 +503,7 @@ def list_runs(store: EventStore, *, dialect: str | None = None, project: str | N
     if limit or offset:  # LIMIT -1 / ALL is not portable: a bound past any count instead
         sql += f" LIMIT {p} OFFSET {p}"
         params.extend([limit or 2**62, offset])
-    rows = _read(store, sql, params)
+    rows = engine.read_rows(store, sql, params)
     links = writers.run_sessions(store, [r[0] for r in rows], fresh=fresh) if sessions and rows else {}
     out = []
     for r in rows:
@@ -555,8 +549,8 @@ def iter_runs(store: EventStore, *, dialect: str | None = None, project: str | N
 
 def _position_of(store: EventStore, stream_id: str) -> tuple[str, str]:
     """Where ``stream_id`` is in the runs' order (its last_event_at and id), for ``--after``."""
-    rows = _read(store, f"SELECT last_event_at, stream_id FROM proj_runs WHERE stream_id = {store.backend.p}",
-                 (stream_id,))
+    sql = f"SELECT last_event_at, stream_id FROM proj_runs WHERE stream_id = {store.backend.p}"
+    rows = engine.read_rows(store, sql, (stream_id,))
     if not rows:
         raise EvstoreError(f'No run "{stream_id}" for --after; pass a stream id `evstore runs` lists.')
     if rows[0][0] is None:
@@ -568,22 +562,21 @@ def count_runs(store: EventStore, *, dialect: str | None = None, project: str | 
                status: str | None = None, since: str | None = None, q: str | None = None) -> int:
     """How many rows :func:`list_runs` gives for these filters (without a limit)."""
     conds, params = _conditions(store, dialect, project, status, since, q)
-    return int(_read(store, f"SELECT count(*) FROM proj_runs{_where(conds)}", params)[0][0])
+    return int(engine.read_rows(store, f"SELECT count(*) FROM proj_runs{_where(conds)}", params)[0][0])
 
 
 def run_choices(store: EventStore) -> dict[str, list[str]]:
     """The distinct dialects and statuses in the index, sorted."""
-    return {col: [v for (v,) in _read(store, f"SELECT DISTINCT {col} FROM proj_runs WHERE {col} IS NOT NULL "
-                                      f"ORDER BY {col}", ())]
-            for col in ("dialect", "status")}
+    sql = "SELECT DISTINCT {col} FROM proj_runs WHERE {col} IS NOT NULL ORDER BY {col}"
+    return {col: [v for (v,) in engine.read_rows(store, sql.format(col=col), ())] for col in ("dialect", "status")}
 
 
 def find_streams_by_task(store: EventStore, task_id: str) -> list[str]:
     """Streams whose task id (or stream id) is ``task_id``, newest activity first."""
     refresh(store)
     p = store.backend.p
-    return [r[0] for r in _read(store, f"SELECT stream_id FROM proj_runs WHERE task_id = {p} OR stream_id = {p} "
-                                       "ORDER BY last_event_at DESC, stream_id", (task_id, task_id))]
+    sql = f"SELECT stream_id FROM proj_runs WHERE task_id = {p} OR stream_id = {p} ORDER BY last_event_at DESC, stream_id"
+    return [r[0] for r in engine.read_rows(store, sql, (task_id, task_id))]
 
 
 __all__ = ["RUNS", "IndexedEventStore", "RunRow", "RunsIndex", "attach", "count_runs", "find_streams_by_task",

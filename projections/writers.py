@@ -454,12 +454,8 @@ def _chunks(items: list[str], size: int = 500) -> Iterable[list[str]]:
         yield items[i:i + size]
 
 
-def _rows(store: EventStore, sql: str, params: Sequence[Any]) -> list[Any]:
-    """Rows of one read of this projection's tables, on a DB-API connection of the store's own
-    (plain SQL: ``log`` shows writers, and a SQLite read never imports SQLAlchemy)."""
-    with store.reading_briefly() as cur:
-        cur.execute(sql, tuple(params))
-        return list(cur.fetchall())
+#: Rows of one read of this projection's tables (plain SQL: ``log`` shows writers).
+_rows = engine.read_rows
 
 
 def _marks(p: str, n: int) -> str:
