@@ -192,9 +192,10 @@ def to_table(report: Report, limit: int = ROWS_SHOWN) -> str:
         out += ["", f"## {s.title}"]
         if s.summary:
             out.append("   " + "  ".join(f"{heading(k)}={figure(k, v)}" for k, v in s.summary.items()))
-        out.append(table_text(s.columns, s.rows[:limit], formats=column_formats(s) if _more(s, limit) else None))
-        if _more(s, limit):
-            out.append(f"({_more(s, limit)} more rows not shown: --format csv or json holds every row)")
+        hidden = _more(s, limit)  # numbered as the whole column is when some rows are not shown
+        out.append(table_text(s.columns, s.rows[:limit], formats=column_formats(s) if hidden else None))
+        if hidden:
+            out.append(f"({hidden} more rows not shown: --format csv or json holds every row)")
     if empty:
         out += ["", "No data: " + "; ".join(short_titles(empty))]
     return "\n".join(out) + "\n"
@@ -371,7 +372,8 @@ def _html_table(s: Section, limit: int = ROWS_SHOWN) -> str:
     body = "".join("<tr>" + "".join(f"<td>{html.escape(f(r.get(c)))}</td>" for c, f in zip(s.columns, formats,
                                                                                            strict=True)) + "</tr>"
                    for r in s.rows[:limit])
-    more = f'<p class="note">{_more(s, limit)} more rows not shown.</p>' if _more(s, limit) else ""
+    hidden = _more(s, limit)
+    more = f'<p class="note">{hidden} more rows not shown.</p>' if hidden else ""
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}"
 
 
