@@ -16,12 +16,13 @@ import os
 import random
 import signal
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EVSTORE, exec_sql, migrated
+from conftest import exec_sql, migrated
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -240,6 +241,21 @@ def test_a_tombstone_without_its_record_fails_verify(store: EventStore, run: Cal
     assert r.exit_code == 1 and "no erasure is recorded" in r.stderr
 
 
+#: ``evstore ARGS`` with a pause after each line saying a batch committed (so a kill lands between batches).
+_PAUSED_MAIN = """
+import sys, time, click
+echo = click.echo
+def paused(message=None, *args, **kwargs):
+    echo(message, *args, **kwargs)
+    if isinstance(message, str) and "payload(s)" in message:
+        time.sleep(0.2)
+click.echo = paused
+sys.argv = ["evstore", *sys.argv[1:]]
+from eventstore.entry import main
+main()
+"""
+
+
 @pytest.mark.parametrize("command", ["erase", "retention"])
 def test_sigkill_in_the_middle_leaves_a_consistent_store_and_the_command_finishes(
         run: Callable[..., Any], store_url: str, store: EventStore, tmp_path: Path, command: str) -> None:
@@ -249,8 +265,10 @@ def test_sigkill_in_the_middle_leaves_a_consistent_store_and_the_command_finishe
     else:
         assert run("retention", "set", "--dialect", "claude", "--keep-payloads", "1d", "--below-floor").exit_code == 0
         args = ["retention", "apply", "--as-of", "2099-01-01T00:00:00Z", "--batch", "1"]
-    proc = subprocess.Popen([EVSTORE, "--url", store_url, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    # The command as the console script runs it, each batch's line followed by a pause: killed after three lines,
+    # it is always in the middle (21 batches of one payload could all commit before the kill on a busy machine).
+    proc = subprocess.Popen([sys.executable, "-c", _PAUSED_MAIN, "--url", store_url, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         assert proc.stderr is not None
         for _ in range(3):  # a few batches committed, more to come
