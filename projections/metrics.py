@@ -137,14 +137,10 @@ def _select(con: duckdb.DuckDBPyConnection, scope: Scope) -> None:
 def section(con: duckdb.DuckDBPyConnection, m: MetricSection) -> Section:
     """Run one declared metric section (``sel`` holds the stream ids in scope).  A section that does not
     fit the connection's memory limit (a report's: ``views.REPORT_MEMORY``; DuckDB spills what it can) is
-    run again without it: a bound on memory never fails a report."""
-    import duckdb
+    run again at a higher one, then without it (``views.fitting``): a bound on memory never fails a report."""
+    from projections.analytics.views import fitting
 
-    try:
-        rows, summary = _section_rows(con, m)
-    except duckdb.OutOfMemoryException:
-        con.execute("RESET memory_limit")
-        rows, summary = _section_rows(con, m)
+    rows, summary = fitting(con, lambda: _section_rows(con, m))
     if m.finish is not None:
         m.finish(rows, summary)
     return Section(m.name, m.title, list(m.columns), rows, summary, m.note, m.chart)

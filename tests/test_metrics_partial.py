@@ -231,6 +231,28 @@ def test_a_report_that_does_not_fit_the_memory_bound_is_still_computed(tmp_path:
     store.close()
 
 
+def test_a_statement_over_the_memory_bound_runs_again_a_step_higher_then_at_the_bound_again() -> None:
+    """views.fitting: a real DuckDB OutOfMemoryException (a holistic aggregate over 2M numbers at 4 MB) runs the
+    statement again at each step up (here 8 MB, still too little, then 64 MB), and the connection's limit is the
+    one it was given afterwards, for the next section; with no step left, the exception is the caller's."""
+    con = duckdb.connect()
+    con.execute("SET memory_limit = '4MB'")
+    views._limits[con] = "4MB"
+    limits: list[str] = []
+    sql = "SELECT quantile_cont(i, 0.5) FROM range(2000000) t(i)"
+
+    def run() -> Any:
+        limits.append(con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
+        return con.execute(sql).fetchall()
+
+    assert views.fitting(con, run, ("8MB", "64MB", None)) == [(999999.5,)]
+    assert limits == ["3.8 MiB", "7.6 MiB", "61.0 MiB"]
+    assert con.execute("SELECT current_setting('memory_limit')").fetchall() == [("3.8 MiB",)]
+    with pytest.raises(duckdb.OutOfMemoryException):
+        views.fitting(con, run, ("8MB",))
+    assert con.execute("SELECT current_setting('memory_limit')").fetchall() == [("3.8 MiB",)]
+
+
 def test_the_touched_streams_facts_are_read_from_their_own_stretches_of_the_log(monkeypatch: pytest.MonkeyPatch) -> None:
     """New events in old runs read those runs' stretches (first to last position at the kept checkpoint, merged
     where they overlap) and the new events, not every fact after the oldest run's first event."""

@@ -147,16 +147,17 @@ CORE_VIEWS: dict[str, str] = {
                    max(coalesce(occurred_at, recorded_at)) AS last_event_at, count(*) AS events,
                    max(version) AS version
             FROM events GROUP BY stream_id),
+        -- each attribute's last value, one row per stream: a subquery per attribute made DuckDB hold
+        -- 80 MB where this holds 30 (10^6 events; benchmarks/bench_metrics.py --first)
         attrs AS (
-            SELECT stream_id, attr, arg_max(value, position) AS value FROM run_attrs GROUP BY ALL)
-        SELECT ev.stream_id, ev.dialect,
-               (SELECT value FROM attrs a WHERE a.stream_id = ev.stream_id AND attr = 'project') AS project,
-               coalesce((SELECT value FROM attrs a WHERE a.stream_id = ev.stream_id AND attr = 'task_id'),
-                        ev.stream_id) AS task_id,
-               (SELECT value FROM attrs a WHERE a.stream_id = ev.stream_id AND attr = 'title') AS title,
-               (SELECT value FROM attrs a WHERE a.stream_id = ev.stream_id AND attr = 'status') AS status,
-               ev.started_at, ev.last_event_at, ev.events, ev.version
-        FROM ev""",
+            SELECT stream_id, arg_max(value, position) FILTER (WHERE attr = 'project') AS project,
+                   arg_max(value, position) FILTER (WHERE attr = 'task_id') AS task_id,
+                   arg_max(value, position) FILTER (WHERE attr = 'title') AS title,
+                   arg_max(value, position) FILTER (WHERE attr = 'status') AS status
+            FROM run_attrs WHERE attr IN ('project', 'task_id', 'title', 'status') GROUP BY stream_id)
+        SELECT ev.stream_id, ev.dialect, a.project, coalesce(a.task_id, ev.stream_id) AS task_id, a.title,
+               a.status, ev.started_at, ev.last_event_at, ev.events, ev.version
+        FROM ev LEFT JOIN attrs a USING (stream_id)""",
     "gates": """
         SELECT stream_id, dialect, gate, verdict, verdict_at, sha, occurred_at, position,
                row_number() OVER (PARTITION BY stream_id, gate ORDER BY position) AS attempt
@@ -267,19 +268,21 @@ CORE_SECTIONS: tuple[MetricSection, ...] = (
         "histories", "State histories: versions per stream, write intervals, unreadable versions (per dialect)",
         ("dialect", "streams", "versions", "versions_p50", "versions_max", "interval_p50_s", "interval_p90_s",
          "interval_max_s", "unreadable", "removed", "lens_failures"),
-        f"""WITH v AS (SELECT * FROM version_gaps WHERE {_IN}),
-            gaps AS (SELECT dialect, gap_s FROM v),
-            per AS (SELECT dialect, stream_id, count(*) AS n FROM v GROUP BY ALL),
-            g AS (SELECT dialect, quantile_cont(gap_s, 0.5) AS p50, quantile_cont(gap_s, 0.9) AS p90,
-                         max(gap_s) AS mx FROM gaps WHERE gap_s IS NOT NULL GROUP BY dialect),
-            n AS (SELECT dialect, count(*) AS streams, sum(n) AS versions, quantile_cont(n, 0.5) AS p50, max(n) AS mx
+        # Two scans of the versions, none held: a CTE read three times was materialised whole, every column
+        # (the section took 300+ MB at 10^7 events); the interval quantiles hold one number per version.
+        f"""WITH per AS (SELECT dialect, stream_id, count(*) AS n, count_if(kind = 'unreadable') AS unreadable,
+                                count_if(kind = 'removed') AS removed, count_if(lens_failed) AS lens_failures
+                         FROM version_gaps WHERE {_IN} GROUP BY ALL),
+            n AS (SELECT dialect, count(*) AS streams, sum(n) AS versions, quantile_cont(n, 0.5) AS p50, max(n) AS mx,
+                         sum(unreadable)::BIGINT AS unreadable, sum(removed)::BIGINT AS removed,
+                         sum(lens_failures)::BIGINT AS lens_failures
                   FROM per GROUP BY dialect),
-            k AS (SELECT dialect, count_if(kind = 'unreadable') AS unreadable, count_if(kind = 'removed') AS removed,
-                         count_if(lens_failed) AS lens_failures FROM v GROUP BY dialect)
+            g AS (SELECT dialect, quantile_cont(gap_s, 0.5) AS p50, quantile_cont(gap_s, 0.9) AS p90, max(gap_s) AS mx
+                  FROM version_gaps WHERE {_IN} AND gap_s IS NOT NULL GROUP BY dialect)
             SELECT n.dialect, n.streams, n.versions, n.p50 AS versions_p50, n.mx AS versions_max,
                    g.p50 AS interval_p50_s, g.p90 AS interval_p90_s, g.mx AS interval_max_s,
-                   k.unreadable, k.removed, k.lens_failures
-            FROM n JOIN k USING (dialect) LEFT JOIN g USING (dialect) ORDER BY n.versions DESC, n.dialect""",
+                   n.unreadable, n.removed, n.lens_failures
+            FROM n LEFT JOIN g USING (dialect) ORDER BY n.versions DESC, n.dialect""",
         None,
         "a version = one captured write of the state (a file, a commit, a watch observation); interval = time "
         "between consecutive versions of a stream (source time, else store time); unreadable = versions that were "

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,6 +35,7 @@ import duckdb
 from eventstore.errors import EvstoreError
 from projections.analytics.facts import Catalog, catalog
 from projections.analytics.files import KEPT, sql_string
+from projections.analytics.views import fitting
 
 if TYPE_CHECKING:
     from eventstore.store import EventStore
@@ -104,11 +106,9 @@ def bind(con: duckdb.DuckDBPyConnection, store: EventStore, directory: Path, m: 
         con.execute("SET preserve_insertion_order = false")
         stale = False
         try:
-            try:
-                update = _update(con, store, cat, db, m)
-            except duckdb.OutOfMemoryException:  # a view DuckDB cannot spill: at its own limit (never fails)
-                con.execute("RESET memory_limit")
-                update = _update(con, store, cat, db, m)
+            # each statement steps its memory limit up where DuckDB cannot fit it (views.fitting), and so
+            # does the whole update (a test makes it fail once)
+            update = fitting(con, lambda: _update(con, store, cat, db, m))
         except _Stale:
             stale = True
         finally:
@@ -332,7 +332,8 @@ def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: in
         made.append(f"VIEW temp.main.{table}")
     try:
         for view in cat.run_views:  # in catalog order: a run view read by a later one is computed first
-            con.execute(f"CREATE TEMP TABLE kept_new_{view} AS SELECT * FROM {db}.main.{view}")
+            # outside a transaction: a statement DuckDB cannot fit runs again at a higher limit (views.fitting)
+            fitting(con, partial(con.execute, f"CREATE TEMP TABLE kept_new_{view} AS SELECT * FROM {db}.main.{view}"))
             con.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM kept_new_{view}")  # what later ones read
             made += [f"VIEW temp.main.{view}", f"TABLE temp.main.kept_new_{view}"]
             rows += int(con.execute(f"SELECT count(*) FROM kept_new_{view}").fetchall()[0][0])

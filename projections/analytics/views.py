@@ -13,7 +13,7 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 
@@ -22,6 +22,8 @@ from eventstore.store import EventStore
 from projections.analytics.facts import Catalog, catalog, empty_select
 from projections.analytics.files import Manifest, analytics_dir, io_error, mismatch, refresh, sql_string
 from projections.prices import PriceTable
+
+_T = TypeVar("_T")
 
 #: Tables filled from the store when a connection is bound to one (:func:`reading`): what the
 #: log does not state event by event (a run's sessions are matched across streams,
@@ -267,13 +269,44 @@ def _store_connect(store: EventStore, directory: str | os.PathLike[str] | None, 
 
 
 #: The memory a report's DuckDB connection may hold (``SET memory_limit``); its sorts, joins and aggregates
-#: spill to a folder of their own past it, and a query that cannot runs again without the cap
-#: (``metrics.section``, ``kept.bind``).  With DuckDB's default (80 % of the machine's memory) the first
-#: `metrics` of a 10^6-event store peaked at 390-442 MB, buffers DuckDB kept because it could; at 100 MB at
-#: 261-263 MB, build included, with the same output (``benchmarks/bench_metrics.py --first``).
+#: spill to a folder of their own past it, and a statement that cannot runs again at
+#: :data:`REPORT_MEMORY_MAX`, then without the cap (:func:`fitting`: ``metrics.section``, ``kept``).  With
+#: DuckDB's default (80 % of the machine's memory) the first `metrics` of a 10^6-event store peaked at
+#: 390-442 MB, buffers DuckDB kept because it could; at 100 MB at 261-263 MB, build included, with the same
+#: output (``benchmarks/bench_metrics.py --first``).
 REPORT_MEMORY = "100MB"
+#: The second step of :func:`fitting`: a report's process stays under about 300 MB (Python, DuckDB and the
+#: store's driver take about 90 MB before a query) unless a statement does not fit this either.
+REPORT_MEMORY_MAX = "200MB"
+
+
+def fitting(con: duckdb.DuckDBPyConnection, run: Callable[[], _T],
+            steps: Sequence[str | None] = (REPORT_MEMORY_MAX, None)) -> _T:
+    """``run()`` at ``con``'s memory limit; where DuckDB cannot fit it (an OutOfMemoryException: an operator
+    it cannot spill, such as a holistic aggregate over many rows), again at each of ``steps`` in turn (None:
+    DuckDB's own limit), so that a bound on memory never fails a report, then the limit as it was.  ``run``
+    must be safe to repeat: a statement that failed changed nothing."""
+    try:
+        return run()
+    except duckdb.OutOfMemoryException:
+        if not steps:
+            raise
+    was = _limits.get(con)  # as set (DuckDB shows it rounded, and would take the rounded value back)
+    try:
+        for i, step in enumerate(steps):
+            con.execute("RESET memory_limit" if step is None else f"SET memory_limit = {sql_string(step)}")
+            try:
+                return run()
+            except duckdb.OutOfMemoryException:
+                if i == len(steps) - 1:
+                    raise
+        raise AssertionError("unreachable")
+    finally:
+        con.execute("RESET memory_limit" if was is None else f"SET memory_limit = {sql_string(was)}")
+
 
 _spills = itertools.count()
+_limits: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, str] = weakref.WeakKeyDictionary()
 
 
 def _bounded(con: duckdb.DuckDBPyConnection, release: Callable[[], None], memory: str) -> Callable[[], None]:
@@ -283,6 +316,7 @@ def _bounded(con: duckdb.DuckDBPyConnection, release: Callable[[], None], memory
     spill = Path(tempfile.gettempdir()) / f"evstore-duckdb-{os.getpid()}-{next(_spills)}"
     con.execute(f"SET temp_directory = {sql_string(str(spill))}")
     con.execute(f"SET memory_limit = {sql_string(memory)}")
+    _limits[con] = memory
 
     def both() -> None:
         release()
