@@ -8,7 +8,9 @@ Each store is the demo's own simulated runs (every dialect), copied under fresh 
 holds the size (benchmarks/bench_projections.py's ``build_store``; simulating every run is the slow
 part).  Every row is one whole ``evstore`` process (wall and CPU seconds of that child, and its peak
 RSS, from ``os.wait4``), except ``GET /metrics``, which is the server's time for one request of an
-app in this process.  The ratio is each size's figure over the size before it: 1.0x is a cost that
+app in this process, and the two rows "in a warm process": ``log`` and ``replay`` run again in a
+process that has run them once (Python started, the driver imported, its connection set up), the
+median of five: what the query and its output cost, which an index or a query plan changes.  The ratio is each size's figure over the size before it: 1.0x is a cost that
 does not grow with the store, 10x one that grows with it.  A benchmark, not a timed test: the machine
 is shared, so read the ratios more than the seconds.
 
@@ -104,6 +106,31 @@ def serve_metrics(url: str, directory: str) -> float:
         return time.perf_counter() - start
 
 
+#: In a child process: each command once (imports, the driver's connection set up), then the median of
+#: five more of the same in that process: what the query and its output cost, without starting Python.
+_WARM = """
+import statistics, sys, time
+from click.testing import CliRunner
+from eventstore.cli import register
+cli, runner, url, run = register(), CliRunner(), sys.argv[1], sys.argv[2]
+for command in ("log", "replay"):
+    runner.invoke(cli, ["--url", url, command, run], catch_exceptions=False)
+    took = []
+    for _ in range(5):
+        start = time.perf_counter()
+        result = runner.invoke(cli, ["--url", url, command, run], catch_exceptions=False)
+        took.append(time.perf_counter() - start)
+        assert result.exit_code == 0, result.output
+    print(command, statistics.median(took))
+"""
+
+
+def warm(url: str, run: str, env: dict[str, str]) -> dict[str, float]:
+    """``log`` and ``replay`` of ``run`` in a process that has run them once (:data:`_WARM`): seconds each."""
+    out = subprocess.run([sys.executable, "-c", _WARM, url, run], env=env, capture_output=True, text=True, check=True)
+    return {cmd: float(s) for cmd, s in (line.split() for line in out.stdout.splitlines())}
+
+
 def measure(url: str, directory: str) -> dict[str, tuple[float, float, float]]:
     from eventstore.store import EventStore
 
@@ -119,6 +146,9 @@ def measure(url: str, directory: str) -> dict[str, tuple[float, float, float]]:
         out[label] = child(url, argv, env)
         print(f"  {label}: {out[label][0]:.2f} s wall, {out[label][1]:.2f} s CPU, {out[label][2]:.0f} MB",
               file=sys.stderr)
+        if label.startswith("`replay`"):  # the query and its output alone: what an index or a plan changes
+            for cmd, seconds in warm(url, run, env).items():
+                out[f"`{cmd}` of one run, in a warm process"] = (seconds, 0.0, 0.0)
     return out
 
 
