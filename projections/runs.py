@@ -667,11 +667,82 @@ def expected_row(store: EventStore, stream_id: str, upto_position: int, *, batch
     return row
 
 
+#: How many derived rows :class:`IndexCheck` compares with the stored ones at a time, and how many stored
+#: rows one read brings: ``evstore verify`` holds about this many of each, whatever the number of runs.
+CHUNK = 2000
+
+
+class _StreamedComparison:
+    """Derived rows, handed over in the order of verify's scan, compared with the stored rows a chunk
+    at a time (:func:`_row_problem` for each stream, as the whole-index comparison does).
+
+    The scan sorts the streams by stream id in the database's collation (``chain_rows``), and so
+    does ``proj_runs``' key: a chunk whose last stream is ``hi`` is compared with the stored rows
+    after the previous chunk's last stream, up to ``hi``, read in pages by that key.  Only the
+    database compares stream ids for order (Python's order may not be its collation's); here they are
+    matched by equality.  Were the two orders ever to disagree, a stream would be reported missing and
+    not derived, and :func:`_recheck` looking at both again one by one clears it."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.p = backend.p
+        self.pending: list[tuple[Any, ...]] = []
+        self.after: str | None = None  # the last stream of the chunks compared
+        self.problems: list[tuple[str, int, str]] = []
+
+    def add(self, cur: Any, row: tuple[Any, ...]) -> None:
+        self.pending.append(row)
+        if len(self.pending) >= CHUNK:
+            self._compare(cur, last=False)
+
+    def finish(self, cur: Any) -> list[tuple[str, int, str]]:
+        """The problems, once the last derived row was added (and every stored row after it read)."""
+        self._compare(cur, last=True)
+        self.problems.sort(key=_first)  # by stream id, code point order, as the whole-index comparison
+        return self.problems
+
+    def _compare(self, cur: Any, *, last: bool) -> None:
+        """The pending rows against the stored ones up to their last stream (``last``: and every
+        stored row after it)."""
+        wanted = {r[0]: r for r in self.pending}
+        hi = None if last or not self.pending else self.pending[-1][0]
+        lo, page = self.after, CHUNK
+        while True:
+            where, params = [], []
+            if lo is not None:
+                where.append(f"stream_id > {self.p}")
+                params.append(lo)
+            if hi is not None:
+                where.append(f"stream_id <= {self.p}")
+                params.append(hi)
+            cur.execute(f"SELECT {', '.join(_COLUMNS)} FROM proj_runs{_where(where)} ORDER BY stream_id "
+                        f"LIMIT {page}", params)
+            stored = cur.fetchall()
+            for r in stored:
+                found = _row_problem(r[0], wanted.pop(r[0], None), tuple(r))
+                if found is not None:
+                    self.problems.append(found)
+            if len(stored) < page:
+                break
+            lo = stored[-1][0]
+        for sid, want in wanted.items():  # derived, not stored
+            missing = _row_problem(sid, want, None)
+            assert missing is not None
+            self.problems.append(missing)
+        if hi is not None:
+            self.after = hi
+        self.pending = []
+
+
+def _first(problem: tuple[str, int, str]) -> str:
+    return problem[0]
+
+
 class IndexCheck:
     """The ``proj_runs`` rows the log gives, derived in ``evstore verify``'s own scan of the log (an
     :class:`eventstore.verify.EventSink`: each stream's events are folded as the chain walk reads
-    them, instead of a second pass over the log), then compared with the stored rows
-    (:meth:`problems`, as :func:`check_index` does).
+    them, instead of a second pass over the log), and compared with the stored rows as the scan goes
+    (:data:`CHUNK` streams at a time: memory holds a chunk, not the index); :meth:`problems` says
+    what differs, as :func:`check_index` does.
 
     The rows are the ones :class:`RunsIndex` upserts when it is given each stream's events in
     batches of ``batch`` (its ``_apply``), merged as ``_UPSERT`` merges them; the fold is the index's
@@ -686,8 +757,11 @@ class IndexCheck:
         self.store, self.batch = store, batch
         self.upto = 0 if cp is None else cp.position  # the rows are as of the index's checkpoint
         self.index = RunsIndex(cache_size=2, trust_cache=False)  # its dialects and _load
-        self.rows: dict[str, tuple[Any, ...]] = {}
         self.scanned = False
+        #: What differs from the stored rows, before :func:`_recheck` (set when the scan ends).
+        self.found: list[tuple[str, int, str]] = []
+        self._comparison = _StreamedComparison(store.backend)
+        self._row: tuple[Any, ...] | None = None  # the row of the stream being scanned, as of its last batch
         self._sid: str | None = None  # the stream of the batch being folded
         self._n = 0  # its events so far
         self._t: _Touched | None = None
@@ -698,7 +772,7 @@ class IndexCheck:
             return
         sid = e.stream_id
         if sid != self._sid or self._n >= self.batch:  # a new batch, as RunsIndex.apply would be given it
-            self._flush()
+            self._flush(cur)
             self._sid, self._n = sid, 0
         if sid == NOTICES:  # the store's own notices of sources gone: no run
             return
@@ -719,18 +793,33 @@ class IndexCheck:
         RunsIndex._fold(t.entry, e)
         t.saw(e, meta)
 
-    def _flush(self) -> None:
-        """The batch folded so far upserted into its stream's row."""
+    def _flush(self, cur: Any) -> None:
+        """The batch folded so far upserted into its stream's row; the row of the stream before it,
+        complete (a stream's events come together), handed on."""
         t = self._t
         if t is not None:
             sid = self._sid
             assert sid is not None
-            self.rows[sid] = _merge(self.rows.get(sid), _batch_row(sid, t))
+            row = self._row
+            if row is not None and row[0] == sid:
+                self._row = _merge(row, _batch_row(sid, t))
+            else:
+                if row is not None:
+                    self._derived(cur, row)
+                self._row = _batch_row(sid, t)
             self._t = None
 
+    def _derived(self, cur: Any, row: tuple[Any, ...]) -> None:
+        """A stream's row, complete: compared with the stored one (a chunk at a time)."""
+        self._comparison.add(cur, row)
+
     def end(self, cur: Any) -> None:
-        self._flush()
+        self._flush(cur)
+        if self._row is not None:
+            self._derived(cur, self._row)
+            self._row = None
         self._last = None
+        self.found = self._comparison.finish(cur)
         self.scanned = True
 
     def problems(self) -> list[tuple[str, int, str]]:
@@ -738,21 +827,27 @@ class IndexCheck:
         not run to its end: a damaged file, reported as such)."""
         if not self.scanned:
             return []
-        return _recheck(self.store, _check_index_once(self.store, None, derived=(self.upto, self.rows)))
+        return _recheck(self.store, self.found)
 
 
 class ForkedIndexCheck:
     """The runs index derived from the log by a forked process of this one, beside ``evstore verify``'s
     own scan (on two cores the command takes the longer of the two, not their sum): the child reads
     the log in its own read transaction, folds it with :class:`IndexCheck` as of the checkpoint the
-    parent read, and hands the rows back through a pipe; the parent compares them with the stored
-    rows (:meth:`problems`, as :func:`check_index` does).  :func:`fork_index_check` starts it."""
+    parent read, compares the rows with the stored ones as it goes and hands back what differs through
+    a pipe; the parent looks at those streams again (:meth:`problems`, as :func:`check_index` does).
+    :func:`fork_index_check` starts it.
+
+    The child compares, not the parent: the parent reads the pipe only once its own scan is over, and
+    a child sending rows would stop at the pipe's first 64 KB until then (the two scans one after the
+    other); holding them for later is the memory the chunks save."""
 
     def __init__(self, store: EventStore, upto: int, pid: int, fd: int) -> None:
         self.store, self.upto, self.pid, self.fd = store, upto, pid, fd
-        self.cpu = 0.0  # the child's CPU seconds, once its rows are read
+        self.cpu = 0.0  # the child's CPU seconds, once its word is read
 
-    def _rows(self) -> dict[str, tuple[Any, ...]]:
+    def _found(self) -> list[tuple[str, int, str]]:
+        """What the child found differing (before :func:`_recheck`)."""
         import os
         import pickle
 
@@ -763,14 +858,14 @@ class ForkedIndexCheck:
         outcome: Any = pickle.loads(data) if data else ("error", "the process deriving it ended without a word")
         if outcome[0] != "ok":
             raise EvstoreError(f"Could not derive the runs index from the log: {outcome[1]}")
-        rows: dict[str, tuple[Any, ...]] = outcome[1]
-        return rows
+        found: list[tuple[str, int, str]] = outcome[1]
+        return found
 
     def problems(self) -> list[tuple[str, int, str]]:
-        return _recheck(self.store, _check_index_once(self.store, None, derived=(self.upto, self._rows())))
+        return _recheck(self.store, self._found())
 
     def close(self) -> None:
-        """Stop the child if its rows were not read (the scan failed, or the file is damaged)."""
+        """Stop the child if its word was not read (the scan failed, or the file is damaged)."""
         import os
         import signal
 
@@ -798,7 +893,7 @@ def fork_index_check(store: EventStore, *, batch: int = 1000) -> ForkedIndexChec
             or (os.cpu_count() or 1) < 2 or threading.active_count() > 1
             or (store.url.startswith("sqlite") and config.sqlite_file(store.url) is None)):
         return None
-    check = IndexCheck(store, batch=batch)  # the checkpoint, read here: the parent compares as of it
+    check = IndexCheck(store, batch=batch)  # the checkpoint, read here: the child derives the rows as of it
     read_end, write_end = os.pipe()
     parent = os.getpid()
     pid = os.fork()
@@ -825,7 +920,7 @@ def _derive_in_child(url: str, check: IndexCheck, fd: int, parent: int) -> None:
                         check.event(cur, RecordedEvent(position, sid, version, event_id, type_, schema_version,
                                                        data, meta, occurred_at, recorded_at, prev_hash, h))
                 check.end(cur)
-        payload = pickle.dumps(("ok", check.rows))
+        payload = pickle.dumps(("ok", check.found))
     except BaseException as exc:  # noqa: BLE001 - told to the parent, which reports it
         payload = pickle.dumps(("error", f"{type(exc).__name__}: {exc}"))
     try:
@@ -859,10 +954,8 @@ def _recheck(store: EventStore, problems: list[tuple[str, int, str]]) -> list[tu
     return problems
 
 
-def _check_index_once(store: EventStore, stream_ids: list[str] | None,
-                      derived: tuple[int, dict[str, tuple[Any, ...]]] | None = None) -> list[tuple[str, int, str]]:
-    """The differences for ``stream_ids`` (None: every stream); ``derived``: (checkpoint position, rows)
-    derived already (:class:`IndexCheck`), else the checkpoint is read and the rows derived here."""
+def _check_index_once(store: EventStore, stream_ids: list[str] | None) -> list[tuple[str, int, str]]:
+    """The differences for ``stream_ids`` (None: every stream), the checkpoint read and the rows derived here."""
     if stream_ids is not None and not stream_ids:
         return []
     be = store.backend
@@ -872,11 +965,8 @@ def _check_index_once(store: EventStore, stream_ids: list[str] | None,
     # the same transaction, so they agree (read apart, an append between them made a row look forged
     # under concurrent appends on PostgreSQL's READ COMMITTED).
     with store.reading(snapshot=True) as cur:
-        if derived is None:
-            cp = be.read_checkpoint(cur, RUNS.name)
-            upto = 0 if cp is None else cp.position
-        else:
-            upto = derived[0]
+        cp = be.read_checkpoint(cur, RUNS.name)
+        upto = 0 if cp is None else cp.position
         if stream_ids is None:
             cur.execute(query)
             stored = {r[0]: tuple(r) for r in cur.fetchall()}
@@ -891,20 +981,35 @@ def _check_index_once(store: EventStore, stream_ids: list[str] | None,
             if one is not None:
                 wanted[sid] = one
     else:
-        wanted = expected_rows(store, upto) if derived is None else derived[1]
+        wanted = expected_rows(store, upto)
+    return _differences(wanted, stored)
+
+
+def _differences(wanted: dict[str, tuple[Any, ...]], stored: dict[str, tuple[Any, ...]]) -> list[tuple[str, int, str]]:
+    """:func:`_row_problem` for every stream of either, by stream id."""
     problems = []
     for sid in sorted(set(wanted) | set(stored)):
-        want, have = wanted.get(sid), stored.get(sid)
-        if want is None or have is None:
-            problems.append((sid, 0 if want is None else int(want[_COLUMNS.index("version")]),
-                             "runs index: a row for a stream the log does not hold" if want is None
-                             else "runs index: the stream's row is missing"))
-            continue
-        differs = [c for c, a, b in zip(_COLUMNS, have, want, strict=True)
-                   if (int(a) if isinstance(a, int) else a) != b]
-        if differs:
-            shown = ", ".join(f"{c} {have[_COLUMNS.index(c)]!r} (the log gives {want[_COLUMNS.index(c)]!r})"
-                              for c in differs[:3])
-            problems.append((sid, int(want[_COLUMNS.index("version")]), f"runs index (proj_runs) differs from the log: {shown}; "
-                                                 "`evstore projections rebuild runs` rewrites it from the log"))
+        found = _row_problem(sid, wanted.get(sid), stored.get(sid))
+        if found is not None:
+            problems.append(found)
     return problems
+
+
+_VERSION = _COLUMNS.index("version")
+
+
+def _row_problem(sid: str, want: tuple[Any, ...] | None, have: tuple[Any, ...] | None) -> tuple[str, int, str] | None:
+    """How stream ``sid``'s stored row ``have`` differs from the row its events give, ``want`` (None:
+    no such row), or None if it does not."""
+    if want is None or have is None:
+        return (sid, 0 if want is None else int(want[_VERSION]),
+                "runs index: a row for a stream the log does not hold" if want is None
+                else "runs index: the stream's row is missing")
+    differs = [c for c, a, b in zip(_COLUMNS, have, want, strict=True)
+               if (int(a) if isinstance(a, int) else a) != b]
+    if not differs:
+        return None
+    shown = ", ".join(f"{c} {have[_COLUMNS.index(c)]!r} (the log gives {want[_COLUMNS.index(c)]!r})"
+                      for c in differs[:3])
+    return (sid, int(want[_VERSION]), f"runs index (proj_runs) differs from the log: {shown}; "
+                                      "`evstore projections rebuild runs` rewrites it from the log")

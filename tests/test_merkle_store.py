@@ -275,3 +275,65 @@ def test_the_nodes_an_append_computes_during_its_copy_read_nothing() -> None:
     stale = tree.Frontier(5, {0: data[:5]})
     with pytest.raises(RuntimeError, match="the edge at 5 leaves does not hold"):
         tree.new_nodes(7, data[7:20], tree.EdgeSource(stale))
+
+
+def _first_bad_reference(store: EventStore) -> int | None:
+    """The first leaf under a stored node that differs, as verify computed it holding every node the
+    leaves make in memory (before it compared a level at a time): the reference for the streamed one."""
+    expected: dict[int, list[bytes]] = {}
+    for level, _idx, h in tree.all_nodes(_leaves(store)):
+        expected.setdefault(level, []).append(h)
+    bad: int | None = None
+    seen: dict[int, int] = {}
+    for level, idx, h in _stored_nodes(store):
+        want = expected.get(level, [])
+        seen[level] = max(seen.get(level, 0), idx + 1)
+        if idx >= len(want) or want[idx] != h:
+            bad = idx << level if bad is None else min(bad, idx << level)
+    for level, want in expected.items():
+        if seen.get(level, 0) < len(want):
+            bad = seen.get(level, 0) << level if bad is None else min(bad, seen.get(level, 0) << level)
+    return bad
+
+
+_TAMPER = st.lists(st.tuples(st.sampled_from(["change", "remove", "cut", "insert"]),
+                             st.sampled_from([0, 3, 4, 8, 12, 16]), st.integers(min_value=0, max_value=40)),
+                   max_size=5)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tampering=_TAMPER)
+def test_the_streamed_tree_check_finds_what_the_whole_tree_in_memory_found(
+        store: EventStore, tampering: list[tuple[str, int, int]]) -> None:
+    """verify_tree reads each level's stored nodes beside the nodes the leaves make (a batch of each
+    in memory): for nodes changed, deleted (in the middle, at a level's end, a whole level) and added
+    (past a level's end, at levels the tree does not store or has not reached) it names the leaf the
+    comparison of the whole tree in memory named."""
+    import re
+
+    if store.max_position() == 0:  # once per store: 2 * 256 + 37 leaves, 34 nodes at level 4, 2 at level 8
+        triggers = {"sqlite": ["DROP TRIGGER tree_nodes_no_update", "DROP TRIGGER tree_nodes_no_delete"],
+                    "postgresql": ["DROP TRIGGER tree_nodes_no_update_delete ON tree_nodes"]}
+        for sql in triggers[store.engine.dialect.name]:
+            exec_sql(store, sql)
+        store.append("A", [NewEvent("demo.note", {"i": i}) for i in range(2 * 256 + 37)])
+    exec_sql(store, "DELETE FROM tree_nodes")  # the nodes the leaves make, again (the last example tampered)
+    with store.engine.begin() as conn:
+        conn.execute(text("INSERT INTO tree_nodes (level, idx, hash) VALUES (:l, :i, :h)"),
+                     [{"l": lv, "i": i, "h": h} for lv, i, h in tree.all_nodes(_leaves(store))])
+    assert verify_tree(store) == []
+    for what, level, idx in tampering:
+        if what == "change":
+            exec_sql(store, "UPDATE tree_nodes SET hash = :h WHERE level = :l AND idx = :i", h=bytes(32), l=level, i=idx)
+        elif what == "remove":
+            exec_sql(store, "DELETE FROM tree_nodes WHERE level = :l AND idx = :i", l=level, i=idx)
+        elif what == "cut":
+            exec_sql(store, "DELETE FROM tree_nodes WHERE level = :l AND idx >= :i", l=level, i=idx)
+        else:
+            exec_sql(store, "DELETE FROM tree_nodes WHERE level = :l AND idx = :i", l=level, i=idx)
+            exec_sql(store, "INSERT INTO tree_nodes (level, idx, hash) VALUES (:l, :i, :h)", l=level, i=idx,
+                     h=bytes([idx]) * 32)
+    found = [f for f in verify_tree(store) if f.field_class == "tree"]
+    named = [int(m[1]) for f in found if (m := re.search(r"within the \d+ leaves from (\d+)", f.detail))]
+    reference = _first_bad_reference(store)
+    assert named == ([] if reference is None else [reference])

@@ -21,7 +21,7 @@ from eventstore.dialects import Dialect, get_dialect
 from eventstore.ingest import Ingestor
 from eventstore.store import EventStore
 from projections.demo import run_demo
-from projections.runs import IndexCheck, IndexedEventStore, RunsIndex, _Capture, _merge, check_index
+from projections.runs import IndexCheck, IndexedEventStore, RunsIndex, _Capture, _merge, check_index, rebuild
 
 REAL = DATA / "real"
 
@@ -42,8 +42,21 @@ def _reference(store: EventStore, upto: int, batch: int) -> dict[str, tuple[Any,
     return rows
 
 
+class _Keeping(IndexCheck):
+    """An :class:`IndexCheck` that also keeps each row it hands to the comparison (which holds a chunk)."""
+
+    def __init__(self, store: EventStore, *, batch: int = 1000) -> None:
+        super().__init__(store, batch=batch)
+        self.rows: dict[str, tuple[Any, ...]] = {}
+
+    def _derived(self, cur: Any, row: tuple[Any, ...]) -> None:
+        assert row[0] not in self.rows  # a stream's row is handed on once, complete
+        self.rows[row[0]] = row
+        super()._derived(cur, row)
+
+
 def _derived(store: EventStore, *, upto: int | None = None, batch: int = 1000) -> dict[str, tuple[Any, ...]]:
-    check = IndexCheck(store, batch=batch)
+    check = _Keeping(store, batch=batch)
     if upto is not None:
         check.upto = upto
     assert verify.verify(store, sink=check).ok
@@ -150,18 +163,34 @@ def test_real_histories_are_in_the_repository() -> None:
 
 def test_a_forked_process_derives_the_same_rows_on_each_backend(filled: str) -> None:
     """`evstore verify` derives the index in a forked process beside its own scan where it can: the
-    child's rows are the in-scan derivation's, and a row changed by hand differs from them."""
+    child finds what the in-scan derivation finds (nothing on an index its appends kept, the same
+    streams on one damaged), and a row changed by hand differs."""
     from projections.runs import fork_index_check
 
-    with IndexedEventStore(filled) as store:
+    def both() -> tuple[list[tuple[str, int, str]], list[tuple[str, int, str]]]:
         forked = fork_index_check(store)
         assert forked is not None  # two cores, a file or a server, no thread: the fork is taken
         try:
-            rows = forked._rows()
+            found = forked._found()
         finally:
             forked.close()
-        assert forked.cpu > 0 and rows == _derived(store)
-        sid = sorted(rows)[0]
+        assert forked.cpu > 0
+        check = IndexCheck(store)
+        assert verify.verify(store, sink=check).ok
+        return found, check.found
+
+    with IndexedEventStore(filled) as store:
+        assert both() == ([], [])
+        rows = _derived(store)
+        ids = sorted(rows)
+        exec_sql(store, "UPDATE proj_runs SET status = 'by hand' WHERE stream_id = :s", s=ids[1])
+        exec_sql(store, "DELETE FROM proj_runs WHERE stream_id = :s", s=ids[-1])
+        exec_sql(store, "INSERT INTO proj_runs (stream_id, events, version, described, unreadable, lens_failures) "
+                        "VALUES ('~forged', 1, 1, 0, 0, 0)")
+        in_child, in_scan = both()
+        assert in_child == in_scan and [p[0] for p in in_child] == [ids[1], ids[-1], "~forged"]
+        rebuild(store)  # the log's rows again
+        sid = ids[0]
         exec_sql(store, "UPDATE proj_runs SET title = 'by hand' WHERE stream_id = :s", s=sid)
         forked = fork_index_check(store)
         assert forked is not None

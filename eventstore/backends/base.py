@@ -204,6 +204,9 @@ class Backend(abc.ABC):
                                "ORDER BY idx")
         self.sql_leaves = f"SELECT position, hash FROM events WHERE position <= {p} ORDER BY position"
         self.sql_all_tree_nodes = "SELECT level, idx, hash FROM tree_nodes ORDER BY level, idx"
+        self.sql_level_nodes = f"SELECT idx, hash FROM tree_nodes WHERE level = {p} ORDER BY idx"
+        self.sql_first_level = "SELECT MIN(level) FROM tree_nodes"
+        self.sql_next_level = f"SELECT MIN(level) FROM tree_nodes WHERE level > {p}"
         self.sql_insert_checkpoint_note = (
             f"INSERT INTO tree_checkpoints (origin, tree_size, root_hash, note, created_at) VALUES ({p}, {p}, {p}, "
             f"{p}, {p})")
@@ -697,6 +700,22 @@ class Backend(abc.ABC):
         """Every stored tree node by level and index, streamed."""
         for r in self._streamed(cur, self.sql_all_tree_nodes, (), "reading the Merkle tree"):
             yield int(r[0]), int(r[1]), bytes(r[2])
+
+    @recorder("reading the Merkle tree")
+    def tree_levels(self, cur: Any) -> list[int]:
+        """The levels that have stored nodes, ascending: one lookup in the key a level, not a scan."""
+        levels: list[int] = []
+        cur.execute(self.sql_first_level)
+        while (row := cur.fetchone()) is not None and row[0] is not None:
+            levels.append(int(row[0]))
+            cur.execute(self.sql_next_level, (levels[-1],))
+        return levels
+
+    def level_nodes(self, cur: Any, level: int) -> Iterator[tuple[int, bytes]]:
+        """The stored nodes ``(index, hash)`` of one level, by index, streamed (verify reads every level
+        at once, each beside the others)."""
+        for r in self._streamed(cur, self.sql_level_nodes, (level,), "reading the Merkle tree"):
+            yield int(r[0]), bytes(r[1])
 
     @recorder("finding an event")
     def leaf_event(self, cur: Any, *, position: int | None = None, stream_id: str | None = None,
