@@ -275,7 +275,7 @@ def replay(ctx: click.Context, task: str, upto: int | None, at: str | None, as_j
     if with_meta and (raw or diff or schema or check or restore is not None):
         raise click.UsageError("--meta goes with the document (and --json), not with --raw, --diff, --validate, "
                                "--check or --restore")
-    store = open_store(ctx)
+    store = open_store(ctx, indexed=False)  # it appends nothing: no index to keep, nor its checkpoint to read
     sid = rp.resolve(store, task)
     if diff:
         click.echo(json.dumps(rp.diff_versions(store, sid, diff[0], diff[1]), ensure_ascii=False, indent=None if as_json else 2))
@@ -375,7 +375,7 @@ def log(ctx: click.Context, task: str, as_json: bool, after: int | None, limit: 
     from projections.runs import normalize_since
 
     since_at = normalize_since(since) if since is not None else None
-    store = open_store(ctx)
+    store = open_store(ctx, indexed=False)  # it appends nothing
     sid = rp.resolve(store, task)
     if timeline:
         _print_timeline(store, sid, as_json)
