@@ -162,6 +162,11 @@ def _sessions_of(stream_ids_param: str) -> str:
                UNION SELECT session_id, stream_id FROM run_sessions WHERE stream_id IN (SELECT unnest({stream_ids_param}))"""
 
 
+#: A query reading what :func:`stream_costs` and :func:`stream_usage` read: ``views.reading(sql=STREAM_READS)``
+#: defines only those views (the runs page of ``evstore serve`` asks for its rows' costs on every request).
+STREAM_READS = f"WITH l AS ({_sessions_of('$1')}) SELECT * FROM l JOIN usage u ON u.session_id = l.session_id"
+
+
 def stream_costs(con: duckdb.DuckDBPyConnection, stream_ids: list[str]) -> dict[str, dict[str, Any]]:
     """Per stream (a run or a session) of ``stream_ids``: tokens and cost of its sessions (a session
     stream: itself and its subagents; a run: the sessions that wrote its state versions).  Streams

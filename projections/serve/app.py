@@ -498,12 +498,12 @@ class Server:
         """Tokens and cost per stream (``detail``: the one stream's usage section), from the analytics
         tables caught up first, and what went wrong if they could not be read (the page still shows)."""
         from projections.analytics import reading, refresh
-        from projections.usage import stream_costs, stream_usage
+        from projections.usage import STREAM_READS, stream_costs, stream_usage
 
         try:
             with self.metrics_lock:
                 refresh(self.store, self.cfg.analytics_dir)
-            with reading(self.store, self.cfg.analytics_dir, fresh=False) as con:
+            with reading(self.store, self.cfg.analytics_dir, fresh=False, sql=STREAM_READS) as con:
                 if detail:
                     found = stream_usage(con, stream_ids[0])
                     return ({stream_ids[0]: found} if found else {}), None
