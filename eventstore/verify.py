@@ -31,7 +31,7 @@ from eventstore import chain, codec, documents, tree
 from eventstore.dialects import FALLBACK, Dialect, get_dialect
 from eventstore.errors import EvstoreError, IntegrityViolation, StreamNotFound
 from eventstore.events import decode_event
-from eventstore.records import RecordedEvent
+from eventstore.records import CacheEntry, RecordedEvent
 from eventstore.replay_cache import cache_name
 from eventstore.store import EventStore, utcnow
 
@@ -616,16 +616,31 @@ def _compare_sources(rows: dict[tuple[str, int], str], sources: dict[tuple[str, 
 
 # ------------------------------------------------------------------ the replay cache
 
+#: Replay-cache rows verify holds at once (a page, read in a transaction of its own): each holds a document.
+CACHE_PAGE = 500
+
+
+def _cache_rows(store: EventStore, stream_id: str | None) -> Iterator[CacheEntry]:
+    """The replay-cache rows (of one stream, if given) in order, a page at a time: the folds that check them
+    read events between pages, and a store's cache grows with its long runs."""
+    after: tuple[str, str, int] | None = None
+    while True:
+        with store.reading() as cur:
+            rows = store.backend.cache_entries(cur, stream_id, after=after, limit=CACHE_PAGE)
+        yield from rows
+        if len(rows) < CACHE_PAGE:
+            return
+        after = (rows[-1].stream_id, rows[-1].name, rows[-1].version)
+
+
 def _verify_cache(store: EventStore, stream_id: str | None, report: VerifyReport) -> None:
     """Every cached row must name the event stored at its version, match its state digest and,
     for the dialect's current lens, equal (canonical bytes) the document folded from the events."""
-    with store.reading() as cur:
-        rows = store.backend.cache_entries(cur, stream_id)
     group: tuple[int, str] | None = None
     dialect: Dialect | None = None
     doc: Any = None
     at = 0
-    for row in rows:
+    for row in _cache_rows(store, stream_id):
         pk, sid, name, version, state = row.stream_pk, row.stream_id, row.name, row.version, row.state
         report.cached += 1
         problem: str | None = None

@@ -549,3 +549,51 @@ def test_cache_rows_of_a_dialect_stream_are_checked_by_its_lens(store: EventStor
           st=state, sh=chain.digest(state))
     assert [(f.stream_id, f.version, f.detail) for f in verify(store).failures] == [
         (stream, info.version, f'replay cache "{name}": differs from the document folded from the events')]
+
+
+def test_cache_rows_are_checked_a_page_at_a_time_as_in_one_read(store: EventStore,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """verify reads the replay cache a page at a time (``verify.CACHE_PAGE`` rows, each page after the last
+    row's stream id, name and version): with pages of 1, 2 and 3 rows it counts, checks and names the same rows
+    as in one read, folding on across pages, with forged rows at page edges and rows of an older lens between
+    (stream ids whose order differs by case and by code point: the database's order, not Python's)."""
+    import eventstore.verify as v
+
+    generic = get_dialect("generic")
+    name = replay_cache.cache_name(generic)
+    streams = ["b", "B", "a/ü", "a/z"]
+    for n, sid in enumerate(streams):
+        store.append(sid, [NewEvent("document.observed", {"doc": {"n": n}})] + [_patch(n + i) for i in range(1, 6)],
+                     dialect="generic")
+        info = store.stream_info(sid)
+        assert info is not None
+        for version in (2, 4, 6):
+            doc, _, _ = replay_cache.fold(store, info.stream_pk, generic, version, use_cache=False)
+            replay_cache.save(store, info.stream_pk, name, version, doc)
+        replay_cache.save(store, info.stream_pk, "replay.generic.v0", 3, {"stale": True})  # never checked
+    forged = replay_cache.encode_state({"forged": True})
+    for sid, version in (("B", 2), ("a/z", 6), ("b", 4)):
+        _exec(store, f"UPDATE replay_cache SET state = :st, state_sha256 = :sh WHERE {_where(sid, version)} "
+                     "AND name = :nm", st=forged, sh=chain.digest(forged), nm=name)
+    pages: list[int] = []
+    entries = store.backend.cache_entries
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        rows = entries(*args, **kwargs)
+        pages.append(len(rows))
+        return rows
+
+    monkeypatch.setattr(store.backend, "cache_entries", counted)
+    monkeypatch.setattr(v, "CACHE_PAGE", 10_000)
+    whole = verify(store)
+    assert pages == [16] and whole.cached == 16
+    found = sorted((f.stream_id, f.version, f.detail) for f in whole.failures)
+    assert found == sorted((sid, version, f'replay cache "{name}": differs from the document folded from the events')
+                           for sid, version in (("B", 2), ("a/z", 6), ("b", 4)))
+    for page in (1, 2, 3):
+        pages.clear()
+        monkeypatch.setattr(v, "CACHE_PAGE", page)
+        paged = verify(store)
+        assert paged.cached == 16 and [str(f) for f in paged.failures] == [str(f) for f in whole.failures]
+        assert sum(pages) == 16 and max(pages) == page and len(pages) == 16 // page + 1
+        assert sorted((f.stream_id, f.version) for f in verify(store, "a/z").failures) == [("a/z", 6)]

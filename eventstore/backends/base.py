@@ -67,6 +67,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 STREAM_BATCH = 5000
 
 
+def conjunction(*conditions: tuple[str, Sequence[Any]] | None) -> tuple[str, list[Any]]:
+    """``("WHERE c1 AND c2", parameters)`` of the conditions given (``(sql, its parameters)``; None: none),
+    ``("", [])`` without any."""
+    given = [c for c in conditions if c is not None]
+    return ("WHERE " + " AND ".join(sql for sql, _ in given)) if given else "", [v for _, vs in given for v in vs]
+
+
 def recorder(what: str) -> Callable[[F], F]:
     """Translate a driver error raised by the decorated recorder method into evstore's error tree;
     ``what`` (e.g. ``"reading a projection checkpoint"``) says in the message what was being done."""
@@ -525,12 +532,16 @@ class Backend(abc.ABC):
                          for sid, name, version, h, state, digest in rows])
 
     @recorder("reading the replay cache")
-    def cache_entries(self, cur: Any, stream_id: str | None = None) -> list[CacheEntry]:
-        """Every replay-cache row (of one stream, if given) by stream id, name and version."""
-        if stream_id is None:
-            cur.execute(self.sql_cache_entries.format(where=""))
-        else:
-            cur.execute(self.sql_cache_entries.format(where=f"WHERE s.stream_id = {self.p}"), (stream_id,))
+    def cache_entries(self, cur: Any, stream_id: str | None = None, *, after: tuple[str, str, int] | None = None,
+                      limit: int | None = None) -> list[CacheEntry]:
+        """The replay-cache rows (of one stream, if given) by stream id, name and version: those after
+        ``after`` (a row's stream id, name and version), at most ``limit`` of them (a page)."""
+        p = self.p
+        where, params = conjunction((f"s.stream_id = {p}", (stream_id,)) if stream_id is not None else None,
+                                    (f"(s.stream_id, c.name, c.version) > ({p}, {p}, {p})", after)
+                                    if after is not None else None)
+        sql = self.sql_cache_entries.format(where=where)
+        cur.execute(sql if limit is None else f"{sql} LIMIT {int(limit)}", params)
         return [CacheEntry(*r) for r in cur.fetchall()]
 
     # -- streamed passes over the whole log (verify, seals) ---------------------------------
@@ -739,15 +750,8 @@ class Backend(abc.ABC):
     def checkpoint_notes(self, cur: Any, *, origin: str | None = None, tree_size: int | None = None,
                          limit: int = 100) -> list[CheckpointNote]:
         """The recorded checkpoints (of ``origin``, at ``tree_size``, if given), newest first."""
-        conds: list[str] = []
-        params: list[Any] = []
-        if origin is not None:
-            conds.append(f"origin = {self.p}")
-            params.append(origin)
-        if tree_size is not None:
-            conds.append(f"tree_size = {self.p}")
-            params.append(tree_size)
-        where = ("WHERE " + " AND ".join(conds)) if conds else ""
+        where, params = conjunction((f"origin = {self.p}", (origin,)) if origin is not None else None,
+                                    (f"tree_size = {self.p}", (tree_size,)) if tree_size is not None else None)
         cur.execute(self.sql_checkpoint_notes.format(where=where, limit=int(limit)), params)
         return [CheckpointNote(int(r[0]), r[1], int(r[2]), bytes(r[3]), r[4], r[5]) for r in cur.fetchall()]
 
