@@ -253,6 +253,43 @@ def test_a_statement_over_the_memory_bound_runs_again_a_step_higher_then_at_the_
     assert con.execute("SELECT current_setting('memory_limit')").fetchall() == [("3.8 MiB",)]
 
 
+def test_a_statement_that_fits_on_one_thread_runs_there_at_the_same_bound_before_any_step_up() -> None:
+    """views.fitting's first step (ONE_THREAD): a statement DuckDB cannot fit on the connection's threads runs again
+    at the same limit on one (no partial state per thread), then, if it still does not fit, a step higher on the
+    connection's threads again; afterwards the threads and the limit are as they were.  On a connection of one
+    thread that step is skipped, not repeated."""
+    con = duckdb.connect()
+    con.execute("SET memory_limit = '64MB'")
+    con.execute("SET threads = 3")
+    views._limits[con] = "64MB"
+    seen: list[tuple[str, str]] = []
+    fits_on: set[str] = {"1"}
+
+    def run() -> Any:
+        threads, limit = con.execute("SELECT current_setting('threads')::VARCHAR, "
+                                     "current_setting('memory_limit')").fetchall()[0]
+        seen.append((threads, limit))
+        if threads not in fits_on:
+            raise duckdb.OutOfMemoryException("Out of Memory Error: would not fit")
+        return "done"
+
+    assert views.fitting(con, run) == "done"
+    assert seen == [("3", "61.0 MiB"), ("1", "61.0 MiB")]
+    assert con.execute("SELECT current_setting('threads')").fetchall() == [(3,)]
+    seen.clear()
+    fits_on = set()  # fits nowhere: each step once, then the caller's exception
+    with pytest.raises(duckdb.OutOfMemoryException):
+        views.fitting(con, run, (views.ONE_THREAD, "128MB"))
+    assert seen == [("3", "61.0 MiB"), ("1", "61.0 MiB"), ("3", "122.0 MiB")]
+    assert con.execute("SELECT current_setting('threads'), current_setting('memory_limit')").fetchall() == [
+        (3, "61.0 MiB")]
+    con.execute("SET threads = 1")
+    seen.clear()
+    with pytest.raises(duckdb.OutOfMemoryException):
+        views.fitting(con, run, (views.ONE_THREAD,))
+    assert seen == [("1", "61.0 MiB")]  # not run again as it was
+
+
 def test_the_touched_streams_facts_are_read_from_their_own_stretches_of_the_log(monkeypatch: pytest.MonkeyPatch) -> None:
     """New events in old runs read those runs' stretches (first to last position at the kept checkpoint, merged
     where they overlap) and the new events, not every fact after the oldest run's first event."""
