@@ -290,7 +290,7 @@ def _store_connect(store: EventStore, directory: str | os.PathLike[str] | None, 
 #: 390-442 MB, buffers DuckDB kept because it could; at 100 MB at 261-263 MB, build included, with the same
 #: output (``benchmarks/bench_metrics.py --first``).
 REPORT_MEMORY = "100MB"
-#: The second step of :func:`fitting`: a report's process stays under about 300 MB (Python, DuckDB and the
+#: The step up of :func:`fitting` (after :data:`ONE_THREAD`): a report's process stays under about 300 MB (Python, DuckDB and the
 #: store's driver take about 90 MB before a query) unless a statement does not fit this either.
 REPORT_MEMORY_MAX = "200MB"
 #: A step of :func:`fitting`: the same memory limit, on one thread.  DuckDB holds a partial state of an
