@@ -76,6 +76,44 @@ def test_rows_are_read_in_batches_of_bounded_size(demo: str, monkeypatch: pytest
         store.close()
 
 
+def test_piped_every_run_is_the_whole_table_read_twice_in_batches_never_held(demo: str,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Piped or redirected, `evstore runs` lists every run as the one table of them all (the widths of every row),
+    from two streamed reads of the index (a batch at a time), not a list of every run; filtered, the same; with
+    no run, nothing on stdout and the reason on stderr."""
+    from projections.report import table_text
+
+    calls: list[dict[str, Any]] = []
+    real = projections.runs.iter_runs
+
+    def reading(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs)
+        return real(*args, **{**kwargs, "batch": 3})
+
+    monkeypatch.setattr(projections.runs, "iter_runs", reading)
+    r = _runs(demo)
+    assert r.exit_code == 0 and r.stderr == "", r.output
+    assert len(calls) == 2 and all("limit" not in c for c in calls)  # every run, twice
+    store = EventStore(demo)
+    try:
+        every = real(store, sessions=True)
+        rows = [{"stream": x.stream_id, "dialect": x.dialect or "", "project": x.project or "",
+                 "task": x.task_id or "", "title": x.title or "", "status": x.status or "", "phase": x.phase or "",
+                 "started": (x.started_at or "")[:16].replace("T", " "),
+                 "last event": (x.last_event_at or "")[:16].replace("T", " "), "events": x.events,
+                 "findings": x.findings, "sessions": ", ".join(x.sessions)} for x in every]
+    finally:
+        store.close()
+    columns = ["stream", "dialect", "project", "task", "title", "status", "phase", "started", "last event", "events",
+               "findings", "sessions"]
+    assert len(rows) == 11 and r.stdout == table_text(columns, rows, max_width=10_000) + "\n"
+    dialect = rows[0]["dialect"]
+    r = _runs(demo, "--dialect", dialect)
+    assert r.stdout == table_text(columns, [x for x in rows if x["dialect"] == dialect], max_width=10_000) + "\n"
+    r = _runs(demo, "--dialect", "no-such-dialect")
+    assert r.exit_code == 0 and r.stdout == "" and r.stderr == "no runs match\n"
+
+
 def test_a_terminal_gets_one_screen(demo: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runs_cli, "_screen_lines", lambda: 10)  # 10 lines: 5 runs, header, rule, room
     r = _runs(demo)

@@ -98,33 +98,49 @@ def runs_cmd(ctx: click.Context, dialect: str | None, project: str | None, statu
                            offset=offset, after=after, sessions=True):
             click.echo(json.dumps(r.to_dict(), ensure_ascii=False))
         return
-    # One more row than shown says whether there are more.
-    rows = list(iter_runs(store, dialect=dialect, project=project, status=status, since=since,
-                          limit=None if size is None else size + 1, offset=offset, after=after, sessions=wide))
-    more = size is not None and len(rows) > size
-    if more:
-        del rows[size:]
-        last = rows[-1].stream_id
-        other = "" if after else f" (or --page {(page or 1) + 1})"
-        click.echo(f"more runs: --after {last}{other} lists the next ones; --limit N shows N", err=True)
-    if not rows:
-        click.echo("no runs match" if (dialect or project or status or since) else
-                   "no runs yet; try `evstore demo` or `evstore ingest`", err=True)
-        return
-    from projections.report import table_text
+    from projections.report import table_stream, table_text
 
     def when(value: str | None) -> str:
         return (value or "")[:16].replace("T", " ")  # to the minute, as people read it
+
+    def cells(r: Any) -> dict[str, Any]:
+        return {"stream": r.stream_id, "dialect": r.dialect or "", "project": r.project or "", "task": r.task_id or "",
+                "title": r.title or "", "status": r.status or "", "phase": r.phase or "",
+                "started": when(r.started_at), "last event": when(r.last_event_at), "events": r.events,
+                "findings": r.findings, "sessions": ", ".join(r.sessions)}
+
+    def nothing() -> None:
+        click.echo("no runs match" if (dialect or project or status or since) else
+                   "no runs yet; try `evstore demo` or `evstore ingest`", err=True)
 
     columns = ["stream", "dialect", "project", "title", "status", "phase", "last event", "events", "findings"]
     if wide:
         columns[3:3] = ["task"]
         columns[-3:-3] = ["started"]
         columns.append("sessions")
-    table = [{"stream": r.stream_id, "dialect": r.dialect or "", "project": r.project or "", "task": r.task_id or "",
-              "title": r.title or "", "status": r.status or "", "phase": r.phase or "",
-              "started": when(r.started_at), "last event": when(r.last_event_at), "events": r.events,
-              "findings": r.findings, "sessions": ", ".join(r.sessions)} for r in rows]
+    if size is None:  # every run (piped or redirected, so --wide): read twice, for the widths then the lines, never held
+        lines = table_stream(columns, lambda: map(cells, iter_runs(store, dialect=dialect, project=project,
+                                                                   status=status, since=since, offset=offset,
+                                                                   after=after, sessions=True)), max_width=10_000)
+        shown = False
+        for text in lines:
+            click.echo(text)
+            shown = True
+        if not shown:
+            nothing()
+        return
+    # One more row than shown says whether there are more.
+    rows = list(iter_runs(store, dialect=dialect, project=project, status=status, since=since,
+                          limit=size + 1, offset=offset, after=after, sessions=wide))
+    if len(rows) > size:
+        del rows[size:]
+        last = rows[-1].stream_id
+        other = "" if after else f" (or --page {(page or 1) + 1})"
+        click.echo(f"more runs: --after {last}{other} lists the next ones; --limit N shows N", err=True)
+    if not rows:
+        nothing()
+        return
+    table = [cells(r) for r in rows]
     if wide:
         click.echo(table_text(columns, table, max_width=10_000))
         return
