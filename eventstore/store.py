@@ -834,6 +834,11 @@ class EventStore:
         with self.reading() as cur:
             return self.backend.list_streams(cur)
 
+    def streams_ending(self, name: str) -> list[str]:
+        """The ids of the streams whose id ends in ``/name`` or ``:name``, by stream id."""
+        with self.reading() as cur:
+            return self.backend.streams_ending(cur, name)
+
 
 def _blob_refs(names: object, type: str) -> tuple[bytes, ...]:
     """``meta.blobs`` as raw digests: a list of SHA-256 hex digests (lowercase, 64 characters)."""

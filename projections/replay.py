@@ -58,8 +58,7 @@ def resolve(store: EventStore, task: str) -> str:
         return task
     candidates = find_streams_by_task(store, task)
     if not candidates:
-        candidates = [s.stream_id for s in store.list_streams()
-                      if s.stream_id.endswith("/" + task) or s.stream_id.endswith(":" + task)]
+        candidates = store.streams_ending(task)  # "DIALECT/T-1" or "SESSION:T-1" for "T-1", found by the database
     if len(candidates) == 1:
         return candidates[0]
     if not candidates:

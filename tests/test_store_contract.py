@@ -588,3 +588,19 @@ def test_append_many_retried_with_its_event_ids_is_a_no_op(store: EventStore) ->
     again = store.append_many(items())
     assert [(r.stream_id, r.version) for r in first] == [("A", 2), ("B", 1)]
     assert again == [] and store.max_position() == 3
+
+
+def test_streams_ending_in_a_name_are_found_by_the_database_as_python_would(store: EventStore) -> None:
+    """``streams_ending(NAME)`` (how ``replay`` and ``log`` find "taskmaster/T-1" for "T-1") lists the stream ids
+    ending in "/NAME" or ":NAME", case and every character as given, as ``str.endswith`` over every id would."""
+    ids = ["taskmaster/T-1", "claude:T-1", "T-1", "xT-1", "a/b/T-1", "A/t-1", "p/T-10", "q/ü日-1", "r:ü日-1", "/T-1",
+           "s/%T-1", "t/_-1", "u/T-1 "]
+    for sid in ids:
+        store.append(sid, [NewEvent("demo.note", {"n": 1})])
+
+    def python(name: str) -> list[str]:
+        return sorted(i for i in ids if i.endswith("/" + name) or i.endswith(":" + name))
+
+    for name in ("T-1", "t-1", "ü日-1", "_-1", "1", "T-1 ", "%T-1", "nothing", "b/T-1"):
+        assert sorted(store.streams_ending(name)) == python(name), name
+    assert sorted(store.streams_ending("T-1")) == ["/T-1", "a/b/T-1", "claude:T-1", "taskmaster/T-1"]
