@@ -171,7 +171,7 @@ def table_text(columns: Sequence[str], rows: Sequence[dict[str, Any]], *, max_wi
     """
     if formats is None:
         formats = [column_format(c, [r.get(c) for r in rows]) for c in columns]
-    headers = [printable(c[:-2] if c.endswith("_s") else c) for c in columns]
+    headers = _headers(columns)
     cells = [[_cut(printable(f(r.get(c))), max_width) for c, f in zip(columns, formats, strict=True)] for r in rows]
     widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
     if width is not None:
@@ -182,12 +182,16 @@ def table_text(columns: Sequence[str], rows: Sequence[dict[str, Any]], *, max_wi
         cells = [[_cut(v, w) for v, w in zip(row, widths, strict=True)] for row in cells]
     right = [bool(rows) and all(isinstance(r.get(c), (int, float)) or r.get(c) is None for r in rows)
              for c in columns]
+    return "\n".join(_line(values, widths, right) for values in [headers, ["-" * w for w in widths], *cells])
 
-    def line(values: Sequence[str]) -> str:
-        return "  ".join(v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right, strict=True))
 
-    lines = [line(headers), "  ".join("-" * w for w in widths)] + [line(row) for row in cells]
-    return "\n".join(x.rstrip() for x in lines)
+def _headers(columns: Sequence[str]) -> list[str]:
+    return [printable(c[:-2] if c.endswith("_s") else c) for c in columns]
+
+
+def _line(values: Sequence[str], widths: Sequence[int], right: Sequence[bool]) -> str:
+    """One line of a text table: each value padded to its column's width (numbers to the right)."""
+    return "  ".join(v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right, strict=True)).rstrip()
 
 
 def table_stream(columns: Sequence[str], rows: Callable[[], Iterable[dict[str, Any]]], *,
@@ -197,7 +201,7 @@ def table_stream(columns: Sequence[str], rows: Callable[[], Iterable[dict[str, A
     never held (``evstore runs`` piped lists every run of the store: at 10^7 events, 207,760 rows held 687 MB).
     Nothing is yielded without rows.  A float, or a ``*_s`` column (a duration), takes a format decided over
     every value of its column: those go through :func:`table_text`."""
-    headers = [printable(c[:-2] if c.endswith("_s") else c) for c in columns]
+    headers = _headers(columns)
     widths, right, seen = [len(h) for h in headers], [True] * len(columns), False
     for r in rows():
         seen = True
@@ -209,14 +213,10 @@ def table_stream(columns: Sequence[str], rows: Callable[[], Iterable[dict[str, A
             right[i] = right[i] and (isinstance(v, int) or v is None)
     if not seen:
         return
-
-    def line(values: Sequence[str]) -> str:
-        return "  ".join(v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right, strict=True)).rstrip()
-
-    yield line(headers)
-    yield "  ".join("-" * w for w in widths).rstrip()
+    yield _line(headers, widths, right)
+    yield _line(["-" * w for w in widths], widths, right)
     for r in rows():
-        yield line([_cut(printable(_cell(r.get(c))), max_width) for c in columns])
+        yield _line([_cut(printable(_cell(r.get(c))), max_width) for c in columns], widths, right)
 
 
 #: Rows of one section shown in the text table and the HTML report (the page, too): a section of per-task or

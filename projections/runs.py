@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from eventstore import chain, codec, documents, replay_cache
 from eventstore.backends import Backend
+from eventstore.backends.base import conjunction, where
 from eventstore.dialects import Dialect, get_dialect
 from eventstore.errors import EvstoreError
 from eventstore.events import decode_event
@@ -465,10 +466,6 @@ def _conditions(store: EventStore, dialect: str | None, project: str | None, sta
     return conds, params
 
 
-def _where(conds: list[str]) -> str:
-    return f" WHERE {' AND '.join(conds)}" if conds else ""
-
-
 _LISTED = ("stream_id", "dialect", "project", "task_id", "title", "status", "phase", "started_at", "last_event_at",
            "events", "findings", "unreadable", "lens_failures")
 
@@ -487,7 +484,7 @@ def list_runs(store: EventStore, *, dialect: str | None = None, project: str | N
     conds, params = _conditions(store, dialect, project, status, since, q)
     order, columns = "ORDER BY last_event_at DESC, stream_id", ", ".join(_LISTED)
     if after is None:
-        sql = f"SELECT {columns} FROM proj_runs{_where(conds)} {order}"
+        sql = f"SELECT {columns} FROM proj_runs{where(conds)} {order}"
     else:
         # The order continued after that row, as two reads the index on last_event_at gives in order: the rows
         # of its time after its stream id, then the earlier times.  One condition with an OR is no range of
@@ -495,8 +492,8 @@ def list_runs(store: EventStore, *, dialect: str | None = None, project: str | N
         # on PostgreSQL: 48-90 ms a batch against 5-8 ms).
         bound = [limit + offset] if limit else []
         cut = f" LIMIT {p}" if limit else ""
-        same = f"SELECT {columns} FROM proj_runs{_where([*conds, f'last_event_at = {p}', f'stream_id > {p}'])}"
-        earlier = f"SELECT {columns} FROM proj_runs{_where([*conds, f'last_event_at < {p}'])}"
+        same = f"SELECT {columns} FROM proj_runs{where([*conds, f'last_event_at = {p}', f'stream_id > {p}'])}"
+        earlier = f"SELECT {columns} FROM proj_runs{where([*conds, f'last_event_at < {p}'])}"
         sql = (f"SELECT * FROM (SELECT * FROM ({same} ORDER BY stream_id{cut}) AS same_time UNION ALL "
                f"SELECT * FROM ({earlier} {order}{cut}) AS earlier) AS listed {order}")
         params = [*params, after[0], after[1], *bound, *params, after[0], *bound]
@@ -562,7 +559,7 @@ def count_runs(store: EventStore, *, dialect: str | None = None, project: str | 
                status: str | None = None, since: str | None = None, q: str | None = None) -> int:
     """How many rows :func:`list_runs` gives for these filters (without a limit)."""
     conds, params = _conditions(store, dialect, project, status, since, q)
-    return int(engine.read_rows(store, f"SELECT count(*) FROM proj_runs{_where(conds)}", params)[0][0])
+    return int(engine.read_rows(store, f"SELECT count(*) FROM proj_runs{where(conds)}", params)[0][0])
 
 
 def run_choices(store: EventStore) -> dict[str, list[str]]:
@@ -707,15 +704,9 @@ class _StreamedComparison:
         hi = None if last or not self.pending else self.pending[-1][0]
         lo, page = self.after, CHUNK
         while True:
-            where, params = [], []
-            if lo is not None:
-                where.append(f"stream_id > {self.p}")
-                params.append(lo)
-            if hi is not None:
-                where.append(f"stream_id <= {self.p}")
-                params.append(hi)
-            cur.execute(f"SELECT {', '.join(_COLUMNS)} FROM proj_runs{_where(where)} ORDER BY stream_id "
-                        f"LIMIT {page}", params)
+            within, params = conjunction((f"stream_id > {self.p}", (lo,)) if lo is not None else None,
+                                         (f"stream_id <= {self.p}", (hi,)) if hi is not None else None)
+            cur.execute(f"SELECT {', '.join(_COLUMNS)} FROM proj_runs{within} ORDER BY stream_id LIMIT {page}", params)
             stored = cur.fetchall()
             for r in stored:
                 found = _row_problem(r[0], wanted.pop(r[0], None), tuple(r))

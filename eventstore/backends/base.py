@@ -67,11 +67,15 @@ F = TypeVar("F", bound=Callable[..., Any])
 STREAM_BATCH = 5000
 
 
+def where(conditions: Sequence[str]) -> str:
+    """``" WHERE c1 AND c2"`` of the SQL ``conditions``, ``""`` without any."""
+    return f" WHERE {' AND '.join(conditions)}" if conditions else ""
+
+
 def conjunction(*conditions: tuple[str, Sequence[Any]] | None) -> tuple[str, list[Any]]:
-    """``("WHERE c1 AND c2", parameters)`` of the conditions given (``(sql, its parameters)``; None: none),
-    ``("", [])`` without any."""
+    """:func:`where` of the conditions given (``(sql, its parameters)``; None: none) and their parameters."""
     given = [c for c in conditions if c is not None]
-    return ("WHERE " + " AND ".join(sql for sql, _ in given)) if given else "", [v for _, vs in given for v in vs]
+    return where([sql for sql, _ in given]), [v for _, vs in given for v in vs]
 
 
 def recorder(what: str) -> Callable[[F], F]:

@@ -152,12 +152,11 @@ def _define_views(con: duckdb.DuckDBPyConnection, only: frozenset[str] | None) -
             con.execute(f"CREATE VIEW {view} AS {sql_text}")
 
 
-def _materialize(con: duckdb.DuckDBPyConnection, only: frozenset[str] | None, skip: frozenset[str] = frozenset(),
-                 *, defined: bool = True) -> None:
-    """Shadow each catalog view of ``con`` (those defined in it) with a temporary table of its rows;
-    without ``defined`` (no view is defined in ``con``), compute each table from the view's SQL instead:
-    planned once rather than bound as a view and then planned again (about a third of a report
-    connection's CPU on ``evstore demo``'s store: 175 ms against 280, connection and tables).
+def _materialize(con: duckdb.DuckDBPyConnection, only: frozenset[str] | None, skip: frozenset[str] = frozenset()) -> None:
+    """Shadow each catalog view (those in ``only``; None: all of them) with a temporary table of its rows,
+    computed from the view's SQL: planned once, whether or not the view is also defined in ``con`` (a
+    small store's report defines none: binding each view and then planning it again was about a third of
+    a report connection's CPU on ``evstore demo``'s store, 280 ms against 175, connection and tables).
 
     A name resolves to the temporary schema first, so every later query, and every view built on
     another, reads the table: the view stack is planned and run once, not by each query of a
@@ -165,7 +164,7 @@ def _materialize(con: duckdb.DuckDBPyConnection, only: frozenset[str] | None, sk
     the link tables are filled before this)."""
     for view, sql_text in catalog().views.items():  # in catalog order: a view's table exists before those reading it
         if (only is None or view in only) and view not in skip:  # skip: already read from the kept tables
-            con.execute(f"CREATE TEMP TABLE {view} AS {sql_text if not defined else f'SELECT * FROM main.{view}'}")
+            con.execute(f"CREATE TEMP TABLE {view} AS {sql_text}")
 
 
 def _walk(node: Any) -> Iterator[dict[str, Any]]:
@@ -266,7 +265,7 @@ def _store_connect(store: EventStore, directory: str | os.PathLike[str] | None, 
         if materialize and memory is not None:
             release = _bounded(con, release, memory)
         if materialize and m.rows() < min(SERIAL_ROWS, KEPT_ROWS):  # every view's rows computed once
-            _materialize(con, only, defined=False)
+            _materialize(con, only)
             return con, release
         _define_views(con, only)
         if materialize:
