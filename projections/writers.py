@@ -67,13 +67,21 @@ _FILE_WRITES_INDEXES = (("ix_proj_file_writes_name_sha256", ("name", "sha256")),
                         ("ix_proj_file_writes_call_id", ("call_id",)),
                         ("ix_proj_file_writes_sha256", ("sha256",)),
                         ("ix_proj_file_writes_lf_sha256", ("lf_sha256",)))
+#: proj_state_versions' indexes; version 4 added the two by content (bytes' SHA-256, then the file name), by
+#: which the versions every stream's writers can take are looked up (``_matchable``) instead of read all.
+#: Two are partial (the rows whose column is set): searched for ``hook_session IS NOT NULL``, and never for the
+#: versions whose ``lf_sha256`` IS NULL (most of them, which an index on it would offer to read by that).
+_STATE_VERSIONS_INDEXES = (("ix_proj_state_versions_name", ("name",), None),
+                           ("ix_proj_state_versions_hook_session", ("hook_session",), "hook_session IS NOT NULL"),
+                           ("ix_proj_state_versions_sha256_name", ("sha256", "name"), None),
+                           ("ix_proj_state_versions_lf_sha256_name", ("lf_sha256", "name"), "lf_sha256 IS NOT NULL"))
 
 
 @functools.cache
 def _metadata() -> MetaData:
     """The two tables as SQLAlchemy Core describes them: built on first use (creating the tables,
     the readers below), so an append that keeps the index current never imports SQLAlchemy."""
-    from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, SmallInteger, String, Table
+    from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, SmallInteger, String, Table, text
 
     from eventstore.schema import NAMING
 
@@ -113,8 +121,9 @@ def _metadata() -> MetaData:
         Column("hook_tool", String(64), nullable=True),
         Column("position", BigInteger, nullable=False),
     )
-    Index("ix_proj_state_versions_name", state_versions.c.name)
-    Index("ix_proj_state_versions_hook_session", state_versions.c.hook_session)
+    for name, cols, where in _STATE_VERSIONS_INDEXES:
+        partial: dict[str, Any] = {} if where is None else {"sqlite_where": text(where), "postgresql_where": text(where)}
+        Index(name, *(state_versions.c[c] for c in cols), **partial)
     return md
 
 
@@ -173,7 +182,7 @@ class WritersIndex(engine.Projection):
     """Inline projection maintaining ``proj_file_writes`` and ``proj_state_versions``."""
 
     name = "writers"
-    version = 3  # 2: lf_sha256 in both tables; 3: proj_file_writes' indexes (an upgrade in place)
+    version = 4  # 2: lf_sha256 in both tables; 3: proj_file_writes' indexes; 4: proj_state_versions' (in place)
     event_types = None  # state versions close snapshots of every dialect
     inline = True
 
@@ -185,11 +194,14 @@ class WritersIndex(engine.Projection):
         return list(_metadata().sorted_tables)
 
     def upgrade_ddl(self, backend: str, stored_version: int) -> list[str] | None:
-        if stored_version != 2:
+        if stored_version not in (2, 3):
             return None  # version 1 had no lf_sha256: rebuild
+        added = [("proj_file_writes", name, cols, None) for name, cols in _FILE_WRITES_INDEXES]
+        added += [("proj_state_versions", *index) for index in _STATE_VERSIONS_INDEXES]
         return ["DROP INDEX IF EXISTS ix_proj_file_writes_name",
-                *(f"CREATE INDEX IF NOT EXISTS {name} ON proj_file_writes ({', '.join(cols)})"
-                  for name, cols in _FILE_WRITES_INDEXES)]
+                "DROP INDEX IF EXISTS ix_proj_state_versions_hook_session",  # partial since version 4
+                *(f"CREATE INDEX IF NOT EXISTS {name} ON {table} ({', '.join(cols)})"
+                  + ("" if where is None else f" WHERE {where}") for table, name, cols, where in added)]
 
     def _dialect_for(self, event_type: str) -> Dialect | None:
         """The dialect describing the file writes of ``event_type`` events, if any.  Only the
@@ -477,18 +489,49 @@ def _version(r: Sequence[Any]) -> _Version:
     return _Version(r[0], r[1], r[2], r[3], parse_time(r[4]), r[5], r[6], r[7], r[8])
 
 
-#: The versions :func:`match` can give a writer, of every stream, chosen in the database: a hook named its
-#: session; or a call wrote a file of its name and either left the version's bytes (rule 2, then but for line
-#: endings) or the stream has a version of a name a call of unknown result wrote (rule 3 reads each version's
-#: previous one in its stream, so every such version of those streams is read).  The others take no call
-#: and are no previous version of one that can: reading every version of a state file's name (every
-#: orchestrator run's) cost each report of a store with sessions what the whole store costs.
-_MATCHABLE = """(hook_session IS NOT NULL OR (name IN (SELECT name FROM proj_file_writes) AND (
-    sha256 IN (SELECT sha256 FROM proj_file_writes WHERE sha256 IS NOT NULL)
-    OR COALESCE(lf_sha256, sha256) IN (SELECT COALESCE(lf_sha256, sha256) FROM proj_file_writes
-                                       WHERE sha256 IS NOT NULL)
-    OR stream_id IN (SELECT stream_id FROM proj_state_versions
-                     WHERE name IN (SELECT name FROM proj_file_writes WHERE sha256 IS NULL AND at IS NOT NULL)))))"""
+#: The versions :func:`match` can give a writer, of every stream, are chosen in the database
+#: (:func:`_matchable`): a hook named its session; or a call wrote a file of its name and either left the
+#: version's bytes (rule 2, then but for line endings) or the stream has a version of a name a call of unknown
+#: result wrote (rule 3 reads each version's previous one in its stream, so every such version of those
+#: streams is read).  The others take no call and are no previous version of one that can: reading every
+#: version of a state file's name (every orchestrator run's) cost each report of a store with sessions what
+#: the whole store costs.
+_NAMED = "name IN (SELECT name FROM proj_file_writes)"
+_WRITTEN = "SELECT DISTINCT {key} FROM proj_file_writes WHERE sha256 IS NOT NULL"
+
+
+def _matchable(store: EventStore) -> list[tuple[Any, ...]]:
+    """The rows of the versions :func:`match` can give a writer, of every stream, in (stream, version) order.
+
+    The calls' keys are read first (a few per session), then the versions each key names, by an index
+    (the hook's session; the bytes' SHA-256 and the name; the stream), as lists of values: as one
+    condition of ORs and subqueries over the calls, SQLite read every version of the store to test it
+    (0.2 s at 10^6 events), and PostgreSQL, whose statistics of a store of copied runs say that each
+    SHA-256 is in hundreds of versions, hashed them all (0.6 s, most of it compiling that plan)."""
+    p = store.backend.p
+    found: dict[tuple[str, int], tuple[Any, ...]] = {}
+
+    def add(condition: str, params: Sequence[Any] = ()) -> None:
+        for r in _rows(store, f"{_VERSION_SELECT} WHERE {condition}", params):
+            found[(r[0], r[1])] = tuple(r)
+
+    add("hook_session IS NOT NULL")
+    plain = [r[0] for r in _rows(store, _WRITTEN.format(key="sha256"), ())]
+    either = [r[0] for r in _rows(store, _WRITTEN.format(key="COALESCE(lf_sha256, sha256)"), ())]
+    for column, keys, more in (("sha256", plain, ""),
+                               # COALESCE(lf_sha256, sha256) among ``either``, in the halves an index searches
+                               ("lf_sha256", either, ""), ("sha256", either, " AND lf_sha256 IS NULL")):
+        for chunk in _chunks(sorted(keys)):
+            add(f"{column} IN ({_marks(p, len(chunk))}){more} AND {_NAMED}", chunk)
+    unknown = [r[0] for r in _rows(store, "SELECT DISTINCT name FROM proj_file_writes WHERE sha256 IS NULL AND "
+                                          "at IS NOT NULL AND name IS NOT NULL", ())]
+    streams: set[str] = set()
+    for chunk in _chunks(sorted(unknown)):
+        streams.update(r[0] for r in _rows(store, "SELECT DISTINCT stream_id FROM proj_state_versions WHERE name IN "
+                                                  f"({_marks(p, len(chunk))})", chunk))
+    for chunk in _chunks(sorted(streams)):
+        add(f"stream_id IN ({_marks(p, len(chunk))}) AND {_NAMED}", chunk)
+    return [found[key] for key in sorted(found)]
 
 
 def _load(store: EventStore, stream_ids: Sequence[str] | None) -> tuple[list[_Version], list[_Call]]:
@@ -499,9 +542,7 @@ def _load(store: EventStore, stream_ids: Sequence[str] | None) -> tuple[list[_Ve
     p = store.backend.p
     if stream_ids is None:
         calls = [_call(r) for r in _rows(store, f"SELECT {_CALL_COLUMNS} FROM proj_file_writes{_CALL_ORDER}", ())]
-        rows = _rows(store, f"{_VERSION_SELECT} WHERE {_MATCHABLE}", ())
-        rows.sort(key=lambda r: (r[0], r[1]))
-        return [_version(r) for r in rows], calls
+        return [_version(r) for r in _matchable(store)], calls
     # A version some call could have written: the hook named one, or some call wrote a file of its name.
     where = ("(hook_session IS NOT NULL OR EXISTS (SELECT 1 FROM proj_file_writes f "
              "WHERE f.name = proj_state_versions.name))")

@@ -420,43 +420,100 @@ def test_one_runs_writers_are_looked_up_by_index_not_by_reading_every_call(run, 
                     assert any("INDEX ix_proj_file_writes_" in step for step in plan), (sql, plan)
 
 
-def _writes_indexes(store: EventStore) -> set[str]:
+def _writes_indexes(store: EventStore, table: str = "proj_file_writes") -> dict[str, bool]:
+    """``table``'s indexes, each with whether it is partial (has a WHERE)."""
     with store.reading() as cur:
         if store.backend.name == "sqlite":
-            cur.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'proj_file_writes'")
+            cur.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ?", (table,))
         else:
-            cur.execute("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
-                        "AND tablename = 'proj_file_writes'")
-        return {r[0] for r in cur.fetchall() if r[0].startswith("ix_")}
+            cur.execute("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() "
+                        "AND tablename = %s", (table,))
+        return {r[0]: " WHERE " in r[1].upper() for r in cur.fetchall() if r[0].startswith("ix_")}
 
 
-def test_a_writers_index_of_version_2_gets_its_indexes_in_place(run, store_url: str, tmp_path: Path) -> None:
-    """Version 3 of the writers index only adds indexes: a store built at version 2 keeps its rows and
-    its checkpoint (no rebuild from the first event) and gains them."""
+_VERSIONS_INDEXES = {"ix_proj_state_versions_name": False, "ix_proj_state_versions_hook_session": True,
+                     "ix_proj_state_versions_sha256_name": False, "ix_proj_state_versions_lf_sha256_name": True}
+
+
+@pytest.mark.parametrize("old", [2, 3])
+def test_an_older_writers_index_gets_its_indexes_in_place(run, store_url: str, tmp_path: Path, old: int) -> None:
+    """Versions 3 and 4 of the writers index only add indexes: a store built at version 2 or 3 keeps its rows
+    and its checkpoint (no rebuild from the first event) and gains them."""
     _writers_store(run, tmp_path)
     with EventStore(store_url) as store:
         writers.refresh(store)
         new = _writes_indexes(store)
-        assert new == {"ix_proj_file_writes_name_sha256", "ix_proj_file_writes_call_id",
-                       "ix_proj_file_writes_sha256", "ix_proj_file_writes_lf_sha256"}
+        assert new == dict.fromkeys({"ix_proj_file_writes_name_sha256", "ix_proj_file_writes_call_id",
+                                     "ix_proj_file_writes_sha256", "ix_proj_file_writes_lf_sha256"}, False)
+        assert _writes_indexes(store, "proj_state_versions") == _VERSIONS_INDEXES
         before = writers.writers(store, F.TASK)
-        with store.writing("making it version 2") as cur:  # as version 2 left it
-            for name in new:
+        with store.writing(f"making it version {old}") as cur:  # as that version left it
+            if old == 2:
+                for name in new:
+                    cur.execute(f"DROP INDEX {name}")
+                cur.execute("CREATE INDEX ix_proj_file_writes_name ON proj_file_writes (name)")
+            for name in ("ix_proj_state_versions_hook_session", "ix_proj_state_versions_sha256_name",
+                         "ix_proj_state_versions_lf_sha256_name"):
                 cur.execute(f"DROP INDEX {name}")
-            cur.execute("CREATE INDEX ix_proj_file_writes_name ON proj_file_writes (name)")
-            cur.execute("UPDATE projection_checkpoints SET version = 2 WHERE name = 'writers'")
+            cur.execute("CREATE INDEX ix_proj_state_versions_hook_session ON proj_state_versions (hook_session)")
+            cur.execute(f"UPDATE projection_checkpoints SET version = {old} WHERE name = 'writers'")
             cur.execute("DELETE FROM proj_state_versions WHERE version = 1")  # a rebuild would bring it back
         with store.reading() as cur:
             position = store.backend.read_checkpoint(cur, "writers").position
         assert writers.refresh(store) == 0  # nothing re-applied
         assert _writes_indexes(store) == new
+        assert _writes_indexes(store, "proj_state_versions") == _VERSIONS_INDEXES
         with store.reading() as cur:
             cp = store.backend.read_checkpoint(cur, "writers")
             cur.execute("SELECT COUNT(*) FROM proj_state_versions WHERE version = 1")
             kept_out = cur.fetchone()[0]
-        assert (cp.version, cp.position) == (3, position)
+        assert (cp.version, cp.position) == (writers.WritersIndex.version, position) == (4, position)
         assert kept_out == 0  # the rows were kept as they were, not rebuilt
         assert writers.writers(store, F.TASK) == {v: w for v, w in before.items() if v != 1}
+
+
+def test_every_streams_writers_are_looked_up_by_index_not_by_reading_every_version(
+        run, store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The versions every stream's writers can take (a report's run sessions) are found by searching indexes
+    from the calls' keys, not by reading every state version of the store (which grows with every run); and
+    the selection matches what every version of the calls' names gives."""
+    _writers_store(run, tmp_path)
+    with EventStore(store_url) as store:
+        writers.refresh(store)
+        sent: list[tuple[str, tuple[Any, ...]]] = []
+        real = writers._rows
+
+        def recording(s: EventStore, sql: str, params: Any) -> list[Any]:
+            sent.append((sql, tuple(params)))
+            return real(s, sql, params)
+
+        monkeypatch.setattr(writers, "_rows", recording)
+        selected, calls = writers._load(store, None)
+        monkeypatch.setattr(writers, "_rows", real)
+        names = sorted({writers._name(c.path) for c in calls if c.path})
+        p = store.backend.p
+        every = writers._rows(store, f"{writers._VERSION_SELECT} WHERE hook_session IS NOT NULL OR name IN "
+                                     f"({', '.join([p] * len(names))})", names)
+        assert selected and writers.match(selected, calls) == writers.match([writers._version(r) for r in every], calls)
+        on_versions = [(sql, params) for sql, params in sent if "FROM proj_state_versions" in sql]
+        assert len(on_versions) >= 4
+        with store.reading() as cur:
+            if store.backend.name == "postgresql":  # a table this small is read whole when it can be: ask for
+                cur.execute("SET enable_seqscan = off")  # the plan that does not (which index: its statistics)
+            try:
+                for sql, params in on_versions:
+                    if store.backend.name == "sqlite":
+                        cur.execute("EXPLAIN QUERY PLAN " + sql, params)
+                        plan = [str(r[-1]) for r in cur.fetchall()]
+                        assert not [s for s in plan if s.startswith("SCAN proj_state_versions")], (sql, plan)
+                        assert any("INDEX" in s and "proj_state_versions" in s for s in plan), (sql, plan)
+                    else:
+                        cur.execute("EXPLAIN " + sql, params)
+                        plan = [str(r[0]) for r in cur.fetchall()]
+                        assert not [s for s in plan if "Seq Scan on proj_state_versions" in s], (sql, plan)
+            finally:
+                if store.backend.name == "postgresql":
+                    cur.execute("RESET enable_seqscan")
 
 
 _NAMES = ("agent-state.json", "tasks.json")
