@@ -596,19 +596,37 @@ def wrote(store: EventStore, session_stream: str, *, fresh: bool = True) -> dict
     state version, ``[(stream, version, writer), ...]``, keyed by call id."""
     if fresh:
         refresh(store)
-    p = store.backend.p
-    names = [r[0] for r in _rows(store, f"SELECT DISTINCT name FROM proj_file_writes WHERE stream_id = {p}",
-                                 (session_stream,)) if r[0]]
-    where = f"hook_session = {p}" + (f" OR name IN ({_marks(p, len(names))})" if names else "")
-    streams = [r[0] for r in _rows(store, f"SELECT DISTINCT stream_id FROM proj_state_versions WHERE {where}",
-                                   (session_of(session_stream), *names))]
     out: dict[str, list[tuple[str, int, Writer]]] = {}
+    streams = _streams_written(store, session_stream)
     if not streams:
         return out
     for (sid, version), found in sorted(attribute(store, streams, fresh=False).items()):
         if found.stream == session_stream and found.tool_use_id:
             out.setdefault(found.tool_use_id, []).append((sid, version, found))
     return out
+
+
+def _streams_written(store: EventStore, session_stream: str) -> list[str]:
+    """The streams with a version a call of ``session_stream`` can be the writer of (:func:`match`): one its
+    hook named; one whose bytes (or with CRLF as LF) a call left, of a name the session wrote; or one of a name
+    a call of unknown result wrote (rule 3, by time).  Each an index search from the session's calls: every
+    stream with a version of a name the session wrote (every orchestrator run's state file) grew with the
+    store, 1.7 s of a session's ``log`` at 10^6 events."""
+    p = store.backend.p
+    calls = _rows(store, f"SELECT name, sha256, lf_sha256, at FROM proj_file_writes WHERE stream_id = {p}",
+                  (session_stream,))
+    keys = sorted({k for _name, sha, lf, _at in calls if sha for k in (sha, lf or sha)})
+    unknown = sorted({name for name, sha, _lf, at in calls if name and sha is None and at is not None})
+    named = f"name IN (SELECT name FROM proj_file_writes WHERE stream_id = {p})"
+    found = {r[0] for r in _rows(store, f"SELECT DISTINCT stream_id FROM proj_state_versions WHERE hook_session = {p}",
+                                 (session_of(session_stream),))}
+    for where, values, more in ((f"sha256 IN ({{marks}}) AND {named}", keys, [session_stream]),
+                                (f"lf_sha256 IN ({{marks}}) AND {named}", keys, [session_stream]),
+                                ("name IN ({marks})", unknown, [])):
+        for chunk in _chunks(values):
+            found.update(r[0] for r in _rows(store, "SELECT DISTINCT stream_id FROM proj_state_versions WHERE "
+                                                    + where.format(marks=_marks(p, len(chunk))), [*chunk, *more]))
+    return sorted(found)
 
 
 def state_versions(store: EventStore, stream_id: str, *, upto_version: int | None = None,

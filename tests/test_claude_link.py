@@ -544,6 +544,19 @@ def test_every_streams_writers_read_only_the_versions_a_call_can_take(versions: 
     """Reading every stream's writers selects, in the database, the versions a call can be matched to; matching
     them gives what matching every version of every state file name gives (the selection before), whatever the
     hooks, bytes, line endings, names, times and failures."""
+    store = _fill_property_store(versions, calls)
+    selected, every_call = writers._load(store, None)
+    names = sorted({writers._name(c.path) for c in every_call if c.path})
+    marks = ", ".join("?" * len(names))
+    before = writers._rows(store, f"{writers._VERSION_SELECT} WHERE hook_session IS NOT NULL"
+                                  + (f" OR name IN ({marks})" if names else ""), names)
+    before.sort(key=lambda r: (r[0], r[1]))
+    assert writers.match(selected, every_call) == writers.match([writers._version(r) for r in before], every_call)
+    assert {(v.stream_id, v.version) for v in selected} <= {(r[0], r[1]) for r in before}
+
+
+def _fill_property_store(versions: list[Any], calls: list[Any]) -> EventStore:
+    """The property store with the writers index's rows replaced by ``versions`` and ``calls``."""
     store = _property_store()
     with store.connect() as handle:
         cur = handle.driver_connection.cursor()
@@ -564,14 +577,37 @@ def test_every_streams_writers_read_only_the_versions_a_call_can_take(versions: 
                         (sid, call, name, f"/w/{name}", sha, lf if sha else None, "write", "Write", f"m{i}", at,
                          int(failed), 100 + i))
         handle.driver_connection.commit()
-    selected, every_call = writers._load(store, None)
-    names = sorted({writers._name(c.path) for c in every_call if c.path})
-    marks = ", ".join("?" * len(names))
-    before = writers._rows(store, f"{writers._VERSION_SELECT} WHERE hook_session IS NOT NULL"
-                                  + (f" OR name IN ({marks})" if names else ""), names)
-    before.sort(key=lambda r: (r[0], r[1]))
-    assert writers.match(selected, every_call) == writers.match([writers._version(r) for r in before], every_call)
-    assert {(v.stream_id, v.version) for v in selected} <= {(r[0], r[1]) for r in before}
+    return store
+
+
+@settings(max_examples=60, deadline=None)
+@given(versions=_written_versions, calls=_made_calls)
+# found only by the bytes (rule 2)
+@example(versions=[("R1", "agent-state.json", "x", None, _T[1], None, None)],
+         calls=[("S1", "c1", "agent-state.json", "x", None, _T[0], False)])
+# found only by the name of a call of unknown result (rule 3, by time)
+@example(versions=[("R1", "agent-state.json", "x", None, _T[1], None, None)],
+         calls=[("S1", "c1", "agent-state.json", None, None, _T[0], False)])
+# found only by the bytes with CRLF as LF (the version's lf_sha256 is the call's SHA-256)
+@example(versions=[("R1", "agent-state.json", "y", "x", _T[1], None, None)],
+         calls=[("S1", "c1", "agent-state.json", "x", None, _T[0], False)])
+def test_what_a_session_wrote_is_found_from_its_own_calls(versions: list[Any], calls: list[Any]) -> None:
+    """``wrote`` (a session's ``log``) looks up the streams its calls can have written by their keys; it
+    finds what it found from every stream with a version of a name the session wrote (before: a read that
+    grew with the store), whatever the hooks, bytes, line endings, names, times and failures."""
+    store = _fill_property_store(versions, calls)
+    for session in ("S1", "S2/agent-1"):
+        names = [r[0] for r in writers._rows(store, "SELECT DISTINCT name FROM proj_file_writes WHERE stream_id = ?",
+                                             (session,)) if r[0]]
+        where = "hook_session = ?" + (f" OR name IN ({', '.join('?' * len(names))})" if names else "")
+        every = [r[0] for r in writers._rows(store, f"SELECT DISTINCT stream_id FROM proj_state_versions WHERE {where}",
+                                             (writers.session_of(session), *names))]
+        before: dict[str, list[tuple[str, int, writers.Writer]]] = {}
+        for (sid, version), found in sorted(writers.attribute(store, every, fresh=False).items()) if every else ():
+            if found.stream == session and found.tool_use_id:
+                before.setdefault(found.tool_use_id, []).append((sid, version, found))
+        assert writers.wrote(store, session, fresh=False) == before
+        assert set(writers._streams_written(store, session)) <= set(every)
 
 
 @functools.cache
