@@ -388,6 +388,19 @@ def _writers_store(run: Any, tmp_path: Path) -> None:
     assert run("append", "PLAIN-1", "note", "--data", "{}").exit_code == 0
 
 
+def _recorded_reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]]]:
+    """The statements and parameters of the writers index's reads from here on (a list that grows)."""
+    sent: list[tuple[str, tuple[Any, ...]]] = []
+    real = writers._rows
+
+    def recording(s: EventStore, sql: str, params: Any) -> list[Any]:
+        sent.append((sql, tuple(params)))
+        return real(s, sql, params)
+
+    monkeypatch.setattr(writers, "_rows", recording)
+    return sent
+
+
 def test_one_runs_writers_are_looked_up_by_index_not_by_reading_every_call(run, store_url: str, tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """``log RUN`` reads the calls its versions can match (indexed look-ups), not the whole
@@ -396,14 +409,7 @@ def test_one_runs_writers_are_looked_up_by_index_not_by_reading_every_call(run, 
     with EventStore(store_url) as store:
         writers.refresh(store)
         everything = writers.match(*writers._load(store, None))  # every call against every version
-        sent: list[tuple[str, tuple[Any, ...]]] = []
-        real = writers._rows
-
-        def recording(s: EventStore, sql: str, params: Any) -> list[Any]:
-            sent.append((sql, tuple(params)))
-            return real(s, sql, params)
-
-        monkeypatch.setattr(writers, "_rows", recording)
+        sent = _recorded_reads(monkeypatch)
         found = writers.writers(store, F.TASK, fresh=False)
         assert found == {version: w for (sid, version), w in everything.items() if sid == F.TASK}
         assert sorted(found) == [1, 2, 3]  # the fixture's three linked versions
@@ -480,22 +486,14 @@ def test_every_streams_writers_are_looked_up_by_index_not_by_reading_every_versi
     _writers_store(run, tmp_path)
     with EventStore(store_url) as store:
         writers.refresh(store)
-        sent: list[tuple[str, tuple[Any, ...]]] = []
-        real = writers._rows
-
-        def recording(s: EventStore, sql: str, params: Any) -> list[Any]:
-            sent.append((sql, tuple(params)))
-            return real(s, sql, params)
-
-        monkeypatch.setattr(writers, "_rows", recording)
+        sent = _recorded_reads(monkeypatch)
         selected, calls = writers._load(store, None)
-        monkeypatch.setattr(writers, "_rows", real)
+        on_versions = [(sql, params) for sql, params in sent if "FROM proj_state_versions" in sql]
         names = sorted({writers._name(c.path) for c in calls if c.path})
         p = store.backend.p
         every = writers._rows(store, f"{writers._VERSION_SELECT} WHERE hook_session IS NOT NULL OR name IN "
                                      f"({', '.join([p] * len(names))})", names)
         assert selected and writers.match(selected, calls) == writers.match([writers._version(r) for r in every], calls)
-        on_versions = [(sql, params) for sql, params in sent if "FROM proj_state_versions" in sql]
         assert len(on_versions) >= 4
         with store.reading() as cur:
             if store.backend.name == "postgresql":  # a table this small is read whole when it can be: ask for
