@@ -99,7 +99,9 @@ API_USAGE = """
                arg_max(cache_read_tokens, cache_read_tokens_at) AS cache_read_tokens,
                arg_max(cache_creation_tokens, cache_creation_tokens_at) AS cache_creation_tokens,
                arg_max(split_5m, split_5m_at) AS split_5m, arg_max(split_1h, split_1h_at) AS split_1h,
-               arg_min(first_output_tokens, first_output_at) AS first_output_tokens, min(position) AS position
+               arg_min(first_output_tokens, first_output_at) AS first_output_tokens, min(position) AS position,
+               arg_min_null(writer, position) AS writer, arg_min_null(writer_token, position) AS writer_token,
+               arg_min_null(writer_machine, position) AS writer_machine
         FROM claude_stream_messages GROUP BY message_id, request_key),
     cwd AS (SELECT split_part(stream_id, '/', 1) AS session_id, arg_max(cwd, cwd_at) AS cwd
             FROM claude_stream_cwd GROUP BY ALL)
@@ -108,7 +110,7 @@ API_USAGE = """
                 WHEN m.sidechain IS NOT NULL THEN m.stream_id || '#' || m.sidechain END AS subagent,
            'claude' AS dialect, m.message_id, m.request_id, m.model, m.occurred_at, c.cwd, m.lines,
            m.input_tokens, m.output_tokens, m.cache_read_tokens, m.cache_creation_tokens, m.first_output_tokens,
-           m.position,
+           m.position, m.writer, m.writer_token, m.writer_machine,
            CASE WHEN m.split_5m IS NULL AND m.split_1h IS NULL THEN m.cache_creation_tokens
                 ELSE coalesce(m.split_5m, 0) END AS cache_creation_5m_tokens,
            coalesce(m.split_1h, 0) AS cache_creation_1h_tokens
@@ -156,17 +158,25 @@ VIEWS = {
     # Per stream and API message (message id and request id): its lines in this stream, for ``api_usage``
     # (which combines the streams a message's lines are in): the first line's position and sidechain, and each
     # value of the latest line that has one (of the output tokens, the earliest too) with that line's position.
+    # With the writer of the message's first line in the stream (the ``events`` facts' columns: who sent it
+    # over the HTTP API), which ``api_usage`` gives the message: joined here, stream by stream, it costs
+    # what a stream's events cost; joined in ``usage``, every report read every event of the store.
     "claude_stream_messages": f"""
-        SELECT stream_id, message_id, coalesce(request_id, '') AS request_key, min(position) AS position,
-               first(sidechain ORDER BY position) AS sidechain, min(occurred_at) AS occurred_at,
-               count(*) AS lines, {_latest("request_id")}, {_latest("model")}, {_latest("input_tokens")},
-               {_latest("output_tokens")}, {_latest("cache_read_tokens")}, {_latest("cache_creation_tokens")},
-               {_latest("cache_write_5m_tokens", "split_5m")}, {_latest("cache_write_1h_tokens", "split_1h")},
-               arg_min(output_tokens, position) AS first_output_tokens,
-               min(position) FILTER (WHERE output_tokens IS NOT NULL) AS first_output_at
-        FROM claude_events
-        WHERE message_id IS NOT NULL AND kind IN ('assistant_message', 'tool_use')
-        GROUP BY stream_id, message_id, request_key""",
+        WITH m AS (
+            SELECT stream_id, message_id, coalesce(request_id, '') AS request_key, min(position) AS position,
+                   first(sidechain ORDER BY position) AS sidechain, min(occurred_at) AS occurred_at,
+                   count(*) AS lines, {_latest("request_id")}, {_latest("model")}, {_latest("input_tokens")},
+                   {_latest("output_tokens")}, {_latest("cache_read_tokens")}, {_latest("cache_creation_tokens")},
+                   {_latest("cache_write_5m_tokens", "split_5m")}, {_latest("cache_write_1h_tokens", "split_1h")},
+                   arg_min(output_tokens, position) AS first_output_tokens,
+                   min(position) FILTER (WHERE output_tokens IS NOT NULL) AS first_output_at
+            FROM claude_events
+            WHERE message_id IS NOT NULL AND kind IN ('assistant_message', 'tool_use')
+            GROUP BY stream_id, message_id, request_key)
+        SELECT m.*, e.writer, e.writer_token, e.writer_machine
+        FROM m LEFT JOIN (SELECT stream_id, position, writer, writer_token, writer_machine FROM events
+                          WHERE writer IS NOT NULL) e  -- (all NULL or none: writer_key)
+            ON e.stream_id = m.stream_id AND e.position = m.position""",
     # Per stream: the working folder its latest line naming one names, and that line's position (a session's
     # is that of its latest line over its own and its subagents' transcripts: ``api_usage``).
     "claude_stream_cwd": """
