@@ -267,6 +267,31 @@ WRITERS_SECTION = MetricSection(
     "event in scope came over HTTP; `evstore metrics --writer W` keeps the runs W wrote to.",
     chart=Chart("bars", "Events per writer", "{writer}", ("events",)))
 
+def quantiles_by_count(source: str, group: str, value: str, qs: Sequence[float]) -> str:
+    """SQL of one row per ``group`` of ``source`` (a SELECT) with ``q1``, ``q2``, ... the quantiles ``qs`` of
+    ``value`` (NULLs left out) as ``quantile_cont`` defines them, and ``mx`` its maximum, read from a count of
+    each distinct value: the quantile's two neighbouring values are found by the counts' running sum, then
+    interpolated (``lo + (hi - lo) * d``, with ``d`` the fraction of the index ``(n - 1) * q``).
+
+    ``quantile_cont`` holds every value of a group at once, and a state per thread, which DuckDB cannot
+    spill; the counts are a GROUP BY and a window, which it can, and hold a row per distinct value.  The
+    values found are the same; the interpolation's last bit may differ from DuckDB's arithmetic, far below
+    the report's four decimal places (``tests/test_metrics_quantiles.py``)."""
+    found, interpolated = [], []
+    for i, q in enumerate(qs, 1):
+        at = f"((n - 1)::DOUBLE * {float(q)!r}::DOUBLE)"
+        found.append(f"min(v) FILTER (WHERE seen > floor({at})) AS lo{i}, "
+                     f"min(v) FILTER (WHERE seen > ceil({at})) AS hi{i}, any_value({at}) AS at{i}")
+        interpolated.append(f"CASE WHEN floor(at{i}) = at{i} THEN lo{i} "
+                            f"ELSE lo{i} + (hi{i} - lo{i}) * (at{i} - floor(at{i})) END AS q{i}")
+    return f"""WITH counted AS (SELECT {group} AS g, {value} AS v, count(*) AS c FROM ({source}) s
+                              WHERE {value} IS NOT NULL GROUP BY ALL),
+        running AS (SELECT g, v, sum(c) OVER (PARTITION BY g ORDER BY v ROWS UNBOUNDED PRECEDING) AS seen,
+                           sum(c) OVER (PARTITION BY g) AS n FROM counted),
+        ends AS (SELECT g, {", ".join(found)}, max(v) AS mx FROM running GROUP BY g)
+        SELECT g AS {group}, {", ".join(interpolated)}, mx FROM ends"""
+
+
 #: Metric sections over the shared views (after the dialects' own in ``evstore metrics``).
 CORE_SECTIONS: tuple[MetricSection, ...] = (
     MetricSection(
@@ -274,9 +299,10 @@ CORE_SECTIONS: tuple[MetricSection, ...] = (
         ("dialect", "streams", "versions", "versions_p50", "versions_max", "interval_p50_s", "interval_p90_s",
          "interval_max_s", "unreadable", "removed", "lens_failures"),
         # Two scans of the versions, none held: a CTE read three times was materialised whole, every column
-        # (the section took 300+ MB at 10^7 events); the interval quantiles hold one number per version, once
-        # for both (two quantile_cont calls held each number twice: 199 MB against 126 at 10^7 events), and each
-        # CTE is computed before the other is (on one thread, views.fitting's first step, 93 MB against 105).
+        # (the section took 300+ MB at 10^7 events).  The interval quantiles are taken from a count of each
+        # interval's value (INTERVAL_QUANTILES): quantile_cont holds every interval of a dialect, and a state
+        # per thread, which did not fit the report's 100 MB at 10^7 events (3.3 million intervals; run again
+        # on one thread: 0.8 s), where the counts (a few thousand values) take 0.09 s.
         f"""WITH per AS MATERIALIZED (SELECT dialect, stream_id, count(*) AS n,
                                              count_if(kind = 'unreadable') AS unreadable,
                                 count_if(kind = 'removed') AS removed, count_if(lens_failed) AS lens_failures
@@ -285,10 +311,10 @@ CORE_SECTIONS: tuple[MetricSection, ...] = (
                          sum(unreadable)::BIGINT AS unreadable, sum(removed)::BIGINT AS removed,
                          sum(lens_failures)::BIGINT AS lens_failures
                   FROM per GROUP BY dialect),
-            g AS MATERIALIZED (SELECT dialect, quantile_cont(gap_s, [0.5, 0.9]) AS q, max(gap_s) AS mx
-                  FROM version_gaps WHERE {_IN} AND gap_s IS NOT NULL GROUP BY dialect)
+            g AS MATERIALIZED ({quantiles_by_count(f"SELECT dialect, gap_s FROM version_gaps WHERE {_IN}", "dialect",
+                                                   "gap_s", (0.5, 0.9))})
             SELECT n.dialect, n.streams, n.versions, n.p50 AS versions_p50, n.mx AS versions_max,
-                   g.q[1] AS interval_p50_s, g.q[2] AS interval_p90_s, g.mx AS interval_max_s,
+                   g.q1 AS interval_p50_s, g.q2 AS interval_p90_s, g.mx AS interval_max_s,
                    n.unreadable, n.removed, n.lens_failures
             FROM n LEFT JOIN g USING (dialect) ORDER BY n.versions DESC, n.dialect""",
         None,

@@ -1,0 +1,46 @@
+"""The quantiles a report takes from counts of values (``facts.quantiles_by_count``: the ``histories``
+section's write intervals) are ``quantile_cont``'s: the same values found, interpolated the same way."""
+
+from __future__ import annotations
+
+import math
+
+import duckdb
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from projections.analytics.facts import quantiles_by_count
+
+_QS = (0.5, 0.9, 0.0, 1.0, 0.25)
+_values = st.lists(st.tuples(st.sampled_from(["a", "b", "c"]),
+                             st.one_of(st.none(), st.integers(-50, 5000).map(float),
+                                       st.floats(-1e12, 1e12, allow_nan=False, allow_infinity=False))),
+                   max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=_values)
+@example(rows=[("a", 35.0), ("a", 42.0), ("a", 47.0), ("a", 49.0)])  # d = 0.7000000000000002 at q = 0.9
+@example(rows=[("a", None), ("b", 1.0)])  # a group of no value: no row
+def test_quantiles_by_count_are_quantile_cont(rows: list[tuple[str, float | None]]) -> None:
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (grp VARCHAR, x DOUBLE)")
+    if rows:
+        con.executemany("INSERT INTO t VALUES (?, ?)", rows)
+    ours = {r[0]: r[1:] for r in con.execute(quantiles_by_count("SELECT grp, x FROM t", "grp", "x", _QS)).fetchall()}
+    cols = ", ".join(f"quantile_cont(x, {q})" for q in _QS)
+    theirs = {r[0]: r[1:] for r in con.execute(f"SELECT grp, {cols}, max(x) FROM t WHERE x IS NOT NULL "
+                                               "GROUP BY grp").fetchall()}
+    assert ours.keys() == theirs.keys()
+    for grp, got in ours.items():
+        want = theirs[grp]
+        assert got[-1] == want[-1]  # the maximum
+        values = sorted(x for g, x in rows if g == grp and x is not None)
+        scale = max(abs(values[0]), abs(values[-1]), 1.0)
+        for q, a, b in zip(_QS, got, want, strict=False):
+            at = (len(values) - 1) * q
+            if at == math.floor(at):  # an order statistic itself: exactly the same value
+                assert a == b == values[int(at)], (q, a, b)
+            else:  # interpolated: DuckDB's own arithmetic may round the last bit otherwise
+                assert values[math.floor(at)] <= a <= values[math.ceil(at)], (q, a)
+                assert abs(a - b) <= 4 * math.ulp(scale), (q, a, b)
