@@ -22,12 +22,9 @@ clash can never merge two runs.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import random
 import re
-import signal
-import sys
 import threading
 import time
 import uuid
@@ -170,12 +167,9 @@ def die_with_parent(parent: int, poll: float = 0.5) -> None:
     has no binding, so ``prctl`` is called through ctypes).  Everywhere, a daemon thread also
     watches the parent pid and ends the worker when the worker is re-parented.
     """
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):  # pragma: no cover - no prctl: the watcher below still works
-            pass
+    from projections.prefork import kill_with_parent
+
+    kill_with_parent()
     if os.getppid() != parent:  # the parent died before the signal was armed
         os._exit(1)
 
@@ -185,9 +179,6 @@ def die_with_parent(parent: int, poll: float = 0.5) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="evstore-demo-parent-watch", daemon=True).start()
-
-
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def _simulate_chunk(args: tuple[int, list[int], list[str]]) -> list[SimulatedRun]:

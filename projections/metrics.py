@@ -325,11 +325,11 @@ def _position(store: EventStore, directory: str | os.PathLike[str] | None, strea
               ) -> tuple[Path, tuple[int, str] | None, Scope]:
     """The analytics folder (caught up first if ``fresh``), the key of the report asked for at its position
     (None: no tables of this store's log to key by; the report is computed and not kept), the scope."""
-    from projections.analytics.files import Manifest, analytics_dir, mismatch, refresh
+    from projections.analytics.files import Manifest, analytics_dir, mismatch, refresh_apart
 
     out = analytics_dir(store, directory)
     if fresh:
-        result = refresh(store, out)
+        result = refresh_apart(store, out)
         if refreshed is not None and result.events:
             refreshed(result)
     scope = scope or Scope()

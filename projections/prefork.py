@@ -41,6 +41,22 @@ STARTUP_FAILURE = 3
 RESPAWN_DELAY = 1.0
 
 
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def kill_with_parent() -> None:
+    """Have the kernel SIGKILL this (forked or pool) process when its parent dies, however it dies (Linux's
+    ``PR_SET_PDEATHSIG``; the standard library has no binding, so ``prctl`` is called through ctypes);
+    elsewhere nothing: the caller watches its parent some other way too."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # pragma: no cover - no prctl
+            pass
+
+
 def listen(host: str, port: int, *, backlog: int = 2048) -> socket.socket:
     """A TCP socket bound to ``host``:``port`` and listening (``port`` 0: one the system picks), as
     uvicorn binds its own (IPv6 for an address with a colon, ``SO_REUSEADDR``, its backlog)."""

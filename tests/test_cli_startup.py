@@ -192,11 +192,20 @@ def test_a_command_runs_with_only_its_module_loaded(tmp_path: Path) -> None:
     assert not {"eventstore.cli.documents", "projections.cli.runs"} & modules
 
 
-def test_metrics_over_tables_that_are_current_imports_no_pyarrow(sqlite_store: str, tmp_path: Path) -> None:
+def test_metrics_over_tables_that_are_current_imports_no_pyarrow(sqlite_store: str, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Reading the analytics tables is DuckDB's: pyarrow (with numpy, 0.28 s of CPU) is imported only
-    by a refresh that writes facts, and pandas never (projections/analytics/columns.py)."""
-    r, modules = run(tmp_path, sqlite_store, "metrics")  # the first one builds the tables
+    by a refresh that writes facts, and pandas never (projections/analytics/columns.py); `metrics` runs its
+    refresh in a forked child (files.refresh_apart), so the command's own process imports neither."""
+    r, modules = run(tmp_path, sqlite_store, "metrics")  # the first one builds the tables, in a child
     assert r.returncode == 0, r.stderr
+    assert not {m.split(".")[0] for m in modules} & {"pyarrow", "numpy", "pandas"}
+    r, _ = run(tmp_path, sqlite_store, "append", "ONE", "demo.note", "--data", '{"n": 1}')
+    assert r.returncode == 0, r.stderr
+    with monkeypatch.context() as env:  # the refresh in the command's process (run's interpreter inherits it)
+        env.setenv("EVSTORE_ANALYTICS_FORK", "0")
+        r, modules = run(tmp_path, sqlite_store, "metrics")
+    assert r.returncode == 0 and "1 new events applied" in r.stderr, r.stderr
     top = {m.split(".")[0] for m in modules}
     assert "pyarrow" in top and "pandas" not in top
     r, modules = run(tmp_path, sqlite_store, "metrics")

@@ -35,7 +35,9 @@ def demo(store_url: str, tmp_path: Path) -> tuple[str, Path]:
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
     """How often the log was read (any of EventStore's event readers), DuckDB connected, a report rendered
-    (as a CLI format, or as the page's charts) and a kept report decoded."""
+    (as a CLI format, or as the page's charts) and a kept report decoded.  The refresh runs in this process
+    (``EVSTORE_ANALYTICS_FORK=0``: a forked child's reads would not be counted here)."""
+    monkeypatch.setenv("EVSTORE_ANALYTICS_FORK", "0")
     calls = {name: 0 for name in (*READS, "connect", "render", "charts", "decode")}
 
     def counting(name: str, orig: Callable[..., Any]) -> Callable[..., Any]:

@@ -304,11 +304,9 @@ def refresh(store: EventStore, directory: str | os.PathLike[str] | None = None, 
     started = time.perf_counter()
     out = analytics_dir(store, directory)
     if not rebuild and upto is None:
-        # Caught up already (what most `metrics`, `query` and page views find): no lock, no directory
-        # listing, no read of the log; the manifest and the hash at its checkpoint say so.
-        current = Manifest.load(out, lean=True)  # the catalog is not built while the manifest's code stamp holds
-        if current is not None and current.position == store.max_position() and mismatch(store, current) is None:
-            return RefreshResult(0, current.position, {}, 0, [], False, time.perf_counter() - started)
+        caught_up = _caught_up(store, out, started)
+        if caught_up is not None:
+            return caught_up
     with _refresh_lock(out):
         try:
             return _refresh(store, out, started, batch_size=batch_size, rebuild=rebuild, compact=compact,
@@ -316,6 +314,82 @@ def refresh(store: EventStore, directory: str | os.PathLike[str] | None = None, 
                             workers=workers)
         except OSError as exc:
             raise io_error("write the analytics tables in", out, exc) from exc
+
+
+def _caught_up(store: EventStore, out: Path, started: float) -> RefreshResult | None:
+    """The result of a refresh of tables caught up already (what most `metrics`, `query` and page views
+    find), else None: no lock, no directory listing, no read of the log; the manifest and the hash at its
+    checkpoint say so."""
+    current = Manifest.load(out, lean=True)  # the catalog is not built while the manifest's code stamp holds
+    if current is not None and current.position == store.max_position() and mismatch(store, current) is None:
+        return RefreshResult(0, current.position, {}, 0, [], False, time.perf_counter() - started)
+    return None
+
+
+def refresh_apart(store: EventStore, directory: str | os.PathLike[str] | None = None) -> RefreshResult:
+    """:func:`refresh`, in a child process where this one may fork; the same tables and result.
+
+    A refresh imports pyarrow and the dialects' flatteners (a `metrics` of the 10^7-event demo store after
+    1,000 new events went from 41 to 115 MB before DuckDB opened), which the process then holds beside the
+    report's DuckDB and rows; a child gives them back when it exits.  It refreshes here where a fork is not
+    safe or not possible: threads in this process (`evstore serve`; a fork copies their locks as they are),
+    a store another process cannot open (in-memory SQLite), no ``fork``, or ``EVSTORE_ANALYTICS_FORK=0``.
+    The child dies with this process (``PR_SET_PDEATHSIG``): a refresh killed midway leaves the tables
+    at their last checkpoint, as one killed in this process does."""
+    import threading
+
+    started = time.perf_counter()
+    out = analytics_dir(store, directory)
+    caught_up = _caught_up(store, out, started)
+    if caught_up is not None:
+        return caught_up
+    if (os.environ.get("EVSTORE_ANALYTICS_FORK", "1") == "0" or not hasattr(os, "fork")
+            or threading.active_count() > 1
+            or (store.url.startswith("sqlite") and config.sqlite_file(store.url) is None)):
+        return refresh(store, out)
+    import pickle
+
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        os.close(read_end)
+        _refresh_in_child(store.url, out, write_end)
+    os.close(write_end)
+    try:
+        with os.fdopen(read_end, "rb") as pipe:
+            payload = pipe.read()
+    finally:
+        _, status = os.waitpid(pid, 0)
+    if not payload:
+        raise EvstoreError(f"the process bringing the analytics tables in {out} up to date ended without a result "
+                           f"(exit status {os.waitstatus_to_exitcode(status)}); they are at their last checkpoint: "
+                           "run the command again")
+    kind, value = pickle.loads(payload)
+    if kind == "error":
+        raise EvstoreError(value)
+    return RefreshResult(**value)
+
+
+def _refresh_in_child(url: str, out: Path, fd: int) -> None:
+    """:func:`refresh_apart`'s child: its own connections (none of its parent's), the result or the error's
+    message written to ``fd``, then ``os._exit`` (nothing of the parent's is closed or flushed)."""
+    import pickle
+
+    from projections.prefork import kill_with_parent
+
+    try:
+        kill_with_parent()  # as a refresh in its process would be
+        with EventStore(url, check_schema=False) as own:
+            result = refresh(own, out)
+        payload = pickle.dumps(("ok", {k: getattr(result, k) for k in RefreshResult.__dataclass_fields__}))
+    except BaseException as exc:  # noqa: BLE001 - told to the parent, which raises it
+        text = str(exc) if isinstance(exc, EvstoreError) else f"{type(exc).__name__}: {exc}"
+        payload = pickle.dumps(("error", text))
+    try:
+        with os.fdopen(fd, "wb") as pipe:
+            pipe.write(payload)
+    finally:
+        os._exit(0)
 
 
 def _refresh(store: EventStore, out: Path, started: float, *, batch_size: int, rebuild: bool, compact: bool,
