@@ -173,6 +173,22 @@ CORE_VIEWS: dict[str, str] = {
         SELECT stream_id, dialect, kind, lens_failed, position,
                epoch(captured_at) - epoch(lag(captured_at) OVER (PARTITION BY stream_id ORDER BY position)) AS gap_s
         FROM state_versions""",
+    # Per stream and dialect: its captured versions, the unreadable and removed ones and the lens's failures
+    # (the ``histories`` section adds these up: a report reads a row per stream, not one per version).
+    "version_counts": """
+        SELECT stream_id, dialect, count(*) AS n, count_if(kind = 'unreadable') AS unreadable,
+               count_if(kind = 'removed') AS removed, count_if(lens_failed) AS lens_failures
+        FROM version_gaps GROUP BY ALL""",
+    # Per gate and stream: its verdicts counted, its first pass/fail verdict, its first fail and last pass (the
+    # ``gates`` section adds these up, a row per run and gate, where it grouped every verdict: 61 MB at 10^7).
+    "gate_runs": """
+        SELECT gate, stream_id, count_if(verdict = 'pass') AS pass, count_if(verdict = 'fail') AS fail,
+               count_if(verdict = 'not-applicable') AS not_applicable,
+               count_if(verdict NOT IN ('pass', 'fail', 'not-applicable') OR verdict IS NULL) AS other,
+               arg_min(verdict, position) FILTER (WHERE verdict IN ('pass', 'fail')) AS first_verdict,
+               min(position) FILTER (WHERE verdict = 'fail') AS first_fail,
+               max(position) FILTER (WHERE verdict = 'pass') AS last_pass
+        FROM gates GROUP BY ALL""",
     # Where each stream starts and ends in the log: an update of the kept run views reads the touched
     # streams' facts from those stretches only (projections.analytics.kept).
     "stream_positions": """
@@ -194,8 +210,8 @@ CORE_VIEWS: dict[str, str] = {
 
 #: The shared views computed stream by stream (``Analytics.run_views``): ``usage`` and ``run_usage`` are
 #: not (the price table and the links between runs and sessions are read from outside the facts).
-CORE_RUN_VIEWS: tuple[str, ...] = ("phases", "runs", "gates", "version_gaps", "stream_positions", "run_writers",
-                                   "key_changes")
+CORE_RUN_VIEWS: tuple[str, ...] = ("phases", "runs", "gates", "version_gaps", "version_counts", "gate_runs",
+                                   "stream_positions", "run_writers", "key_changes")
 
 _IN = "stream_id IN (SELECT stream_id FROM sel)"
 
@@ -298,19 +314,16 @@ CORE_SECTIONS: tuple[MetricSection, ...] = (
         "histories", "State histories: versions per stream, write intervals, unreadable versions (per dialect)",
         ("dialect", "streams", "versions", "versions_p50", "versions_max", "interval_p50_s", "interval_p90_s",
          "interval_max_s", "unreadable", "removed", "lens_failures"),
-        # Two scans of the versions, none held: a CTE read three times was materialised whole, every column
-        # (the section took 300+ MB at 10^7 events).  The interval quantiles are taken from a count of each
+        # The versions counted per stream (the kept run view ``version_counts``) and one scan of the
+        # intervals, none held: a CTE read three times was materialised whole, every column (the section took
+        # 300+ MB at 10^7 events).  The interval quantiles are taken from a count of each
         # interval's value (INTERVAL_QUANTILES): quantile_cont holds every interval of a dialect, and a state
         # per thread, which did not fit the report's 100 MB at 10^7 events (3.3 million intervals; run again
         # on one thread: 0.8 s), where the counts (a few thousand values) take 0.09 s.
-        f"""WITH per AS MATERIALIZED (SELECT dialect, stream_id, count(*) AS n,
-                                             count_if(kind = 'unreadable') AS unreadable,
-                                count_if(kind = 'removed') AS removed, count_if(lens_failed) AS lens_failures
-                         FROM version_gaps WHERE {_IN} GROUP BY ALL),
-            n AS (SELECT dialect, count(*) AS streams, sum(n) AS versions, quantile_cont(n, 0.5) AS p50, max(n) AS mx,
-                         sum(unreadable)::BIGINT AS unreadable, sum(removed)::BIGINT AS removed,
+        f"""WITH n AS (SELECT dialect, count(*) AS streams, sum(n) AS versions, quantile_cont(n, 0.5) AS p50,
+                         max(n) AS mx, sum(unreadable)::BIGINT AS unreadable, sum(removed)::BIGINT AS removed,
                          sum(lens_failures)::BIGINT AS lens_failures
-                  FROM per GROUP BY dialect),
+                  FROM version_counts WHERE {_IN} GROUP BY dialect),
             g AS MATERIALIZED ({quantiles_by_count(f"SELECT dialect, gap_s FROM version_gaps WHERE {_IN}", "dialect",
                                                    "gap_s", (0.5, 0.9))})
             SELECT n.dialect, n.streams, n.versions, n.p50 AS versions_p50, n.mx AS versions_max,
@@ -335,22 +348,10 @@ CORE_SECTIONS: tuple[MetricSection, ...] = (
         "gates", "Gates: verdicts, first-pass yield, fail -> pass recovery",
         ("gate", "pass", "fail", "not_applicable", "other", "runs", "first_pass_yield", "runs_failed", "recovered",
          "recovery_rate"),
-        # The verdicts counted in the same grouped pass as the runs' (a scalar subquery per count read a CTE of
-        # every column five times, held whole: 103 MB against 84 at 10^7 events).
-        f"""WITH g AS (SELECT gate, stream_id, verdict, position FROM gates WHERE {_IN}),
-            counts AS (SELECT gate, count_if(verdict = 'pass') AS pass, count_if(verdict = 'fail') AS fail,
-                              count_if(verdict = 'not-applicable') AS not_applicable,
-                              count_if(verdict NOT IN ('pass', 'fail', 'not-applicable') OR verdict IS NULL) AS other
-                       FROM g GROUP BY gate),
-            runs_g AS (
-                SELECT gate, stream_id,
-                       arg_min(verdict, position) FILTER (WHERE verdict IN ('pass', 'fail')) AS first_verdict,
-                       min(position) FILTER (WHERE verdict = 'fail') AS first_fail,
-                       max(position) FILTER (WHERE verdict = 'pass') AS last_pass
-                FROM g GROUP BY ALL)
-            SELECT r.gate, coalesce(any_value(c.pass), 0) AS pass, coalesce(any_value(c.fail), 0) AS fail,
-                   coalesce(any_value(c.not_applicable), 0) AS not_applicable,
-                   coalesce(any_value(c.other), 0) AS other,  -- 0, not NULL, for runs of no gate (as before)
+        # From a row per run and gate (the kept run view ``gate_runs``): grouping every verdict by run and gate
+        # held a group per pair, 61 MB at 10^7 events.
+        f"""SELECT gate, sum(pass)::BIGINT AS pass, sum(fail)::BIGINT AS fail,
+                   sum(not_applicable)::BIGINT AS not_applicable, sum(other)::BIGINT AS other,
                    count(*) AS runs,
                    count(first_verdict) AS runs_judged,
                    CASE WHEN count(first_verdict) > 0
@@ -359,7 +360,7 @@ CORE_SECTIONS: tuple[MetricSection, ...] = (
                    coalesce(count_if(last_pass > first_fail), 0) AS recovered,
                    CASE WHEN count(first_fail) > 0 THEN count_if(last_pass > first_fail) / count(first_fail) END
                        AS recovery_rate
-            FROM runs_g r LEFT JOIN counts c ON c.gate = r.gate GROUP BY r.gate ORDER BY r.gate""",
+            FROM gate_runs WHERE {_IN} GROUP BY gate ORDER BY gate""",
         None,
         "first-pass yield = runs whose first pass/fail verdict for the gate is pass / runs with a "
         "pass/fail verdict; recovery = runs with a pass after their first fail / runs with a fail.",

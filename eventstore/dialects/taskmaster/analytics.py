@@ -211,6 +211,21 @@ VIEWS = {
         WINDOW w AS (PARTITION BY h.stream_id, h.tag, h.task_id ORDER BY h.position)""",
     # Per task (removed ones too: status NULL): cycle time, reopenings, blocked time, and the subtasks
     # it has now (those restated with the task, or added since, and not removed).
+    # Per stream, day and status: its tasks whose last status at the end of the day (UTC) is that one, for
+    # every day from the run's first to its last (the status-over-time section adds these up over the runs
+    # in scope; kept per run, the range join of days and history is not evaluated again for every report).
+    "taskmaster_status_days": """
+        WITH span AS (SELECT stream_id, min(at_utc)::DATE AS first_day, max(at_utc)::DATE AS last_day
+                      FROM taskmaster_task_history GROUP BY stream_id),
+        days AS (SELECT stream_id, unnest(generate_series(first_day, last_day, INTERVAL 1 DAY))::DATE AS day
+                 FROM span),
+        at_end AS (
+            SELECT d.stream_id, d.day, h.project, h.tag, h.task_id, arg_max_null(h.status, h.position) AS status
+            FROM days d JOIN taskmaster_task_history h ON h.stream_id = d.stream_id
+                 AND h.at_utc < d.day + INTERVAL 1 DAY
+            GROUP BY ALL)
+        SELECT stream_id, project, tag, day, status, count(*) AS tasks FROM at_end WHERE status IS NOT NULL
+        GROUP BY ALL""",
     "taskmaster_task_stats": """
         WITH h AS (SELECT * FROM taskmaster_task_history),
         started AS (SELECT stream_id, tag, task_id, min(position) FILTER (WHERE status = 'in-progress') AS ip
@@ -300,16 +315,7 @@ THROUGHPUT = MetricSection(
 STATUS_OVER_TIME = MetricSection(
     "taskmaster_status_over_time", "task-master: tasks by status at the end of each day (UTC)",
     ("project", "tag", "day", "status", "tasks"),
-    f"""WITH h AS (SELECT * FROM taskmaster_task_history WHERE {_IN}),
-        span AS (SELECT stream_id, min(at_utc)::DATE AS first_day, max(at_utc)::DATE AS last_day
-                 FROM h GROUP BY stream_id),
-        days AS (SELECT stream_id, unnest(generate_series(first_day, last_day, INTERVAL 1 DAY))::DATE AS day
-                 FROM span),
-        at_end AS (
-            SELECT d.stream_id, d.day, h.project, h.tag, h.task_id, arg_max_null(h.status, h.position) AS status
-            FROM days d JOIN h ON h.stream_id = d.stream_id AND h.at_utc < d.day + INTERVAL 1 DAY
-            GROUP BY ALL)
-        SELECT project, tag, day, status, count(*) AS tasks FROM at_end WHERE status IS NOT NULL
+    f"""SELECT project, tag, day, status, sum(tasks)::BIGINT AS tasks FROM taskmaster_status_days WHERE {_IN}
         GROUP BY ALL ORDER BY project, tag, day, status""",
     None,
     "each task's last status at or before the end of the day, for every day from the run's first to its last.")
@@ -342,6 +348,7 @@ PER_TASK = MetricSection(
         ORDER BY tag, TRY_CAST(task_id AS BIGINT) NULLS LAST, task_id""")
 
 ANALYTICS = Analytics(version=2, tables=TABLES, rows=_ROWS, views=VIEWS,
-                      run_views=("taskmaster_task_history", "taskmaster_task_stats", "taskmaster_run_changes"),
+                      run_views=("taskmaster_task_history", "taskmaster_status_days", "taskmaster_task_stats",
+                                 "taskmaster_run_changes"),
                       sections=(TASKS, THROUGHPUT, STATUS_OVER_TIME, CHANGES),
                       run_sections=(PER_TASK, TASKS, THROUGHPUT, STATUS_OVER_TIME, CHANGES))
