@@ -1,11 +1,13 @@
-"""The quantiles a report takes from counts of values (``facts.quantiles_by_count``: the ``histories``
-section's write intervals) are ``quantile_cont``'s: the same values found, interpolated the same way."""
+"""How a report's sections read DuckDB: the quantiles taken from counts of values (``facts.quantiles_by_count``:
+the ``histories`` section's write intervals) are ``quantile_cont``'s (the same values found, interpolated the
+same way), and the rows fetched in batches are those of one fetch."""
 
 from __future__ import annotations
 
 import math
 
 import duckdb
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -44,3 +46,21 @@ def test_quantiles_by_count_are_quantile_cont(rows: list[tuple[str, float | None
             else:  # interpolated: DuckDB's own arithmetic may round the last bit otherwise
                 assert values[math.floor(at)] <= a <= values[math.ceil(at)], (q, a)
                 assert abs(a - b) <= 4 * math.ulp(scale), (q, a, b)
+
+
+def test_a_sections_rows_are_fetched_in_batches_each_text_held_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``metrics._rows``: the rows a plain ``fetchall`` gives (as ``_plain`` values), whatever the batch size;
+    a text that repeats is one object (a report's rows repeat statuses, days and projects)."""
+    from projections import metrics
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT i, ['done', 'pending', NULL][i % 3 + 1] AS status, "
+                "DATE '2026-01-01' + (i // 4)::INT AS day, i / 7 AS ratio FROM range(25) r(i)")
+    sql = "SELECT * FROM t ORDER BY i"
+    cols = [d[0] for d in con.execute(sql).description]
+    want = [dict(zip(cols, (metrics._plain(v) for v in r), strict=True)) for r in con.execute(sql).fetchall()]
+    for size in (1, 7, 25, 10_000):
+        monkeypatch.setattr(metrics, "FETCH_ROWS", size)
+        got = metrics._rows(con, sql)
+        assert got == want
+        assert got[1]["status"] is got[4]["status"] == "pending" and got[0]["day"] is got[1]["day"]

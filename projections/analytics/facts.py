@@ -292,7 +292,7 @@ def quantiles_by_count(source: str, group: str, value: str, qs: Sequence[float])
     ``quantile_cont`` holds every value of a group at once, and a state per thread, which DuckDB cannot
     spill; the counts are a GROUP BY and a window, which it can, and hold a row per distinct value.  The
     values found are the same; the interpolation's last bit may differ from DuckDB's arithmetic, far below
-    the report's four decimal places (``tests/test_metrics_quantiles.py``)."""
+    the report's four decimal places (``tests/test_metrics_sections.py``)."""
     found, interpolated = [], []
     for i, q in enumerate(qs, 1):
         at = f"((n - 1)::DOUBLE * {float(q)!r}::DOUBLE)"
