@@ -283,6 +283,7 @@ WRITERS_SECTION = MetricSection(
     "event in scope came over HTTP; `evstore metrics --writer W` keeps the runs W wrote to.",
     chart=Chart("bars", "Events per writer", "{writer}", ("events",)))
 
+
 def quantiles_by_count(source: str, group: str, value: str, qs: Sequence[float]) -> str:
     """SQL of one row per ``group`` of ``source`` (a SELECT) with ``q1``, ``q2``, ... the quantiles ``qs`` of
     ``value`` (NULLs left out) as ``quantile_cont`` defines them, and ``mx`` its maximum, read from a count of
@@ -317,7 +318,7 @@ CORE_SECTIONS: tuple[MetricSection, ...] = (
         # The versions counted per stream (the kept run view ``version_counts``) and one scan of the
         # intervals, none held: a CTE read three times was materialised whole, every column (the section took
         # 300+ MB at 10^7 events).  The interval quantiles are taken from a count of each
-        # interval's value (INTERVAL_QUANTILES): quantile_cont holds every interval of a dialect, and a state
+        # interval's value (quantiles_by_count): quantile_cont holds every interval of a dialect, and a state
         # per thread, which did not fit the report's 100 MB at 10^7 events (3.3 million intervals; run again
         # on one thread: 0.8 s), where the counts (a few thousand values) take 0.09 s.
         f"""WITH n AS (SELECT dialect, count(*) AS streams, sum(n) AS versions, quantile_cont(n, 0.5) AS p50,
