@@ -1,5 +1,5 @@
-"""A report's refresh of the analytics tables runs in a forked child where the process may fork
-(``files.refresh_apart``): the same tables and report as a refresh in the process, its errors told the
+"""The refresh of the analytics tables before a report, a query or a usage count runs in a forked child
+where the process may fork (``files.refresh_apart``): the same tables and report as a refresh in the process, its errors told the
 same way, a child that dies without a result named, and the parent never imports pyarrow."""
 
 from __future__ import annotations
@@ -90,12 +90,13 @@ def test_an_error_in_the_child_is_told_as_the_refresh_tells_it(grown: tuple[str,
     assert r.exit_code != 0 and "exit status 3" in r.output  # said, not a traceback
 
 
-def test_metrics_after_new_events_never_imports_pyarrow(grown: tuple[str, Path]) -> None:
+@pytest.mark.parametrize("command", [["metrics", "--format", "json"], ["usage", "--json"],
+                                     ["query", "SELECT count(*) AS runs FROM runs", "--json"]])
+def test_a_command_after_new_events_never_imports_pyarrow(grown: tuple[str, Path], command: list[str]) -> None:
     """The whole command, as a user runs it: the refresh's pyarrow is imported in the child only."""
     url, directory = grown
     code = ("import sys\nfrom eventstore.cli import main\n"
-            f"sys.argv = ['evstore', '--url', {url!r}, 'metrics', '--format', 'json', '--analytics-dir', "
-            f"{str(directory)!r}]\n"
+            f"sys.argv = ['evstore', '--url', {url!r}, *{command!r}, '--analytics-dir', {str(directory)!r}]\n"
             "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
             "print('pyarrow' in sys.modules, file=sys.stderr)\n")
     env = {k: v for k, v in os.environ.items() if k != "EVSTORE_ANALYTICS_FORK"}
@@ -103,4 +104,9 @@ def test_metrics_after_new_events_never_imports_pyarrow(grown: tuple[str, Path])
     assert r.returncode == 0, r.stderr
     assert "new events applied" in r.stderr and r.stderr.strip().endswith("False"), r.stderr
     runs = _cli(url, "runs", "--json").stdout.splitlines()
-    assert json.loads(r.stdout)["scope"]["runs"] == len(runs) > 7  # every run, the new ones with the old
+    if command[0] == "metrics":
+        assert json.loads(r.stdout)["scope"]["runs"] == len(runs) > 7  # every run, the new ones with the old
+    elif command[0] == "query":
+        assert json.loads(r.stdout) == [{"runs": len(runs)}]
+    else:
+        assert json.loads(r.stdout)["rows"]

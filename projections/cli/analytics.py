@@ -23,10 +23,11 @@ _analytics_dir = click.option("--analytics-dir", type=click.Path(file_okay=False
 def _tables(store: Any, directory: str | None, no_refresh: bool, sql: str | None = None) -> Iterator[Any]:
     """The store's analytics tables as a DuckDB connection (caught up first unless ``no_refresh``; for
     the one query ``sql`` if given: :func:`projections.analytics.views.reads`)."""
-    from projections.analytics import reading, refresh
+    from projections.analytics import reading
+    from projections.analytics.files import refresh_apart
 
     if not no_refresh:
-        result = refresh(store, directory)
+        result = refresh_apart(store, directory)  # in a forked child where it can: pyarrow stays out of here
         if result.events:
             click.echo(f"analytics: {result.events} new events applied (checkpoint {result.position})", err=True)
     with reading(store, directory, fresh=False, sql=sql) as con:
