@@ -127,8 +127,14 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
         for r in batch:
             row = {}
             for c, v in zip(cols, r, strict=True):
-                v = _plain(v)
-                row[c] = texts.setdefault(v, v) if type(v) is str else v
+                t = type(v)
+                if t is str:
+                    v = texts.setdefault(v, v)
+                elif v is not None and t is not int and t is not bool:  # what _plain leaves as it is, first
+                    v = _plain(v)
+                    if type(v) is str:  # a time's ISO text
+                        v = texts.setdefault(v, v)
+                row[c] = v
             out.append(row)
     return out
 

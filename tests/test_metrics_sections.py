@@ -55,7 +55,9 @@ def test_a_sections_rows_are_fetched_in_batches_each_text_held_once(monkeypatch:
 
     con = duckdb.connect()
     con.execute("CREATE TABLE t AS SELECT i, ['done', 'pending', NULL][i % 3 + 1] AS status, "
-                "DATE '2026-01-01' + (i // 4)::INT AS day, i / 7 AS ratio FROM range(25) r(i)")
+                "DATE '2026-01-01' + (i // 4)::INT AS day, i / 7 AS ratio, i % 2 = 0 AS even, "
+                "(i / 3)::DECIMAL(10, 2) AS share, TIMESTAMPTZ '2026-01-01 00:00:00+00' + i * INTERVAL 1 HOUR AS at, "
+                "CASE WHEN i % 5 = 0 THEN NULL ELSE i * 1.5 END AS maybe, 'nan'::DOUBLE AS nothing FROM range(25) r(i)")
     sql = "SELECT * FROM t ORDER BY i"
     cols = [d[0] for d in con.execute(sql).description]
     want = [dict(zip(cols, (metrics._plain(v) for v in r), strict=True)) for r in con.execute(sql).fetchall()]
