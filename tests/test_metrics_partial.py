@@ -26,7 +26,7 @@ from eventstore.dialects.base import Snapshot
 from eventstore.ingest import Ingestor
 from eventstore.store import EventStore
 from projections import metrics
-from projections.analytics import kept, refresh, views
+from projections.analytics import files, kept, refresh, views
 from projections.analytics.facts import catalog
 
 START = datetime(2026, 2, 2, 9, 0, tzinfo=UTC)
@@ -162,6 +162,38 @@ def test_kept_rows_another_connection_holds_are_not_waited_for(tmp_path: Path) -
     finally:
         holder.close()
     assert rep == over_the_facts(store, directory)
+    store.close()
+
+
+def test_a_compaction_of_the_facts_keeps_the_kept_rows(tmp_path: Path) -> None:
+    """A compaction merges small fact files into one (the same facts): the report after it updates the run the
+    new events touched, as after any refresh, instead of every run's rows from every fact; a rebuild, a new
+    build of the tables, computes them all again."""
+    store = open_store(tmp_path)
+    ingestors: dict[int, Ingestor] = {}
+    runs = simulated()
+    for i, (_n, snaps) in enumerate(runs):
+        ingest(store, i, list(snaps[:-2]), ingestors)
+    directory = tmp_path / "analytics"
+    metrics.report(store, directory)
+    assert kept.last is not None and kept.last.streams is None
+    build = files.Manifest.load(directory).build  # type: ignore[union-attr]
+    for n in range(2):  # two refreshes, two small files a table
+        ingest(store, 0, [runs[0][1][-2 + n]], ingestors)
+        refresh(store, directory, compact=False)
+    before = {f["file"] for f in files.Manifest.load(directory).files["events"]}  # type: ignore[union-attr]
+    ingest(store, 1, list(runs[1][1][-2:]), ingestors)
+    result = refresh(store, directory, compact_at=1)  # merge the small files
+    assert result.compacted
+    after = files.Manifest.load(directory)
+    assert after is not None and after.build == build and not before <= {f["file"] for f in after.files["events"]}
+    rep = metrics.report(store, directory).to_dict()
+    assert kept.last is not None and kept.last.streams == 2  # the runs of the new events, not every run
+    assert rep == over_the_facts(store, directory)
+    refresh(store, directory, rebuild=True)
+    assert files.Manifest.load(directory).build != build  # type: ignore[union-attr]
+    metrics.report(store, directory, scope=metrics.Scope(dialect="taskmaster"))
+    assert kept.last is not None and kept.last.streams is None
     store.close()
 
 

@@ -92,6 +92,10 @@ class Manifest:
     files: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {t: [] for t in catalog().tables})
     #: The stamp of the code that built the catalog of ``version`` (:func:`facts.code_stamp`; None: not known).
     code: Any = None
+    #: Which build of the tables this is: new when they are built from the first event (:func:`_init`: a
+    #: rebuild, another store's or log's files), kept by a refresh and a compaction, which add and merge files
+    #: of the same facts ("": a manifest written before it was kept).  The kept run views hold to it.
+    build: str = ""
 
     @classmethod
     def load(cls, directory: Path, *, lean: bool = False) -> Manifest | None:
@@ -103,7 +107,8 @@ class Manifest:
             files = data["files"]
             tables = list(files) if lean and not built() else catalog().tables
             return cls(str(data["version"]), str(data.get("store_id", "")), int(data["position"]),
-                       str(data.get("hash", "")), {t: list(files.get(t, [])) for t in tables}, data.get("code"))
+                       str(data.get("hash", "")), {t: list(files.get(t, [])) for t in tables}, data.get("code"),
+                       str(data.get("build", "")))
         except FileNotFoundError:
             return None
         except (ValueError, KeyError, TypeError, AttributeError):
@@ -120,7 +125,7 @@ class Manifest:
         self.code = _stamp() if self.version == catalog().version else None
         data = msgspec.json.encode({"name": NAME, "version": self.version, "store_id": self.store_id,
                                     "position": self.position, "hash": self.hash, "files": self.files,
-                                    "code": self.code})
+                                    "code": self.code, "build": self.build})
         with replacing(directory / MANIFEST) as tmp, open(tmp, "wb") as fh:
             fh.write(msgspec.json.format(data, indent=1))
             fh.flush()
@@ -263,7 +268,7 @@ def _init(directory: Path, store_id: str) -> Manifest:
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
-    m = Manifest(store_id=store_id)
+    m = Manifest(store_id=store_id, build=uuid.uuid4().hex)
     for table, schema in catalog().schemas.items():
         (directory / table).mkdir(exist_ok=True)
         name = _part(table, 0, 0)
