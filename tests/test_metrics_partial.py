@@ -197,6 +197,33 @@ def test_a_compaction_of_the_facts_keeps_the_kept_rows(tmp_path: Path) -> None:
     store.close()
 
 
+def test_tables_of_an_older_evstore_get_a_build_at_their_next_refresh(tmp_path: Path) -> None:
+    """A manifest written before builds were kept: the kept rows hold to its files (as before), the next refresh
+    that lists files gives it a build, the report after it builds the kept rows once more, and from then on
+    they hold to the build."""
+    store = open_store(tmp_path)
+    ingestors: dict[int, Ingestor] = {}
+    runs = simulated()
+    ingest(store, 0, list(runs[0][1][:-2]), ingestors)
+    directory = tmp_path / "analytics"
+    refresh(store, directory)
+    manifest = directory / files.MANIFEST
+    data = json.loads(manifest.read_bytes())
+    manifest.write_text(json.dumps({k: v for k, v in data.items() if k != "build"}))  # as an older one
+    metrics.report(store, directory)
+    assert kept.last is not None and kept.last.streams is None
+    assert files.Manifest.load(directory).build == ""  # type: ignore[union-attr]
+    ingest(store, 0, [runs[0][1][-2]], ingestors)
+    metrics.report(store, directory)
+    build = files.Manifest.load(directory).build  # type: ignore[union-attr]
+    assert build and kept.last is not None and kept.last.streams is None  # its basis changed: built once more
+    ingest(store, 0, [runs[0][1][-1]], ingestors)
+    metrics.report(store, directory)
+    assert files.Manifest.load(directory).build == build  # type: ignore[union-attr]
+    assert kept.last is not None and kept.last.streams == 1
+    store.close()
+
+
 def test_a_kept_file_that_is_not_duckdb_is_built_again(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     ingest(store, 2, list(simulated()[2][1]), {})

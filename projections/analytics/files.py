@@ -404,6 +404,8 @@ def _refresh(store: EventStore, out: Path, started: float, *, batch_size: int, r
     fresh = manifest is None or mismatch(store, manifest) is not None
     if manifest is None or fresh:
         manifest = _init(out, store.store_id())
+    elif not manifest.build:  # written by an older evstore: a build from here on (the kept rows, built once more,
+        manifest.build = uuid.uuid4().hex  # then hold to it), saved with the first files this refresh lists
     _remove_unlisted(out, manifest)
     high = store.max_position() if upto is None else min(upto, store.max_position())
     total = max(high - manifest.position, 0)
