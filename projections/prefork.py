@@ -57,6 +57,50 @@ def kill_with_parent() -> None:
             pass
 
 
+def may_fork(url: str | None = None) -> bool:
+    """Whether this process may fork a child to do part of its work: ``fork`` exists, no other thread runs
+    here (a fork copies their locks as they are), and the store at ``url``, if given, can be opened by
+    another process (not an in-memory SQLite database)."""
+    if not hasattr(os, "fork") or threading.active_count() > 1:
+        return False
+    if url is not None and url.startswith("sqlite"):
+        from eventstore import config
+
+        return config.sqlite_file(url) is not None
+    return True
+
+
+def run_in_child(fd: int, work: Callable[[], Any]) -> None:
+    """In a forked child, never returning: die with the parent (:func:`kill_with_parent`), run ``work`` and write
+    to ``fd`` ``("ok", its result)`` or ``("error", what went wrong)`` pickled (an EvstoreError's message; another
+    error's type and message), then ``os._exit``: nothing of the parent's is closed or flushed."""
+    import pickle
+
+    try:
+        kill_with_parent()
+        payload = pickle.dumps(("ok", work()))
+    except BaseException as exc:  # noqa: BLE001 - told to the parent, which says it
+        payload = pickle.dumps(("error", str(exc) if isinstance(exc, EvstoreError) else f"{type(exc).__name__}: {exc}"))
+    try:
+        with os.fdopen(fd, "wb") as pipe:
+            pipe.write(payload)
+    finally:
+        os._exit(0)
+
+
+def child_outcome(pid: int, fd: int) -> tuple[tuple[str, Any] | None, int, float]:
+    """In the parent: what the child ``pid`` of :func:`run_in_child` wrote to ``fd`` (None: nothing, it died
+    first), its exit code and its CPU seconds, once it has ended."""
+    import pickle
+
+    try:
+        with os.fdopen(fd, "rb") as pipe:
+            data = pipe.read()
+    finally:
+        _, status, usage = os.wait4(pid, 0)
+    return (pickle.loads(data) if data else None), os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime
+
+
 def listen(host: str, port: int, *, backlog: int = 2048) -> socket.socket:
     """A TCP socket bound to ``host``:``port`` and listening (``port`` 0: one the system picks), as
     uvicorn binds its own (IPv6 for an address with a colon, ``SO_REUSEADDR``, its backlog)."""

@@ -63,10 +63,8 @@ def to_json(value: Any) -> str:
     skeleton = {**value, "sections": [{**s, "rows": f"{token}{i}"} for i, s in enumerate(sections)]}
     text = _dumps(skeleton)
     parts = []
-    for i, s in enumerate(sections):
-        before, found, text = text.partition(json.dumps(f"{token}{i}"))
-        if not found:  # (not reached: the skeleton holds each token once)
-            return _dumps(value) + "\n"
+    for i, s in enumerate(sections):  # each token is in the skeleton's text once, in this order
+        before, _token, text = text.partition(json.dumps(f"{token}{i}"))
         parts.append(before)
         parts += _rows_json(s["rows"], 3)
     parts += [text, "\n"]
@@ -94,20 +92,10 @@ _COLUMN_TEXT: dict[type, Callable[[Any], str]] = {
 
 
 def _scalar_json(v: str | int | float | bool | None) -> str:
-    """One text, number (of exactly that type), boolean or null as ``json.dumps`` writes it."""
-    if v is None:
-        return "null"
-    if v is True or v is False:
-        return "true" if v else "false"
-    if type(v) is str:
-        return json.encoder.encode_basestring(v)
-    if type(v) is int:
-        return int.__repr__(v)
-    if v != v:
-        return "NaN"
-    if v in (math.inf, -math.inf):
-        return "Infinity" if v > 0 else "-Infinity"
-    return float.__repr__(v)
+    """One value of a :data:`_COLUMN_TEXT` type as ``json.dumps`` writes it (a float that is not finite too)."""
+    if type(v) is float and not math.isfinite(v):
+        return "NaN" if v != v else "Infinity" if v > 0 else "-Infinity"
+    return _COLUMN_TEXT[type(v)](v)
 
 
 def _rows_json(rows: list[Any], level: int) -> list[str]:

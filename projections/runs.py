@@ -839,14 +839,11 @@ class ForkedIndexCheck:
 
     def _found(self) -> list[tuple[str, int, str]]:
         """What the child found differing (before :func:`_recheck`)."""
-        import os
-        import pickle
+        from projections.prefork import child_outcome
 
-        with os.fdopen(self.fd, "rb") as pipe:
-            data = pipe.read()
-        _, _, usage = os.wait4(self.pid, 0)
-        self.pid, self.cpu = 0, usage.ru_utime + usage.ru_stime
-        outcome: Any = pickle.loads(data) if data else ("error", "the process deriving it ended without a word")
+        said, _code, self.cpu = child_outcome(self.pid, self.fd)
+        self.pid = 0
+        outcome: Any = said or ("error", "the process deriving it ended without a word")
         if outcome[0] != "ok":
             raise EvstoreError(f"Could not derive the runs index from the log: {outcome[1]}")
         found: list[tuple[str, int, str]] = outcome[1]
@@ -876,13 +873,11 @@ def fork_index_check(store: EventStore, *, batch: int = 1000) -> ForkedIndexChec
     SQLite), threads running in this process (a fork copies their locks in whatever state), or
     ``EVSTORE_VERIFY_FORK=0``."""
     import os
-    import threading
+    from functools import partial
 
-    from eventstore import config
+    from projections.prefork import may_fork, run_in_child
 
-    if (os.environ.get("EVSTORE_VERIFY_FORK", "1") == "0" or not hasattr(os, "fork")
-            or (os.cpu_count() or 1) < 2 or threading.active_count() > 1
-            or (store.url.startswith("sqlite") and config.sqlite_file(store.url) is None)):
+    if os.environ.get("EVSTORE_VERIFY_FORK", "1") == "0" or (os.cpu_count() or 1) < 2 or not may_fork(store.url):
         return None
     check = IndexCheck(store, batch=batch)  # the checkpoint, read here: the child derives the rows as of it
     read_end, write_end = os.pipe()
@@ -890,35 +885,27 @@ def fork_index_check(store: EventStore, *, batch: int = 1000) -> ForkedIndexChec
     pid = os.fork()
     if pid == 0:  # the child: never returns
         os.close(read_end)
-        _derive_in_child(store.url, check, write_end, parent)
+        run_in_child(write_end, partial(_derive_own, store.url, check, parent))
     os.close(write_end)
     return ForkedIndexCheck(store, check.upto, pid, read_end)
 
 
-def _derive_in_child(url: str, check: IndexCheck, fd: int, parent: int) -> None:
+def _derive_own(url: str, check: IndexCheck, parent: int) -> list[tuple[str, int, str]]:
+    """:func:`fork_index_check`'s child's work: its own connections (none of the parent's), what differs."""
     import os
-    import pickle
 
-    try:
-        with EventStore(url, check_schema=False) as own:  # its own connections, none of the parent's
-            check.store = own
-            with own.reading() as cur, documents.owned_events():
-                for (sid, _hv, _hh, version, event_id, type_, schema_version, data, meta, occurred_at, recorded_at,
-                     _ds, _ms, prev_hash, h, position, _salt) in own.backend.chain_rows(cur):
-                    if position % 4096 == 0 and os.getppid() != parent:
-                        os._exit(1)  # verify was killed: no derivation outlives it
-                    if version is not None:
-                        check.event(cur, RecordedEvent(position, sid, version, event_id, type_, schema_version,
-                                                       data, meta, occurred_at, recorded_at, prev_hash, h))
-                check.end(cur)
-        payload = pickle.dumps(("ok", check.found))
-    except BaseException as exc:  # noqa: BLE001 - told to the parent, which reports it
-        payload = pickle.dumps(("error", f"{type(exc).__name__}: {exc}"))
-    try:
-        with os.fdopen(fd, "wb") as pipe:
-            pipe.write(payload)
-    finally:
-        os._exit(0)
+    with EventStore(url, check_schema=False) as own:
+        check.store = own
+        with own.reading() as cur, documents.owned_events():
+            for (sid, _hv, _hh, version, event_id, type_, schema_version, data, meta, occurred_at, recorded_at,
+                 _ds, _ms, prev_hash, h, position, _salt) in own.backend.chain_rows(cur):
+                if position % 4096 == 0 and os.getppid() != parent:
+                    os._exit(1)  # verify was killed: no derivation outlives it (where PR_SET_PDEATHSIG is not)
+                if version is not None:
+                    check.event(cur, RecordedEvent(position, sid, version, event_id, type_, schema_version,
+                                                   data, meta, occurred_at, recorded_at, prev_hash, h))
+            check.end(cur)
+    return check.found
 
 
 def check_index(store: EventStore, stream_id: str | None = None, *,

@@ -551,10 +551,10 @@ class Backend(abc.ABC):
         """The replay-cache rows (of one stream, if given) by stream id, name and version: those after
         ``after`` (a row's stream id, name and version), at most ``limit`` of them (a page)."""
         p = self.p
-        where, params = conjunction((f"s.stream_id = {p}", (stream_id,)) if stream_id is not None else None,
-                                    (f"(s.stream_id, c.name, c.version) > ({p}, {p}, {p})", after)
-                                    if after is not None else None)
-        sql = self.sql_cache_entries.format(where=where)
+        within, params = conjunction((f"s.stream_id = {p}", (stream_id,)) if stream_id is not None else None,
+                                     (f"(s.stream_id, c.name, c.version) > ({p}, {p}, {p})", after)
+                                     if after is not None else None)
+        sql = self.sql_cache_entries.format(where=within)
         cur.execute(sql if limit is None else f"{sql} LIMIT {int(limit)}", params)
         return [CacheEntry(*r) for r in cur.fetchall()]
 
@@ -764,9 +764,9 @@ class Backend(abc.ABC):
     def checkpoint_notes(self, cur: Any, *, origin: str | None = None, tree_size: int | None = None,
                          limit: int = 100) -> list[CheckpointNote]:
         """The recorded checkpoints (of ``origin``, at ``tree_size``, if given), newest first."""
-        where, params = conjunction((f"origin = {self.p}", (origin,)) if origin is not None else None,
-                                    (f"tree_size = {self.p}", (tree_size,)) if tree_size is not None else None)
-        cur.execute(self.sql_checkpoint_notes.format(where=where, limit=int(limit)), params)
+        within, params = conjunction((f"origin = {self.p}", (origin,)) if origin is not None else None,
+                                     (f"tree_size = {self.p}", (tree_size,)) if tree_size is not None else None)
+        cur.execute(self.sql_checkpoint_notes.format(where=within, limit=int(limit)), params)
         return [CheckpointNote(int(r[0]), r[1], int(r[2]), bytes(r[3]), r[4], r[5]) for r in cur.fetchall()]
 
     # -- named tokens of `evstore serve` (eventstore/tokens.py; migration 0008) ---------------

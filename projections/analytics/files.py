@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -341,60 +342,36 @@ def refresh_apart(store: EventStore, directory: str | os.PathLike[str] | None = 
     a store another process cannot open (in-memory SQLite), no ``fork``, or ``EVSTORE_ANALYTICS_FORK=0``.
     The child dies with this process (``PR_SET_PDEATHSIG``): a refresh killed midway leaves the tables
     at their last checkpoint, as one killed in this process does."""
-    import threading
+    from projections.prefork import child_outcome, may_fork, run_in_child
 
     started = time.perf_counter()
     out = analytics_dir(store, directory)
     caught_up = _caught_up(store, out, started)
     if caught_up is not None:
         return caught_up
-    if (os.environ.get("EVSTORE_ANALYTICS_FORK", "1") == "0" or not hasattr(os, "fork")
-            or threading.active_count() > 1
-            or (store.url.startswith("sqlite") and config.sqlite_file(store.url) is None)):
+    if os.environ.get("EVSTORE_ANALYTICS_FORK", "1") == "0" or not may_fork(store.url):
         return refresh(store, out)
-    import pickle
-
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns
         os.close(read_end)
-        _refresh_in_child(store.url, out, write_end)
+        run_in_child(write_end, partial(_refresh_own, store.url, out))
     os.close(write_end)
-    try:
-        with os.fdopen(read_end, "rb") as pipe:
-            payload = pipe.read()
-    finally:
-        _, status = os.waitpid(pid, 0)
-    if not payload:
+    outcome, code, _cpu = child_outcome(pid, read_end)
+    if outcome is None:
         raise EvstoreError(f"the process bringing the analytics tables in {out} up to date ended without a result "
-                           f"(exit status {os.waitstatus_to_exitcode(status)}); they are at their last checkpoint: "
-                           "run the command again")
-    kind, value = pickle.loads(payload)
+                           f"(exit status {code}); they are at their last checkpoint: run the command again")
+    kind, value = outcome
     if kind == "error":
         raise EvstoreError(value)
     return RefreshResult(**value)
 
 
-def _refresh_in_child(url: str, out: Path, fd: int) -> None:
-    """:func:`refresh_apart`'s child: its own connections (none of its parent's), the result or the error's
-    message written to ``fd``, then ``os._exit`` (nothing of the parent's is closed or flushed)."""
-    import pickle
-
-    from projections.prefork import kill_with_parent
-
-    try:
-        kill_with_parent()  # as a refresh in its process would be
-        with EventStore(url, check_schema=False) as own:
-            result = refresh(own, out)
-        payload = pickle.dumps(("ok", {k: getattr(result, k) for k in RefreshResult.__dataclass_fields__}))
-    except BaseException as exc:  # noqa: BLE001 - told to the parent, which raises it
-        text = str(exc) if isinstance(exc, EvstoreError) else f"{type(exc).__name__}: {exc}"
-        payload = pickle.dumps(("error", text))
-    try:
-        with os.fdopen(fd, "wb") as pipe:
-            pipe.write(payload)
-    finally:
-        os._exit(0)
+def _refresh_own(url: str, out: Path) -> dict[str, Any]:
+    """:func:`refresh_apart`'s child's work: its own connections (none of its parent's), the result's fields."""
+    with EventStore(url, check_schema=False) as own:
+        result = refresh(own, out)
+    return {k: getattr(result, k) for k in RefreshResult.__dataclass_fields__}
 
 
 def _refresh(store: EventStore, out: Path, started: float, *, batch_size: int, rebuild: bool, compact: bool,
@@ -515,11 +492,9 @@ def _workers(total: int) -> int:
             return max(int(env), 1)
         except ValueError:
             raise EvstoreError(f"EVSTORE_ANALYTICS_WORKERS must be a number of processes, not {env!r}") from None
-    import multiprocessing
-    import threading
+    from projections.prefork import may_fork
 
-    if total < PARALLEL_EVENTS or "fork" not in multiprocessing.get_all_start_methods() \
-            or threading.active_count() > 1:
+    if total < PARALLEL_EVENTS or not may_fork():
         return 1
     return max(min(os.cpu_count() or 1, MAX_WORKERS), 1)
 
