@@ -25,7 +25,7 @@ import os
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 
@@ -172,11 +172,21 @@ def _section_rows(con: duckdb.DuckDBPyConnection, m: MetricSection) -> tuple[lis
     return _rows(con, m.sql), (_rows(con, m.summary_sql)[0] if m.summary_sql else {})
 
 
-def cross_run_report(con: duckdb.DuckDBPyConnection, scope: Scope | None = None) -> Report:
-    """Every cross-run metric for the runs in ``scope``."""
+def cross_run_report(con: duckdb.DuckDBPyConnection, scope: Scope | None = None, *,
+                     earlier: Earlier | None = None) -> Report:
+    """Every cross-run metric for the runs in ``scope``; with ``earlier`` (the report kept at an earlier position
+    for the same question), its sections that no run since has changed (:meth:`Earlier.section`)."""
     head, todo = _cross_head(con, scope or Scope())
-    head.sections = [section(con, m) for m in todo]
+    head.sections = [_section_or_earlier(con, m, earlier) for m in todo]
     return head
+
+
+def _section_or_earlier(con: duckdb.DuckDBPyConnection, m: MetricSection, earlier: Earlier | None) -> Section:
+    if earlier is not None:
+        s = earlier.section(con, m)
+        if s is not None:
+            return s
+    return section(con, m)
 
 
 def _cross_head(con: duckdb.DuckDBPyConnection, scope: Scope) -> tuple[Report, list[MetricSection]]:
@@ -247,10 +257,22 @@ def _run_head(con: duckdb.DuckDBPyConnection, stream_id: str) -> tuple[Report, l
 # ---------------------------------------------------------------- computed once per log position
 
 
+class Key(NamedTuple):
+    """A kept report's key: the checkpoint of the tables it is computed from, a digest of everything it depends on
+    there (:func:`_key`), and the question asked (the store, the tables' build, the catalog's version, the scope),
+    whatever the position (:func:`_base`)."""
+
+    position: int
+    digest: str
+    question: str
+
+
 #: Bump when a kept report's layout (or what a section computes, outside its declared SQL) changes.
-REPORT_FORMAT = 1
+REPORT_FORMAT = 2
 #: The folder, in the analytics directory, of the reports kept for the current log position.
 REPORTS = "reports"
+#: The suffix of the file beside a kept report that holds its :func:`_base`.
+BASE = "base"
 
 
 def report(store: EventStore, directory: str | os.PathLike[str] | None = None, *, stream_id: str | None = None,
@@ -312,18 +334,109 @@ class Computing:
         from projections.analytics.views import REPORT_MEMORY, reading
 
         with reading(self.store, self.out, fresh=False, materialize=True, memory=REPORT_MEMORY) as con:
+            earlier = None
             if self.stream_id is not None:
                 head, todo = _run_head(con, self.stream_id)
             else:
                 check_scope(con, self.scope)
                 head, todo = _cross_head(con, self.scope)
+                earlier = Earlier.find(self.out, self.key)
             yield head
             for m in todo:
-                s = section(con, m)
+                s = _section_or_earlier(con, m, earlier)
                 head.sections.append(s)
                 yield s
         if self.key is not None:
             _keep(self.out, self.key, head)
+
+
+class _Named(msgspec.Struct):
+    name: str
+
+
+class _Sections(msgspec.Struct):
+    sections: list[msgspec.Raw]
+
+
+#: The sections the last cross-run report computed in this process took from an earlier one (the tests read it).
+reused: list[str] = []
+
+
+class Earlier:
+    """The report kept for the same question (``Key.base``) at the latest earlier position, if one is there (the
+    reports folder holds one position's reports, and an earlier position's until a later one is kept): a section
+    declared ``per_run`` (``MetricSection.per_run``: computed from the run views it reads alone) is that report's
+    section, read back, when no update of the kept run views since its position changed those views' rows
+    (``kept.unchanged_since``: none of the runs the new events touched has rows in them).  New events in
+    Claude Code sessions leave the task-master sections, 185,000 rows at 10^7 events, as they were, and they
+    are not computed again.  Sections are decoded only when taken."""
+
+    def __init__(self, position: int, sections: dict[str, msgspec.Raw]) -> None:
+        self.position, self._sections = position, sections
+
+    @classmethod
+    def find(cls, out: Path, key: Key | None) -> Earlier | None:
+        reused.clear()
+        if key is None:
+            return None
+        folder = out / REPORTS
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return None
+        base, found = _base(key).encode(), []
+        for name in names:
+            at, _, rest = name.partition("-")
+            if at.isdigit() and int(at) < key.position and rest.endswith(f".{BASE}"):
+                found.append((int(at), name[:-len(BASE)]))  # the report's name, less its "json"
+        for position, stem in sorted(found, reverse=True):  # the latest first
+            try:
+                if (folder / (stem + BASE)).read_bytes() != base:
+                    continue
+                raw = msgspec.json.decode((folder / (stem + "json")).read_bytes(), type=_Sections).sections
+                return cls(position, {msgspec.json.decode(r, type=_Named).name: r for r in raw})
+            except (OSError, msgspec.DecodeError):
+                continue  # deleted under us (a later report was kept), or not ours
+        return None
+
+    def section(self, con: duckdb.DuckDBPyConnection, m: MetricSection) -> Section | None:
+        """The earlier report's section ``m`` if it is still the section at this position, else None."""
+        from projections.analytics import kept
+
+        raw = self._sections.get(m.name)
+        if raw is None or not m.per_run:
+            return None
+        views = run_views_read(con, m)
+        if views is None or not kept.unchanged_since(con, views, self.position):
+            return None
+        try:
+            s = msgspec.json.decode(raw, type=Section)
+        except msgspec.DecodeError:
+            return None
+        reused.append(m.name)
+        return s
+
+
+def run_views_read(con: duckdb.DuckDBPyConnection, m: MetricSection) -> frozenset[str] | None:
+    """The run views (``Analytics.run_views``) besides ``runs`` that ``m``'s SQL reads, if it reads nothing
+    but those, ``runs`` and ``sel``; else None (its SQL reads a view over several runs, a link table or a
+    fact table, or does not say what it reads: it is computed every time, whatever it declares)."""
+    from projections.analytics.views import table_names, tables_read
+
+    cat = catalog()
+    if (cat.version, m.name) not in _read:
+        known = frozenset(table_names())
+        read: set[str] | None = set()
+        for sql in (m.sql, m.summary_sql):
+            got = tables_read(con, sql, known) if sql else set()
+            read = None if got is None or read is None else read | got
+        allowed = set(cat.run_views) | {"sel"}
+        _read[(cat.version, m.name)] = (None if read is None or not read <= allowed
+                                        else frozenset(read - {"sel", "runs"}) or None)
+    return _read[(cat.version, m.name)]
+
+
+_read: dict[tuple[Any, str], frozenset[str] | None] = {}
 
 
 def code_digest(*files: str | os.PathLike[str]) -> str:
@@ -344,7 +457,7 @@ _code_digests: dict[tuple[str, ...], str] = {}
 
 def _position(store: EventStore, directory: str | os.PathLike[str] | None, stream_id: str | None,
               scope: Scope | None, fresh: bool, refreshed: Callable[[RefreshResult], None] | None,
-              ) -> tuple[Path, tuple[int, str] | None, Scope]:
+              ) -> tuple[Path, Key | None, Scope]:
     """The analytics folder (caught up first if ``fresh``), the key of the report asked for at its position
     (None: no tables of this store's log to key by; the report is computed and not kept), the scope."""
     from projections.analytics.files import Manifest, analytics_dir, mismatch, refresh_apart
@@ -360,7 +473,7 @@ def _position(store: EventStore, directory: str | os.PathLike[str] | None, strea
     return out, key, scope
 
 
-def _report_at(store: EventStore, out: Path, key: tuple[int, str] | None, stream_id: str | None,
+def _report_at(store: EventStore, out: Path, key: Key | None, stream_id: str | None,
                scope: Scope) -> Report:
     """The report kept at ``key``, else computed (and kept if there is a key)."""
     if key is not None:
@@ -369,23 +482,24 @@ def _report_at(store: EventStore, out: Path, key: tuple[int, str] | None, stream
             return kept
     from projections.analytics.views import REPORT_MEMORY  # DuckDB: only when the report is computed
 
-    rep = _computed(store, out, stream_id, scope, REPORT_MEMORY)
+    rep = _computed(store, out, stream_id, scope, REPORT_MEMORY, key)
     if key is not None:
         _keep(out, key, rep)
     return rep
 
 
-def _computed(store: EventStore, out: Path, stream_id: str | None, scope: Scope, memory: str | None) -> Report:
+def _computed(store: EventStore, out: Path, stream_id: str | None, scope: Scope, memory: str | None,
+              key: Key | None = None) -> Report:
     from projections.analytics.views import reading
 
     with reading(store, out, fresh=False, materialize=True, memory=memory) as con:  # never another store's tables
         if stream_id is not None:
             return run_report(con, stream_id)
         check_scope(con, scope)  # a filter matching nothing is named, never kept
-        return cross_run_report(con, scope)
+        return cross_run_report(con, scope, earlier=Earlier.find(out, key))
 
 
-def _key(store: EventStore, m: Any, stream_id: str | None, scope: Scope) -> tuple[int, str]:
+def _key(store: EventStore, m: Any, stream_id: str | None, scope: Scope) -> Key:
     """(the checkpoint, a digest of everything the report depends on): the tables (store, checkpoint and
     its hash, catalog version), the log's end (the run/session links are read from the store), what is
     asked (the scope's bound values: a relative time is resolved), what the sections compute and the price
@@ -400,10 +514,19 @@ def _key(store: EventStore, m: Any, stream_id: str | None, scope: Scope) -> tupl
     else:
         sections = _sections_digest(catalog())
     where = Scope(stream_id=stream_id).where() if stream_id is not None else scope.where()
-    parts = [REPORT_FORMAT, m.store_id, m.position, m.hash, m.version, store.max_position(),
-             "run" if stream_id is not None else "cross", where, scope.to_dict(), sections,
-             load_prices().sql_rows()]
-    return m.position, hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:32]
+    question = json.dumps([REPORT_FORMAT, m.store_id, m.build, m.version, "run" if stream_id is not None else "cross",
+                           where, scope.to_dict()], default=str)
+    parts = [question, m.position, m.hash, store.max_position(), sections, load_prices().sql_rows()]
+    return Key(m.position, hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:32], question)
+
+
+def _base(key: Key) -> str:
+    """A digest of the question ``key`` asks and of what answers it, the same at every position: what the sections
+    compute (their declarations: the key's code stamp lists the modules the process that stamped had loaded,
+    which is not the same in every process) and the prices.  Reports with the same base answer the same
+    question at different positions (:class:`Earlier`).  Builds the catalog."""
+    parts = [key.question, _sections_digest(catalog()), load_prices().sql_rows()]
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:32]
 
 
 _digests: dict[str, str] = {}
@@ -420,49 +543,52 @@ def _sections_digest(cat: Any) -> str:
     return _digests[cat.version]
 
 
-def _path(out: Path, key: tuple[int, str]) -> Path:
-    return out / REPORTS / f"{key[0]}-{key[1]}.json"
+def _path(out: Path, key: Key) -> Path:
+    return out / REPORTS / f"{key.position}-{key.digest}.json"
 
 
-def _text_path(out: Path, key: tuple[int, str], name: str) -> Path:
-    return out / REPORTS / f"{key[0]}-{key[1]}.{name}"
+def _text_path(out: Path, key: Key, name: str) -> Path:
+    return out / REPORTS / f"{key.position}-{key.digest}.{name}"
 
 
-def _kept(out: Path, key: tuple[int, str]) -> Report | None:
+def _kept(out: Path, key: Key) -> Report | None:
     try:
         return msgspec.json.decode(_path(out, key).read_bytes(), type=Report)
     except (OSError, msgspec.DecodeError):
         return None  # none kept (or deleted under us, or not ours): compute it
 
 
-def _keep(out: Path, key: tuple[int, str], rep: Report) -> None:
+def _keep(out: Path, key: Key, rep: Report) -> None:
     """Keep ``rep`` if the tables are still at ``key``'s checkpoint (a refresh between the key and the
     connection would make it another position's report), and delete reports of other positions.  A folder
     that cannot be written keeps nothing: the report was still computed and is still shown."""
     from projections.analytics import Manifest, replacing
 
     now = Manifest.load(out)
-    if now is None or now.position != key[0]:
+    if now is None or now.position != key.position:
         return
     try:
         folder = out / REPORTS
         folder.mkdir(exist_ok=True)
         with replacing(_path(out, key)) as tmp:
             tmp.write_bytes(msgspec.json.encode(rep))
+        if key.question:  # what a later report of the same question finds it by (Earlier), after the report
+            with replacing(_text_path(out, key, BASE)) as tmp:
+                tmp.write_bytes(_base(key).encode())
         for p in folder.iterdir():
-            if not p.name.startswith(f"{key[0]}-"):
+            if not p.name.startswith(f"{key.position}-"):
                 p.unlink(missing_ok=True)
     except OSError:
         pass
 
 
-def _keep_text(out: Path, key: tuple[int, str], name: str, text: str) -> None:
+def _keep_text(out: Path, key: Key, name: str, text: str) -> None:
     """Keep a rendering of the report at ``key`` (as :func:`_keep` keeps the report: only while the tables
     are at its checkpoint; nothing if the folder cannot be written)."""
     from projections.analytics import Manifest, replacing
 
     now = Manifest.load(out)
-    if now is None or now.position != key[0]:
+    if now is None or now.position != key.position:
         return
     try:
         (out / REPORTS).mkdir(exist_ok=True)

@@ -19,7 +19,7 @@ from eventstore.cli import register
 from eventstore.store import EventStore
 from projections import report as report_module
 from projections.analytics import views
-from projections.metrics import REPORTS, rendered
+from projections.metrics import BASE, REPORTS, rendered
 from projections.serve import app as serve_app
 
 READS = ("read_all", "iter_all", "iter_batches", "iter_fact_batches", "read_stream", "read_payloads")
@@ -75,7 +75,8 @@ def test_a_second_metrics_on_an_unchanged_store_reads_no_event(demo: tuple[str, 
     assert counted["connect"] == 1 and counted["iter_fact_batches"] >= 1  # built the facts, computed the report once
     assert counted["render"] == 3  # each format rendered once, and kept beside the report
     kept = sorted((directory / REPORTS).iterdir())
-    assert len(reports(directory)) == 1 and len(kept) == 4
+    assert len(reports(directory)) == 1 and len(kept) == 5  # the report, its base (metrics.Earlier), 3 renderings
+    assert sum(p.suffix == f".{BASE}" for p in kept) == 1
     counted.update(dict.fromkeys(counted, 0))
     again = {fmt: _metrics(url, directory, "--format", fmt) for fmt in ("table", "json", "csv")}
     # no event read, no DuckDB connection, nothing rendered, not even the kept report decoded
@@ -92,7 +93,7 @@ def test_a_second_metrics_on_an_unchanged_store_reads_no_event(demo: tuple[str, 
     assert counted["connect"] == 1 and counted["render"] == 1
     assert json.loads(after.stdout)["scope"]["runs"] == json.loads(first["json"])["scope"]["runs"] + 1
     now = sorted((directory / REPORTS).iterdir())  # the older position's report and renderings are gone
-    assert len(now) == 2 and not set(now) & set(kept)
+    assert len(now) == 3 and not set(now) & set(kept)  # the report, its base, its JSON
     assert len({p.name.split("-")[0] for p in now}) == 1
 
 

@@ -18,13 +18,13 @@ import duckdb
 import pytest
 from analytics_fixtures import one_stream_rows
 from conftest import migrated
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from eventstore.dialects import get_dialect
 from eventstore.dialects.base import Snapshot
 from eventstore.ingest import Ingestor
-from eventstore.store import EventStore
+from eventstore.store import EventStore, NewEvent
 from projections import metrics
 from projections.analytics import files, kept, refresh, views
 from projections.analytics.facts import catalog
@@ -68,6 +68,14 @@ def over_the_facts(store: EventStore, directory: Path, stream: str | None = None
     return rep.to_dict()
 
 
+def sections_over_the_facts(store: EventStore, directory: Path, names: list[str]) -> list[dict[str, Any]]:
+    """The cross-run report's sections ``names``, computed over every fact with no kept row."""
+    with views.reading(store, directory, fresh=False) as con:
+        metrics.check_scope(con, metrics.Scope())
+        metrics._select(con, metrics.Scope())
+        return [metrics.section(con, m).to_dict() for _d, m in catalog().sections if m.name in names]
+
+
 def test_every_run_view_is_per_run(tmp_path: Path) -> None:
     """Each declared run view, evaluated over one stream's facts alone, gives that stream's rows of the view
     over every fact (what lets kept.bind compute a touched run's rows from its facts), and reads no link
@@ -89,34 +97,49 @@ def test_every_run_view_is_per_run(tmp_path: Path) -> None:
     con.close()
 
 
+#: A step of the property below that appends a note to a stream of its own: a run no run view but ``runs`` holds.
+NOTE = len(RUNS) + 2
+
+
 @settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.tuples(st.integers(0, len(RUNS) + 1), st.integers(1, 6)), min_size=2, max_size=4))
+@given(st.lists(st.tuples(st.integers(0, NOTE), st.integers(1, 6)), min_size=2, max_size=4))
+@example([(0, 3), (NOTE, 1), (1, 6)])
 def test_a_report_after_appends_equals_the_report_over_all_facts(steps: list[tuple[int, int]]) -> None:
-    """Appends in a random order (each step: some versions of one run), the kept rows brought up to date
-    after each step (as a report does: for the runs the step touched), then the report they give is the one
-    computed over every fact, and so is the report of the run touched last.  About 2 s of CPU an example
-    (a store of a few hundred events, two whole reports each way): the property covers every section."""
+    """Appends in a random order (each step: some versions of one run, or a note in a run of its own), then a
+    report, which brings the kept rows up to date for the runs the step touched and takes from the report before
+    it each section no touched run is in: each section taken is the one computed over every fact, so is the
+    last report, and so is the report of the run touched last.  After a note, every section declared per run is
+    the earlier report's.  About 4 s of CPU an example (a store of a few hundred events, a report a step): the
+    property covers every section."""
     runs = simulated()
+    per_run = {m.name for _d, m in catalog().sections if m.per_run}
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(Path(tmp))
         directory = Path(tmp) / "analytics"
         done = [0] * len(runs)
         ingestors: dict[int, Ingestor] = {}
         updates: list[int | None] = []
-        for pick, count in steps:
-            run = pick % len(runs)
-            snaps = list(runs[run][1][done[run]:done[run] + count]) or [runs[run][1][-1]]
-            done[run] += count
-            stream = ingest(store, run, snaps, ingestors)
+        for i, (pick, count) in enumerate(steps):
+            if pick == NOTE:
+                store.append(f"note-{i}", [NewEvent("note.added", {"text": "a note", "step": i})])
+            else:
+                run = pick % len(runs)
+                snaps = list(runs[run][1][done[run]:done[run] + count]) or [runs[run][1][-1]]
+                done[run] += count
+                stream = ingest(store, run, snaps, ingestors)
             kept.last = None
-            with views.reading(store, directory, materialize=True):  # what a report's connection does first
-                pass
+            rep = metrics.report(store, directory)
             assert kept.last is not None
             updates.append(kept.last.streams)
+            if pick == NOTE and i:
+                assert set(metrics.reused) == per_run
+            taken = [s.to_dict() for s in rep.sections if s.name in metrics.reused]
+            assert taken == sections_over_the_facts(store, directory, metrics.reused), i
         assert updates[0] is None and all(n is not None and n <= 1 for n in updates[1:])  # one run a step
-        assert metrics.report(store, directory).to_dict() == over_the_facts(store, directory)
-        assert metrics.report(store, directory, stream_id=stream).to_dict() == over_the_facts(store, directory,
-                                                                                               stream)
+        assert rep.to_dict() == over_the_facts(store, directory)
+        if any(pick != NOTE for pick, _ in steps):
+            assert metrics.report(store, directory, stream_id=stream).to_dict() == over_the_facts(store, directory,
+                                                                                                   stream)
         store.close()
 
 
@@ -141,6 +164,62 @@ def test_new_events_in_one_run_recompute_that_run_only(tmp_path: Path) -> None:
     assert kept.last.streams == 1 and kept.last.rows == own
     assert 0 < own < first_rows
     assert metrics.report(store, directory).to_dict() == over_the_facts(store, directory)
+    store.close()
+
+
+def test_every_section_declared_per_run_reads_run_views_alone(tmp_path: Path) -> None:
+    """A section declared ``per_run`` reads run views, ``runs`` and ``sel`` and nothing else (else a report would
+    take it from an earlier one while a view over several runs, a link table or a fact had changed); the
+    sections that read anything else are not declared so."""
+    store = open_store(tmp_path)
+    ingest(store, 2, list(simulated()[2][1][:2]), {})
+    directory = tmp_path / "analytics"
+    refresh(store, directory)
+    con = views.connect(directory)
+    declared = [m for _d, m in catalog().sections if m.per_run]
+    assert {"taskmaster_tasks", "taskmaster_status_over_time", "gates", "histories"} <= {m.name for m in declared}
+    for m in declared:
+        assert metrics.run_views_read(con, m), m.name
+    usage = next(m for _d, m in catalog().sections if m.name == "usage")
+    assert not usage.per_run and metrics.run_views_read(con, usage) is None  # reads the messages of every session
+    con.close()
+
+
+def test_a_report_after_new_events_takes_the_sections_no_touched_run_is_in(tmp_path: Path) -> None:
+    """New versions of a task-master run: the task-master sections (and those over every run's state history)
+    are computed again, the other per-run sections are the report's before, on the command line and on the
+    metrics page (``Computing``) alike, and the report is the one computed over every fact.  A kept file without
+    the table of changes (an older evstore's) takes no section until its views have changed once since."""
+    store = open_store(tmp_path)
+    ingestors: dict[int, Ingestor] = {}
+    runs = simulated()
+    for i, (_n, snaps) in enumerate(runs):
+        ingest(store, i, list(snaps[:-2]), ingestors)
+    directory = tmp_path / "analytics"
+    metrics.report(store, directory)
+    assert metrics.reused == []  # the first report: nothing earlier
+    ingest(store, 0, list(runs[0][1][-2:]), ingestors)  # the first task-master run
+    rep = metrics.report(store, directory)
+    taken = set(metrics.reused)
+    assert {"reviewer_acceptance", "friday_cycles", "taskflow_verdicts", "envelope_turns"} <= taken
+    assert not taken & {"taskmaster_tasks", "taskmaster_throughput", "histories", "usage"}
+    assert rep.to_dict() == over_the_facts(store, directory)
+
+    ingest(store, 3, list(runs[3][1][-2:]), ingestors)  # a FRIDAY run, seen on the metrics page
+    refresh(store, directory)  # as the page's request does before it computes
+    parts = list(metrics.Computing(store, directory).parts())
+    assert "friday_cycles" not in metrics.reused and "taskmaster_tasks" in metrics.reused
+    head = parts[0]
+    assert isinstance(head, metrics.Report) and head.to_dict() == over_the_facts(store, directory)
+
+    with duckdb.connect(str(directory / kept.KEPT)) as con:  # as an older evstore left it
+        con.execute(f"DROP TABLE {kept.CHANGES}")
+    ingest(store, 4, list(runs[4][1][-2:]), ingestors)
+    assert metrics.report(store, directory).to_dict() == over_the_facts(store, directory)
+    assert metrics.reused == []  # every view counts as changed now
+    store.append("note-1", [NewEvent("note.added", {"text": "a note"})])
+    metrics.report(store, directory)
+    assert "taskmaster_tasks" in metrics.reused
     store.close()
 
 

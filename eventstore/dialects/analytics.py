@@ -94,7 +94,15 @@ class MetricSection:
     """One section of ``evstore metrics``: ``sql`` gives its rows, ``summary_sql`` (one row) its
     summary figures.  Both run with a table ``sel`` holding the stream ids in scope (filter with
     ``stream_id IN (SELECT stream_id FROM sel)``); every value a user gives is bound there, never
-    written into this SQL.  ``finish(rows, summary)`` may add computed columns in Python."""
+    written into this SQL.  ``finish(rows, summary)`` may add computed columns in Python.
+
+    ``per_run``: the rows and the summary are computed from the run views the SQL reads (``Analytics.run_views``),
+    for the runs in ``sel``, and from nothing else: ``runs`` may be read only to look up a column of a run that
+    has rows in those views, and ``sel`` only to filter them (``stream_id IN (SELECT stream_id FROM sel)``; not,
+    say, to count the runs in scope).  Then a run with no row in those views changes nothing in the section,
+    and a report after new events shows the section of the last report kept if no run those events touched
+    is in its views (``projections.metrics``; ``tests/test_metrics_partial.py`` holds every such section to
+    it).  A section reading anything else is computed every time whatever it declares."""
 
     name: str
     title: str
@@ -104,6 +112,7 @@ class MetricSection:
     note: str = ""
     finish: Callable[[list[dict[str, Any]], dict[str, Any]], None] | None = None
     chart: Chart | None = None
+    per_run: bool = False
 
 
 @dataclass(frozen=True)

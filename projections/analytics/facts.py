@@ -334,7 +334,8 @@ CORE_SECTIONS: tuple[MetricSection, ...] = (
         None,
         "a version = one captured write of the state (a file, a commit, a watch observation); interval = time "
         "between consecutive versions of a stream (source time, else store time); unreadable = versions that were "
-        "no readable document; lens_failures = versions the dialect's lens could not explain (recorded exactly)."),
+        "no readable document; lens_failures = versions the dialect's lens could not explain (recorded exactly).",
+        per_run=True),
     MetricSection(
         "changing_keys", "Top-level keys that change most (document patches, per dialect)",
         ("dialect", "key", "changes", "streams", "last_changed"),
@@ -344,7 +345,7 @@ CORE_SECTIONS: tuple[MetricSection, ...] = (
             GROUP BY dialect, key ORDER BY changes DESC, dialect, key LIMIT 20""",
         None,
         "changes = document.patched events touching the key (a version's changes the dialect's domain events do "
-        "not explain, and every change of a document of any dialect)."),
+        "not explain, and every change of a document of any dialect).", per_run=True),
     MetricSection(
         "gates", "Gates: verdicts, first-pass yield, fail -> pass recovery",
         ("gate", "pass", "fail", "not_applicable", "other", "runs", "first_pass_yield", "runs_failed", "recovered",
@@ -365,7 +366,7 @@ CORE_SECTIONS: tuple[MetricSection, ...] = (
         None,
         "first-pass yield = runs whose first pass/fail verdict for the gate is pass / runs with a "
         "pass/fail verdict; recovery = runs with a pass after their first fail / runs with a fail.",
-        chart=Chart("bars", "First-pass yield per gate", "{gate}", ("first_pass_yield",), max_value=1.0)),
+        chart=Chart("bars", "First-pass yield per gate", "{gate}", ("first_pass_yield",), max_value=1.0), per_run=True),
     MetricSection(
         "phase_durations", "Phase durations and retries",
         ("dialect", "phase", "executions", "finished", "p50_s", "p90_s", "max_s", "retries", "failures", "skips"),
@@ -376,7 +377,7 @@ CORE_SECTIONS: tuple[MetricSection, ...] = (
             FROM phases WHERE {_IN}
             GROUP BY dialect, phase ORDER BY dialect, phase""",
         chart=Chart("groups", "Phase duration percentiles", "{dialect} {phase}", ("p50_s", "p90_s"),
-                    series=("p50", "p90"), scale=60)),
+                    series=("p50", "p90"), scale=60), per_run=True),
     USAGE_SECTION,
     WRITERS_SECTION,
 )

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -43,6 +44,9 @@ if TYPE_CHECKING:
 
 #: Bump when what the file holds changes meaning (its tables are then built again).
 KEPT_FORMAT = 2
+#: The table, in the kept file, of the position at which each run view's rows last changed (a report at an
+#: earlier position shows what a section of those views alone computes now: :func:`unchanged_since`).
+CHANGES = "kept_changes"
 #: Past this many touched streams, they are narrowed by a join rather than a list of their ids.
 LISTED_STREAMS = 2_000
 #: Past this many disjoint stretches of the log holding the touched old streams' facts, the facts are read
@@ -138,6 +142,22 @@ def bind(con: duckdb.DuckDBPyConnection, store: EventStore, directory: Path, m: 
     return True
 
 
+def unchanged_since(con: duckdb.DuckDBPyConnection, views: Iterable[str], position: int) -> bool:
+    """Whether the kept rows ``con`` reads (:func:`bind` made it) of each of ``views`` (run views) are the rows
+    they were at ``position``: no update since changed them (an update changes a view's rows when a stream it
+    touched has rows in it before or after; a build changes every view).  False if ``con`` does not read kept
+    rows, or a view is not among them."""
+    wanted = sorted(set(views))
+    if not wanted:
+        return False
+    try:
+        (known, latest), = con.execute(f"SELECT count(DISTINCT view), max(position) FROM kept.{CHANGES} "
+                                       "WHERE list_contains(?::VARCHAR[], view)", [wanted]).fetchall()
+    except duckdb.Error:  # not attached: the views are read over the facts
+        return False
+    return bool(known == len(wanted) and latest is not None and latest <= position)
+
+
 def _attach(con: duckdb.DuckDBPyConnection, path: Path, *, read_only: bool) -> bool:
     mode = " (READ_ONLY)" if read_only else ""
     for attempt in range(2):
@@ -178,6 +198,7 @@ def _update(con: duckdb.DuckDBPyConnection, store: EventStore, cat: Catalog, db:
     key, basis = _key(cat, m.store_id), _basis(m)
     con.execute("CREATE TABLE IF NOT EXISTS kept.kept_state (key VARCHAR, position BIGINT, hash VARCHAR, "
                 "basis VARCHAR)")
+    con.execute(f"CREATE TABLE IF NOT EXISTS kept.{CHANGES} (view VARCHAR, position BIGINT)")
     try:
         state = con.execute("SELECT key, position, hash, basis FROM kept.kept_state").fetchall()
     except duckdb.Error as exc:  # a file of another layout (an older evstore's)
@@ -195,6 +216,7 @@ def _update(con: duckdb.DuckDBPyConnection, store: EventStore, cat: Catalog, db:
                 after = position
         if after is None:
             raise _Stale
+    changed: set[str] = set(cat.run_views)  # the views whose rows this update changed
     if after is None:
         rows = _build(con, cat, db, m)
         streams: int | None = None
@@ -202,11 +224,16 @@ def _update(con: duckdb.DuckDBPyConnection, store: EventStore, cat: Catalog, db:
         con.execute(f"CREATE OR REPLACE TEMP TABLE kept_touched AS SELECT DISTINCT stream_id FROM {db}.main.events "
                     f"WHERE position > {int(after)}")
         streams = int(con.execute("SELECT count(*) FROM kept_touched").fetchall()[0][0])
-        rows = _narrowed(con, cat, db, streams, after) if streams else 0
+        rows, changed = _narrowed(con, cat, db, streams, after) if streams else (0, set())
     con.execute("BEGIN")
     try:
         con.execute("DELETE FROM kept.kept_state")
         con.execute("INSERT INTO kept.kept_state VALUES (?, ?, ?, ?)", [key, m.position, m.hash, json.dumps(basis)])
+        # a view without a row (a file an older evstore wrote) counts as changed now
+        changed |= set(cat.run_views) - {r[0] for r in con.execute(f"SELECT view FROM kept.{CHANGES}").fetchall()}
+        if changed:
+            con.execute(f"DELETE FROM kept.{CHANGES} WHERE list_contains(?::VARCHAR[], view)", [sorted(changed)])
+            con.executemany(f"INSERT INTO kept.{CHANGES} VALUES (?, ?)", [(v, m.position) for v in sorted(changed)])
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
@@ -217,8 +244,9 @@ def _update(con: duckdb.DuckDBPyConnection, store: EventStore, cat: Catalog, db:
 def _clear(con: duckdb.DuckDBPyConnection) -> None:
     """Drop every kept table (inside the caller's transaction): a build starts from none."""
     con.execute("DELETE FROM kept.kept_state")  # until the rows are all written, they are no position's
+    con.execute(f"DELETE FROM kept.{CHANGES}")  # every view changes (_update says so when the rows are written)
     for (name,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'kept' "
-                               "AND table_name <> 'kept_state'").fetchall():
+                               f"AND table_name NOT IN ('kept_state', '{CHANGES}')").fetchall():
         con.execute(f"DROP TABLE kept.main.{name}")
 
 
@@ -276,7 +304,7 @@ def _build_in_shares(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, m: M
             stretches = con.execute("SELECT first_position, last_position FROM kept_shares "
                                     f"WHERE share = {i} ORDER BY 1").fetchall()
             if stretches:
-                rows += _narrowed(con, cat, db, len(stretches), 0, _within_stretches(stretches, None))
+                rows += _narrowed(con, cat, db, len(stretches), 0, _within_stretches(stretches, None))[0]
                 # the share's rows written out: until a checkpoint, the attached file's new blocks stay in
                 # the connection's memory, and the shares' together would fill it
                 con.execute("CHECKPOINT kept")
@@ -317,9 +345,11 @@ def _within_stretches(stretches: list[tuple[int, int]], after: int | None) -> st
 
 
 def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: int, after: int,
-              stretches: str | None = None) -> int:
+              stretches: str | None = None) -> tuple[int, set[str]]:
     """Replace the touched streams' rows of every run view with the rows of their facts alone (``stretches``:
-    where in the log those facts are, if not where the kept rows and the new events say)."""
+    where in the log those facts are, if not where the kept rows and the new events say): the rows written,
+    and the views whose rows changed (a touched stream had rows in it, or has: a view none of the touched
+    streams is in, before or after, holds the rows it held)."""
     if streams <= LISTED_STREAMS:
         # A list of ids is pushed into the Parquet scans as a filter.  A view takes no parameter, so the
         # ids are bound to a variable that its filter reads (DuckDB folds it into the scan's filter,
@@ -330,7 +360,7 @@ def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: in
     else:
         within = "stream_id IN (SELECT stream_id FROM kept_touched)"
     within = f"{_spans(con, after) if stretches is None else stretches} AND {within}"
-    rows, made = 0, []
+    rows, made, changed = 0, [], set()
     # The facts, narrowed: the catalog's views read these names first (temporary objects shadow them).
     for table in cat.tables:
         con.execute(f"CREATE TEMP VIEW {table} AS SELECT * FROM {db}.main.{table} WHERE {within}")
@@ -341,12 +371,18 @@ def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: in
             fitting(con, partial(con.execute, f"CREATE TEMP TABLE kept_new_{view} AS SELECT * FROM {db}.main.{view}"))
             con.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM kept_new_{view}")  # what later ones read
             made += [f"VIEW temp.main.{view}", f"TABLE temp.main.kept_new_{view}"]
-            rows += int(con.execute(f"SELECT count(*) FROM kept_new_{view}").fetchall()[0][0])
+            new = int(con.execute(f"SELECT count(*) FROM kept_new_{view}").fetchall()[0][0])
+            rows += new
+            if new:
+                changed.add(view)
         con.execute("BEGIN")
         try:
             con.execute("DELETE FROM kept.kept_state")
             for view in cat.run_views:
-                con.execute(f"DELETE FROM kept.main.{view} WHERE stream_id IN (SELECT stream_id FROM kept_touched)")
+                gone = con.execute(f"DELETE FROM kept.main.{view} "
+                                   "WHERE stream_id IN (SELECT stream_id FROM kept_touched)").fetchall()
+                if gone and gone[0][0]:
+                    changed.add(view)
                 con.execute(f"INSERT INTO kept.main.{view} BY NAME SELECT * FROM kept_new_{view}")
             con.execute("COMMIT")
         except BaseException:
@@ -357,7 +393,7 @@ def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: in
             kind, name = what.split(" ", 1)
             con.execute(f"DROP {kind} IF EXISTS {name}")
         con.execute("RESET VARIABLE kept_touched_ids")
-    return rows
+    return rows, changed
 
 
-__all__ = ["KEPT", "KEPT_FORMAT", "Update", "bind", "check"]
+__all__ = ["CHANGES", "KEPT", "KEPT_FORMAT", "Update", "bind", "check", "unchanged_since"]

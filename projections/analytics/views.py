@@ -179,7 +179,7 @@ def _walk(node: Any) -> Iterator[dict[str, Any]]:
             stack.extend(item)
 
 
-def _tables_read(con: duckdb.DuckDBPyConnection, sql: str, known: frozenset[str]) -> set[str] | None:
+def tables_read(con: duckdb.DuckDBPyConnection, sql: str, known: frozenset[str]) -> set[str] | None:
     """The unqualified table names ``sql`` reads (lower case; not its CTEs' own names), from DuckDB's
     parser (``json_serialize_sql``); None when that does not say what it reads: it is not a query the
     parser serialises (a PRAGMA, a statement that writes, a syntax error), or it reads through a table
@@ -209,7 +209,7 @@ def _depends(con: duckdb.DuckDBPyConnection, cat: Catalog, known: frozenset[str]
     reads them all); parsed once per catalog, as :func:`.facts.catalog` builds one per dialect list."""
     global _depends_cache
     if _depends_cache is None or _depends_cache[0] is not cat:
-        _depends_cache = (cat, {view: known if (read := _tables_read(con, sql, known)) is None else known & read
+        _depends_cache = (cat, {view: known if (read := tables_read(con, sql, known)) is None else known & read
                                 for view, sql in cat.views.items()})
     return _depends_cache[1]
 
@@ -219,12 +219,12 @@ _depends_cache: tuple[Catalog, dict[str, frozenset[str]]] | None = None
 
 def reads(con: duckdb.DuckDBPyConnection, sql: str) -> frozenset[str] | None:
     """The catalog's tables and views the query ``sql`` reads, with every view those read in turn;
-    None (define them all) when its text does not say (:func:`_tables_read`: SHOW, DESCRIBE and
+    None (define them all) when its text does not say (:func:`tables_read`: SHOW, DESCRIBE and
     SUMMARIZE, ``information_schema``, ``duckdb_views()`` and any other table function, PRAGMAs, syntax
     errors), or when it names a table the catalog lacks (DuckDB's "Did you mean" then has every name to
     suggest)."""
     known = frozenset(table_names())
-    names = _tables_read(con, sql, known)
+    names = tables_read(con, sql, known)
     if names is None or not names <= known:
         return None
     depends, out, todo = _depends(con, catalog(), known), set(), list(names)

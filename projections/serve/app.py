@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 from jinja2 import Environment, FileSystemLoader
@@ -66,6 +66,9 @@ from projections.serve.drainer import SpoolDrainer
 from projections.serve.grouping import Committer, WriteGrants
 from projections.usage import cost_text
 from projections.writers import writers
+
+if TYPE_CHECKING:
+    from projections.metrics import Key
 
 HERE = Path(__file__).resolve().parent
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
@@ -314,9 +317,9 @@ class KeptBodies:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._bodies: dict[tuple[tuple[int, str], str], str] = {}
+        self._bodies: dict[tuple[Key, str], str] = {}
 
-    def get(self, key: tuple[int, str] | None, name: str) -> str | None:
+    def get(self, key: Key | None, name: str) -> str | None:
         if key is None:
             return None
         with self._lock:
@@ -325,7 +328,7 @@ class KeptBodies:
                 self._bodies[(key, name)] = body  # the most recent last
             return body
 
-    def put(self, key: tuple[int, str] | None, name: str, body: str) -> None:
+    def put(self, key: Key | None, name: str, body: str) -> None:
         if key is None:  # no tables of this store's log to key by: nothing kept
             return
         with self._lock:

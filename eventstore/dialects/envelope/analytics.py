@@ -95,7 +95,7 @@ SECTIONS = (
                    (SELECT max(folds) FROM units) AS max_review_fold_cycles
             FROM e""",
         "repair rate = rejected turns / (accepted + rejected turns); a review -> fold cycle = an accepted "
-        "review-change envelope in state NEEDS_FIXES (per unit = per stream)."),
+        "review-change envelope in state NEEDS_FIXES (per unit = per stream).", per_run=True),
 )
 
 ANALYTICS = Analytics(version=1, tables=TABLES, rows=_ROWS, views=VIEWS, sections=SECTIONS,

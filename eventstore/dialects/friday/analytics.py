@@ -138,7 +138,7 @@ SECTIONS = (
                count(*) FILTER (WHERE mismatching_writes > 0) AS runs_with_mismatch
             FROM friday_risk_runs WHERE {_IN}""",
         "rounds = 1 + reports received inside the cycle; a mismatch = recorded risk_score is not "
-        "the integer the documented formula gives (history is never rewritten)."),
+        "the integer the documented formula gives (history is never rewritten).", per_run=True),
 )
 
 ANALYTICS = Analytics(version=1, tables=TABLES, rows=_ROWS, views=VIEWS, sections=SECTIONS,

@@ -287,7 +287,7 @@ REVIEWER_ACCEPTANCE = MetricSection(
     "raised = reviewer x distinct fingerprint in iterations with an anonymizationMap; "
     "iterations without one are counted as unavailable, not as zero.", _acceptance,
     Chart("bars", "Reviewer acceptance per model with Wilson 95% interval", "{model}", ("ratio",),
-          interval=("ci_low", "ci_high"), max_value=1.0))
+          interval=("ci_low", "ci_high"), max_value=1.0), per_run=True)
 
 _PER_RUN = f"""
         SELECT stream_id, min(iteration) FILTER (WHERE decision = 'accept') AS approved_at
@@ -313,7 +313,7 @@ SECTIONS = (
         "resolution rate = resolved / (resolved + stillPresent + downgraded); plateau = still-present "
         "set equal to the previous delta's and non-empty.",
         chart=Chart("groups", "Findings resolved vs still present per iteration", "iter {iteration}",
-                    ("resolved", "still_present", "new"), series=("resolved", "still present", "new"))),
+                    ("resolved", "still_present", "new"), series=("resolved", "still present", "new")), per_run=True),
     MetricSection(
         "iterations_until_approval", "Review iterations until approval", ("iterations", "runs"),
         f"""SELECT approved_at AS iterations, count(*) AS runs FROM ({_PER_RUN})
@@ -321,7 +321,7 @@ SECTIONS = (
         f"""SELECT count(*) AS runs_reviewed, count(approved_at) AS approved,
                count(*) - count(approved_at) AS not_approved, avg(approved_at) AS mean,
                median(approved_at) AS median FROM ({_PER_RUN})""",
-        "approval = the first iteration whose decision is \"accept\"."),
+        "approval = the first iteration whose decision is \"accept\".", per_run=True),
     MetricSection(
         "breaker_trips", "Circuit-breaker trips per trigger",
         ("trigger", "trips", "runs", "where", "max_identical_cycles", "max_rework_cycles"),
@@ -347,7 +347,7 @@ SECTIONS = (
             FROM questions WHERE {_IN} GROUP BY ALL ORDER BY question_id""",
         f"""SELECT count(*) AS asked, count(answered_at) AS answered,
                quantile_cont(latency_s, 0.5) AS p50_s, avg(latency_s) AS mean_s
-            FROM questions WHERE {_IN}"""),
+            FROM questions WHERE {_IN}""", per_run=True),
 )
 
 RUN_SECTIONS = (

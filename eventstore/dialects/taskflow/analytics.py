@@ -100,7 +100,7 @@ SECTIONS = (
                         END AS fix_spawn_rate,
                    CASE WHEN (SELECT n FROM v) > 0 THEN (SELECT count(*) FROM f) / (SELECT n FROM v) END
                        AS follow_up_spawn_rate""",
-        "spawn rate = follow-up tasks of the kind / verdicts (issued or unparseable)."),
+        "spawn rate = follow-up tasks of the kind / verdicts (issued or unparseable).", per_run=True),
 )
 
 ANALYTICS = Analytics(version=1, tables=TABLES, rows=_ROWS, views=VIEWS, view_parts={"phases": PHASES},

@@ -296,7 +296,7 @@ TASKS = MetricSection(
     "tasks = present now (removed tasks still count for cycle time, reopenings and blocked time); cycle time = "
     "first in-progress to the first done after it; a reopening = done -> another status; blocked time runs to "
     "the run's last event while blocked; subtask completion = done / subtasks of the tasks present; "
-    "views: taskmaster_task_stats, taskmaster_task_history.")
+    "views: taskmaster_task_stats, taskmaster_task_history.", per_run=True)
 
 THROUGHPUT = MetricSection(
     "taskmaster_throughput", "task-master: tasks completed and reopened per day (UTC)",
@@ -310,7 +310,7 @@ THROUGHPUT = MetricSection(
         FROM taskmaster_task_history WHERE kind = 'status' AND {_IN}""",
     "completed = status changes to done that day (a task done again after a reopening counts again).",
     chart=Chart("bars", "task-master: tasks completed per day", "{day} {project} {tag}", ("completed",),
-                integer=True))
+                integer=True), per_run=True)
 
 STATUS_OVER_TIME = MetricSection(
     "taskmaster_status_over_time", "task-master: tasks by status at the end of each day (UTC)",
@@ -318,7 +318,8 @@ STATUS_OVER_TIME = MetricSection(
     f"""SELECT project, tag, day, status, sum(tasks)::BIGINT AS tasks FROM taskmaster_status_days WHERE {_IN}
         GROUP BY ALL ORDER BY project, tag, day, status""",
     None,
-    "each task's last status at or before the end of the day, for every day from the run's first to its last.")
+    "each task's last status at or before the end of the day, for every day from the run's first to its last.",
+    per_run=True)
 
 CHANGES = MetricSection(
     "taskmaster_changes", "task-master: planning changes (per project)",
@@ -338,7 +339,7 @@ CHANGES = MetricSection(
         FROM taskmaster_run_changes WHERE {_IN}""",
     "one priority change, dependency added or removed, or tag switch is one event's row; task and subtask "
     "updates count events (one may change several fields); a state.json stream is a project of its own "
-    "(its path).")
+    "(its path).", per_run=True)
 
 PER_TASK = MetricSection(
     "taskmaster_task_stats", "task-master: tasks",
