@@ -61,10 +61,12 @@ BUILD_ROWS = 2_500_000
 @dataclass
 class Update:
     """What binding the kept views did: ``streams`` the runs computed again (None: every run, the
-    tables built from scratch; 0: already at the checkpoint), ``rows`` the rows written."""
+    tables built from scratch; 0: already at the checkpoint), ``rows`` the rows written, ``same`` the run
+    views whose rows of those runs were kept as they were (no fact table they read has a new fact)."""
 
     streams: int | None
     rows: int
+    same: frozenset[str] = frozenset()
 
 
 #: The last update in this process (what the tests read: how many runs a report computed again).
@@ -112,7 +114,7 @@ def bind(con: duckdb.DuckDBPyConnection, store: EventStore, directory: Path, m: 
         try:
             # each statement steps its memory limit up where DuckDB cannot fit it (views.fitting), and so
             # does the whole update (a test makes it fail once)
-            update = fitting(con, lambda: _update(con, store, cat, db, m))
+            update = fitting(con, lambda: _update(con, store, cat, db, m, depends))
         except _Stale:
             stale = True
         finally:
@@ -193,7 +195,7 @@ def _basis(m: Manifest) -> list[str]:
 
 
 def _update(con: duckdb.DuckDBPyConnection, store: EventStore, cat: Catalog, db: str,
-            m: Manifest) -> Update | None:
+            m: Manifest, depends: dict[str, frozenset[str]]) -> Update | None:
     """Bring the attached ``kept`` to ``m`` (None: it is past ``m``, leave it)."""
     key, basis = _key(cat, m.store_id), _basis(m)
     con.execute("CREATE TABLE IF NOT EXISTS kept.kept_state (key VARCHAR, position BIGINT, hash VARCHAR, "
@@ -217,6 +219,7 @@ def _update(con: duckdb.DuckDBPyConnection, store: EventStore, cat: Catalog, db:
         if after is None:
             raise _Stale
     changed: set[str] = set(cat.run_views)  # the views whose rows this update changed
+    same: set[str] = set()
     if after is None:
         rows = _build(con, cat, db, m)
         streams: int | None = None
@@ -224,7 +227,10 @@ def _update(con: duckdb.DuckDBPyConnection, store: EventStore, cat: Catalog, db:
         con.execute(f"CREATE OR REPLACE TEMP TABLE kept_touched AS SELECT DISTINCT stream_id FROM {db}.main.events "
                     f"WHERE position > {int(after)}")
         streams = int(con.execute("SELECT count(*) FROM kept_touched").fetchall()[0][0])
-        rows, changed = _narrowed(con, cat, db, streams, after) if streams else (0, set())
+        fresh = _fresh_tables(m, after)
+        same = {v for v in cat.run_views if not _facts_read(cat, depends, v) & fresh}
+        rows, changed = _narrowed(con, cat, db, streams, after, same=same) if streams else (0, set())
+        same = same if streams else set()
     con.execute("BEGIN")
     try:
         con.execute("DELETE FROM kept.kept_state")
@@ -238,7 +244,7 @@ def _update(con: duckdb.DuckDBPyConnection, store: EventStore, cat: Catalog, db:
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    return Update(streams, rows)
+    return Update(streams, rows, frozenset(same))
 
 
 def _clear(con: duckdb.DuckDBPyConnection) -> None:
@@ -344,12 +350,35 @@ def _within_stretches(stretches: list[tuple[int, int]], after: int | None) -> st
     return "(" + " OR ".join(terms or ["false"]) + ")"
 
 
+def _fresh_tables(m: Manifest, after: int) -> set[str]:
+    """The fact tables that may hold a fact after position ``after``: a file of rows reaching past it."""
+    return {table for table, listed in m.files.items() if any(f["rows"] and f["upto"] > after for f in listed)}
+
+
+def _facts_read(cat: Catalog, depends: dict[str, frozenset[str]], view: str) -> frozenset[str]:
+    """The fact tables ``view`` reads, through the views it reads."""
+    out: set[str] = set()
+    seen: set[str] = set()
+    todo = [view]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in cat.tables:
+            out.add(name)
+        todo.extend(depends.get(name, ()))
+    return frozenset(out)
+
+
 def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: int, after: int,
-              stretches: str | None = None) -> tuple[int, set[str]]:
+              stretches: str | None = None, *, same: set[str] | frozenset[str] = frozenset()) -> tuple[int, set[str]]:
     """Replace the touched streams' rows of every run view with the rows of their facts alone (``stretches``:
     where in the log those facts are, if not where the kept rows and the new events say): the rows written,
     and the views whose rows changed (a touched stream had rows in it, or has: a view none of the touched
-    streams is in, before or after, holds the rows it held)."""
+    streams is in, before or after, holds the rows it held).  The views in ``same`` read no fact table that
+    has a fact after the kept checkpoint: a run's rows come from its facts alone, so theirs are the rows kept,
+    not computed again (a view read by a later one is read from the kept rows)."""
     if streams <= LISTED_STREAMS:
         # A list of ids is pushed into the Parquet scans as a filter.  A view takes no parameter, so the
         # ids are bound to a variable that its filter reads (DuckDB folds it into the scan's filter,
@@ -367,6 +396,11 @@ def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: in
         made.append(f"VIEW temp.main.{table}")
     try:
         for view in cat.run_views:  # in catalog order: a run view read by a later one is computed first
+            if view in same:
+                con.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM kept.main.{view} "
+                            "WHERE stream_id IN (SELECT stream_id FROM kept_touched)")
+                made.append(f"VIEW temp.main.{view}")
+                continue
             # outside a transaction: a statement DuckDB cannot fit runs again at a higher limit (views.fitting)
             fitting(con, partial(con.execute, f"CREATE TEMP TABLE kept_new_{view} AS SELECT * FROM {db}.main.{view}"))
             con.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM kept_new_{view}")  # what later ones read
@@ -378,7 +412,7 @@ def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: in
         con.execute("BEGIN")
         try:
             con.execute("DELETE FROM kept.kept_state")
-            for view in cat.run_views:
+            for view in (v for v in cat.run_views if v not in same):
                 gone = con.execute(f"DELETE FROM kept.main.{view} "
                                    "WHERE stream_id IN (SELECT stream_id FROM kept_touched)").fetchall()
                 if gone and gone[0][0]:
