@@ -428,7 +428,7 @@ def run_views_read(con: duckdb.DuckDBPyConnection, m: MetricSection) -> frozense
         known = frozenset(table_names())
         read: set[str] | None = set()
         for sql in (m.sql, m.summary_sql):
-            got = tables_read(con, sql, known) if sql else set()
+            got = tables_read(con, sql, known, remember=True) if sql else set()
             read = None if got is None or read is None else read | got
         allowed = set(cat.run_views) | {"sel"}
         _read[(cat.version, m.name)] = (None if read is None or not read <= allowed

@@ -406,3 +406,55 @@ def test_fact_helpers_keep_only_values_of_their_type() -> None:
     for v in ("t", 7, 1.5, True, False, None, {"a": 1}, ["x"]):
         an.attr(rows, e, "title", v)  # type: ignore[arg-type]
     assert rows["run_attrs"] == [(7, "S", "title", "t"), (7, "S", "title", "7"), (7, "S", "title", "1.5")]
+
+
+def test_the_catalogs_sql_is_parsed_once_for_an_analytics_folder(small: tuple[str, EventStore], tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """What DuckDB's parser says the views and sections read is kept in the analytics folder: a later process
+    (here: the module's memory emptied) parses none of that SQL again, only a user's query, which is never kept;
+    a damaged file is parsed again, with the same report."""
+    import hashlib
+
+    from projections import metrics
+
+    _url, store = small
+    out = tmp_path / "analytics"
+    analytics.refresh(store, out)
+    parsed: list[str] = []
+    real = views._parse
+
+    def counting(con: duckdb.DuckDBPyConnection, sql: str) -> Any:
+        parsed.append(sql)
+        return real(con, sql)
+
+    def new_process() -> None:
+        monkeypatch.setattr(views, "_parsed", {})
+        monkeypatch.setattr(views, "_parsed_new", set())
+        monkeypatch.setattr(views, "_parsed_read", set())
+        monkeypatch.setattr(views, "_depends_cache", None)
+        monkeypatch.setattr(metrics, "_read", {})
+        parsed.clear()
+
+    monkeypatch.setattr(views, "_parse", counting)
+    monkeypatch.setattr(views, "KEPT_ROWS", 0)  # the run views kept, and the sections taken from earlier reports
+    new_process()
+    first = metrics.report(store, out).to_dict()
+    assert len(parsed) >= len(analytics.VIEWS)
+    kept = json.loads((out / views.PARSED).read_text())
+    assert kept["duckdb"] == duckdb.__version__ and len(kept["sql"]) == len(set(parsed))
+
+    new_process()
+    query = "SELECT count(*) AS n FROM runs"
+    with views.reading(store, out, fresh=False, sql=query) as con:
+        assert con.execute(query).fetchall()[0][0] > 0
+    assert parsed == [query]  # the user's query alone
+    with views.reading(store, out, fresh=False, materialize=True):
+        pass
+    assert parsed == [query]
+    assert hashlib.sha256(query.encode()).hexdigest()[:32] not in json.loads((out / views.PARSED).read_text())["sql"]
+
+    (out / views.PARSED).write_text('{"duckdb": "' + duckdb.__version__ + '", "sql": {"x": [1]}')  # cut short
+    new_process()
+    shutil.rmtree(out / metrics.REPORTS)
+    assert metrics.report(store, out).to_dict() == first
+    assert len(parsed) >= len(analytics.VIEWS)
