@@ -22,7 +22,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -273,6 +273,11 @@ REPORT_FORMAT = 2
 REPORTS = "reports"
 #: The suffix of the file beside a kept report that holds its :func:`_base`.
 BASE = "base"
+#: The suffix, after a rendering's name, of the file of where each section is in it (:func:`rendered`).
+SPANS = "spans"
+#: ``pieces`` of :func:`rendered`: (a report, the texts of sections already written by index) -> (the text, where
+#: each section is in it).
+Pieces = Callable[["Report", Mapping[int, str]], tuple[str, list[tuple[int, int]]]]
 
 
 def report(store: EventStore, directory: str | os.PathLike[str] | None = None, *, stream_id: str | None = None,
@@ -291,12 +296,16 @@ def report(store: EventStore, directory: str | os.PathLike[str] | None = None, *
 def rendered(store: EventStore, render: Callable[[Report], str], name: str,
              directory: str | os.PathLike[str] | None = None, *, stream_id: str | None = None,
              scope: Scope | None = None, fresh: bool = True,
-             refreshed: Callable[[RefreshResult], None] | None = None) -> str:
+             refreshed: Callable[[RefreshResult], None] | None = None, pieces: Pieces | None = None) -> str:
     """``render(report(...))``, kept beside the report under ``name``: on an unchanged store the text is read
     back as it was written, with neither the report decoded nor rendered again (a report's rows grow with the
     store: rendering the table of 10^6 events' report cost more than everything else `evstore metrics` does).
     ``name`` says what ``render`` makes and must change whenever its output would (a format and a digest of
-    the rendering code: :func:`code_digest`); letters, digits and ``-`` only."""
+    the rendering code: :func:`code_digest`); letters, digits and ``-`` only.
+
+    ``pieces`` (``report.json_pieces``): ``render`` in parts, the text and where each section is in it, given the
+    texts of sections already written.  The places are kept beside the text, and a report that takes sections
+    from an earlier one (:class:`Earlier`) takes their text from that report's rendering too."""
     if not name or not all(c.isalnum() or c == "-" for c in name):
         raise ValueError(f"a rendering's name is letters, digits and '-', not {name!r}")
     out, key, scope = _position(store, directory, stream_id, scope, fresh, refreshed)
@@ -305,9 +314,19 @@ def rendered(store: EventStore, render: Callable[[Report], str], name: str,
             return _text_path(out, key, name).read_bytes().decode("utf-8")  # bytes: a CSV's \r\n stays
         except (OSError, UnicodeDecodeError):
             pass  # not rendered yet at this position (or deleted under us): render it
-    text = render(_report_at(store, out, key, stream_id, scope))
+    earlier = Earlier.find(out, key) if pieces is not None and stream_id is None else None
+    # the earlier position's renderings are deleted once this one's is kept: its pieces are read from them first
+    rep = _report_at(store, out, key, stream_id, scope, earlier, prune=pieces is None)
+    if pieces is None:
+        text = render(rep)
+    else:
+        text, spans = pieces(rep, earlier.pieces(name, rep) if earlier is not None else {})
     if key is not None:
         _keep_text(out, key, name, text)
+        if pieces is not None:  # after the text: a reader of the places finds the text they are in
+            _keep_text(out, key, f"{name}-{SPANS}",
+                       json.dumps([[sec.name, a, b] for sec, (a, b) in zip(rep.sections, spans, strict=False)]))
+            _prune(out, key)
     return text
 
 
@@ -371,8 +390,9 @@ class Earlier:
     Claude Code sessions leave the task-master sections, 185,000 rows at 10^7 events, as they were, and they
     are not computed again.  Sections are decoded only when taken."""
 
-    def __init__(self, position: int, sections: dict[str, msgspec.Raw]) -> None:
-        self.position, self._sections = position, sections
+    def __init__(self, position: int, sections: dict[str, msgspec.Raw], folder: Path, stem: str) -> None:
+        self.position, self._sections, self._folder, self._stem = position, sections, folder, stem
+        self.taken: set[str] = set()  # the sections :meth:`section` gave
 
     @classmethod
     def find(cls, out: Path, key: Key | None) -> Earlier | None:
@@ -394,7 +414,7 @@ class Earlier:
                 if (folder / (stem + BASE)).read_bytes() != base:
                     continue
                 raw = msgspec.json.decode((folder / (stem + "json")).read_bytes(), type=_Sections).sections
-                return cls(position, {msgspec.json.decode(r, type=_Named).name: r for r in raw})
+                return cls(position, {msgspec.json.decode(r, type=_Named).name: r for r in raw}, folder, stem)
             except (OSError, msgspec.DecodeError):
                 continue  # deleted under us (a later report was kept), or not ours
         return None
@@ -414,7 +434,22 @@ class Earlier:
         except msgspec.DecodeError:
             return None
         reused.append(m.name)
+        self.taken.add(m.name)
         return s
+
+    def pieces(self, name: str, rep: Report) -> dict[int, str]:
+        """The text, in the earlier report's rendering ``name`` (:func:`rendered` with ``pieces``), of each
+        section of ``rep`` taken from it, by its index in ``rep``: none if there is no such rendering."""
+        if not self.taken:
+            return {}
+        try:
+            spans = json.loads((self._folder / f"{self._stem}{name}-{SPANS}").read_bytes())
+            text = (self._folder / f"{self._stem}{name}").read_bytes().decode("utf-8")
+            where = {str(n): (int(a), int(b)) for n, a, b in spans}
+        except (OSError, ValueError, TypeError):
+            return {}  # not rendered so at that position (or deleted under us): every section is written
+        return {i: text[slice(*where[sec.name])] for i, sec in enumerate(rep.sections)
+                if sec.name in self.taken and sec.name in where}
 
 
 def run_views_read(con: duckdb.DuckDBPyConnection, m: MetricSection) -> frozenset[str] | None:
@@ -474,29 +509,32 @@ def _position(store: EventStore, directory: str | os.PathLike[str] | None, strea
 
 
 def _report_at(store: EventStore, out: Path, key: Key | None, stream_id: str | None,
-               scope: Scope) -> Report:
-    """The report kept at ``key``, else computed (and kept if there is a key)."""
+               scope: Scope, earlier: Earlier | None = None, *, prune: bool = True) -> Report:
+    """The report kept at ``key``, else computed (and kept if there is a key; ``prune``: :func:`_keep`), with the
+    sections it can take from ``earlier`` (by default the report :meth:`Earlier.find` finds)."""
     if key is not None:
         kept = _kept(out, key)
         if kept is not None:
             return kept
     from projections.analytics.views import REPORT_MEMORY  # DuckDB: only when the report is computed
 
-    rep = _computed(store, out, stream_id, scope, REPORT_MEMORY, key)
+    if earlier is None and stream_id is None:
+        earlier = Earlier.find(out, key)
+    rep = _computed(store, out, stream_id, scope, REPORT_MEMORY, earlier)
     if key is not None:
-        _keep(out, key, rep)
+        _keep(out, key, rep, prune=prune)
     return rep
 
 
 def _computed(store: EventStore, out: Path, stream_id: str | None, scope: Scope, memory: str | None,
-              key: Key | None = None) -> Report:
+              earlier: Earlier | None = None) -> Report:
     from projections.analytics.views import reading
 
     with reading(store, out, fresh=False, materialize=True, memory=memory) as con:  # never another store's tables
         if stream_id is not None:
             return run_report(con, stream_id)
         check_scope(con, scope)  # a filter matching nothing is named, never kept
-        return cross_run_report(con, scope, earlier=Earlier.find(out, key))
+        return cross_run_report(con, scope, earlier=earlier)
 
 
 def _key(store: EventStore, m: Any, stream_id: str | None, scope: Scope) -> Key:
@@ -558,10 +596,11 @@ def _kept(out: Path, key: Key) -> Report | None:
         return None  # none kept (or deleted under us, or not ours): compute it
 
 
-def _keep(out: Path, key: Key, rep: Report) -> None:
+def _keep(out: Path, key: Key, rep: Report, *, prune: bool = True) -> None:
     """Keep ``rep`` if the tables are still at ``key``'s checkpoint (a refresh between the key and the
-    connection would make it another position's report), and delete reports of other positions.  A folder
-    that cannot be written keeps nothing: the report was still computed and is still shown."""
+    connection would make it another position's report), and delete reports of other positions (unless
+    ``prune`` is False: :func:`_prune` does it later).  A folder that cannot be written keeps nothing: the report
+    was still computed and is still shown."""
     from projections.analytics import Manifest, replacing
 
     now = Manifest.load(out)
@@ -575,7 +614,16 @@ def _keep(out: Path, key: Key, rep: Report) -> None:
         if key.question:  # what a later report of the same question finds it by (Earlier), after the report
             with replacing(_text_path(out, key, BASE)) as tmp:
                 tmp.write_bytes(_base(key).encode())
-        for p in folder.iterdir():
+    except OSError:
+        return
+    if prune:
+        _prune(out, key)
+
+
+def _prune(out: Path, key: Key) -> None:
+    """Delete the reports and renderings of positions other than ``key``'s."""
+    try:
+        for p in (out / REPORTS).iterdir():
             if not p.name.startswith(f"{key.position}-"):
                 p.unlink(missing_ok=True)
     except OSError:

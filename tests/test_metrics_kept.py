@@ -19,7 +19,7 @@ from eventstore.cli import register
 from eventstore.store import EventStore
 from projections import report as report_module
 from projections.analytics import views
-from projections.metrics import BASE, REPORTS, rendered
+from projections.metrics import BASE, REPORTS, SPANS, rendered
 from projections.serve import app as serve_app
 
 READS = ("read_all", "iter_all", "iter_batches", "iter_fact_batches", "read_stream", "read_payloads")
@@ -50,6 +50,8 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
         monkeypatch.setattr(EventStore, name, counting(name, getattr(EventStore, name)))
     monkeypatch.setattr(views, "_connect", counting("connect", views._connect))
     monkeypatch.setattr(report_module, "render", counting("render", report_module.render))
+    # JSON is rendered in pieces (each section's place kept): counted as a rendering too
+    monkeypatch.setattr(report_module, "json_pieces", counting("render", report_module.json_pieces))
     monkeypatch.setattr(serve_app, "section_chart", counting("charts", serve_app.section_chart))
     import projections.metrics as metrics_module
 
@@ -75,8 +77,9 @@ def test_a_second_metrics_on_an_unchanged_store_reads_no_event(demo: tuple[str, 
     assert counted["connect"] == 1 and counted["iter_fact_batches"] >= 1  # built the facts, computed the report once
     assert counted["render"] == 3  # each format rendered once, and kept beside the report
     kept = sorted((directory / REPORTS).iterdir())
-    assert len(reports(directory)) == 1 and len(kept) == 5  # the report, its base (metrics.Earlier), 3 renderings
-    assert sum(p.suffix == f".{BASE}" for p in kept) == 1
+    # the report, its base (metrics.Earlier), 3 renderings and where each section is in the JSON one
+    assert len(reports(directory)) == 1 and len(kept) == 6
+    assert sum(p.suffix == f".{BASE}" for p in kept) == 1 and sum(p.name.endswith(f"-{SPANS}") for p in kept) == 1
     counted.update(dict.fromkeys(counted, 0))
     again = {fmt: _metrics(url, directory, "--format", fmt) for fmt in ("table", "json", "csv")}
     # no event read, no DuckDB connection, nothing rendered, not even the kept report decoded
@@ -93,7 +96,7 @@ def test_a_second_metrics_on_an_unchanged_store_reads_no_event(demo: tuple[str, 
     assert counted["connect"] == 1 and counted["render"] == 1
     assert json.loads(after.stdout)["scope"]["runs"] == json.loads(first["json"])["scope"]["runs"] + 1
     now = sorted((directory / REPORTS).iterdir())  # the older position's report and renderings are gone
-    assert len(now) == 3 and not set(now) & set(kept)  # the report, its base, its JSON
+    assert len(now) == 4 and not set(now) & set(kept)  # the report, its base, its JSON and the sections' places
     assert len({p.name.split("-")[0] for p in now}) == 1
 
 

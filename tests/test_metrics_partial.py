@@ -26,6 +26,7 @@ from eventstore.dialects.base import Snapshot
 from eventstore.ingest import Ingestor
 from eventstore.store import EventStore, NewEvent
 from projections import metrics
+from projections import report as report_module
 from projections.analytics import files, kept, refresh, views
 from projections.analytics.facts import catalog
 
@@ -223,6 +224,25 @@ def test_a_report_after_new_events_takes_the_sections_no_touched_run_is_in(tmp_p
     store.append("note-1", [NewEvent("note.added", {"text": "a note"})])
     metrics.report(store, directory)
     assert "taskmaster_tasks" in metrics.reused
+
+    # `metrics --format json`: rendered in pieces, the text of each section taken is the earlier rendering's
+    def whole(r: metrics.Report) -> str:
+        return report_module.to_json(r.to_dict())
+
+    known: dict[int, str] = {}
+
+    def pieces(r: metrics.Report, given: Any) -> tuple[str, list[tuple[int, int]]]:
+        known.update(given)
+        return report_module.json_pieces(r.to_dict(), given)
+
+    metrics.rendered(store, whole, "json-test", directory, pieces=pieces)
+    assert known == {}  # the report of this position was kept without its text: nothing earlier to take it from
+    store.append("note-2", [NewEvent("note.added", {"text": "another"})])
+    text = metrics.rendered(store, whole, "json-test", directory, pieces=pieces)
+    assert len(known) == len(metrics.reused) > 0
+    assert text == report_module.to_json(over_the_facts(store, directory))
+    left = {p.name.split("-")[0] for p in (directory / metrics.REPORTS).iterdir()}
+    assert left == {str(store.max_position())}  # the earlier position's report and renderings are gone
     store.close()
 
 

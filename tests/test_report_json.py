@@ -75,3 +75,13 @@ def test_a_reports_rows_written_a_column_at_a_time_are_json_dumps_text(value: An
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(rendering, "JSON_ROWS", at_a_time)
             assert rendering.to_json(value) == want
+    text, spans = rendering.json_pieces(value)
+    if value["sections"]:  # each section's object is where the spans say, and a text known for it is used as it is
+        assert [text[a:b] for a, b in spans] == [
+            json.dumps(s, indent=2, ensure_ascii=False, default=str).replace("\n", "\n    ")
+            for s in value["sections"]]
+        assert rendering.json_pieces(value, {i: text[a:b] for i, (a, b) in enumerate(spans) if i % 2})[0] == want
+        assert rendering.json_pieces(value, {0: '{"known": 1}'})[0] == want.replace(text[spans[0][0]:spans[0][1]],
+                                                                                    '{"known": 1}', 1)
+    else:
+        assert spans == []
