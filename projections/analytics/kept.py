@@ -229,7 +229,8 @@ def _update(con: duckdb.DuckDBPyConnection, store: EventStore, cat: Catalog, db:
         streams = int(con.execute("SELECT count(*) FROM kept_touched").fetchall()[0][0])
         fresh = _fresh_tables(m, after)
         same = {v for v in cat.run_views if not _facts_read(cat, depends, v) & fresh}
-        rows, changed = _narrowed(con, cat, db, streams, after, same=same) if streams else (0, set())
+        read = set().union(*(_facts_read(cat, depends, v) for v in cat.run_views if v not in same))
+        rows, changed = _narrowed(con, cat, db, streams, after, same=same, held=read) if streams else (0, set())
         same = same if streams else set()
     con.execute("BEGIN")
     try:
@@ -372,13 +373,16 @@ def _facts_read(cat: Catalog, depends: dict[str, frozenset[str]], view: str) -> 
 
 
 def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: int, after: int,
-              stretches: str | None = None, *, same: set[str] | frozenset[str] = frozenset()) -> tuple[int, set[str]]:
+              stretches: str | None = None, *, same: set[str] | frozenset[str] = frozenset(),
+              held: set[str] | frozenset[str] = frozenset()) -> tuple[int, set[str]]:
     """Replace the touched streams' rows of every run view with the rows of their facts alone (``stretches``:
     where in the log those facts are, if not where the kept rows and the new events say): the rows written,
     and the views whose rows changed (a touched stream had rows in it, or has: a view none of the touched
     streams is in, before or after, holds the rows it held).  The views in ``same`` read no fact table that
     has a fact after the kept checkpoint: a run's rows come from its facts alone, so theirs are the rows kept,
-    not computed again (a view read by a later one is read from the kept rows)."""
+    not computed again (a view read by a later one is read from the kept rows).  The fact tables in ``held`` are
+    narrowed once, into a temporary table each, rather than in every view that reads them: at 10^7 events each
+    scan of the ``events`` files for the touched runs took 35-40 ms, and six run views read them."""
     if streams <= LISTED_STREAMS:
         # A list of ids is pushed into the Parquet scans as a filter.  A view takes no parameter, so the
         # ids are bound to a variable that its filter reads (DuckDB folds it into the scan's filter,
@@ -392,8 +396,13 @@ def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: in
     rows, made, changed = 0, [], set()
     # The facts, narrowed: the catalog's views read these names first (temporary objects shadow them).
     for table in cat.tables:
-        con.execute(f"CREATE TEMP VIEW {table} AS SELECT * FROM {db}.main.{table} WHERE {within}")
-        made.append(f"VIEW temp.main.{table}")
+        if table in held and streams <= LISTED_STREAMS:  # a few runs' facts (past that, read where they are)
+            con.execute(f"CREATE TEMP TABLE kept_facts_{table} AS SELECT * FROM {db}.main.{table} WHERE {within}")
+            con.execute(f"CREATE TEMP VIEW {table} AS SELECT * FROM kept_facts_{table}")
+            made += [f"TABLE temp.main.kept_facts_{table}", f"VIEW temp.main.{table}"]
+        else:
+            con.execute(f"CREATE TEMP VIEW {table} AS SELECT * FROM {db}.main.{table} WHERE {within}")
+            made.append(f"VIEW temp.main.{table}")
     try:
         for view in cat.run_views:  # in catalog order: a run view read by a later one is computed first
             if view in same:
