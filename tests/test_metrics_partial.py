@@ -243,6 +243,13 @@ def test_a_report_after_new_events_takes_the_sections_no_touched_run_is_in(tmp_p
     assert text == report_module.to_json(over_the_facts(store, directory))
     left = {p.name.split("-")[0] for p in (directory / metrics.REPORTS).iterdir()}
     assert left == {str(store.max_position())}  # the earlier position's report and renderings are gone
+    # sections taken, their rows never decoded, and no earlier rendering of this name: written from those rows
+    store.append("note-3", [NewEvent("note.added", {"text": "a third"})])
+    known.clear()
+    text = metrics.rendered(store, whole, "json-other", directory, pieces=pieces)
+    assert known == {} and metrics.reused
+    assert text == report_module.to_json(over_the_facts(store, directory))
+    assert metrics.report(store, directory).to_dict() == over_the_facts(store, directory)  # as kept, decoded
     store.close()
 
 

@@ -77,11 +77,13 @@ def test_a_reports_rows_written_a_column_at_a_time_are_json_dumps_text(value: An
             assert rendering.to_json(value) == want
     text, spans = rendering.json_pieces(value)
     if value["sections"]:  # each section's object is where the spans say, and a text known for it is used as it is
-        assert [text[a:b] for a, b in spans] == [
+        data = text.encode("utf-8")
+        assert [data[a:b].decode("utf-8") for a, b in spans] == [
             json.dumps(s, indent=2, ensure_ascii=False, default=str).replace("\n", "\n    ")
             for s in value["sections"]]
-        assert rendering.json_pieces(value, {i: text[a:b] for i, (a, b) in enumerate(spans) if i % 2})[0] == want
-        assert rendering.json_pieces(value, {0: '{"known": 1}'})[0] == want.replace(text[spans[0][0]:spans[0][1]],
-                                                                                    '{"known": 1}', 1)
+        assert rendering.json_pieces(value, {i: data[a:b].decode("utf-8") for i, (a, b) in enumerate(spans)
+                                             if i % 2})[0] == want
+        first = data[spans[0][0]:spans[0][1]].decode("utf-8")
+        assert rendering.json_pieces(value, {0: '{"known": 1}'})[0] == want.replace(first, '{"known": 1}', 1)
     else:
         assert spans == []
