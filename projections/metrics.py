@@ -398,9 +398,9 @@ class Earlier:
     reports folder holds one position's reports, and an earlier position's until a later one is kept): a section
     declared ``per_run`` (``MetricSection.per_run``: computed from the run views it reads alone) is that report's
     section, read back, when no update of the kept run views since its position changed those views' rows
-    (``kept.unchanged_since``: none of the runs the new events touched has rows in them).  New events in
-    Claude Code sessions leave the task-master sections, 185,000 rows at 10^7 events, as they were, and they
-    are not computed again.  Sections are decoded only when taken."""
+    (``kept.unchanged_since``: none of the runs the new events touched has rows in them).  New events in one
+    dialect's runs leave the other dialects' sections (185,000 rows of one of them at 10^7 events) as they were,
+    and they are not computed again.  Sections are decoded only when taken."""
 
     def __init__(self, position: int, sections: dict[str, msgspec.Raw], folder: Path, stem: str,
                  raw_rows: bool = False) -> None:
