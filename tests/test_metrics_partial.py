@@ -61,6 +61,14 @@ def ingest(store: EventStore, run: int, snaps: list[Snapshot], ingestors: dict[i
     return stream
 
 
+def every_run_but_its_last_two(folder: Path) -> tuple[EventStore, dict[int, Ingestor], list[str], Path]:
+    """A store of every simulated run but its last two versions: (store, ingestors, streams, analytics folder)."""
+    store = open_store(folder)
+    ingestors: dict[int, Ingestor] = {}
+    streams = [ingest(store, i, list(snaps[:-2]), ingestors) for i, (_n, snaps) in enumerate(simulated())]
+    return store, ingestors, streams, folder / "analytics"
+
+
 def over_the_facts(store: EventStore, directory: Path, stream: str | None = None,
                    scope: metrics.Scope | None = None) -> dict[str, Any]:
     """The report computed over every fact through the catalog's views, with no kept row."""
@@ -145,11 +153,8 @@ def test_a_report_after_appends_equals_the_report_over_all_facts(steps: list[tup
 
 
 def test_new_events_in_one_run_recompute_that_run_only(tmp_path: Path) -> None:
-    store = open_store(tmp_path)
-    ingestors: dict[int, Ingestor] = {}
+    store, ingestors, streams, directory = every_run_but_its_last_two(tmp_path)
     runs = simulated()
-    streams = [ingest(store, i, list(snaps[:-2]), ingestors) for i, (_n, snaps) in enumerate(runs)]
-    directory = tmp_path / "analytics"
     metrics.report(store, directory)
     assert kept.last is not None and kept.last.streams is None  # the first report: every run's rows
     first_rows = kept.last.rows
@@ -194,12 +199,8 @@ def test_a_report_after_new_events_takes_the_sections_no_touched_run_is_in(tmp_p
     are computed again, the other per-run sections are the report's before, on the command line and on the
     metrics page (``Computing``) alike, and the report is the one computed over every fact.  A kept file without
     the table of changes (an older evstore's) takes no section until its views have changed once since."""
-    store = open_store(tmp_path)
-    ingestors: dict[int, Ingestor] = {}
+    store, ingestors, _streams, directory = every_run_but_its_last_two(tmp_path)
     runs = simulated()
-    for i, (_n, snaps) in enumerate(runs):
-        ingest(store, i, list(snaps[:-2]), ingestors)
-    directory = tmp_path / "analytics"
     metrics.report(store, directory)
     assert metrics.reused == []  # the first report: nothing earlier
     ingest(store, 0, list(runs[0][1][-2:]), ingestors)  # the first task-master run
@@ -278,12 +279,8 @@ def test_a_compaction_of_the_facts_keeps_the_kept_rows(tmp_path: Path) -> None:
     """A compaction merges small fact files into one (the same facts): the report after it updates the run the
     new events touched, as after any refresh, instead of every run's rows from every fact; a rebuild, a new
     build of the tables, computes them all again."""
-    store = open_store(tmp_path)
-    ingestors: dict[int, Ingestor] = {}
+    store, ingestors, _streams, directory = every_run_but_its_last_two(tmp_path)
     runs = simulated()
-    for i, (_n, snaps) in enumerate(runs):
-        ingest(store, i, list(snaps[:-2]), ingestors)
-    directory = tmp_path / "analytics"
     metrics.report(store, directory)
     assert kept.last is not None and kept.last.streams is None
     build = files.Manifest.load(directory).build  # type: ignore[union-attr]
