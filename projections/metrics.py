@@ -394,7 +394,7 @@ reused: list[str] = []
 
 
 class Earlier:
-    """The report kept for the same question (``Key.base``) at the latest earlier position, if one is there (the
+    """The report kept for the same question (:func:`_base`) at the latest earlier position, if one is there (the
     reports folder holds one position's reports, and an earlier position's until a later one is kept): a section
     declared ``per_run`` (``MetricSection.per_run``: computed from the run views it reads alone) is that report's
     section, read back, when no update of the kept run views since its position changed those views' rows
