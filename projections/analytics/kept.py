@@ -36,7 +36,7 @@ import duckdb
 from eventstore.errors import EvstoreError
 from projections.analytics.facts import Catalog, catalog
 from projections.analytics.files import KEPT, sql_string
-from projections.analytics.views import fitting
+from projections.analytics.views import closure, fitting
 
 if TYPE_CHECKING:
     from eventstore.store import EventStore
@@ -227,11 +227,12 @@ def _update(con: duckdb.DuckDBPyConnection, store: EventStore, cat: Catalog, db:
         con.execute(f"CREATE OR REPLACE TEMP TABLE kept_touched AS SELECT DISTINCT stream_id FROM {db}.main.events "
                     f"WHERE position > {int(after)}")
         streams = int(con.execute("SELECT count(*) FROM kept_touched").fetchall()[0][0])
-        fresh = _fresh_tables(m, after)
-        same = {v for v in cat.run_views if not _facts_read(cat, depends, v) & fresh}
-        read = set().union(*(_facts_read(cat, depends, v) for v in cat.run_views if v not in same))
-        rows, changed = _narrowed(con, cat, db, streams, after, same=same, held=read) if streams else (0, set())
-        same = same if streams else set()
+        rows, changed = 0, set()
+        if streams:
+            fresh = _fresh_tables(m, after)
+            same = {v for v in cat.run_views if not _facts_read(cat, depends, v) & fresh}
+            read = set().union(*(_facts_read(cat, depends, v) for v in cat.run_views if v not in same))
+            rows, changed = _narrowed(con, cat, db, streams, after, same=same, held=read)
     con.execute("BEGIN")
     try:
         con.execute("DELETE FROM kept.kept_state")
@@ -358,18 +359,7 @@ def _fresh_tables(m: Manifest, after: int) -> set[str]:
 
 def _facts_read(cat: Catalog, depends: dict[str, frozenset[str]], view: str) -> frozenset[str]:
     """The fact tables ``view`` reads, through the views it reads."""
-    out: set[str] = set()
-    seen: set[str] = set()
-    todo = [view]
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        if name in cat.tables:
-            out.add(name)
-        todo.extend(depends.get(name, ()))
-    return frozenset(out)
+    return frozenset(closure(depends, [view]) & cat.tables.keys())
 
 
 def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: int, after: int,

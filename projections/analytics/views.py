@@ -11,7 +11,7 @@ import shutil
 import tempfile
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -288,7 +288,13 @@ def reads(con: duckdb.DuckDBPyConnection, sql: str) -> frozenset[str] | None:
     names = tables_read(con, sql, known)
     if names is None or not names <= known:
         return None
-    depends, out, todo = _depends(con, catalog(), known), set(), list(names)
+    return closure(_depends(con, catalog(), known), names)
+
+
+def closure(depends: dict[str, frozenset[str]], names: Iterable[str]) -> frozenset[str]:
+    """``names`` and every table and view they read, in turn (``depends``: :func:`_depends`)."""
+    out: set[str] = set()
+    todo = list(names)
     while todo:
         name = todo.pop()
         if name not in out:
