@@ -321,15 +321,15 @@ def _build_in_shares(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, m: M
     return rows
 
 
-def _spans(con: duckdb.DuckDBPyConnection, after: int) -> str:
-    """A condition on ``position`` that holds for every fact of the touched streams: the new events (after the
-    kept checkpoint) and, for a stream the kept rows had, its first to its last position then.  The facts'
-    files are written in log order, and DuckDB skips a file's row groups whose positions are outside every
-    span unread: new events in old runs cost those runs' stretches of the log, not everything after the
-    oldest of them (past ``SPANS`` disjoint stretches, everything from the oldest's first event)."""
-    old = con.execute("SELECT first_position, last_position FROM kept.main.stream_positions "
-                      "WHERE stream_id IN (SELECT stream_id FROM kept_touched) ORDER BY 1").fetchall()
-    return _within_stretches(old, after)
+def _stretches_kept(con: duckdb.DuckDBPyConnection) -> list[tuple[int, int]]:
+    """Where in the log the touched streams the kept rows had were (first, last position), ordered.  With
+    the new events (after the kept checkpoint) they hold every fact of the touched streams: the facts' files
+    are written in log order, and DuckDB skips a file's row groups whose positions are outside every stretch
+    unread (:func:`_within_stretches`), so new events in old runs cost those runs' stretches of the log, not
+    everything after the oldest of them (past ``SPANS`` disjoint stretches, everything from the oldest's first
+    event)."""
+    return con.execute("SELECT first_position, last_position FROM kept.main.stream_positions "
+                       "WHERE stream_id IN (SELECT stream_id FROM kept_touched) ORDER BY 1").fetchall()
 
 
 def _within_stretches(stretches: list[tuple[int, int]], after: int | None) -> str:
@@ -366,13 +366,16 @@ def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: in
               stretches: str | None = None, *, same: set[str] | frozenset[str] = frozenset(),
               held: set[str] | frozenset[str] = frozenset()) -> tuple[int, set[str]]:
     """Replace the touched streams' rows of every run view with the rows of their facts alone (``stretches``:
-    where in the log those facts are, if not where the kept rows and the new events say): the rows written,
-    and the views whose rows changed (a touched stream had rows in it, or has: a view none of the touched
-    streams is in, before or after, holds the rows it held).  The views in ``same`` read no fact table that
-    has a fact after the kept checkpoint: a run's rows come from its facts alone, so theirs are the rows kept,
-    not computed again (a view read by a later one is read from the kept rows).  The fact tables in ``held`` are
-    narrowed once, into a temporary table each, rather than in every view that reads them: at 10^7 events each
-    scan of the ``events`` files for the touched runs took 35-40 ms, and six run views read them."""
+    where in the log those facts are, if not where the kept rows and the new events say; given, the touched
+    streams have no kept rows yet): the rows written, and the views whose rows changed (a touched stream had
+    rows in it, or has: a view none of the touched streams is in, before or after, holds the rows it held).
+    The views in ``same`` read no fact table that has a fact after the kept checkpoint: a run's rows come from
+    its facts alone, so theirs are the rows kept, not computed again (a view read by a later one is read from
+    the kept rows).  The fact tables in ``held`` are narrowed once, into a temporary table each, rather than in
+    every view that reads them: at 10^7 events each scan of the ``events`` files for the touched runs took
+    35-40 ms, and six run views read them.  When no touched stream had a fact before (new runs only: none is in
+    ``stream_positions``, which every stream with an event is in), no kept row is theirs, and the kept tables
+    are not searched for rows to delete (a scan of each whole table)."""
     if streams <= LISTED_STREAMS:
         # A list of ids is pushed into the Parquet scans as a filter.  A view takes no parameter, so the
         # ids are bound to a variable that its filter reads (DuckDB folds it into the scan's filter,
@@ -382,7 +385,8 @@ def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: in
         within = "list_contains(getvariable('kept_touched_ids'), stream_id)"
     else:
         within = "stream_id IN (SELECT stream_id FROM kept_touched)"
-    within = f"{_spans(con, after) if stretches is None else stretches} AND {within}"
+    old = _stretches_kept(con) if stretches is None else []
+    within = f"{_within_stretches(old, after) if stretches is None else stretches} AND {within}"
     rows, made, changed = 0, [], set()
     # The facts, narrowed: the catalog's views read these names first (temporary objects shadow them).
     for table in cat.tables:
@@ -412,10 +416,11 @@ def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: in
         try:
             con.execute("DELETE FROM kept.kept_state")
             for view in (v for v in cat.run_views if v not in same):
-                gone = con.execute(f"DELETE FROM kept.main.{view} "
-                                   "WHERE stream_id IN (SELECT stream_id FROM kept_touched)").fetchall()
-                if gone and gone[0][0]:
-                    changed.add(view)
+                if old:  # else no touched stream has a kept row (above)
+                    gone = con.execute(f"DELETE FROM kept.main.{view} "
+                                       "WHERE stream_id IN (SELECT stream_id FROM kept_touched)").fetchall()
+                    if gone and gone[0][0]:
+                        changed.add(view)
                 con.execute(f"INSERT INTO kept.main.{view} BY NAME SELECT * FROM kept_new_{view}")
             con.execute("COMMIT")
         except BaseException:
