@@ -36,7 +36,7 @@ import duckdb
 from eventstore.errors import EvstoreError
 from projections.analytics.facts import Catalog, catalog
 from projections.analytics.files import KEPT, sql_string
-from projections.analytics.views import closure, fitting
+from projections.analytics.views import closure, fitting, insert_rows
 
 if TYPE_CHECKING:
     from eventstore.store import EventStore
@@ -241,7 +241,7 @@ def _update(con: duckdb.DuckDBPyConnection, store: EventStore, cat: Catalog, db:
         changed |= set(cat.run_views) - {r[0] for r in con.execute(f"SELECT view FROM kept.{CHANGES}").fetchall()}
         if changed:
             con.execute(f"DELETE FROM kept.{CHANGES} WHERE list_contains(?::VARCHAR[], view)", [sorted(changed)])
-            con.executemany(f"INSERT INTO kept.{CHANGES} VALUES (?, ?)", [(v, m.position) for v in sorted(changed)])
+            insert_rows(con, f"kept.{CHANGES}", ("VARCHAR", "BIGINT"), [(v, m.position) for v in sorted(changed)])
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
