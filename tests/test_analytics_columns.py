@@ -44,13 +44,26 @@ def test_every_column_type_holds_what_pyarrow_array_would(data: st.DataObject) -
     name = data.draw(st.sampled_from(sorted(VALUES)))
     kind = arrow_types()[name]
     values = data.draw(st.lists(st.none() | VALUES[name], max_size=70))
-    got, want = columns.column(values, kind), pa.array(values, type=kind)
-    got.validate(full=True)
-    assert got.type == want.type and got.null_count == want.null_count and len(got) == len(want)
-    if name == "DOUBLE":  # NaN is not equal to itself in Array.equals; -0.0 equals 0.0 there
-        assert all(_same(a, b) for a, b in zip(got.to_pylist(), want.to_pylist(), strict=True)), values
-    else:
-        assert got.equals(want), values
+    want = pa.array(values, type=kind)
+    for got in _both_ways(columns.column, values, kind):  # string offsets summed here and by Arrow
+        got.validate(full=True)
+        assert got.type == want.type and got.null_count == want.null_count and len(got) == len(want)
+        if name == "DOUBLE":  # NaN is not equal to itself in Array.equals; -0.0 equals 0.0 there
+            assert all(_same(a, b) for a, b in zip(got.to_pylist(), want.to_pylist(), strict=True)), values
+        else:
+            assert got.equals(want), values
+
+
+def _both_ways(build: Any, *args: Any) -> list[Any]:
+    """``build(*args)`` as a short column is built (in Python) and as a long one is (Arrow's compute
+    functions: ``columns.COMPUTE_FROM``)."""
+    out = [build(*args)]
+    saved, columns.COMPUTE_FROM = columns.COMPUTE_FROM, 0
+    try:
+        out.append(build(*args))
+    finally:
+        columns.COMPUTE_FROM = saved
+    return out
 
 
 @pytest.mark.parametrize("name", sorted(VALUES))
@@ -87,11 +100,13 @@ def test_a_float_with_a_fraction_is_refused_where_pyarrow_would_cut_it() -> None
 
 def test_flattening_and_compacting_facts_never_imports_pandas(tmp_path: Path) -> None:
     """pyarrow.array imports pandas, when installed, the first time it runs (0.35-0.5 s): a refresh
-    that writes and compacts facts does not build them through it."""
+    that writes and compacts facts does not build them through it.  A refresh of a few events (columns
+    under ``columns.COMPUTE_FROM`` values) does not import ``pyarrow.compute`` either (30-70 ms)."""
     pytest.importorskip("pandas")  # installed by the test extra: without it there is nothing to show
     code = textwrap.dedent(f"""
         import random, sys
         from datetime import datetime, timezone
+        from pathlib import Path
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from conftest import migrated
         from analytics_fixtures import simulate_into
@@ -99,13 +114,17 @@ def test_flattening_and_compacting_facts_never_imports_pandas(tmp_path: Path) ->
         from projections import analytics
         with EventStore(migrated("sqlite:///{tmp_path}/events.db")) as store:
             simulate_into(store, {{"mapipe": 2, "friday": 1, "taskflow": 1, "envelope": 1}}, seed=3)
-            r = analytics.refresh(store, "{tmp_path}/a", flush_events=20, compact_at=2)
-        print(r.events, r.files_written, "pandas" in sys.modules)
+            r = analytics.refresh(store, "{tmp_path}/a", flush_events=20, compact=False)
+            compute = "pyarrow.compute" in sys.modules
+            out = Path("{tmp_path}/a")
+            merged = analytics.compact_tables(out, analytics.Manifest.load(out), at=2)
+        print(r.events, r.files_written, len(merged), compute, "pandas" in sys.modules)
         """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    events, files, pandas = out.stdout.split()
-    assert int(events) > 40 and int(files) > 0 and pandas == "False", out.stdout
+    events, files, merged, compute, pandas = out.stdout.split()
+    assert int(events) > 40 and int(files) > 0 and int(merged) > 0, out.stdout
+    assert compute == "False" and pandas == "False", out.stdout
 
 
 # ---------------------------------------------------------------- times as stored, a column at a time
@@ -129,9 +148,9 @@ def test_stored_times_parse_a_column_at_a_time_as_ts_parses_each(stored: list[st
     # What the regular expression takes and Arrow reads or refuses alone: a year 0000, a 30 February
     edges = [["0000-01-01T00:00:00.000000Z"], ["2025-02-30T00:00:00.000000Z"], ["2025-02-28T23:59:59.999999Z"]]
     for values in (stored, mixed, stored + mixed, *(stored + e for e in edges)):
-        got = columns.iso_times(values)
-        assert got.type == pa.timestamp("us", tz="UTC")
-        assert got.equals(columns.column([ts(v) for v in values], pa.timestamp("us", tz="UTC"))), values
+        for got in _both_ways(columns.iso_times, values):
+            assert got.type == pa.timestamp("us", tz="UTC")
+            assert got.equals(columns.column([ts(v) for v in values], pa.timestamp("us", tz="UTC"))), values
 
 
 # ---------------------------------------------------------------- add_batch is add_one, faster

@@ -16,6 +16,11 @@ stdlib's C paths; nulls and times cost most), so a full build of ``evstore demo 
 events) takes 0.56 s of CPU instead of 0.51 once pandas is in, and 0.2-0.5 s less in a process that has
 not imported it yet (a command's or a server's first refresh: every command is such a process).  A
 build has to pass half a million events before the import would have been the cheaper way.
+
+``pyarrow.compute`` (0.03-0.07 s to import: it wraps each of Arrow's ~290 functions in Python) is imported
+only for a column of ``COMPUTE_FROM`` values or more, where Arrow's running sum of string lengths and its
+parse of a column of times are worth it; a shorter column is summed and parsed here (a refresh of a few
+events, as after each hook call or note, imports pyarrow but not its compute functions).
 """
 
 from __future__ import annotations
@@ -23,13 +28,17 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
-from itertools import repeat
+from itertools import accumulate, repeat
 from operator import is_not
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+#: From this many values a column's string offsets are summed, and its stored times parsed, by Arrow's compute
+#: functions (imported then); below it, in Python: ``accumulate`` costs about 20-30 ns a value more than Arrow's
+#: sum, and ``ts`` about 450 ns a time more than Arrow's parse (at most 2 ms a column), against the import's 30-70
+#: ms.  A build's columns (``files.CHUNK_EVENTS`` events a chunk) are past it.
+COMPUTE_FROM = 4096
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 #: The longest string data one ``string`` array holds (its offsets are 32-bit).
@@ -127,11 +136,13 @@ _STRING_ID = pa.string().id
 def _offsets(lengths: list[int], n: int) -> pa.Buffer:
     """The int32 offsets of ``n`` values of these byte lengths (0, then their running sums): the lengths
     go into a C array from a list (the stdlib's fast path), and Arrow sums them (an ``accumulate`` into
-    the array cost 2-3x as much, a Python step per value)."""
+    the array cost 2-3x as much, a Python step per value), from ``COMPUTE_FROM`` values on."""
     lengths.insert(0, 0)  # (array(typecode, list) is twice as fast as array.extend(list))
+    if n < COMPUTE_FROM:  # the sums fit: _fits held the whole text to an int32
+        return pa.py_buffer(array("i", accumulate(lengths)).tobytes())
+    import pyarrow.compute as pc
+
     sized = array("i", lengths)
-    if n == 0:
-        return pa.py_buffer(sized.tobytes())
     summed = pc.cumulative_sum(pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(sized)]))
     return summed.buffers()[1]
 
@@ -191,10 +202,13 @@ def iso_times(values: Sequence[str | None]) -> pa.Array:
     A column of times as the store writes them (every ``occurred_at`` and ``recorded_at``) is parsed by
     Arrow, a column at a time (about 200 ns a value, the text column included, against 500 for ``ts`` and
     the conversion of its datetime);
-    anything else, or a column Arrow refuses (a 30 February), value by value with ``ts`` itself."""
-    import pyarrow.compute as pc
-
+    anything else, a column Arrow refuses (a 30 February), or one under ``COMPUTE_FROM`` values, value by
+    value with ``ts`` itself."""
     from eventstore.dialects.analytics import ts
+
+    if len(values) < COMPUTE_FROM:
+        return column([ts(v) for v in values], _UTC_MICROS)
+    import pyarrow.compute as pc
 
     text = column(values, pa.string())
     if len(text) and pc.all(pc.match_substring_regex(text, _STORED_TIME)).as_py() is not False \
