@@ -445,7 +445,7 @@ def fill_prices(con: duckdb.DuckDBPyConnection, table: PriceTable) -> None:
 def insert_rows(con: duckdb.DuckDBPyConnection, table: str, types: Sequence[str],
                 rows: Sequence[Sequence[Any]]) -> None:
     """Insert ``rows`` (values of the columns' ``types``, in order) into ``table`` in one statement, a list
-    a column, bound: DuckDB's ``executemany`` runs one INSERT a row (17 prices took 8x the time)."""
+    a column, bound: DuckDB's ``executemany`` runs one INSERT a row (the 17 prices: 5.9-6.2 ms against 1.2)."""
     if rows:
         cols = ", ".join(f"unnest(?::{kind}[])" for kind in types)
         con.execute(f"INSERT INTO {table} SELECT {cols}", [list(c) for c in zip(*rows, strict=True)])
