@@ -635,9 +635,8 @@ def _keep(out: Path, key: Key, rep: Report, *, prune: bool = True) -> None:
         folder.mkdir(exist_ok=True)
         with replacing(_path(out, key)) as tmp:
             tmp.write_bytes(msgspec.json.encode(rep))
-        if key.question:  # what a later report of the same question finds it by (Earlier), after the report
-            with replacing(_text_path(out, key, BASE)) as tmp:
-                tmp.write_bytes(_base(key).encode())
+        with replacing(_text_path(out, key, BASE)) as tmp:  # what a later report finds it by (Earlier), after it
+            tmp.write_bytes(_base(key).encode())
     except OSError:
         return
     if prune:

@@ -65,29 +65,33 @@ def json_pieces(value: Any, known: Mapping[int, str] | None = None) -> tuple[str
     past its last byte in the text's UTF-8; none if ``value`` is not a report's dict).  ``known``: the text of a section's
     object, by its index, already written (a section an earlier report's rendering holds: the same section
     gives the same text), used as it is instead of written again."""
+    known = known or {}
     sections = value.get("sections") if isinstance(value, dict) else None
-    if isinstance(sections, list):  # rows left as their JSON text (metrics.Earlier): as they were, unless known
-        sections = [s if not isinstance(s, dict) or not isinstance(s.get("rows"), msgspec.Raw)
-                    or (known is not None and i in known) else {**s, "rows": msgspec.json.decode(s["rows"])}
-                    for i, s in enumerate(sections)]
+    if isinstance(sections, list):  # rows left as their JSON text (metrics.Earlier): decoded, unless known
+        sections = [s if i in known else _rows_decoded(s) for i, s in enumerate(sections)]
     if not sections or not isinstance(sections, list) or not all(
-            isinstance(s, dict) and (isinstance(s.get("rows"), list) or (known is not None and i in known))
-            for i, s in enumerate(sections)):
+            isinstance(s, dict) and (isinstance(s.get("rows"), list) or i in known) for i, s in enumerate(sections)):
         if isinstance(sections, list):  # not a report's dict: every section written as json.dumps does
-            value = {**value, "sections": [{**s, "rows": msgspec.json.decode(s["rows"])} if isinstance(s, dict)
-                                           and isinstance(s.get("rows"), msgspec.Raw) else s for s in sections]}
+            value = {**value, "sections": [_rows_decoded(s) for s in sections]}
         return _dumps(value) + "\n", []
     token = f"\x00sections-{uuid.uuid4().hex}"  # a text no value can hold by chance: the sections' place
     before, _token, after = _dumps({**value, "sections": token}).partition(json.dumps(token))
     parts, spans, at = [before, "["], [], _utf8_length(before) + 1
     for i, s in enumerate(sections):
-        piece = known[i] if known is not None and i in known else _section_json(s)
+        piece = known[i] if i in known else _section_json(s)
         parts += [",\n    " if i else "\n    ", piece]
         at += 6 if i else 5
         spans.append((at, at + _utf8_length(piece)))
         at = spans[-1][1]
     parts += ["\n  ]", after, "\n"]
     return "".join(parts), spans
+
+
+def _rows_decoded(section: Any) -> Any:
+    """``section`` with its rows decoded if they are left as their JSON text (``msgspec.Raw``)."""
+    if isinstance(section, dict) and isinstance(section.get("rows"), msgspec.Raw):
+        return {**section, "rows": msgspec.json.decode(section["rows"])}
+    return section
 
 
 def _utf8_length(text: str) -> int:

@@ -47,6 +47,7 @@ KEPT_FORMAT = 2
 #: The table, in the kept file, of the position at which each run view's rows last changed (a report at an
 #: earlier position shows what a section of those views alone computes now: :func:`unchanged_since`).
 CHANGES = "kept_changes"
+_CHANGES_COLUMNS = "view VARCHAR, position BIGINT"
 #: Past this many touched streams, they are narrowed by a join rather than a list of their ids.
 LISTED_STREAMS = 2_000
 #: Past this many disjoint stretches of the log holding the touched old streams' facts, the facts are read
@@ -200,7 +201,7 @@ def _update(con: duckdb.DuckDBPyConnection, store: EventStore, cat: Catalog, db:
     key, basis = _key(cat, m.store_id), _basis(m)
     con.execute("CREATE TABLE IF NOT EXISTS kept.kept_state (key VARCHAR, position BIGINT, hash VARCHAR, "
                 "basis VARCHAR)")
-    con.execute(f"CREATE TABLE IF NOT EXISTS kept.{CHANGES} (view VARCHAR, position BIGINT)")
+    con.execute(f"CREATE TABLE IF NOT EXISTS kept.{CHANGES} ({_CHANGES_COLUMNS})")
     try:
         state = con.execute("SELECT key, position, hash, basis FROM kept.kept_state").fetchall()
     except duckdb.Error as exc:  # a file of another layout (an older evstore's)
@@ -241,7 +242,7 @@ def _update(con: duckdb.DuckDBPyConnection, store: EventStore, cat: Catalog, db:
         changed |= set(cat.run_views) - {r[0] for r in con.execute(f"SELECT view FROM kept.{CHANGES}").fetchall()}
         if changed:
             con.execute(f"DELETE FROM kept.{CHANGES} WHERE list_contains(?::VARCHAR[], view)", [sorted(changed)])
-            insert_rows(con, f"kept.{CHANGES}", ("VARCHAR", "BIGINT"), [(v, m.position) for v in sorted(changed)])
+            insert_rows(con, f"kept.{CHANGES}", _CHANGES_COLUMNS, [(v, m.position) for v in sorted(changed)])
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
@@ -385,8 +386,11 @@ def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: in
         within = "list_contains(getvariable('kept_touched_ids'), stream_id)"
     else:
         within = "stream_id IN (SELECT stream_id FROM kept_touched)"
-    old = _stretches_kept(con) if stretches is None else []
-    within = f"{_within_stretches(old, after) if stretches is None else stretches} AND {within}"
+    old: list[tuple[int, int]] = []  # given stretches: no kept row is the touched streams'
+    if stretches is None:
+        old = _stretches_kept(con)
+        stretches = _within_stretches(old, after)
+    within = f"{stretches} AND {within}"
     rows, made, changed = 0, [], set()
     # The facts, narrowed: the catalog's views read these names first (temporary objects shadow them).
     for table in cat.tables:
