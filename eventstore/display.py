@@ -25,7 +25,14 @@ _MULTILINE = {k: v for k, v in _TABLE.items() if k not in (0x0A, 0x09)}
 
 def printable(text: str, *, multiline: bool = False) -> str:
     """``text`` with every C0/C1 control and bidi formatting character written as its escape
-    (``\\x1b``, ``\\u202e``); ``multiline`` keeps newlines and tabs."""
+    (``\\x1b``, ``\\u202e``); ``multiline`` keeps newlines and tabs.
+
+    A text ``str.isprintable`` passes has none of them (each is a control, a format character or a line or
+    paragraph separator, which it rejects) and is returned as it is: a scan in C, where ``translate`` looks
+    every character up in the table (a 50-character title: 0.1 against 1.1 us; the metrics page shows
+    hundreds of thousands of values)."""
+    if text.isprintable():
+        return text
     return text.translate(_MULTILINE if multiline else _TABLE)
 
 

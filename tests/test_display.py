@@ -87,3 +87,17 @@ def test_printable_leaves_no_control_or_bidi_character_and_keeps_the_rest(text: 
         assert out == text
     kept = printable(text, multiline=True)
     assert kept.count("\n") == text.count("\n") and not any(c in BIDI for c in kept)
+
+
+# Texts mostly of characters the table has, and of their printable and unprintable neighbours (a space of
+# another kind, a private-use or unassigned code point): ``printable`` returns a text that passes
+# ``str.isprintable`` as it is, and must still escape exactly what the table says.
+_NEAR = st.sampled_from([*BIDI, "\x00", "\t", "\n", "\x1b", "\x7f", "\x85", "\x9f", "\xa0", "\xad", "\u2000",
+                         "\u200b", "\u2065", "\ue000", "\U000e0001", "a", "é", "中", " "])
+
+
+@given(st.text() | st.lists(_NEAR).map("".join), st.booleans())
+def test_printable_escapes_exactly_what_its_table_names(text: str, multiline: bool) -> None:
+    from eventstore.display import _MULTILINE, _TABLE
+
+    assert printable(text, multiline=multiline) == text.translate(_MULTILINE if multiline else _TABLE)
