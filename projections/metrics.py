@@ -23,7 +23,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -93,6 +93,13 @@ class Section:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "title": self.title, "columns": self.columns, "rows": self.rows,
                 "summary": self.summary, "note": self.note}
+
+    def decoded(self) -> Section:
+        """This section with its rows decoded if they are still their JSON text (taken from the report before
+        and not read: :meth:`Earlier.find` with ``raw_rows``)."""
+        if isinstance(self.rows, msgspec.Raw):
+            return replace(self, rows=msgspec.json.decode(self.rows))
+        return self
 
 
 @dataclass
@@ -337,9 +344,17 @@ class Computing:
     ``key`` is the report's key at this position (None: not kept)."""
 
     def __init__(self, store: EventStore, directory: str | os.PathLike[str] | None = None, *,
-                 stream_id: str | None = None, scope: Scope | None = None) -> None:
-        self.store, self.stream_id = store, stream_id
+                 stream_id: str | None = None, scope: Scope | None = None, raw_rows: bool = False) -> None:
+        self.store, self.stream_id, self.raw_rows = store, stream_id, raw_rows  # raw_rows: Earlier.find's
         self.out, self.key, self.scope = _position(store, directory, stream_id, scope, False, None)
+        self.earlier: Earlier | None = None  # the report before, once :meth:`parts` has looked for it
+
+    def taken_from(self, s: Section) -> tuple[int, str] | None:
+        """(position, digest) of the key of the report before that section ``s`` (yielded by :meth:`parts`) was
+        taken from as it was there (:meth:`Earlier.section`), None if it was computed: what was rendered of it
+        for that report renders it at this position too."""
+        e = self.earlier
+        return (e.position, e.digest) if e is not None and s.name in e.taken else None
 
     def parts(self) -> Generator[Report | Section, None, None]:
         """The report (its title and scope; every section already in it if it was kept), then each section
@@ -359,7 +374,7 @@ class Computing:
             else:
                 check_scope(con, self.scope)
                 head, todo = _cross_head(con, self.scope)
-                earlier = Earlier.find(self.out, self.key)
+                earlier = self.earlier = Earlier.find(self.out, self.key, raw_rows=self.raw_rows)
             yield head
             for m in todo:
                 s = _section_or_earlier(con, m, earlier)
@@ -405,6 +420,7 @@ class Earlier:
     def __init__(self, position: int, sections: dict[str, msgspec.Raw], folder: Path, stem: str,
                  raw_rows: bool = False) -> None:
         self.position, self._sections, self._folder, self._stem = position, sections, folder, stem
+        self.digest = stem[len(f"{position}-"):-1]  # its key's (the stem is "POSITION-DIGEST.")
         self.raw_rows = raw_rows
         self.taken: set[str] = set()  # the sections :meth:`section` gave
 
@@ -451,7 +467,8 @@ class Earlier:
         try:
             if self.raw_rows:
                 got = msgspec.json.decode(raw, type=_RawRows)
-                s = Section(got.name, got.title, got.columns, got.rows, got.summary, got.note,  # type: ignore[arg-type]
+                rows = [] if bytes(got.rows) == b"[]" else got.rows  # no rows is no rows: ``not s.rows`` holds
+                s = Section(got.name, got.title, got.columns, rows, got.summary, got.note,  # type: ignore[arg-type]
                             got.chart)
             else:
                 s = msgspec.json.decode(raw, type=Section)

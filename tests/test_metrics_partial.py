@@ -253,6 +253,46 @@ def test_a_report_after_new_events_takes_the_sections_no_touched_run_is_in(tmp_p
     store.close()
 
 
+def test_the_metrics_page_after_new_events_shows_each_section_taken_as_it_showed_it(tmp_path: Path) -> None:
+    """``GET /metrics`` after new events: a section taken from the report before is not rendered again (its rows
+    are not even decoded), the page shows the block it showed for that report (held in the server's memory),
+    and the page is the one a server that never showed the store renders from the kept report."""
+    from serve_fixtures import LOCAL
+    from starlette.testclient import TestClient
+
+    from projections.serve import ServeConfig, create_app
+    from projections.serve import app as serve_app
+
+    store, ingestors, _streams, directory = every_run_but_its_last_two(tmp_path)
+    runs = simulated()
+    drawn: list[str] = []  # the sections whose block was rendered (each draws its chart first)
+    real = serve_app.section_chart
+    cfg = ServeConfig(url=store.url, analytics_dir=str(directory))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(serve_app, "section_chart", lambda s: drawn.append(s.name) or real(s))
+        with TestClient(create_app(cfg), base_url=LOCAL) as c:
+            c.get("/metrics")  # computed: every section rendered
+            ingest(store, 3, list(runs[3][1][-2:]), ingestors)  # a FRIDAY run's last two versions
+            drawn.clear()
+            page = c.get("/metrics").text
+            taken = set(metrics.reused)
+            assert "reviewer_acceptance" in taken and "friday_cycles" not in taken
+            assert "friday_cycles" in drawn and not taken & set(drawn)
+            assert c.get("/metrics").text == page  # kept
+        with TestClient(create_app(cfg), base_url=LOCAL) as c:  # nothing shown before: each block rendered
+            drawn.clear()
+            assert c.get("/metrics").text == page
+            assert taken <= set(drawn)
+        store.append("note-1", [NewEvent("note.added", {"text": "a note"})])
+        with TestClient(create_app(cfg), base_url=LOCAL) as c:  # every per-run section taken, from a report this
+            drawn.clear()  # server never showed: decoded and rendered
+            again = c.get("/metrics").text
+            assert set(metrics.reused) == {m.name for _d, m in catalog().sections if m.per_run} <= set(drawn)
+    with TestClient(create_app(cfg), base_url=LOCAL) as c:
+        assert c.get("/metrics").text == again
+    store.close()
+
+
 def test_kept_rows_another_connection_holds_are_not_waited_for(tmp_path: Path) -> None:
     """While another connection (a report in another process or thread) holds the kept file, a report is
     computed over the facts, the same report."""

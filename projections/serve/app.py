@@ -318,6 +318,8 @@ class KeptBodies:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._bodies: dict[tuple[Key, str], str] = {}
+        #: Where each section's block is in a body: (start, end) by section name.
+        self._spans: dict[tuple[Key, str], dict[str, tuple[int, int]]] = {}
 
     def get(self, key: Key | None, name: str) -> str | None:
         if key is None:
@@ -328,15 +330,29 @@ class KeptBodies:
                 self._bodies[(key, name)] = body  # the most recent last
             return body
 
-    def put(self, key: Key | None, name: str, body: str) -> None:
+    def put(self, key: Key | None, name: str, body: str, spans: dict[str, tuple[int, int]] | None = None) -> None:
+        """Keep ``body``, and where each section is in it (``spans``: :meth:`piece`)."""
         if key is None:  # no tables of this store's log to key by: nothing kept
             return
         with self._lock:
             for k in [k for k in self._bodies if k[0][0] != key[0]]:
                 del self._bodies[k]
+                self._spans.pop(k, None)
             self._bodies[(key, name)] = body
+            self._spans[(key, name)] = spans or {}
             while len(self._bodies) > self.LIMIT:
-                del self._bodies[next(iter(self._bodies))]
+                self._spans.pop(oldest := next(iter(self._bodies)), None)
+                del self._bodies[oldest]
+
+    def piece(self, taken: tuple[int, str], name: str, section: str) -> str | None:
+        """What a body ``name`` kept for the report of key ``taken`` (position, digest) shows of ``section``, if
+        one is kept (the bodies of the position before are kept until one of a new position is)."""
+        with self._lock:
+            for (key, kept_name), spans in self._spans.items():
+                if kept_name == name and (key.position, key.digest) == taken and section in spans:
+                    start, end = spans[section]
+                    return self._bodies[(key, kept_name)][start:end]
+        return None
 
 
 class Server:
@@ -451,7 +467,8 @@ class Server:
         # event of TOKEN or TOKEN/MACHINE went to; the writers section then shows that writer's rows).
         computing = Computing(self.store, self.cfg.analytics_dir, stream_id=stream_id,
                               scope=None if stream_id is not None else Scope(project=f.project, dialect=f.dialect,
-                                                                             since=f.since, writer=f.writer))
+                                                                             since=f.since, writer=f.writer),
+                              raw_rows=True)  # a section taken is rendered from its block before, or decoded then
         code = renderer_digest(HERE / "templates" / "metrics_body.html", views.__file__, __file__)
         shown = hashlib.sha256(json.dumps([filters.to_query() if filters is not None else None, sid])
                                .encode()).hexdigest()[:12]
@@ -466,28 +483,44 @@ class Server:
             {"quote": lambda s: urllib.parse.quote(s, safe="")})
 
         def part(s: Any) -> str:
+            """A section's block: as it was rendered for the report before where the section was taken from it
+            (the same section renders the same; held in this process's memory only), else rendered."""
+            taken = computing.taken_from(s)
+            if taken is not None and (html := self.bodies.piece(taken, name, s.name)) is not None:
+                return html
+            s = s.decoded()
             return str(macros.section(s, section_chart(s)))
+
+        def spans(blocks: list[tuple[str, str]], at: int) -> dict[str, tuple[int, int]]:
+            """Where each section's block ((name, block): "" without data) is in a body, from offset ``at``."""
+            out = {}
+            for section_name, html in blocks:
+                out[section_name] = (at, at + len(html))
+                at += len(html)
+            return out
 
         first = str(macros.head(head, filters, sid))
         if head.sections:  # the report was kept: the whole body at once
-            body = first + "".join(part(s) for s in head.sections) + str(macros.tail(without_data(head)))
-            self.bodies.put(computing.key, name, body)
+            blocks = [(s.name, part(s)) for s in head.sections]
+            body = first + "".join(html for _n, html in blocks) + str(macros.tail(without_data(head)))
+            self.bodies.put(computing.key, name, body, spans(blocks, len(first)))
             return self.page("metrics.html", title=title, body=views.Rendered(body))
         mark = "<!--evstore:metrics-body-->"
         before, after = self.env.get_template("metrics.html").render(
             title=title, body=views.Rendered(mark)).split(mark, 1)
 
         async def stream() -> AsyncIterator[str]:
-            sent = [first]
+            blocks: list[tuple[str, str]] = []
             try:
                 yield before + first
                 while (s := await self.call(next, parts, None)) is not None:
-                    sent.append(await self.call(part, s))
-                    if sent[-1]:  # a section without data is named in the last line
-                        yield sent[-1]
-                sent.append(str(macros.tail(without_data(head))))
-                yield sent[-1] + after
-                self.bodies.put(computing.key, name, "".join(sent))
+                    blocks.append((s.name, await self.call(part, s)))
+                    if blocks[-1][1]:  # a section without data is named in the last line
+                        yield blocks[-1][1]
+                last = str(macros.tail(without_data(head)))
+                yield last + after
+                self.bodies.put(computing.key, name, first + "".join(html for _n, html in blocks) + last,
+                                spans(blocks, len(first)))
             except Exception as exc:  # the page has begun: say what failed in it, keep nothing
                 log.exception("metrics page: a section failed")
                 yield str(Markup('<p class="note" id="metrics-error">The report could not be computed: {}</p>')
