@@ -340,22 +340,50 @@ def _more(s: Section, limit: int) -> int:
 
 
 def to_table(report: Report, limit: int = ROWS_SHOWN) -> str:
-    out = [report.title + ("  (" + ", ".join(f"{heading(k)}={figure(k, v)}" for k, v in report.scope.items()) + ")"
-                           if report.scope else "")]
+    return table_pieces(report, limit=limit)[0]
+
+
+def table_pieces(report: Report, known: Mapping[int, str] | None = None, *,
+                 limit: int = ROWS_SHOWN) -> tuple[str, list[tuple[int, int]]]:
+    """:func:`to_table`'s text and where each section's block is in it (:func:`_blocks`); ``known``: the blocks of
+    sections, by index, an earlier rendering holds (the same section gives the same block), used as they are."""
+    title = report.title + ("  (" + ", ".join(f"{heading(k)}={figure(k, v)}" for k, v in report.scope.items()) + ")"
+                            if report.scope else "")
     empty = without_data(report)
-    for s in report.sections:
-        if s in empty:
-            continue
-        out += ["", f"## {s.title}"]
-        if s.summary:
-            out.append("   " + "  ".join(f"{heading(k)}={figure(k, v)}" for k, v in s.summary.items()))
-        hidden = _more(s, limit)  # numbered as the whole column is when some rows are not shown
-        out.append(table_text(s.columns, s.rows[:limit], formats=column_formats(s) if hidden else None))
-        if hidden:
-            out.append(f"({hidden} more rows not shown: --format csv or json holds every row)")
-    if empty:
-        out += ["", "No data: " + "; ".join(short_titles(empty))]
-    return "\n".join(out) + "\n"
+    return _blocks([title], report, known or {}, lambda s: _table_section(s, limit),
+                   ["", "No data: " + "; ".join(short_titles(empty))] if empty else [])
+
+
+def _table_section(s: Section, limit: int) -> str:
+    out = ["", f"## {s.title}"]
+    if s.summary:
+        out.append("   " + "  ".join(f"{heading(k)}={figure(k, v)}" for k, v in s.summary.items()))
+    hidden = _more(s, limit)  # numbered as the whole column is when some rows are not shown
+    out.append(table_text(s.columns, s.rows[:limit], formats=column_formats(s) if hidden else None))
+    if hidden:
+        out.append(f"({hidden} more rows not shown: --format csv or json holds every row)")
+    return "\n".join(out)
+
+
+def _blocks(head: list[str], report: Report, known: Mapping[int, str], block: Callable[[Section], str],
+            tail: list[str]) -> tuple[str, list[tuple[int, int]]]:
+    """The lines ``head``, a block for each section with data (``known[i]`` for the i-th if given, else ``block`` of
+    it, its rows decoded if they are still text), and ``tail``, joined by newlines and ending in one; and where in
+    the text's UTF-8 each section's block is (an empty span for one without data), in the report's order."""
+    empty = {id(s) for s in without_data(report)}
+    lines, at = list(head), {}
+    for i, s in enumerate(report.sections):
+        if id(s) not in empty:
+            at[i] = len(lines)
+            lines.append(known[i] if i in known else block(s.decoded()))
+    lines += tail
+    starts, pos = [], 0
+    for line in lines:
+        starts.append(pos)
+        pos += _utf8_length(line) + 1
+    spans = [(starts[at[i]], starts[at[i]] + _utf8_length(lines[at[i]])) if i in at else (0, 0)
+             for i in range(len(report.sections))]
+    return "\n".join(lines) + "\n", spans
 
 
 def to_csv(report: Report) -> str:
@@ -535,31 +563,35 @@ def _html_table(s: Section, limit: int = ROWS_SHOWN) -> str:
 
 
 def to_html(report: Report) -> str:
-    svg = charts(report)
+    return html_pieces(report)[0]
+
+
+def html_pieces(report: Report, known: Mapping[int, str] | None = None) -> tuple[str, list[tuple[int, int]]]:
+    """:func:`to_html`'s text and where each section's block is in it, as :func:`table_pieces` gives them."""
     scope = ", ".join(f"{heading(k)}={figure(k, v)}" for k, v in report.scope.items())
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             f"<title>{html.escape(report.title)}</title><style>{_CSS}</style></head><body>",
-             f"<h1>{html.escape(report.title)}</h1>", f'<p class="summary">{html.escape(scope)}</p>']
+    head = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+            f"<title>{html.escape(report.title)}</title><style>{_CSS}</style></head><body>",
+            f"<h1>{html.escape(report.title)}</h1>", f'<p class="summary">{html.escape(scope)}</p>']
     empty = without_data(report)
-    for s in report.sections:
-        if s in empty:
-            continue
-        parts.append(f'<section id="{html.escape(s.name)}"><h2>{html.escape(s.title)}</h2>')
-        if s.summary:
-            parts.append('<p class="summary">' + " · ".join(f"{html.escape(heading(k))}: <b>{html.escape(figure(k, v))}</b>"
-                                                            for k, v in s.summary.items()) + "</p>")
-        if s.name in svg:
-            parts.append(svg[s.name])
-        parts.append(_html_table(s))
-        if s.note:
-            parts.append(f'<p class="note">{html.escape(s.note)}</p>')
-        parts.append("</section>")
-    if empty:
-        parts.append('<p class="note" id="no-data">No data: ' + "; ".join(html.escape(x) for x in short_titles(empty)) + "</p>")
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    tail = ['<p class="note" id="no-data">No data: ' + "; ".join(html.escape(x) for x in short_titles(empty)) + "</p>"
+            ] if empty else []
+    return _blocks(head, report, known or {}, _html_section, [*tail, "</body></html>"])
+
+
+def _html_section(s: Section) -> str:
+    parts = [f'<section id="{html.escape(s.name)}"><h2>{html.escape(s.title)}</h2>']
+    if s.summary:
+        parts.append('<p class="summary">' + " · ".join(f"{html.escape(heading(k))}: <b>{html.escape(figure(k, v))}</b>"
+                                                        for k, v in s.summary.items()) + "</p>")
+    if svg := section_chart(s):
+        parts.append(svg)
+    parts.append(_html_table(s))
+    if s.note:
+        parts.append(f'<p class="note">{html.escape(s.note)}</p>')
+    parts.append("</section>")
+    return "\n".join(parts)
 
 
 __all__ = ["FORMATS", "chart", "charts", "column_format", "column_formats", "duration", "figure", "fit", "grouped_bar_chart", "hbar_chart",
-           "heading", "render", "rows_csv", "short_title", "short_titles", "table_text", "to_csv", "without_data",
-           "to_html", "to_table", "ROWS_SHOWN"]
+           "heading", "html_pieces", "json_pieces", "render", "rows_csv", "short_title", "short_titles", "table_text", "to_csv", "without_data",
+           "table_pieces", "to_html", "to_table", "ROWS_SHOWN"]

@@ -50,8 +50,9 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
         monkeypatch.setattr(EventStore, name, counting(name, getattr(EventStore, name)))
     monkeypatch.setattr(views, "_connect", counting("connect", views._connect))
     monkeypatch.setattr(report_module, "render", counting("render", report_module.render))
-    # JSON is rendered in pieces (each section's place kept): counted as a rendering too
-    monkeypatch.setattr(report_module, "json_pieces", counting("render", report_module.json_pieces))
+    # JSON, HTML and the table are rendered in pieces (each section's place kept): counted as renderings too
+    for pieces in ("json_pieces", "html_pieces", "table_pieces"):
+        monkeypatch.setattr(report_module, pieces, counting("render", getattr(report_module, pieces)))
     monkeypatch.setattr(serve_app, "section_chart", counting("charts", serve_app.section_chart))
     import projections.metrics as metrics_module
 
@@ -77,9 +78,9 @@ def test_a_second_metrics_on_an_unchanged_store_reads_no_event(demo: tuple[str, 
     assert counted["connect"] == 1 and counted["iter_fact_batches"] >= 1  # built the facts, computed the report once
     assert counted["render"] == 3  # each format rendered once, and kept beside the report
     kept = sorted((directory / REPORTS).iterdir())
-    # the report, its base (metrics.Earlier), 3 renderings and where each section is in the JSON one
-    assert len(reports(directory)) == 1 and len(kept) == 6
-    assert sum(p.suffix == f".{BASE}" for p in kept) == 1 and sum(p.name.endswith(f"-{SPANS}") for p in kept) == 1
+    # the report, its base (metrics.Earlier), 3 renderings and where each section is in the table and the JSON
+    assert len(reports(directory)) == 1 and len(kept) == 7
+    assert sum(p.suffix == f".{BASE}" for p in kept) == 1 and sum(p.name.endswith(f"-{SPANS}") for p in kept) == 2
     counted.update(dict.fromkeys(counted, 0))
     again = {fmt: _metrics(url, directory, "--format", fmt) for fmt in ("table", "json", "csv")}
     # no event read, no DuckDB connection, nothing rendered, not even the kept report decoded

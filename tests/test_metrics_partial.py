@@ -253,6 +253,42 @@ def test_a_report_after_new_events_takes_the_sections_no_touched_run_is_in(tmp_p
     store.close()
 
 
+@pytest.mark.parametrize("fmt", ["html", "table"])
+def test_a_rendering_after_new_events_takes_the_blocks_of_the_sections_taken(tmp_path: Path, fmt: str,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """`metrics --format html` and the table, rendered in pieces as JSON is: after new events, the block of each
+    section taken from the report before is that report's rendering's (not rendered again), and the text is the
+    rendering of the report computed over every fact."""
+    store, ingestors, _streams, directory = every_run_but_its_last_two(tmp_path)
+    runs = simulated()
+    block = "_html_section" if fmt == "html" else "_table_section"
+    drawn: list[str] = []
+    real = getattr(report_module, block)
+    monkeypatch.setattr(report_module, block, lambda s, *a: drawn.append(s.name) or real(s, *a))
+    made = report_module.html_pieces if fmt == "html" else report_module.table_pieces
+
+    def whole(r: metrics.Report) -> str:
+        return report_module.render(r, fmt)
+
+    def over_the_facts_rendered() -> str:
+        with views.reading(store, directory, fresh=False) as con:
+            return whole(metrics.cross_run_report(con))
+
+    metrics.rendered(store, whole, fmt, directory, pieces=made)
+    ingest(store, 3, list(runs[3][1][-2:]), ingestors)  # a FRIDAY run's last two versions
+    drawn.clear()
+    text = metrics.rendered(store, whole, fmt, directory, pieces=made)
+    taken = set(metrics.reused)
+    assert "reviewer_acceptance" in taken and "friday_cycles" in drawn and not taken & set(drawn)
+    assert text == over_the_facts_rendered()
+    store.append("note-1", [NewEvent("note.added", {"text": "a note"})])
+    drawn.clear()
+    text = metrics.rendered(store, whole, fmt, directory, pieces=made)
+    assert not set(metrics.reused) & set(drawn) and "friday_cycles" in metrics.reused
+    assert text == over_the_facts_rendered()
+    store.close()
+
+
 def test_the_metrics_page_after_new_events_shows_each_section_taken_as_it_showed_it(tmp_path: Path) -> None:
     """``GET /metrics`` after new events: a section taken from the report before is not rendered again (its rows
     are not even decoded), the page shows the block it showed for that report (held in the server's memory),

@@ -81,7 +81,7 @@ def metrics_cmd(ctx: click.Context, task: str | None, project: str | None, diale
     or with TASK the same for one run (its timeline, iterations and deltas)."""
     from projections.analytics import io_error, replacing
     from projections.metrics import Scope, rendered
-    from projections.report import json_pieces, render, renderer_digest
+    from projections.report import html_pieces, json_pieces, render, renderer_digest, table_pieces
 
     store = open_store(ctx, indexed=False)  # reads only: the runs index's code is not needed
     stream_id = None
@@ -95,11 +95,12 @@ def metrics_cmd(ctx: click.Context, task: str | None, project: str | None, diale
 
     # Computed and rendered once per log position and kept (projections.metrics.rendered): on an unchanged
     # store this reads no event, opens no DuckDB connection and renders nothing (the kept text is written).
-    # JSON in pieces: after new events, a section taken from the report before is its text there too.
+    # In pieces (JSON, HTML, the table): after new events, a section taken from the report before is its text there
+    # too.  CSV's header is the union of every section's columns: written whole.
+    pieces = {"json": lambda r, known: json_pieces(r.to_dict(), known), "html": html_pieces, "table": table_pieces}
     text = rendered(store, lambda r: render(r, fmt), f"{fmt}-{renderer_digest()}", analytics_dir,
                     stream_id=stream_id, scope=Scope(project=project, dialect=dialect, since=since, writer=writer),
-                    fresh=not no_refresh, refreshed=refreshed,
-                    pieces=(lambda r, known: json_pieces(r.to_dict(), known)) if fmt == "json" else None)
+                    fresh=not no_refresh, refreshed=refreshed, pieces=pieces.get(fmt))
     if out:
         try:
             with replacing(Path(out)) as tmp:
