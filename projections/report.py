@@ -87,6 +87,32 @@ def json_pieces(value: Any, known: Mapping[int, str] | None = None) -> tuple[str
     return "".join(parts), spans
 
 
+def compact_json(value: Any) -> str:
+    """``value`` as the API sends it: JSON without spaces, non-ASCII as it is, NaN refused."""
+    return json.dumps(value, default=str, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def compact_json_pieces(value: Any, known: Mapping[int, str] | None = None) -> tuple[str, list[tuple[int, int]]]:
+    """:func:`compact_json`'s text, and where each section's object is in it, as :func:`json_pieces` gives them."""
+    known = known or {}
+    sections = value.get("sections") if isinstance(value, dict) else None
+    if not isinstance(sections, list):
+        return compact_json(value), []
+    token = f"\x00sections-{uuid.uuid4().hex}"  # a text no value can hold by chance: the sections' place
+    before, _token, after = compact_json({**value, "sections": token}).partition(json.dumps(token))
+    parts, spans, at = [before, "["], [], _utf8_length(before) + 1
+    for i, s in enumerate(sections):
+        piece = known[i] if i in known else compact_json(_rows_decoded(s))
+        if i:
+            parts.append(",")
+            at += 1
+        parts.append(piece)
+        spans.append((at, at + _utf8_length(piece)))
+        at = spans[-1][1]
+    parts += ["]", after]
+    return "".join(parts), spans
+
+
 def _rows_decoded(section: Any) -> Any:
     """``section`` with its rows decoded if they are left as their JSON text (``msgspec.Raw``)."""
     if isinstance(section, dict) and isinstance(section.get("rows"), msgspec.Raw):
@@ -592,6 +618,6 @@ def _html_section(s: Section) -> str:
     return "\n".join(parts)
 
 
-__all__ = ["FORMATS", "chart", "charts", "column_format", "column_formats", "duration", "figure", "fit", "grouped_bar_chart", "hbar_chart",
+__all__ = ["FORMATS", "chart", "charts", "column_format", "column_formats", "compact_json", "compact_json_pieces", "duration", "figure", "fit", "grouped_bar_chart", "hbar_chart",
            "heading", "html_pieces", "json_pieces", "render", "rows_csv", "short_title", "short_titles", "table_text", "to_csv", "without_data",
            "table_pieces", "to_html", "to_table", "ROWS_SHOWN"]

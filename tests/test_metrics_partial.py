@@ -329,6 +329,36 @@ def test_the_metrics_page_after_new_events_shows_each_section_taken_as_it_showed
     store.close()
 
 
+def test_the_metrics_api_after_new_events_takes_the_text_of_the_sections_taken(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """``GET /api/metrics`` after new events: a section taken from the report before is its text in that report's
+    answer (not encoded again), and the answer is the report computed over every fact."""
+    from serve_fixtures import LOCAL
+    from starlette.testclient import TestClient
+
+    from projections.serve import ServeConfig, create_app
+
+    store, ingestors, _streams, directory = every_run_but_its_last_two(tmp_path)
+    encoded: list[str] = []  # the sections written as JSON
+    real = report_module.compact_json
+
+    def spy(value: Any) -> str:
+        if isinstance(value, dict) and "rows" in value:
+            encoded.append(value["name"])
+        return real(value)
+
+    monkeypatch.setattr(report_module, "compact_json", spy)
+    with TestClient(create_app(ServeConfig(url=store.url, analytics_dir=str(directory))), base_url=LOCAL) as c:
+        c.get("/api/metrics")
+        ingest(store, 3, list(simulated()[3][1][-2:]), ingestors)  # a FRIDAY run's last two versions
+        encoded.clear()
+        api = c.get("/api/metrics")
+        taken = set(metrics.reused)
+        assert "reviewer_acceptance" in taken and "friday_cycles" in encoded and not taken & set(encoded)
+    assert api.content == real(over_the_facts(store, directory)).encode()
+    store.close()
+
+
 def test_kept_rows_another_connection_holds_are_not_waited_for(tmp_path: Path) -> None:
     """While another connection (a report in another process or thread) holds the kept file, a report is
     computed over the facts, the same report."""

@@ -68,7 +68,7 @@ from projections.usage import cost_text
 from projections.writers import writers
 
 if TYPE_CHECKING:
-    from projections.metrics import Key
+    from projections.metrics import Key, Pieces
 
 HERE = Path(__file__).resolve().parent
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
@@ -432,7 +432,7 @@ class Server:
         return resolve(self.store, stream_id)
 
     def metrics_rendered(self, filters: views.RunFilters | None, stream_id: str | None, name: str,
-                         render: Callable[[Any], str]) -> str:
+                         render: Callable[[Any], str], pieces: Pieces | None = None) -> str:
         """``render(report)`` of the metrics report for ``filters`` or the run ``stream_id``, computed and
         rendered once per log position and kept under ``name`` (projections.metrics.rendered): an unchanged
         store is answered with the kept text, whatever the size of the report."""
@@ -444,7 +444,7 @@ class Server:
         f = filters or views.RunFilters()
         # A filter matching nothing is named, as `evstore metrics` does (``writer``: its --writer, the runs
         # an event of TOKEN or TOKEN/MACHINE went to; the writers section then shows that writer's rows).
-        return rendered(self.store, render, name, self.cfg.analytics_dir, stream_id=stream_id, fresh=False,
+        return rendered(self.store, render, name, self.cfg.analytics_dir, stream_id=stream_id, fresh=False, pieces=pieces,
                         scope=None if stream_id is not None else Scope(project=f.project, dialect=f.dialect,
                                                                        since=f.since, writer=f.writer))
 
@@ -648,15 +648,16 @@ class Server:
         run_id = request.query_params.get("run")
         sid = self.resolve(run_id) if run_id else None
         if request.url.path.startswith("/api/"):
-            from projections.metrics import code_digest
-
-            def as_json(report: Any) -> str:  # the bytes JSONResponse would send
-                return json.dumps(report.to_dict(), default=str, ensure_ascii=False, allow_nan=False, indent=None,
-                                  separators=(",", ":"))
-
             from projections import metrics as metrics_module
+            from projections import report as report_module
+            from projections.metrics import code_digest
+            from projections.report import compact_json, compact_json_pieces
 
-            text = self.metrics_rendered(filters, sid, f"api-{code_digest(metrics_module.__file__)}", as_json)
+            # the bytes JSONResponse would send, in pieces: after new events a section taken from the report
+            # before is its text in that report's answer
+            text = self.metrics_rendered(filters, sid, f"api-{code_digest(metrics_module.__file__, report_module.__file__)}",
+                                         lambda r: compact_json(r.to_dict()),
+                                         lambda r, known: compact_json_pieces(r.to_dict(), known))
             return Response(text, media_type="application/json")
         return self.metrics_page(filters, sid, None, "Metrics")
 
