@@ -127,6 +127,31 @@ def test_flattening_and_compacting_facts_never_imports_pandas(tmp_path: Path) ->
     assert compute == "False" and pandas == "False", out.stdout
 
 
+def test_the_refresh_child_writes_the_facts_without_numpy(tmp_path: Path) -> None:
+    """What ``refresh_apart``'s forked child runs (``files._refresh_own``) makes numpy unimportable in it unless
+    it is imported already: pyarrow imports it when installed (a third of a small refresh's time, and OpenBLAS's
+    threads' CPU) and writes and compacts the facts without it."""
+    pytest.importorskip("numpy")  # installed with the test extra: without it there is nothing to show
+    code = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from conftest import migrated
+        from analytics_fixtures import simulate_into
+        from eventstore.store import EventStore
+        from projections.analytics import files
+        url = migrated("sqlite:///{tmp_path}/events.db")
+        with EventStore(url) as store:
+            simulate_into(store, {{"mapipe": 2, "taskmaster": 1, "claude": 1}}, seed=5)
+        got = files._refresh_own(url, Path("{tmp_path}/a"))
+        print(got["events"], got["files_written"], "pyarrow" in sys.modules, "numpy" in sys.modules and sys.modules["numpy"] is None)
+        """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    events, files_written, arrow, numpy = out.stdout.split()
+    assert int(events) > 40 and int(files_written) > 0 and arrow == numpy == "True", out.stdout
+
+
 # ---------------------------------------------------------------- times as stored, a column at a time
 
 STORED = TIMES.map(lambda t: (t if t.tzinfo else t.replace(tzinfo=UTC)).astimezone(UTC).replace(tzinfo=None)
