@@ -6,9 +6,13 @@ one run recompute that run's rows alone."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
+import subprocess
+import sys
 import tempfile
+import textwrap
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
@@ -357,6 +361,52 @@ def test_the_metrics_api_after_new_events_takes_the_text_of_the_sections_taken(t
         assert "reviewer_acceptance" in taken and "friday_cycles" in encoded and not taken & set(encoded)
     assert api.content == real(over_the_facts(store, directory)).encode()
     store.close()
+
+
+def test_a_report_after_new_events_reads_the_report_before_while_its_refresh_runs(tmp_path: Path) -> None:
+    """While a forked child brings the tables up to date, the process reads the report kept at the tables' position
+    (``Earlier.read_ahead``, the refresh's ``meanwhile``); the report computed then takes its sections from what was
+    read, and is the report over every fact.  In a process of its own: a forked refresh needs one thread."""
+    code = textwrap.dedent(f"""
+        import json, sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from conftest import migrated
+        from analytics_fixtures import simulate_into
+        from eventstore.store import EventStore, NewEvent
+        from projections import metrics
+        from projections.analytics import views
+        views.KEPT_ROWS = 0  # a small store's rows kept, as a large one's are
+        url, out = migrated("sqlite:///{tmp_path}/events.db"), "{tmp_path}/a"
+        ahead, held, taken = [], [], []
+        read_ahead, sections_of = metrics.Earlier.read_ahead.__func__, metrics._sections_of
+
+        def spy_ahead(cls, folder, before):
+            ahead.append(before.position)
+            read_ahead(cls, folder, before)
+            held.extend(metrics._read_ahead.values())
+
+        def spy_of(path):
+            got = sections_of(path)
+            taken.append(any(got is h for h in held))
+            return got
+
+        metrics.Earlier.read_ahead, metrics._sections_of = classmethod(spy_ahead), spy_of
+        with EventStore(url) as store:
+            simulate_into(store, {{"mapipe": 1, "taskmaster": 1, "friday": 1}}, seed=5)
+            metrics.report(store, out)
+            at = store.max_position()
+            store.append("note-1", [NewEvent("note.added", {{"text": "a note"}})])
+            rep = metrics.report(store, out)
+            with views.reading(store, out, fresh=False) as con:
+                same = rep.to_dict() == metrics.cross_run_report(con).to_dict()
+        print(json.dumps({{"ahead": ahead, "at": at, "taken": taken, "reused": len(metrics.reused), "same": same}}))
+        """)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "EVSTORE_ANALYTICS_FORK": "1"})
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout)
+    assert got["ahead"] == [got["at"]]  # the report of the tables' position before the refresh, read meanwhile
+    assert got["taken"] == [False, True] and got["reused"] > 0 and got["same"], got  # ... and found in what was read
 
 
 def test_kept_rows_another_connection_holds_are_not_waited_for(tmp_path: Path) -> None:

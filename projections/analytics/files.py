@@ -332,7 +332,8 @@ def _caught_up(store: EventStore, out: Path, started: float) -> RefreshResult | 
     return None
 
 
-def refresh_apart(store: EventStore, directory: str | os.PathLike[str] | None = None) -> RefreshResult:
+def refresh_apart(store: EventStore, directory: str | os.PathLike[str] | None = None, *,
+                  meanwhile: Callable[[], None] | None = None) -> RefreshResult:
     """:func:`refresh`, in a child process where this one may fork; the same tables and result.
 
     A refresh imports pyarrow and the dialects' flatteners (a `metrics` of the 10^7-event demo store after
@@ -341,7 +342,11 @@ def refresh_apart(store: EventStore, directory: str | os.PathLike[str] | None = 
     safe or not possible: threads in this process (`evstore serve`; a fork copies their locks as they are),
     a store another process cannot open (in-memory SQLite), no ``fork``, or ``EVSTORE_ANALYTICS_FORK=0``.
     The child dies with this process (``PR_SET_PDEATHSIG``): a refresh killed midway leaves the tables
-    at their last checkpoint, as one killed in this process does."""
+    at their last checkpoint, as one killed in this process does.
+
+    ``meanwhile``: work this process does while its child refreshes (never when there is nothing to refresh, nor
+    where the refresh runs here); it must not depend on the refresh, and what it raises is not raised: it is work
+    done ahead that will be done again if it failed (:func:`projections.metrics._while_refreshing`)."""
     from projections.prefork import child_outcome, may_fork, run_in_child
 
     started = time.perf_counter()
@@ -357,7 +362,13 @@ def refresh_apart(store: EventStore, directory: str | os.PathLike[str] | None = 
         os.close(read_end)
         run_in_child(write_end, partial(_refresh_own, store.url, out))
     os.close(write_end)
-    outcome, code, _cpu = child_outcome(pid, read_end)
+    try:
+        if meanwhile is not None:
+            meanwhile()
+    except Exception:  # noqa: BLE001 - done ahead only: done again, and said then, if it matters
+        pass
+    finally:
+        outcome, code, _cpu = child_outcome(pid, read_end)
     if outcome is None:
         raise EvstoreError(f"the process bringing the analytics tables in {out} up to date ended without a result "
                            f"(exit status {code}); they are at their last checkpoint: run the command again")
