@@ -560,11 +560,6 @@ def chart(c: Chart, rows: Sequence[dict[str, Any]]) -> str:
     raise ValueError(f"unknown chart kind {c.kind!r}; expected bars or groups")
 
 
-def charts(report: Report) -> dict[str, str]:
-    """Section name -> inline SVG, for the sections that declare a chart and have something to draw."""
-    return {s.name: svg for s in report.sections if (svg := section_chart(s))}
-
-
 def section_chart(s: Section) -> str:
     """The inline SVG of a section's declared chart ("" if it declares none or has nothing to draw)."""
     return chart(s.chart, s.rows) if s.chart is not None and s.rows else ""
@@ -618,6 +613,6 @@ def _html_section(s: Section) -> str:
     return "\n".join(parts)
 
 
-__all__ = ["FORMATS", "chart", "charts", "column_format", "column_formats", "compact_json", "compact_json_pieces", "duration", "figure", "fit", "grouped_bar_chart", "hbar_chart",
+__all__ = ["FORMATS", "chart", "column_format", "column_formats", "compact_json", "compact_json_pieces", "duration", "figure", "fit", "grouped_bar_chart", "hbar_chart",
            "heading", "html_pieces", "json_pieces", "render", "rows_csv", "short_title", "short_titles", "table_text", "to_csv", "without_data",
            "table_pieces", "to_html", "to_table", "ROWS_SHOWN"]

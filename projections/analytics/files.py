@@ -384,7 +384,8 @@ def _refresh_own(url: str, out: Path) -> dict[str, Any]:
     numpy is made unimportable here unless the parent had it: pyarrow imports it when it is installed, for
     nothing a refresh does (pyarrow runs without numpy since version 16: this child is as in an install without
     it), and the import cost a refresh of one event 0.05 s of its 0.17 and 0.06-0.09 s more CPU in the threads
-    OpenBLAS starts (``tests/test_analytics_columns.py`` checks a refresh child imports neither numpy nor pandas)."""
+    OpenBLAS starts (``tests/test_analytics_columns.py`` runs this in a process and checks the facts are written with
+    numpy unimportable)."""
     import sys
 
     sys.modules.setdefault("numpy", None)  # type: ignore[arg-type]  # None: an import of it raises ImportError
