@@ -261,3 +261,34 @@ def test_the_page_escapes_what_a_kept_report_holds(demo: tuple[str, Path]) -> No
         page = c.get("/metrics")
     assert page.status_code == 200
     assert "<h1>&lt;script&gt;window.__pwned=1&lt;/script&gt;</h1>" in page.text and "<script>window" not in page.text
+
+
+def test_the_page_bodies_kept_are_bounded_by_count_and_characters() -> None:
+    """``KeptBodies`` keeps the bodies asked for most recently within :attr:`LIMIT` bodies and :attr:`CHARS`
+    characters, the last one kept whatever its size; a body put again is counted once; a new position's body
+    drops the others, and with each body goes where its sections are."""
+    from projections.metrics import Key
+
+    bodies = serve_app.KeptBodies()
+    bodies.CHARS, bodies.LIMIT = 100, 3
+
+    def at(digest: str, position: int = 5) -> Key:
+        return Key(position, digest, "q")
+
+    bodies.put(at("a"), "page", "x" * 40, {"s": (0, 4)})
+    bodies.put(at("b"), "page", "y" * 40)
+    assert bodies.get(at("a"), "page")  # now the most recently asked for
+    bodies.put(at("c"), "page", "z" * 40)  # 120 characters: the least recent (b) goes
+    assert bodies.get(at("b"), "page") is None and bodies.get(at("a"), "page") and bodies.get(at("c"), "page")
+    assert bodies.piece((5, "a"), "page", "s") == "xxxx"
+    bodies.put(at("d"), "page", "w" * 500)  # past the bound alone: kept, the others dropped
+    assert bodies.get(at("d"), "page") and bodies.get(at("a"), "page") is None and bodies.get(at("c"), "page") is None
+    assert bodies.piece((5, "a"), "page", "s") is None
+    bodies.put(at("d"), "page", "v" * 10)  # the same again: replaced, counted once
+    bodies.put(at("e"), "page", "u" * 80)
+    assert bodies.get(at("d"), "page") == "v" * 10 and bodies.get(at("e"), "page")
+    for d in "fgh":
+        bodies.put(at(d), "page", d)
+    assert [bodies.get(at(d), "page") for d in "defgh"] == [None, None, "f", "g", "h"]  # three at most
+    bodies.put(at("i", 6), "page", "t")  # a new position
+    assert bodies.get(at("h"), "page") is None and bodies.get(at("i", 6), "page") == "t"

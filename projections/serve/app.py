@@ -310,14 +310,18 @@ def _dialect(value: Any) -> str | None:
 
 class KeptBodies:
     """The metrics page's rendered bodies, in memory, for one report position at a time (a body of another
-    position is dropped when one of a new position is kept), at most :attr:`LIMIT` of them (the filters
-    and runs asked for most recently)."""
+    position is dropped when one of a new position is kept), at most :attr:`LIMIT` of them and :attr:`CHARS`
+    characters in all (the filters and runs asked for most recently; the last one kept whatever its size): the
+    whole store's page is 9.5 million characters at 10^7 events, and 64 filters asked for of such a store would
+    have held 600 MB."""
 
     LIMIT = 64
+    CHARS = 64 << 20
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._bodies: dict[tuple[Key, str], str] = {}
+        self._chars = 0  # of the bodies kept
         #: Where each section's block is in a body: (start, end) by section name.
         self._spans: dict[tuple[Key, str], dict[str, tuple[int, int]]] = {}
 
@@ -335,14 +339,17 @@ class KeptBodies:
         if key is None:  # no tables of this store's log to key by: nothing kept
             return
         with self._lock:
-            for k in [k for k in self._bodies if k[0][0] != key[0]]:
-                del self._bodies[k]
-                self._spans.pop(k, None)
+            for k in [k for k in self._bodies if k[0][0] != key[0] or k == (key, name)]:
+                self._drop(k)
             self._bodies[(key, name)] = body
             self._spans[(key, name)] = spans or {}
-            while len(self._bodies) > self.LIMIT:
-                self._spans.pop(oldest := next(iter(self._bodies)), None)
-                del self._bodies[oldest]
+            self._chars += len(body)
+            while len(self._bodies) > 1 and (len(self._bodies) > self.LIMIT or self._chars > self.CHARS):
+                self._drop(next(iter(self._bodies)))  # the least recently asked for
+
+    def _drop(self, k: tuple[Key, str]) -> None:
+        self._chars -= len(self._bodies.pop(k))
+        self._spans.pop(k, None)
 
     def piece(self, taken: tuple[int, str], name: str, section: str) -> str | None:
         """What a body ``name`` kept for the report of key ``taken`` (position, digest) shows of ``section``, if
