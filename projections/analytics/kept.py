@@ -97,7 +97,8 @@ def bind(con: duckdb.DuckDBPyConnection, store: EventStore, directory: Path, m: 
     """Bring the kept run views to ``m``'s checkpoint and make ``con`` read them (a temporary view per run
     view, shadowing the catalog's); False if they cannot be used (another process or connection is
     updating them, or has moved them past ``m``): ``con`` then reads the views over the facts, as before.
-    ``con`` holds every table and view of the catalog over ``m``'s files."""
+    ``con`` holds every table of the catalog over ``m``'s files and none of its views: the update evaluates the
+    run views' SQL itself, and the caller defines the others (over these rows) or, if this fails, every view."""
     global last
     cat = catalog()
     if not cat.run_views:
@@ -269,7 +270,7 @@ def _build(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, m: Manifest) -
     try:
         _clear(con)
         for view in cat.run_views:  # a later run view reads the rows of an earlier one, not its view again
-            con.execute(f"CREATE TABLE kept.main.{view} AS SELECT * FROM {db}.main.{view}")
+            con.execute(f"CREATE TABLE kept.main.{view} AS {cat.views[view]}")
             con.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM kept.main.{view}")
             made.append(view)
             rows += int(con.execute(f"SELECT count(*) FROM kept.main.{view}").fetchall()[0][0])
@@ -290,14 +291,20 @@ def _build_in_shares(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, m: M
     evaluation over every fact; but what one evaluation holds (a window over every task's history, at 10^7
     events) grew with the store, past the connection's memory bound, where a share's does not."""
     con.execute("BEGIN")
+    made: list[str] = []
     try:
         _clear(con)
-        for view in cat.run_views:  # empty, with each view's columns
-            con.execute(f"CREATE TABLE kept.main.{view} AS SELECT * FROM {db}.main.{view} LIMIT 0")
+        for view in cat.run_views:  # empty, with each view's columns (a later one reads an earlier one's)
+            con.execute(f"CREATE TABLE kept.main.{view} AS SELECT * FROM ({cat.views[view]}) LIMIT 0")
+            con.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM kept.main.{view}")
+            made.append(view)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
+    finally:
+        for view in made:
+            con.execute(f"DROP VIEW IF EXISTS temp.main.{view}")
     events = sum(int(f["rows"]) for f in m.files["events"])
     share = max(1, BUILD_ROWS * events // max(m.rows(), 1))  # events a share
     con.execute(f"""CREATE OR REPLACE TEMP TABLE kept_shares AS
@@ -409,7 +416,7 @@ def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: in
                 made.append(f"VIEW temp.main.{view}")
                 continue
             # outside a transaction: a statement DuckDB cannot fit runs again at a higher limit (views.fitting)
-            fitting(con, partial(con.execute, f"CREATE TEMP TABLE kept_new_{view} AS SELECT * FROM {db}.main.{view}"))
+            fitting(con, partial(con.execute, f"CREATE TEMP TABLE kept_new_{view} AS {cat.views[view]}"))
             con.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM kept_new_{view}")  # what later ones read
             made += [f"VIEW temp.main.{view}", f"TABLE temp.main.kept_new_{view}"]
             new = int(con.execute(f"SELECT count(*) FROM kept_new_{view}").fetchall()[0][0])
