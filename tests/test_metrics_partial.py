@@ -648,6 +648,38 @@ def test_the_touched_streams_facts_are_read_from_their_own_stretches_of_the_log(
     assert kept._within_stretches(kept._stretches_kept(con), 1000) == "position >= 1"
 
 
+def test_the_touched_runs_facts_are_read_from_the_files_that_can_hold_them(tmp_path: Path) -> None:
+    """The kept update reads a fact table's rows at some positions from the files whose positions can reach
+    them (each file's range in the manifest), not from every file of the table: the same rows."""
+    store = open_store(tmp_path)
+    ingestors: dict[int, Ingestor] = {}
+    for i, (_name, snaps) in enumerate(simulated()):
+        ingest(store, i, list(snaps), ingestors)
+    refresh(store, tmp_path / "a", flush_events=20, compact=False)  # a file every 20 events
+    con, m, release, _only = views._connect(tmp_path / "a", views=False)
+    try:
+        listed = [f for f in m.files["events"] if f["rows"]]
+        assert len(listed) > 4
+        cut, end = listed[1]["upto"], listed[3]["upto"]
+        for spans, where in (([(cut + 1, None)], f"position > {cut}"),
+                             ([(2, 3), (cut + 1, end)], f"position BETWEEN 2 AND 3 OR position BETWEEN {cut + 1} AND {end}"),
+                             ([(end + 1, end + 1)], f"position = {end + 1}")):
+            files = views.files_within(con, "events", spans)
+            assert files is not None and 0 < len(files) < len(listed)
+            assert len(files) == sum(1 for f in listed if any(f["upto"] >= a and (b is None or f["after"] < b)
+                                                              for a, b in spans))
+            got = con.execute(f"SELECT position FROM {views.facts_within(con, 'events', spans, 'memory')} "
+                              f"WHERE {where} ORDER BY 1").fetchall()
+            assert got and got == con.execute(f"SELECT position FROM events WHERE {where} ORDER BY 1").fetchall()
+        assert views.files_within(con, "events", [(m.position + 1, None)]) == []
+        assert con.execute(f"SELECT count(*) FROM {views.facts_within(con, 'events', [(m.position + 1, None)], 'memory')}"
+                           ).fetchall() == [(0,)]
+    finally:
+        con.close()
+        release()
+    store.close()
+
+
 #: Claude Code's run views (per transcript: a session's own file or a subagent's).
 CLAUDE_RUN_VIEWS = ("token_usage", "tool_calls", "claude_model_tokens", "claude_model_tools", "claude_stream_messages",
                     "claude_stream_cwd")

@@ -36,7 +36,7 @@ import duckdb
 from eventstore.errors import EvstoreError
 from projections.analytics.facts import Catalog, catalog
 from projections.analytics.files import KEPT, sql_string
-from projections.analytics.views import closure, fitting, insert_rows
+from projections.analytics.views import closure, facts_within, fitting, insert_rows
 
 if TYPE_CHECKING:
     from eventstore.store import EventStore
@@ -226,8 +226,8 @@ def _update(con: duckdb.DuckDBPyConnection, store: EventStore, cat: Catalog, db:
         rows = _build(con, cat, db, m)
         streams: int | None = None
     else:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE kept_touched AS SELECT DISTINCT stream_id FROM {db}.main.events "
-                    f"WHERE position > {int(after)}")
+        con.execute("CREATE OR REPLACE TEMP TABLE kept_touched AS SELECT DISTINCT stream_id FROM "
+                    f"{facts_within(con, 'events', [(int(after) + 1, None)], db)} WHERE position > {int(after)}")
         streams = int(con.execute("SELECT count(*) FROM kept_touched").fetchall()[0][0])
         rows, changed = 0, set()
         if streams:
@@ -320,7 +320,7 @@ def _build_in_shares(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, m: M
             stretches = con.execute("SELECT first_position, last_position FROM kept_shares "
                                     f"WHERE share = {i} ORDER BY 1").fetchall()
             if stretches:
-                rows += _narrowed(con, cat, db, len(stretches), 0, _within_stretches(stretches, None))[0]
+                rows += _narrowed(con, cat, db, len(stretches), 0, stretches)[0]
                 # the share's rows written out: until a checkpoint, the attached file's new blocks stay in
                 # the connection's memory, and the shares' together would fill it
                 con.execute("CHECKPOINT kept")
@@ -344,12 +344,7 @@ def _within_stretches(stretches: list[tuple[int, int]], after: int | None) -> st
     """``position`` within one of ``stretches`` (first, last; ordered by first), merged where they touch, or
     after ``after`` (None: nothing after); past ``SPANS`` disjoint ones, from the first of them on (to the
     last of them, without ``after``)."""
-    merged: list[list[int]] = []
-    for first, last in stretches:
-        if merged and first <= merged[-1][1] + 1:
-            merged[-1][1] = max(merged[-1][1], int(last))
-        else:
-            merged.append([int(first), int(last)])
+    merged = _merged(stretches)
     if len(merged) > SPANS:
         if after is not None:
             return f"position >= {merged[0][0]}"
@@ -358,6 +353,26 @@ def _within_stretches(stretches: list[tuple[int, int]], after: int | None) -> st
     if after is not None:
         terms.append(f"position > {int(after)}")
     return "(" + " OR ".join(terms or ["false"]) + ")"
+
+
+def _spans(stretches: list[tuple[int, int]], after: int | None) -> list[tuple[int, int | None]]:
+    """The positions :func:`_within_stretches` says, as (first, last) spans (last None: no end): which files of a
+    fact table can hold them (``views.facts_within``)."""
+    merged = _merged(stretches)
+    if len(merged) > SPANS:
+        return [(merged[0][0], None if after is not None else max(b for _a, b in merged))]
+    return [(a, b) for a, b in merged] + ([(int(after) + 1, None)] if after is not None else [])
+
+
+def _merged(stretches: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``stretches`` (ordered by first) merged where they touch."""
+    merged: list[list[int]] = []
+    for first, last in stretches:
+        if merged and first <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], int(last))
+        else:
+            merged.append([int(first), int(last)])
+    return [(a, b) for a, b in merged]
 
 
 def _fresh_tables(m: Manifest, after: int) -> set[str]:
@@ -371,11 +386,11 @@ def _facts_read(cat: Catalog, depends: dict[str, frozenset[str]], view: str) -> 
 
 
 def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: int, after: int,
-              stretches: str | None = None, *, same: set[str] | frozenset[str] = frozenset(),
+              stretches: list[tuple[int, int]] | None = None, *, same: set[str] | frozenset[str] = frozenset(),
               held: set[str] | frozenset[str] = frozenset()) -> tuple[int, set[str]]:
     """Replace the touched streams' rows of every run view with the rows of their facts alone (``stretches``:
-    where in the log those facts are, if not where the kept rows and the new events say; given, the touched
-    streams have no kept rows yet): the rows written, and the views whose rows changed (a touched stream had
+    where in the log those facts are, (first, last) positions ordered by first, if not where the kept rows and
+    the new events say; given, the touched streams have no kept rows yet): the rows written, and the views whose rows changed (a touched stream had
     rows in it, or has: a view none of the touched streams is in, before or after, holds the rows it held).
     The views in ``same`` read no fact table that has a fact after the kept checkpoint: a run's rows come from
     its facts alone, so theirs are the rows kept, not computed again (a view read by a later one is read from
@@ -396,17 +411,21 @@ def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: in
     old: list[tuple[int, int]] = []  # given stretches: no kept row is the touched streams'
     if stretches is None:
         old = _stretches_kept(con)
-        stretches = _within_stretches(old, after)
-    within = f"{stretches} AND {within}"
+        where, spans = _within_stretches(old, after), _spans(old, after)
+    else:
+        where, spans = _within_stretches(stretches, None), _spans(stretches, None)
+    within = f"{where} AND {within}"
     rows, made, changed = 0, [], set()
-    # The facts, narrowed: the catalog's views read these names first (temporary objects shadow them).
+    # The facts, narrowed (from the files that can hold them): the catalog's views read these names first
+    # (temporary objects shadow them).
     for table in cat.tables:
+        source = facts_within(con, table, spans, db)
         if table in held and streams <= LISTED_STREAMS:  # a few runs' facts (past that, read where they are)
-            con.execute(f"CREATE TEMP TABLE kept_facts_{table} AS SELECT * FROM {db}.main.{table} WHERE {within}")
+            con.execute(f"CREATE TEMP TABLE kept_facts_{table} AS SELECT * FROM {source} WHERE {within}")
             con.execute(f"CREATE TEMP VIEW {table} AS SELECT * FROM kept_facts_{table}")
             made += [f"TABLE temp.main.kept_facts_{table}", f"VIEW temp.main.{table}"]
         else:
-            con.execute(f"CREATE TEMP VIEW {table} AS SELECT * FROM {db}.main.{table} WHERE {within}")
+            con.execute(f"CREATE TEMP VIEW {table} AS SELECT * FROM {source} WHERE {within}")
             made.append(f"VIEW temp.main.{table}")
     try:
         for view in cat.run_views:  # in catalog order: a run view read by a later one is computed first

@@ -126,6 +126,7 @@ def _connect(directory: Path, threads: int | None = None, sql: str | None = None
         if threads:
             con.execute(f"SET threads = {int(threads)}")
         cat = catalog()
+        _listed[con] = {table: list(zip(paths[table], m.files.get(table, []), strict=True)) for table in paths}
         only = reads(con, sql) if sql is not None else None
         keep = set(table_names()) if only is None else only
         for table in cat.tables:
@@ -144,6 +145,34 @@ def _connect(directory: Path, threads: int | None = None, sql: str | None = None
         _close_all(fds)
         raise
     return con, m, weakref.finalize(con, _close_all, fds), only
+
+
+#: Each connection's fact files (:func:`_connect`): per table, the path DuckDB reads each by and its manifest entry.
+_listed: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, dict[str, list[tuple[str, dict[str, Any]]]]] = \
+    weakref.WeakKeyDictionary()
+
+
+def facts_within(con: duckdb.DuckDBPyConnection, table: str, spans: Sequence[tuple[int, int | None]], db: str) -> str:
+    """What ``con`` reads ``table``'s facts at positions within ``spans`` (first, last; None: no last) from: the files
+    whose positions can reach into one of them (each file holds the facts of the positions after its manifest
+    entry's ``after`` up to its ``upto``), not every file of the table.  DuckDB opens each file it is given,
+    whatever its row groups' positions: finding the runs of one new event in the 107 files of ``events`` at 10^7
+    events took 17-21 ms, and grew with the store.  ``db``'s table if ``con``'s files are not known."""
+    files = files_within(con, table, spans)
+    if files is None:
+        return f"{db}.main.{table}"
+    if not files:
+        return f"({empty_select(catalog().tables[table].all_columns())})"
+    return f"read_parquet({_sql_list(files)})"
+
+
+def files_within(con: duckdb.DuckDBPyConnection, table: str, spans: Sequence[tuple[int, int | None]]) -> list[str] | None:
+    """The paths of :func:`facts_within`'s files (None: ``con``'s files are not known)."""
+    listed = _listed.get(con)
+    if listed is None or table not in listed:
+        return None
+    return [path for path, f in listed[table] if f["rows"] and any(
+        f["upto"] >= first and (last is None or f["after"] < last) for first, last in spans)]
 
 
 def _define_views(con: duckdb.DuckDBPyConnection, only: frozenset[str] | None, *, temp: bool = False) -> None:
