@@ -424,6 +424,7 @@ class Earlier:
         self.digest = stem[len(f"{position}-"):-1]  # its key's (the stem is "POSITION-DIGEST.")
         self.raw_rows = raw_rows
         self.taken: set[str] = set()  # the sections :meth:`section` gave
+        self._changes: dict[str, int] | None = None  # kept.changed_at of the report's connection
 
     @classmethod
     def find(cls, out: Path, key: Key | None, *, raw_rows: bool = False) -> Earlier | None:
@@ -473,7 +474,9 @@ class Earlier:
         if raw is None or not m.per_run:
             return None
         views = run_views_read(con, m)
-        if views is None or not kept.unchanged_since(con, views, self.position):
+        if self._changes is None:  # read once: a report asks for each section taken
+            self._changes = kept.changed_at(con)
+        if views is None or not kept.unchanged_since(con, views, self.position, self._changes):
             return None
         try:
             if self.raw_rows:

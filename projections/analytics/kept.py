@@ -146,20 +146,27 @@ def bind(con: duckdb.DuckDBPyConnection, store: EventStore, directory: Path, m: 
     return True
 
 
-def unchanged_since(con: duckdb.DuckDBPyConnection, views: Iterable[str], position: int) -> bool:
+def unchanged_since(con: duckdb.DuckDBPyConnection, views: Iterable[str], position: int,
+                    changes: dict[str, int] | None = None) -> bool:
     """Whether the kept rows ``con`` reads (:func:`bind` made it) of each of ``views`` (run views) are the rows
     they were at ``position``: no update since changed them (an update changes a view's rows when a stream it
     touched has rows in it before or after; a build changes every view).  False if ``con`` does not read kept
-    rows, or a view is not among them."""
-    wanted = sorted(set(views))
+    rows, or a view is not among them.  ``changes``: :func:`changed_at` of ``con``, read once for many views."""
+    wanted = set(views)
     if not wanted:
         return False
+    if changes is None:
+        changes = changed_at(con)
+    return wanted <= changes.keys() and max(changes[v] for v in wanted) <= position
+
+
+def changed_at(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """The position of the kept update that last changed each run view's rows ``con`` reads (none if it reads
+    no kept rows)."""
     try:
-        (known, latest), = con.execute(f"SELECT count(DISTINCT view), max(position) FROM kept.{CHANGES} "
-                                       "WHERE list_contains(?::VARCHAR[], view)", [wanted]).fetchall()
+        return dict(con.execute(f"SELECT view, max(position) FROM kept.{CHANGES} GROUP BY view").fetchall())
     except duckdb.Error:  # not attached: the views are read over the facts
-        return False
-    return bool(known == len(wanted) and latest is not None and latest <= position)
+        return {}
 
 
 def _attach(con: duckdb.DuckDBPyConnection, path: Path, *, read_only: bool) -> bool:
@@ -464,4 +471,4 @@ def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: in
     return rows, changed
 
 
-__all__ = ["CHANGES", "KEPT", "KEPT_FORMAT", "Update", "bind", "check", "unchanged_since"]
+__all__ = ["CHANGES", "KEPT", "KEPT_FORMAT", "Update", "bind", "changed_at", "check", "unchanged_since"]
