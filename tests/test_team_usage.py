@@ -150,6 +150,13 @@ def test_metrics_writers_section_and_writer_filter(team: tuple[str, dict[str, An
     assert "alice, alice/alice-linux, alice/alice-mbp, bob, bob/bob-pc" in err
 
 
+def test_the_writers_section_is_empty_where_no_event_came_over_http(store_url: str) -> None:
+    """A store written where it is (no team server): the writers section has no row, not a lone "(local)"."""
+    assert cli(store_url, "demo", "--runs", "3", "--seed", "2")[0] == 0
+    report = _json(store_url, "metrics", "--format", "json")
+    assert next(s for s in report["sections"] if s["name"] == "writers")["rows"] == []
+
+
 def test_serve_metrics_writer_filter_is_the_cli_writers_section(
         team: tuple[str, dict[str, Any], Counter[tuple[str, str]]], tmp_path: Path) -> None:
     """``/metrics?writer=`` and ``/api/metrics?writer=`` on `evstore serve` give what `evstore metrics
