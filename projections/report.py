@@ -74,16 +74,26 @@ def json_pieces(value: Any, known: Mapping[int, str] | None = None) -> tuple[str
         if isinstance(sections, list):  # not a report's dict: every section written as json.dumps does
             value = {**value, "sections": [_rows_decoded(s) for s in sections]}
         return _dumps(value) + "\n", []
+    text, spans = _spliced(_dumps, value, (known[i] if i in known else _section_json(s) for i, s in enumerate(sections)),
+                           "\n    ", ",\n    ", "\n  ]")
+    return text + "\n", spans
+
+
+def _spliced(dump: Callable[[Any], str], value: dict[str, Any], pieces: Iterable[str], first: str, sep: str,
+             close: str) -> tuple[str, list[tuple[int, int]]]:
+    """``dump(value)`` with its ``sections`` list written as ``pieces``, the text of each section (``first`` before
+    the first, ``sep`` before each other, ``close`` ending the list: ASCII), and where in the text's UTF-8 each
+    piece is."""
     token = f"\x00sections-{uuid.uuid4().hex}"  # a text no value can hold by chance: the sections' place
-    before, _token, after = _dumps({**value, "sections": token}).partition(json.dumps(token))
+    before, _token, after = dump({**value, "sections": token}).partition(json.dumps(token))
     parts, spans, at = [before, "["], [], _utf8_length(before) + 1
-    for i, s in enumerate(sections):
-        piece = known[i] if i in known else _section_json(s)
-        parts += [",\n    " if i else "\n    ", piece]
-        at += 6 if i else 5
+    for i, piece in enumerate(pieces):
+        lead = sep if i else first
+        parts += [lead, piece]
+        at += len(lead)
         spans.append((at, at + _utf8_length(piece)))
         at = spans[-1][1]
-    parts += ["\n  ]", after, "\n"]
+    parts += [close, after]
     return "".join(parts), spans
 
 
@@ -98,19 +108,8 @@ def compact_json_pieces(value: Any, known: Mapping[int, str] | None = None) -> t
     sections = value.get("sections") if isinstance(value, dict) else None
     if not isinstance(sections, list):
         return compact_json(value), []
-    token = f"\x00sections-{uuid.uuid4().hex}"  # a text no value can hold by chance: the sections' place
-    before, _token, after = compact_json({**value, "sections": token}).partition(json.dumps(token))
-    parts, spans, at = [before, "["], [], _utf8_length(before) + 1
-    for i, s in enumerate(sections):
-        piece = known[i] if i in known else compact_json(_rows_decoded(s))
-        if i:
-            parts.append(",")
-            at += 1
-        parts.append(piece)
-        spans.append((at, at + _utf8_length(piece)))
-        at = spans[-1][1]
-    parts += ["]", after]
-    return "".join(parts), spans
+    return _spliced(compact_json, value, (known[i] if i in known else compact_json(_rows_decoded(s))
+                                          for i, s in enumerate(sections)), "", ",", "]")
 
 
 def _rows_decoded(section: Any) -> Any:
