@@ -277,10 +277,9 @@ def _build(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, m: Manifest) -
     try:
         _clear(con)
         for view in cat.run_views:  # a later run view reads the rows of an earlier one, not its view again
-            con.execute(f"CREATE TABLE kept.main.{view} AS {cat.views[view]}")
+            rows += int(con.execute(f"CREATE TABLE kept.main.{view} AS {cat.views[view]}").fetchall()[0][0])
             con.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM kept.main.{view}")
             made.append(view)
-            rows += int(con.execute(f"SELECT count(*) FROM kept.main.{view}").fetchall()[0][0])
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
@@ -350,36 +349,29 @@ def _stretches_kept(con: duckdb.DuckDBPyConnection) -> list[tuple[int, int]]:
 def _within_stretches(stretches: list[tuple[int, int]], after: int | None) -> str:
     """``position`` within one of ``stretches`` (first, last; ordered by first), merged where they touch, or
     after ``after`` (None: nothing after); past ``SPANS`` disjoint ones, from the first of them on (to the
-    last of them, without ``after``)."""
-    merged = _merged(stretches)
-    if len(merged) > SPANS:
-        if after is not None:
-            return f"position >= {merged[0][0]}"
-        return f"position BETWEEN {merged[0][0]} AND {max(b for _a, b in merged)}"
-    terms = [f"position BETWEEN {a} AND {b}" for a, b in merged]
-    if after is not None:
-        terms.append(f"position > {int(after)}")
-    return "(" + " OR ".join(terms or ["false"]) + ")"
+    last of them, without ``after``): :func:`_spans` as SQL."""
+    return _spans_sql(_spans(stretches, after), after)
+
+
+def _spans_sql(spans: list[tuple[int, int | None]], after: int | None) -> str:
+    terms = [f"position BETWEEN {a} AND {b}" if b is not None
+             else f"position > {after}" if after is not None and a == after + 1 else f"position >= {a}"
+             for a, b in spans]
+    return terms[0] if len(terms) == 1 else "(" + " OR ".join(terms or ["false"]) + ")"
 
 
 def _spans(stretches: list[tuple[int, int]], after: int | None) -> list[tuple[int, int | None]]:
-    """The positions :func:`_within_stretches` says, as (first, last) spans (last None: no end): which files of a
-    fact table can hold them (``views.facts_within``)."""
-    merged = _merged(stretches)
-    if len(merged) > SPANS:
-        return [(merged[0][0], None if after is not None else max(b for _a, b in merged))]
-    return [(a, b) for a, b in merged] + ([(int(after) + 1, None)] if after is not None else [])
-
-
-def _merged(stretches: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """``stretches`` (ordered by first) merged where they touch."""
+    """The positions :func:`_within_stretches` says, as (first, last) spans (last None: no end), which also say
+    which files of a fact table can hold them (``views.facts_within``)."""
     merged: list[list[int]] = []
     for first, last in stretches:
         if merged and first <= merged[-1][1] + 1:
             merged[-1][1] = max(merged[-1][1], int(last))
         else:
             merged.append([int(first), int(last)])
-    return [(a, b) for a, b in merged]
+    if len(merged) > SPANS:
+        return [(merged[0][0], None if after is not None else max(b for _a, b in merged))]
+    return [(a, b) for a, b in merged] + ([(int(after) + 1, None)] if after is not None else [])
 
 
 def _fresh_tables(m: Manifest, after: int) -> set[str]:
@@ -397,8 +389,9 @@ def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: in
               held: set[str] | frozenset[str] = frozenset()) -> tuple[int, set[str]]:
     """Replace the touched streams' rows of every run view with the rows of their facts alone (``stretches``:
     where in the log those facts are, (first, last) positions ordered by first, if not where the kept rows and
-    the new events say; given, the touched streams have no kept rows yet): the rows written, and the views whose rows changed (a touched stream had
-    rows in it, or has: a view none of the touched streams is in, before or after, holds the rows it held).
+    the new events say; given, the touched streams have no kept rows yet): the rows written, and the views
+    whose rows changed (a touched stream had rows in it, or has: a view none of the touched streams is in,
+    before or after, holds the rows it held).
     The views in ``same`` read no fact table that has a fact after the kept checkpoint: a run's rows come from
     its facts alone, so theirs are the rows kept, not computed again (a view read by a later one is read from
     the kept rows).  The fact tables in ``held`` are narrowed once, into a temporary table each, rather than in
@@ -415,13 +408,14 @@ def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: in
         within = "list_contains(getvariable('kept_touched_ids'), stream_id)"
     else:
         within = "stream_id IN (SELECT stream_id FROM kept_touched)"
-    old: list[tuple[int, int]] = []  # given stretches: no kept row is the touched streams'
-    if stretches is None:
-        old = _stretches_kept(con)
-        where, spans = _within_stretches(old, after), _spans(old, after)
-    else:
-        where, spans = _within_stretches(stretches, None), _spans(stretches, None)
-    within = f"{where} AND {within}"
+    tail: int | None
+    if stretches is None:  # where the kept rows had the touched streams, and the new events
+        stretches = old = _stretches_kept(con)
+        tail = after
+    else:  # given: no kept row is the touched streams', and nothing after
+        old, tail = [], None
+    spans = _spans(stretches, tail)
+    within = f"{_spans_sql(spans, tail)} AND {within}"
     rows, made, changed = 0, [], set()
     # The facts, narrowed (from the files that can hold them): the catalog's views read these names first
     # (temporary objects shadow them).
@@ -442,10 +436,11 @@ def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: in
                 made.append(f"VIEW temp.main.{view}")
                 continue
             # outside a transaction: a statement DuckDB cannot fit runs again at a higher limit (views.fitting)
-            fitting(con, partial(con.execute, f"CREATE TEMP TABLE kept_new_{view} AS {cat.views[view]}"))
+            made.append(f"TABLE temp.main.kept_new_{view}")  # (a CREATE TABLE AS answers the rows it wrote)
+            new = int(fitting(con, partial(con.execute, f"CREATE TEMP TABLE kept_new_{view} AS {cat.views[view]}"))
+                      .fetchall()[0][0])
             con.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM kept_new_{view}")  # what later ones read
-            made += [f"VIEW temp.main.{view}", f"TABLE temp.main.kept_new_{view}"]
-            new = int(con.execute(f"SELECT count(*) FROM kept_new_{view}").fetchall()[0][0])
+            made.append(f"VIEW temp.main.{view}")
             rows += new
             if new:
                 changed.add(view)
