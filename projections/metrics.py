@@ -350,12 +350,14 @@ class Computing:
         self.out, self.key, self.scope = _position(store, directory, stream_id, scope, False, None)
         self.earlier: Earlier | None = None  # the report before, once :meth:`parts` has looked for it
 
-    def taken_from(self, s: Section) -> tuple[int, str] | None:
-        """(position, digest) of the key of the report before that section ``s`` (yielded by :meth:`parts`) was
-        taken from as it was there (:meth:`Earlier.section`), None if it was computed: what was rendered of it
-        for that report renders it at this position too."""
+    def taken_from(self, s: Section) -> Key | None:
+        """The key of the report before that section ``s`` (yielded by :meth:`parts`) was taken from as it was
+        there (:meth:`Earlier.section`), None if it was computed: what was rendered of it for that report renders
+        it at this position too.  That report answered the same question (:meth:`Earlier.find` matched its base)."""
         e = self.earlier
-        return (e.position, e.digest) if e is not None and s.name in e.taken else None
+        if e is None or self.key is None or s.name not in e.taken:
+            return None
+        return Key(e.position, e.digest, self.key.question)
 
     def parts(self) -> Generator[Report | Section, None, None]:
         """The report (its title and scope; every section already in it if it was kept), then each section

@@ -280,10 +280,10 @@ def test_the_page_bodies_kept_are_bounded_by_count_and_characters() -> None:
     assert bodies.get(at("a"), "page")  # now the most recently asked for
     bodies.put(at("c"), "page", "z" * 40)  # 120 characters: the least recent (b) goes
     assert bodies.get(at("b"), "page") is None and bodies.get(at("a"), "page") and bodies.get(at("c"), "page")
-    assert bodies.piece((5, "a"), "page", "s") == "xxxx"
+    assert bodies.piece(at("a"), "page", "s") == "xxxx"
     bodies.put(at("d"), "page", "w" * 500)  # past the bound alone: kept, the others dropped
     assert bodies.get(at("d"), "page") and bodies.get(at("a"), "page") is None and bodies.get(at("c"), "page") is None
-    assert bodies.piece((5, "a"), "page", "s") is None
+    assert bodies.piece(at("a"), "page", "s") is None
     bodies.put(at("d"), "page", "v" * 10)  # the same again: replaced, counted once
     bodies.put(at("e"), "page", "u" * 80)
     assert bodies.get(at("d"), "page") == "v" * 10 and bodies.get(at("e"), "page")

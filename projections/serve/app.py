@@ -320,46 +320,40 @@ class KeptBodies:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._bodies: dict[tuple[Key, str], str] = {}
-        self._chars = 0  # of the bodies kept
-        #: Where each section's block is in a body: (start, end) by section name.
-        self._spans: dict[tuple[Key, str], dict[str, tuple[int, int]]] = {}
+        #: Each body, and where each section's block is in it ((start, end) by section name), the most recent last.
+        self._kept: dict[tuple[Key, str], tuple[str, dict[str, tuple[int, int]]]] = {}
 
     def get(self, key: Key | None, name: str) -> str | None:
         if key is None:
             return None
         with self._lock:
-            body = self._bodies.pop((key, name), None)
-            if body is not None:
-                self._bodies[(key, name)] = body  # the most recent last
-            return body
+            kept = self._kept.pop((key, name), None)
+            if kept is None:
+                return None
+            self._kept[(key, name)] = kept  # the most recent last
+            return kept[0]
 
     def put(self, key: Key | None, name: str, body: str, spans: dict[str, tuple[int, int]] | None = None) -> None:
         """Keep ``body``, and where each section is in it (``spans``: :meth:`piece`)."""
         if key is None:  # no tables of this store's log to key by: nothing kept
             return
         with self._lock:
-            for k in [k for k in self._bodies if k[0][0] != key[0] or k == (key, name)]:
-                self._drop(k)
-            self._bodies[(key, name)] = body
-            self._spans[(key, name)] = spans or {}
-            self._chars += len(body)
-            while len(self._bodies) > 1 and (len(self._bodies) > self.LIMIT or self._chars > self.CHARS):
-                self._drop(next(iter(self._bodies)))  # the least recently asked for
+            for k in [k for k in self._kept if k[0][0] != key[0] or k == (key, name)]:
+                del self._kept[k]
+            self._kept[(key, name)] = (body, spans or {})
+            while len(self._kept) > 1 and (len(self._kept) > self.LIMIT
+                                           or sum(len(b) for b, _s in self._kept.values()) > self.CHARS):
+                del self._kept[next(iter(self._kept))]  # the least recently asked for
 
-    def _drop(self, k: tuple[Key, str]) -> None:
-        self._chars -= len(self._bodies.pop(k))
-        self._spans.pop(k, None)
-
-    def piece(self, taken: tuple[int, str], name: str, section: str) -> str | None:
-        """What a body ``name`` kept for the report of key ``taken`` (position, digest) shows of ``section``, if
-        one is kept (the bodies of the position before are kept until one of a new position is)."""
+    def piece(self, key: Key, name: str, section: str) -> str | None:
+        """What the body ``name`` kept for the report of ``key`` shows of ``section``, if it is kept (the bodies of
+        the position before are kept until one of a new position is)."""
         with self._lock:
-            for (key, kept_name), spans in self._spans.items():
-                if kept_name == name and (key.position, key.digest) == taken and section in spans:
-                    start, end = spans[section]
-                    return self._bodies[(key, kept_name)][start:end]
-        return None
+            body, spans = self._kept.get((key, name), ("", {}))
+            if section not in spans:
+                return None
+            start, end = spans[section]
+            return body[start:end]
 
 
 class Server:
