@@ -373,11 +373,10 @@ def _store_connect(store: EventStore, directory: str | os.PathLike[str] | None, 
             # The run views are read from the kept rows: they are not defined over the facts (DuckDB binds each
             # view it is given, 50 ms of the 36 at 10^7 events); the kept update evaluates their SQL itself.
             bound = kept.bind(con, store, out, m, _depends(con, cat, frozenset(table_names())))
-        others = frozenset(cat.views) - frozenset(cat.run_views)
         if not bound:
             _define_views(con, only)
-        elif m.rows() >= SERIAL_ROWS:
-            _define_views(con, others, temp=True)  # they read the run views' kept rows
+        elif m.rows() >= SERIAL_ROWS:  # the views that are not run views, over the run views' kept rows
+            _define_views(con, frozenset(cat.views) - frozenset(cat.run_views), temp=True)
         if materialize and m.rows() < SERIAL_ROWS:
             _materialize(con, only, frozenset(cat.run_views) if bound else frozenset())
     except BaseException:
