@@ -659,10 +659,8 @@ _digests: dict[str, str] = {}
 def _sections_digest(cat: Any) -> str:
     """A digest of every section's declaration (SQL, columns, chart, finish's name), per catalog."""
     if cat.version not in _digests:
-        every = [m for _d, m in cat.sections] + list(CORE_RUN_SECTIONS) + list(cat.every_run_sections) + [
-            m for ms in cat.run_sections.values() for m in ms]
         text = repr([(m.name, m.title, m.columns, m.sql, m.summary_sql, m.note, m.chart,
-                      getattr(m.finish, "__qualname__", None)) for m in every])
+                      getattr(m.finish, "__qualname__", None)) for m in cat.every_section])
         _digests[cat.version] = hashlib.sha256(text.encode()).hexdigest()
     return _digests[cat.version]
 

@@ -5,6 +5,7 @@ one run recompute that run's rows alone."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -26,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eventstore.dialects import get_dialect
+from eventstore.dialects.analytics import MetricSection
 from eventstore.dialects.base import Snapshot
 from eventstore.ingest import Ingestor
 from eventstore.store import EventStore, NewEvent
@@ -423,11 +425,42 @@ def test_a_report_over_the_kept_rows_defines_no_run_view_over_the_facts(tmp_path
     store.append("note-1", [NewEvent("note.added", {"text": "a note"})])
     with views.reading(store, directory, materialize=True, memory=views.REPORT_MEMORY) as con:
         defined = con.execute("SELECT database_name, view_name FROM duckdb_views() WHERE NOT internal").fetchall()
-        assert {n for db, n in defined if db != "temp"} == set(catalog().tables)  # the facts' files, no view over them
+        beside = views._facts_beside_run_views(con, catalog())
+        # no view over the facts, and of the fact tables only those the other views and the sections read
+        assert {n for db, n in defined if db != "temp"} == beside
+        assert "claude_events" in beside and "phase_events" not in beside
         assert set(catalog().views) <= {n for db, n in defined if db == "temp"}  # over the kept rows
         assert con.execute("SELECT count(*) FROM runs").fetchall()[0][0] == len(runs) + 1
     assert metrics.report(store, directory).to_dict() == over_the_facts(store, directory)
     store.close()
+
+
+def test_the_fact_tables_read_beside_the_kept_rows_are_those_views_and_sections_read(tmp_path: Path) -> None:
+    """Over the kept rows a report's connection defines the fact tables read by the views that are not run views
+    and by the sections, directly or through such views (not through a run view: its rows are the kept ones), and
+    every one of them when a section's SQL does not say what it reads."""
+    store = open_store(tmp_path)
+    ingest(store, 0, list(simulated()[0][1]), {})
+    directory = tmp_path / "analytics"
+    refresh(store, directory)
+    cat = catalog()
+    con, _m, release, _only = views._connect(directory, views=False, facts=False)
+    try:
+        assert views._facts_beside_run_views(con, cat) == {"claude_events", "events"}
+        direct = dataclasses.replace(cat, sections=(*cat.sections, ("", MetricSection(
+            "direct", "Phase events", ("n",), "SELECT count(*) AS n FROM phase_events"))))
+        assert views._facts_beside_run_views(con, direct) == {"claude_events", "events", "phase_events"}
+        opaque = dataclasses.replace(cat, sections=(*cat.sections, ("", MetricSection(
+            "opaque", "Any file", ("n",), "SELECT count(*) AS n FROM read_parquet('x.parquet')"))))
+        assert views._facts_beside_run_views(con, opaque) == set(cat.tables)
+        views.define_facts(con, ["phase_events", "no_such_table"])
+        views.define_facts(con, ["phase_events"])  # defined once
+        got = con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()
+        assert got == [("phase_events",)]
+    finally:
+        con.close()
+        release()
+        store.close()
 
 
 def test_kept_rows_another_connection_holds_are_not_waited_for(tmp_path: Path) -> None:

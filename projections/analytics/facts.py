@@ -431,6 +431,13 @@ class Catalog:
     run_views: tuple[str, ...] = ()  # views computed stream by stream (``Analytics.run_views``), in ``views`` order
 
     @cached_property
+    def every_section(self) -> tuple[MetricSection, ...]:
+        """Every metric section a report may compute: the cross-run ones, then a run's (the shared ones, those of
+        a run of any dialect, each dialect's own)."""
+        return (*(m for _d, m in self.sections), *CORE_RUN_SECTIONS, *self.every_run_sections,
+                *(m for ms in self.run_sections.values() for m in ms))
+
+    @cached_property
     def schemas(self) -> dict[str, pa.Schema]:
         """Each table's Arrow schema (made when first asked: writing facts needs them, reading does not)."""
         return {n: arrow_schema(t) for n, t in self.tables.items()}

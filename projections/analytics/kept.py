@@ -36,7 +36,7 @@ import duckdb
 from eventstore.errors import EvstoreError
 from projections.analytics.facts import Catalog, catalog
 from projections.analytics.files import KEPT, sql_string
-from projections.analytics.views import closure, facts_within, fitting, insert_rows
+from projections.analytics.views import closure, define_facts, facts_within, fitting, insert_rows
 
 if TYPE_CHECKING:
     from eventstore.store import EventStore
@@ -270,6 +270,7 @@ def _clear(con: duckdb.DuckDBPyConnection) -> None:
 def _build(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, m: Manifest) -> int:
     """Every run view's rows, from every fact (the first report, in a new file): at once, or past
     ``BUILD_ROWS`` fact rows a share of the runs at a time (:func:`_build_in_shares`)."""
+    define_facts(con, cat.tables)  # every fact is read (the views' SQL names the tables; the shares read events)
     if m.rows() > BUILD_ROWS:
         return _build_in_shares(con, cat, db, m)
     rows, made = 0, []
