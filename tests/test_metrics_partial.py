@@ -172,6 +172,13 @@ def test_new_events_in_one_run_recompute_that_run_only(tmp_path: Path) -> None:
     # that run's rows of every run view that reads a fact table with new facts (the others' rows stay), from its facts
     assert {"gates", "gate_runs", "phases", "review_findings", "tool_calls"} <= kept.last.same
     assert not {"runs", "taskmaster_task_history", "stream_positions"} & kept.last.same
+    # narrowed for those views: the fact tables and the kept views they read, no other
+    cat = catalog()
+    computed = set(cat.run_views) - kept.last.same
+    with views.reading(store, directory, fresh=False) as con:
+        depends = views._depends(con, cat, frozenset(views.table_names()))
+    assert kept.last.narrowed == set().union(*(depends[v] for v in computed)) & (cat.tables.keys() | kept.last.same)
+    assert "phase_events" not in kept.last.narrowed and "taskmaster_tasks" in kept.last.narrowed
     with views.reading(store, directory, fresh=False) as con:
         own = sum(con.execute(f"SELECT count(*) FROM {v} WHERE stream_id = ?", [streams[0]]).fetchall()[0][0]
                   for v in catalog().run_views if v not in kept.last.same)
