@@ -420,8 +420,8 @@ def test_a_report_after_new_events_reads_the_report_before_while_its_refresh_run
 
 def test_a_report_over_the_kept_rows_defines_no_run_view_over_the_facts(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Past ``SERIAL_ROWS`` fact rows (here: any), a report's connection reads the run views from the kept rows
-    and never defines them over the facts (DuckDB binds each view it is given: 50 ms at 10^7 events); the kept
+    """Past ``SERIAL_ROWS`` fact rows (here: any), a report's connection reads the run views from the kept tables
+    (by their names) and never defines them over the facts (DuckDB binds each view it is given: 50 ms at 10^7 events); the kept
     update evaluates their SQL itself, the other views read the kept rows, and the report after new events is
     the report over every fact."""
     monkeypatch.setattr(views, "SERIAL_ROWS", 0)
@@ -436,7 +436,12 @@ def test_a_report_over_the_kept_rows_defines_no_run_view_over_the_facts(tmp_path
         # no view over the facts, and of the fact tables only those the other views and the sections read
         assert {n for db, n in defined if db != "temp"} == beside
         assert "claude_events" in beside and "phase_events" not in beside
-        assert set(catalog().views) <= {n for db, n in defined if db == "temp"}  # over the kept rows
+        cat = catalog()
+        # the other views over the kept rows; a run view's name is its kept table (the connection's search path)
+        assert set(cat.views) - set(cat.run_views) == {n for db, n in defined if db == "temp"}
+        for view in cat.run_views:
+            assert con.execute(f"SELECT count(*) FROM {view}").fetchall() == \
+                con.execute(f"SELECT count(*) FROM kept.main.{view}").fetchall()
         assert con.execute("SELECT count(*) FROM runs").fetchall()[0][0] == len(runs) + 1
     assert metrics.report(store, directory).to_dict() == over_the_facts(store, directory)
     store.close()

@@ -217,8 +217,8 @@ def files_within(con: duckdb.DuckDBPyConnection, table: str, spans: Sequence[tup
 
 
 def _define_views(con: duckdb.DuckDBPyConnection, only: frozenset[str] | None, *, temp: bool = False) -> None:
-    """Define the catalog's views in ``con`` (those in ``only``; None: all of them; ``temp``: as temporary views, which
-    may read temporary ones: the kept run views :func:`kept.bind` made)."""
+    """Define the catalog's views in ``con`` (those in ``only``; None: all of them; ``temp``: as temporary views, in
+    the connection's temporary schema: over the kept run views' tables :func:`kept.bind` attached)."""
     for view, sql_text in catalog().views.items():  # in catalog order: a view after the views it reads
         if only is None or view in only:
             con.execute(f"CREATE {'TEMP ' if temp else ''}VIEW {view} AS {sql_text}")
