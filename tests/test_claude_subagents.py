@@ -140,3 +140,21 @@ def test_v1_links_found_across_incremental_ingests(run, store_url: str, tmp_path
         side = {e.payload.get("uuid"): e.payload.get("sidechain") for e in store.read_stream(V1_SESSION)}
         assert (side["s1b"], side["s2a"], side["s3a"]) == ("s1", "s2", "s3")
     assert run("replay", V1_SESSION, "--raw").stdout_bytes == path.read_bytes()
+
+
+def test_subagents_are_joined_to_their_links_by_equalities(run, store_url: str, tmp_path: Path) -> None:
+    """The ``subagents`` view finds each subagent's links by equalities, a hash join: on an OR of the two layouts'
+    conditions DuckDB joined every subagent with every link in a nested loop (0.88 s against 0.09 at 10^6 Claude
+    events, and a report reads the view five times).  Both layouts' rows are the tests' above."""
+    write_v2(tmp_path / "projects")
+    write_v1(tmp_path / "projects")
+    assert run("ingest", "claude", str(tmp_path / "projects")).exit_code == 0
+    from projections.analytics.views import reading
+
+    with EventStore(store_url) as store, reading(store, tmp_path / "analytics") as con:
+        plan = "\n".join(str(r[-1]) for r in con.execute("EXPLAIN SELECT * FROM subagents").fetchall())
+        plan = plan.upper().replace(" ", "_")  # "Hash Join", "Blockwise NL Join", "Nested Loop Join"
+        layouts = con.execute("SELECT layout, count(*), count(task_tool_use_id) FROM subagents GROUP BY ALL "
+                              "ORDER BY ALL").fetchall()
+    assert "HASH_JOIN" in plan and "NL_JOIN" not in plan and "NESTED_LOOP" not in plan, plan
+    assert layouts == [("file", 3, 2), ("inline", 4, 3)]

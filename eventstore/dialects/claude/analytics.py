@@ -187,7 +187,11 @@ VIEWS = {
     "subagents": """
         WITH links AS (
             SELECT stream_id AS parent_stream, agent_id AS agent, subagent_stream, tool_use_id, linked_by,
-                   position AS linked_at_position
+                   position AS linked_at_position,
+                   -- what a subagent found below is linked by: a file's stream, or an inline one's session and agent
+                   CASE WHEN subagent_stream IS NULL THEN 'inline' ELSE 'file' END AS layout,
+                   coalesce(subagent_stream, stream_id) AS joined_stream,
+                   CASE WHEN subagent_stream IS NULL THEN agent_id END AS joined_agent
             FROM claude_events WHERE kind = 'subagent_linked'),
         files AS (
             SELECT stream_id, regexp_extract(stream_id, '/agent-([^/]*)$', 1) AS agent,
@@ -210,9 +214,10 @@ VIEWS = {
                any_value(x.started_at) AS started_at, any_value(x.ended_at) AS ended_at,
                epoch(any_value(x.ended_at) - any_value(x.started_at)) AS duration_s
         FROM found x
-        LEFT JOIN links l ON (x.layout = 'file' AND l.subagent_stream = x.subagent_stream)
-                          OR (x.layout = 'inline' AND l.parent_stream = x.subagent_stream AND l.agent = x.agent
-                              AND l.subagent_stream IS NULL)
+        -- equalities only: a join on (file AND ...) OR (inline AND ...) was a nested loop over every subagent and
+        -- every link (0.88 s at 10^6 Claude events, read five times by a report; 0.09 s so)
+        LEFT JOIN links l ON l.layout = x.layout AND l.joined_stream = x.subagent_stream
+                          AND l.joined_agent IS NOT DISTINCT FROM (CASE WHEN x.layout = 'inline' THEN x.agent END)
         LEFT JOIN tool_calls t ON t.stream_id = l.parent_stream AND t.tool_use_id = l.tool_use_id
         GROUP BY x.session_id, x.subagent_stream, x.agent, x.layout""",
     "sessions": """
