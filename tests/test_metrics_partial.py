@@ -435,7 +435,7 @@ def test_a_report_over_the_kept_rows_defines_no_run_view_over_the_facts(tmp_path
         beside = views._facts_beside_run_views(con, catalog())
         # no view over the facts, and of the fact tables only those the other views and the sections read
         assert {n for db, n in defined if db != "temp"} == beside
-        assert "claude_events" in beside and "phase_events" not in beside
+        assert "events" in beside and "phase_events" not in beside
         cat = catalog()
         # the other views over the kept rows; a run view's name is its kept table (the connection's search path)
         assert set(cat.views) - set(cat.run_views) == {n for db, n in defined if db == "temp"}
@@ -458,10 +458,10 @@ def test_the_fact_tables_read_beside_the_kept_rows_are_those_views_and_sections_
     cat = catalog()
     con, _m, release, _only = views._connect(directory, views=False, facts=False)
     try:
-        assert views._facts_beside_run_views(con, cat) == {"claude_events", "events"}
+        assert views._facts_beside_run_views(con, cat) == {"events"}
         direct = dataclasses.replace(cat, sections=(*cat.sections, ("", MetricSection(
             "direct", "Phase events", ("n",), "SELECT count(*) AS n FROM phase_events"))))
-        assert views._facts_beside_run_views(con, direct) == {"claude_events", "events", "phase_events"}
+        assert views._facts_beside_run_views(con, direct) == {"events", "phase_events"}
         opaque = dataclasses.replace(cat, sections=(*cat.sections, ("", MetricSection(
             "opaque", "Any file", ("n",), "SELECT count(*) AS n FROM read_parquet('x.parquet')"))))
         assert views._facts_beside_run_views(con, opaque) == set(cat.tables)

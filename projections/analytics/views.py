@@ -155,7 +155,7 @@ def define_facts(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:
     the files its manifest lists, or an empty select for a table it does not list (built before its dialect was
     installed).  DuckDB binds a view when it is created, reading its first file's footer: 2.5-6 ms a table compacted
     into one file of a hundred row groups, 0.08 s for the 23 tables at 10^7 events, of which a report over the
-    kept rows reads two (:func:`_facts_beside_run_views`)."""
+    kept rows reads one, ``events`` (:func:`_facts_beside_run_views`)."""
     cat, listed, done = catalog(), _listed[con], _defined[con]
     wanted = set(names)
     for table in cat.tables:  # in catalog order
