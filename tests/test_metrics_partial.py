@@ -727,7 +727,7 @@ def test_the_touched_runs_facts_are_read_from_the_files_that_can_hold_them(tmp_p
 
 #: Claude Code's run views (per transcript: a session's own file or a subagent's).
 CLAUDE_RUN_VIEWS = ("token_usage", "tool_calls", "claude_model_tokens", "claude_model_tools", "claude_stream_messages",
-                    "claude_stream_cwd")
+                    "claude_stream_cwd", "claude_stream_stats", "claude_stream_sidechains", "claude_subagent_links")
 
 
 def _transcripts(root: Path, *, whole: bool) -> None:
@@ -795,7 +795,7 @@ def test_claude_run_views_are_per_transcript_and_kept_after_new_lines(tmp_path: 
     for stream in streams:
         full, narrowed = one_stream_rows(con, CLAUDE_RUN_VIEWS, cat.tables, stream)
         assert narrowed == full, stream
-        assert full["token_usage"], stream
+        assert full["token_usage"] and full["claude_stream_stats"], stream
     con.close()
     store.close()
 
