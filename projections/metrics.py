@@ -177,6 +177,8 @@ def section(con: duckdb.DuckDBPyConnection, m: MetricSection) -> Section:
 
 
 def _section_rows(con: duckdb.DuckDBPyConnection, m: MetricSection) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    if m.when is not None and not con.execute(m.when).fetchall():
+        return [], {}  # nothing to show: its statements are not run
     return _rows(con, m.sql), (_rows(con, m.summary_sql)[0] if m.summary_sql else {})
 
 
@@ -535,7 +537,7 @@ def run_views_read(con: duckdb.DuckDBPyConnection, m: MetricSection) -> frozense
     if (cat.version, m.name) not in _read:
         known = frozenset(table_names())
         read: set[str] | None = set()
-        for sql in (m.sql, m.summary_sql):
+        for sql in (m.sql, m.summary_sql, m.when):
             got = tables_read(con, sql, known, remember=True) if sql else set()
             read = None if got is None or read is None else read | got
         allowed = set(cat.run_views) | {"sel"}
@@ -660,7 +662,7 @@ def _sections_digest(cat: Any) -> str:
     """A digest of every section's declaration (SQL, columns, chart, finish's name), per catalog."""
     if cat.version not in _digests:
         text = repr([(m.name, m.title, m.columns, m.sql, m.summary_sql, m.note, m.chart,
-                      getattr(m.finish, "__qualname__", None)) for m in cat.every_section])
+                      getattr(m.finish, "__qualname__", None), m.when) for m in cat.every_section])
         _digests[cat.version] = hashlib.sha256(text.encode()).hexdigest()
     return _digests[cat.version]
 

@@ -72,3 +72,21 @@ def test_a_sections_rows_are_fetched_in_batches_each_text_held_once(monkeypatch:
         got = metrics._rows(con, sql)
         assert got == want
         assert got[1]["status"] is got[4]["status"] == "pending" and got[0]["day"] is got[1]["day"]
+
+
+def test_a_section_whose_when_finds_no_row_runs_nothing_else() -> None:
+    """``MetricSection.when``: with no row, the section is shown without rows or summary and its SQL is not run
+    (here it would raise); with a row, its SQL and summary run as without ``when``."""
+    from eventstore.dialects.analytics import MetricSection
+    from projections import metrics
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE sel AS SELECT 'a' AS stream_id")
+    failing = MetricSection("s", "S", ("n",), "SELECT error('ran') AS n", "SELECT error('ran') AS n",
+                            when="SELECT 1 FROM sel WHERE stream_id = 'b'")
+    s = metrics.section(con, failing)
+    assert (s.rows, s.summary) == ([], {})
+    shown = MetricSection("s", "S", ("n",), "SELECT count(*) AS n FROM sel", "SELECT 2 AS m",
+                          when="SELECT 1 FROM sel WHERE stream_id = 'a'")
+    s = metrics.section(con, shown)
+    assert (s.rows, s.summary) == ([{"n": 1}], {"m": 2})

@@ -102,7 +102,11 @@ class MetricSection:
     say, to count the runs in scope).  Then a run with no row in those views changes nothing in the section,
     and a report after new events shows the section of the last report kept if no run those events touched
     is in its views (``projections.metrics``; ``tests/test_metrics_partial.py`` holds every such section to
-    it).  A section reading anything else is computed every time whatever it declares."""
+    it).  A section reading anything else is computed every time whatever it declares.
+
+    ``when``: a query that returns a row when the section may have rows to show; when it returns none, the
+    section is shown without rows or summary figures, and ``sql`` and ``summary_sql`` are not run (DuckDB plans
+    and runs every part of a statement, even one joined to nothing).  Like them it runs with ``sel``."""
 
     name: str
     title: str
@@ -113,6 +117,7 @@ class MetricSection:
     finish: Callable[[list[dict[str, Any]], dict[str, Any]], None] | None = None
     chart: Chart | None = None
     per_run: bool = False
+    when: str | None = None
 
 
 @dataclass(frozen=True)

@@ -178,7 +178,7 @@ def _facts_beside_run_views(con: duckdb.DuckDBPyConnection, cat: Catalog) -> fro
         known = frozenset(table_names())
         start = set(cat.views) - set(cat.run_views)
         for m in cat.every_section:
-            for sql in (m.sql, m.summary_sql):
+            for sql in (m.sql, m.summary_sql, m.when):
                 got = tables_read(con, sql, known, remember=True) if sql else set()
                 if got is None:
                     _beside_cache = (cat, frozenset(cat.tables))
