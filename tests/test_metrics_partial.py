@@ -617,6 +617,40 @@ def test_a_report_that_does_not_fit_the_memory_bound_is_still_computed(tmp_path:
     store.close()
 
 
+def test_kept_views_computed_again_at_a_higher_limit_keep_their_rows(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every statement of the kept update run through views.fitting fails once (made here: a small store fits any
+    bound) and runs again at the next step: each view's rows are those it computed (the count a CREATE TABLE AS
+    answers is fetched before the limit is set back, which would answer in its place), in a first build over shares
+    of the runs and after new events, and the report is the one over every fact."""
+    monkeypatch.setattr(kept, "BUILD_ROWS", 200)  # the first build a share of the runs at a time (_narrowed)
+    store, ingestors, _streams, directory = every_run_but_its_last_two(tmp_path)
+    real = views.fitting
+    retried: list[int] = []
+
+    def failing_once(con: duckdb.DuckDBPyConnection, run: Any, *args: Any) -> Any:
+        tried: list[bool] = []
+
+        def first_fails() -> Any:
+            if not tried:
+                tried.append(True)
+                retried.append(1)
+                raise duckdb.OutOfMemoryException("Out of Memory Error: made to fail once")
+            return run()
+        return real(con, first_fails, *args)
+
+    monkeypatch.setattr(kept, "fitting", failing_once)
+    metrics.report(store, directory)
+    assert kept.last is not None and kept.last.streams is None and kept.last.rows > 0
+    built = len(retried)
+    ingest(store, 3, list(simulated()[3][1][-2:]), ingestors)
+    rep = metrics.report(store, directory).to_dict()
+    assert kept.last.streams == 1 and len(retried) > built + 1  # the update and its views, each once more
+    monkeypatch.undo()
+    assert rep == over_the_facts(store, directory)
+    store.close()
+
+
 def test_a_statement_over_the_memory_bound_runs_again_a_step_higher_then_at_the_bound_again() -> None:
     """views.fitting: a real DuckDB OutOfMemoryException (a holistic aggregate over 2M numbers at 4 MB) runs the
     statement again at each step up (here 8 MB, still too little, then 64 MB), and the connection's limit is the

@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
@@ -343,6 +343,12 @@ def _build_in_shares(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, m: M
     return rows
 
 
+def _fetched(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple[Any, ...]]:
+    """``sql``'s rows, fetched before ``con`` runs anything else: after a statement that ran again at a higher limit,
+    ``views.fitting`` sets the limit back, and a result not fetched yet is that statement's (an empty one)."""
+    return con.execute(sql).fetchall()
+
+
 def _stretches_kept(con: duckdb.DuckDBPyConnection) -> list[tuple[int, int]]:
     """Where in the log the touched streams the kept rows had were (first, last position), ordered.  With
     the new events (after the kept checkpoint) they hold every fact of the touched streams: the facts' files
@@ -461,8 +467,8 @@ def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: in
                 continue
             # outside a transaction: a statement DuckDB cannot fit runs again at a higher limit (views.fitting)
             made.append(f"TABLE temp.main.kept_new_{view}")  # (a CREATE TABLE AS answers the rows it wrote)
-            new = int(fitting(con, partial(con.execute, f"CREATE TEMP TABLE kept_new_{view} AS {cat.views[view]}"))
-                      .fetchall()[0][0])
+            new = int(fitting(con, partial(_fetched, con, f"CREATE TEMP TABLE kept_new_{view} AS {cat.views[view]}"))
+                      [0][0])
             con.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM kept_new_{view}")  # what later ones read
             made.append(f"VIEW temp.main.{view}")
             rows += new
