@@ -282,8 +282,8 @@ WRITERS_SECTION = MetricSection(
     "event in scope came over HTTP; `evstore metrics --writer W` keeps the runs W wrote to.",
     chart=Chart("bars", "Events per writer", "{writer}", ("events",)),
     # Shown when some event in scope came over HTTP: otherwise neither the runs' writers (208,024 rows at 10^7
-    # events) nor the API messages' usage (0.1 s at 10^6 Claude events) are read; a row found from the writers
-    # column's statistics says so (1 ms). Behind a row in the SQL, DuckDB still computed the usage.
+    # events) nor the API messages' usage (0.1 s in a store of 10^6 transcript lines) are read; a row found from
+    # the writers column's statistics says so (1 ms). Behind a row in the SQL, DuckDB still computed the usage.
     when=f"SELECT 1 FROM run_writers WHERE writer IS NOT NULL AND {_IN} LIMIT 1")
 
 
