@@ -263,10 +263,10 @@ VIEWS = {
              LEFT JOIN sub sb ON sb.session_id = c.stream_id""",
     # Per orchestrator run: its linked sessions (run_sessions: the sessions that wrote its state
     # versions) summed, subagent transcripts included; wall time of the main transcripts, the
-    # subagents' apart (they run inside their session's time).
-    # The linked sessions' transcripts are read from the streams' counts (claude_stream_stats, as ``sessions``
-    # has them) and their API messages, for those sessions alone: through ``sessions``, every stream's subagents
-    # and tokens were joined first (0.15-0.19 s at 10^6 Claude events with no run linked to any).
+    # subagents' apart (they run inside their session's time).  The linked sessions' transcripts are read from
+    # the streams' counts (claude_stream_stats, as ``sessions`` has them) and their API messages, for those
+    # sessions alone: through ``sessions``, every stream's subagents and tokens were joined first (0.15-0.19 s
+    # at 10^6 Claude events with no run linked to any).
     "run_claude": """
         WITH links AS (SELECT DISTINCT stream_id, session_id FROM run_sessions),
         linked AS (SELECT stream_id FROM claude_stream_stats
