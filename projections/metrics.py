@@ -537,8 +537,8 @@ def run_views_read(con: duckdb.DuckDBPyConnection, m: MetricSection) -> frozense
     if (cat.version, m.name) not in _read:
         known = frozenset(table_names())
         read: set[str] | None = set()
-        for sql in (m.sql, m.summary_sql, m.when):
-            got = tables_read(con, sql, known, remember=True) if sql else set()
+        for sql in m.queries:
+            got = tables_read(con, sql, known, remember=True)
             read = None if got is None or read is None else read | got
         allowed = set(cat.run_views) | {"sel"}
         _read[(cat.version, m.name)] = (None if read is None or not read <= allowed

@@ -719,12 +719,12 @@ def test_the_touched_streams_facts_are_read_from_their_own_stretches_of_the_log(
                 "('c', 100, 120), ('d', 500, 510), ('e', 21, 30)) t(stream_id, first_position, last_position)")
     con.execute("CREATE TEMP TABLE kept_touched AS SELECT * FROM (VALUES ('a'), ('b'), ('c'), ('e'), ('new')) "
                 "t(stream_id)")
-    spans = kept._within_stretches(kept._stretches_kept(con), 1000)
+    spans = kept._spans_sql(kept._spans(kept._stretches_kept(con), 1000), 1000)
     assert spans == "(position BETWEEN 1 AND 30 OR position BETWEEN 100 AND 120 OR position > 1000)"
     assert con.execute(f"SELECT list(p ORDER BY p) FROM range(0, 1003) r(p) WHERE {spans.replace('position', 'p')}"
                        ).fetchall()[0][0] == [*range(1, 31), *range(100, 121), 1001, 1002]
     monkeypatch.setattr(kept, "SPANS", 1)
-    assert kept._within_stretches(kept._stretches_kept(con), 1000) == "position >= 1"
+    assert kept._spans_sql(kept._spans(kept._stretches_kept(con), 1000), 1000) == "position >= 1"
 
 
 def test_the_touched_runs_facts_are_read_from_the_files_that_can_hold_them(tmp_path: Path) -> None:

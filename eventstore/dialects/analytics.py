@@ -119,6 +119,11 @@ class MetricSection:
     per_run: bool = False
     when: str | None = None
 
+    @property
+    def queries(self) -> tuple[str, ...]:
+        """Every statement the section may run (``sql``, ``summary_sql``, ``when``): what it reads is what these read."""
+        return tuple(q for q in (self.sql, self.summary_sql, self.when) if q)
+
 
 @dataclass(frozen=True)
 class Analytics:

@@ -247,8 +247,7 @@ def _update(con: duckdb.DuckDBPyConnection, store: EventStore, cat: Catalog, db:
             fresh = _fresh_tables(m, after)
             same = {v for v in cat.run_views if not _facts_read(cat, depends, v) & fresh}
             read = set().union(*(_facts_read(cat, depends, v) for v in cat.run_views if v not in same))
-            rows, changed = _narrowed(con, cat, db, streams, after, same=same, held=read, depends=depends,
-                                      narrowed=narrowed)
+            rows, changed, narrowed = _narrowed(con, cat, db, streams, after, same=same, held=read, depends=depends)
     con.execute("BEGIN")
     try:
         con.execute("DELETE FROM kept.kept_state")
@@ -353,21 +352,15 @@ def _stretches_kept(con: duckdb.DuckDBPyConnection) -> list[tuple[int, int]]:
     """Where in the log the touched streams the kept rows had were (first, last position), ordered.  With
     the new events (after the kept checkpoint) they hold every fact of the touched streams: the facts' files
     are written in log order, and DuckDB skips a file's row groups whose positions are outside every stretch
-    unread (:func:`_within_stretches`), so new events in old runs cost those runs' stretches of the log, not
+    unread (:func:`_spans`), so new events in old runs cost those runs' stretches of the log, not
     everything after the oldest of them (past ``SPANS`` disjoint stretches, everything from the oldest's first
     event)."""
     return con.execute("SELECT first_position, last_position FROM kept.main.stream_positions "
                        "WHERE stream_id IN (SELECT stream_id FROM kept_touched) ORDER BY 1").fetchall()
 
 
-def _within_stretches(stretches: list[tuple[int, int]], after: int | None) -> str:
-    """``position`` within one of ``stretches`` (first, last; ordered by first), merged where they touch, or
-    after ``after`` (None: nothing after); past ``SPANS`` disjoint ones, from the first of them on (to the
-    last of them, without ``after``): :func:`_spans` as SQL."""
-    return _spans_sql(_spans(stretches, after), after)
-
-
 def _spans_sql(spans: list[tuple[int, int | None]], after: int | None) -> str:
+    """``position`` within one of ``spans`` (:func:`_spans`) as SQL."""
     terms = [f"position BETWEEN {a} AND {b}" if b is not None
              else f"position > {after}" if after is not None and a == after + 1 else f"position >= {a}"
              for a, b in spans]
@@ -375,8 +368,10 @@ def _spans_sql(spans: list[tuple[int, int | None]], after: int | None) -> str:
 
 
 def _spans(stretches: list[tuple[int, int]], after: int | None) -> list[tuple[int, int | None]]:
-    """The positions :func:`_within_stretches` says, as (first, last) spans (last None: no end), which also say
-    which files of a fact table can hold them (``views.facts_within``)."""
+    """The positions within one of ``stretches`` (first, last; ordered by first), merged where they touch, or after
+    ``after`` (None: nothing after), as (first, last) spans (last None: no end); past ``SPANS`` disjoint ones, from
+    the first of them on (to the last of them, without ``after``).  They also say which files of a fact table can
+    hold them (``views.facts_within``); :func:`_spans_sql` makes them a condition."""
     merged: list[list[int]] = []
     for first, last in stretches:
         if merged and first <= merged[-1][1] + 1:
@@ -401,12 +396,12 @@ def _facts_read(cat: Catalog, depends: dict[str, frozenset[str]], view: str) -> 
 def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: int, after: int,
               stretches: list[tuple[int, int]] | None = None, *, same: set[str] | frozenset[str] = frozenset(),
               held: set[str] | frozenset[str] = frozenset(),
-              depends: dict[str, frozenset[str]] | None = None, narrowed: set[str] | None = None) -> tuple[int, set[str]]:
+              depends: dict[str, frozenset[str]] | None = None) -> tuple[int, set[str], set[str]]:
     """Replace the touched streams' rows of every run view with the rows of their facts alone (``stretches``:
     where in the log those facts are, (first, last) positions ordered by first, if not where the kept rows and
     the new events say; given, the touched streams have no kept rows yet): the rows written, and the views
     whose rows changed (a touched stream had rows in it, or has: a view none of the touched streams is in,
-    before or after, holds the rows it held).
+    before or after, holds the rows it held), and the names narrowed (below).
     The views in ``same`` read no fact table that has a fact after the kept checkpoint: a run's rows come from
     its facts alone, so theirs are the rows kept, not computed again (a view read by a later one is read from
     the kept rows).  The fact tables in ``held`` are narrowed once, into a temporary table each, rather than in
@@ -417,8 +412,7 @@ def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: in
 
     With ``depends`` (what each view reads: ``views._depends``), only the fact tables and the views in ``same`` that
     a view computed here reads are narrowed (DuckDB creates and drops each in half a millisecond or more: the 17
-    fact tables and 23 views of ``same`` a note touches at 10^7 events took 0.06 s); without it, all of them.
-    ``narrowed`` is given their names."""
+    fact tables and 23 views of ``same`` a note touches at 10^7 events took 0.06 s); without it, all of them."""
     if streams <= LISTED_STREAMS:
         # A list of ids is pushed into the Parquet scans as a filter.  A view takes no parameter, so the
         # ids are bound to a variable that its filter reads (DuckDB folds it into the scan's filter,
@@ -436,7 +430,7 @@ def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: in
         old, tail = [], None
     spans = _spans(stretches, tail)
     within = f"{_spans_sql(spans, tail)} AND {within}"
-    rows, made, changed = 0, [], set()
+    rows, made, changed, narrowed = 0, [], set(), set()
     computed = [v for v in cat.run_views if v not in same]
     read = None if depends is None else set().union(*(depends.get(v, cat.tables.keys() | same) for v in computed))
     # The facts, narrowed (from the files that can hold them): the catalog's views read these names first
@@ -445,8 +439,7 @@ def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: in
         if read is not None and table not in read:
             continue
         source = facts_within(con, table, spans, db)
-        if narrowed is not None:
-            narrowed.add(table)
+        narrowed.add(table)
         if table in held and streams <= LISTED_STREAMS:  # a few runs' facts (past that, read where they are)
             con.execute(f"CREATE TEMP TABLE kept_facts_{table} AS SELECT * FROM {source} WHERE {within}")
             con.execute(f"CREATE TEMP VIEW {table} AS SELECT * FROM kept_facts_{table}")
@@ -459,8 +452,7 @@ def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: in
             if view in same:
                 if read is not None and view not in read:
                     continue
-                if narrowed is not None:
-                    narrowed.add(view)
+                narrowed.add(view)
                 con.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM kept.main.{view} "
                             "WHERE stream_id IN (SELECT stream_id FROM kept_touched)")
                 made.append(f"VIEW temp.main.{view}")
@@ -493,7 +485,7 @@ def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: in
             kind, name = what.split(" ", 1)
             con.execute(f"DROP {kind} IF EXISTS {name}")
         con.execute("RESET VARIABLE kept_touched_ids")
-    return rows, changed
+    return rows, changed, narrowed
 
 
 __all__ = ["CHANGES", "KEPT", "KEPT_FORMAT", "Update", "bind", "changed_at", "check", "unchanged_since"]

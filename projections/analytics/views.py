@@ -13,6 +13,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -126,10 +127,9 @@ def _connect(directory: Path, threads: int | None = None, sql: str | None = None
             threads = 1
         if threads:
             con.execute(f"SET threads = {int(threads)}")
-        _listed[con] = {table: list(zip(paths[table], m.files.get(table, []), strict=True)) for table in paths}
+        _facts[con] = _Facts({table: list(zip(paths[table], m.files.get(table, []), strict=True)) for table in paths})
         only = reads(con, sql) if sql is not None else None
         keep = set(table_names()) if only is None else only
-        _defined[con] = set()
         if facts or views:
             define_facts(con, keep)
         for table, columns in LINKS.items():
@@ -143,11 +143,16 @@ def _connect(directory: Path, threads: int | None = None, sql: str | None = None
     return con, m, weakref.finalize(con, _close_all, fds), only
 
 
-#: Each connection's fact files (:func:`_connect`): per table, the path DuckDB reads each by and its manifest entry.
-_listed: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, dict[str, list[tuple[str, dict[str, Any]]]]] = \
-    weakref.WeakKeyDictionary()
-#: The fact tables defined in each connection (:func:`define_facts`).
-_defined: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, set[str]] = weakref.WeakKeyDictionary()
+@dataclass
+class _Facts:
+    """A connection's fact files (:func:`_connect`): per table, the path DuckDB reads each by and its manifest entry;
+    and the fact tables defined in it so far (:func:`define_facts`)."""
+
+    listed: dict[str, list[tuple[str, dict[str, Any]]]]
+    defined: set[str] = field(default_factory=set)
+
+
+_facts: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, _Facts] = weakref.WeakKeyDictionary()
 
 
 def define_facts(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:
@@ -156,17 +161,17 @@ def define_facts(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:
     installed).  DuckDB binds a view when it is created, reading its first file's footer: 2.5-6 ms a table compacted
     into one file of a hundred row groups, 0.08 s for the 23 tables at 10^7 events, of which a report over the
     kept rows reads one, ``events`` (:func:`_facts_beside_run_views`)."""
-    cat, listed, done = catalog(), _listed[con], _defined[con]
+    cat, facts = catalog(), _facts[con]
     wanted = set(names)
     for table in cat.tables:  # in catalog order
-        if table not in wanted or table in done:
+        if table not in wanted or table in facts.defined:
             continue
-        paths = [path for path, _f in listed.get(table, ())]
+        paths = [path for path, _f in facts.listed.get(table, ())]
         if paths:
             con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet({_sql_list(paths)})")
         else:
             con.execute(f"CREATE VIEW {table} AS {empty_select(cat.tables[table].all_columns())}")
-        done.add(table)
+        facts.defined.add(table)
 
 
 def _facts_beside_run_views(con: duckdb.DuckDBPyConnection, cat: Catalog) -> frozenset[str]:
@@ -178,8 +183,8 @@ def _facts_beside_run_views(con: duckdb.DuckDBPyConnection, cat: Catalog) -> fro
         known = frozenset(table_names())
         start = set(cat.views) - set(cat.run_views)
         for m in cat.every_section:
-            for sql in (m.sql, m.summary_sql, m.when):
-                got = tables_read(con, sql, known, remember=True) if sql else set()
+            for sql in m.queries:
+                got = tables_read(con, sql, known, remember=True)
                 if got is None:
                     _beside_cache = (cat, frozenset(cat.tables))
                     return _beside_cache[1]
@@ -209,10 +214,10 @@ def facts_within(con: duckdb.DuckDBPyConnection, table: str, spans: Sequence[tup
 
 def files_within(con: duckdb.DuckDBPyConnection, table: str, spans: Sequence[tuple[int, int | None]]) -> list[str] | None:
     """The paths of :func:`facts_within`'s files (None: ``con``'s files are not known)."""
-    listed = _listed.get(con)
-    if listed is None or table not in listed:
+    facts = _facts.get(con)
+    if facts is None or table not in facts.listed:
         return None
-    return [path for path, f in listed[table] if f["rows"] and any(
+    return [path for path, f in facts.listed[table] if f["rows"] and any(
         f["upto"] >= first and (last is None or f["after"] < last) for first, last in spans)]
 
 
