@@ -17,6 +17,7 @@ figure over the size before it.  A benchmark, not a timed test.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import statistics
@@ -72,10 +73,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--copies", type=int, nargs="+", default=[2, 21], help="copies of the generated folder a store")
     ap.add_argument("--mb", type=float, default=300, help="MB of generated transcripts (one copy)")
-    ap.add_argument("--dir", default=None, help="where the transcripts and stores go (default: a temporary folder)")
+    ap.add_argument("--dir", default=None, help="a new folder for the transcripts and stores, kept there to probe "
+                                                "(default: a temporary folder, removed at the end)")
     opts = ap.parse_args()
     results: dict[int, dict[str, tuple[float, float, float]]] = {}
-    with tempfile.TemporaryDirectory(dir=opts.dir) as tmp:
+    if opts.dir:
+        Path(opts.dir).mkdir(parents=True)  # new: a store ingested again would hold the transcripts already
+    with contextlib.nullcontext(opts.dir) if opts.dir else tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "generated"
         size, files = write_claude_projects(source, target=int(opts.mb * 1e6))
         print(f"generated {size / 1e6:.0f} MB in {files} transcripts", file=sys.stderr)

@@ -617,15 +617,116 @@ def test_a_report_that_does_not_fit_the_memory_bound_is_still_computed(tmp_path:
     store.close()
 
 
+def _kept_rows(store: EventStore, directory: Path) -> dict[str, list[str]]:
+    """Each run view's kept rows (sorted reprs)."""
+    with views.reading(store, directory, fresh=False, materialize=True) as con:
+        return {v: sorted(map(repr, con.execute(f"SELECT * FROM {v}").fetchall())) for v in catalog().run_views}
+
+
+def _rows_over_the_facts(store: EventStore, directory: Path) -> dict[str, list[str]]:
+    """Each run view's rows over every fact, nothing kept (sorted reprs)."""
+    with views.reading(store, directory, fresh=False) as con:
+        return {v: sorted(map(repr, con.execute(f"SELECT * FROM {v}").fetchall())) for v in catalog().run_views}
+
+
+@pytest.mark.parametrize("build_rows", [kept.BUILD_ROWS, 200], ids=["at-once", "in-shares"])
+def test_kept_views_that_do_not_fit_are_computed_a_range_of_the_runs_at_a_time(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch,
+                                                                              build_rows: int) -> None:
+    """A run view's statement that DuckDB cannot fit (made here: a small store fits any bound) is computed a range
+    of the runs at a time: at once it fails, in two ranges it fails after writing the first (what it wrote is
+    not kept), in four it fits.  The kept rows are those over every fact, in a first build (at once, and a
+    share of the runs at a time) and after new events, and so is the report; nothing steps the limit up."""
+    monkeypatch.setattr(kept, "BUILD_ROWS", build_rows)
+    store, ingestors, _streams, directory = every_run_but_its_last_two(tmp_path)
+    real = kept._in_ranges
+    tried: list[int] = []
+
+    def tight(con: duckdb.DuckDBPyConnection, table: str, sql: str, runs: str, ranges: int) -> int:
+        tried.append(ranges)
+        if ranges == 1:
+            raise duckdb.OutOfMemoryException("Out of Memory Error: made not to fit at once")
+        if ranges == 2:
+            real(con, table, sql, runs, ranges)  # every range written, then out of memory
+            raise duckdb.OutOfMemoryException("Out of Memory Error: made not to fit in two ranges")
+        return real(con, table, sql, runs, ranges)
+
+    def no_step_up(con: duckdb.DuckDBPyConnection, run: Any, *args: Any) -> Any:
+        return run()
+
+    monkeypatch.setattr(kept, "_in_ranges", tight)
+    monkeypatch.setattr(kept, "fitting", no_step_up)
+    metrics.report(store, directory)
+    assert kept.last is not None and kept.last.streams is None and kept.last.rows > 0
+    views_computed = len(catalog().run_views) * (1 if build_rows > 1000 else 2)  # (two shares at least)
+    assert len(tried) >= 3 * views_computed and set(tried) == {1, 2, 4}
+    assert _kept_rows(store, directory) == _rows_over_the_facts(store, directory)
+    tried.clear()
+    ingest(store, 3, list(simulated()[3][1][-2:]), ingestors)
+    rep = metrics.report(store, directory).to_dict()
+    assert kept.last.streams == 1 and set(tried) == {1, 2, 4}
+    monkeypatch.undo()
+    assert _kept_rows(store, directory) == _rows_over_the_facts(store, directory)
+    assert rep == over_the_facts(store, directory)
+    store.close()
+
+
+def test_a_run_view_that_does_not_fit_at_once_fits_a_range_of_the_runs_at_a_time(tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real DuckDB OutOfMemoryException: a median per run over 2M facts (64 runs) in Parquet does not fit 24 MB at
+    once nor in two ranges of the runs; a few ranges later it does, at the same limit, with the rows of the
+    statement at DuckDB's own limit (a range is a filter on the stream id, pushed into the scan)."""
+    facts = tmp_path / "facts.parquet"
+    con = duckdb.connect()
+    con.execute(f"COPY (SELECT 's' || lpad((i % 64)::VARCHAR, 2, '0') AS stream_id, i AS v FROM range(2000000) t(i)) "
+                f"TO '{facts}'")
+    con.execute(f"CREATE VIEW facts AS SELECT * FROM '{facts}'")
+    sql = "SELECT stream_id, quantile_cont(v, 0.5) AS median, count(*) AS n FROM facts GROUP BY stream_id"
+    whole = sorted(con.execute(sql).fetchall())
+    con.execute("SET memory_limit = '24MB'")
+    con.execute("SET threads = 2")
+    views._limits[con] = "24MB"
+    real = kept._in_ranges
+    tried: list[int] = []
+
+    def recorded(*args: Any) -> int:
+        tried.append(args[-1])
+        return real(*args)
+
+    monkeypatch.setattr(kept, "_in_ranges", recorded)
+    assert kept._created(con, "medians", sql, "SELECT DISTINCT stream_id FROM facts") == 64
+    assert tried[:2] == [1, 2] and 2 < tried[-1] <= kept.RANGES[-1]
+    assert sorted(con.execute("SELECT * FROM medians").fetchall()) == whole
+    assert con.execute("SELECT current_setting('memory_limit')").fetchall() == [("22.8 MiB",)]  # as it was
+
+
+def test_a_stream_range_is_pushed_into_each_run_views_scans(tmp_path: Path) -> None:
+    """What makes a range of the runs cost less memory than all of them (kept._in_ranges): DuckDB pushes the
+    filter on stream_id below each run view's aggregates and joins, into its scans, rather than filtering the
+    rows the view computed over every run."""
+    store = open_store(tmp_path)
+    ingest(store, 1, list(simulated()[1][1]), {})
+    directory = tmp_path / "analytics"
+    refresh(store, directory)
+    cat = catalog()
+    with views.reading(store, directory, fresh=False) as con:
+        for view in cat.run_views:
+            plan = con.execute(f"EXPLAIN SELECT * FROM {view} WHERE stream_id >= 'a' AND stream_id < 'b'").fetchall()
+            top = plan[0][1].splitlines()[0]
+            assert "Filter" not in top and "FILTER" not in top, (view, plan[0][1][:400])
+    store.close()
+
+
 def test_kept_views_computed_again_at_a_higher_limit_keep_their_rows(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every statement of the kept update run through views.fitting fails once (made here: a small store fits any
-    bound) and runs again at the next step: each view's rows are those it computed (the count a CREATE TABLE AS
-    answers is fetched before the limit is set back, which would answer in its place), in a first build over shares
-    of the runs and after new events, and the report is the one over every fact."""
+    """Every kept view's statement fails at once and in ranges short of the most (made here: a small store fits any
+    bound), then through views.fitting fails once more and runs again at the next step: each view's rows are those
+    it computed (the count each statement answers is fetched before the limit is set back, which would answer in
+    its place), in a first build over shares of the runs and after new events, and the report is the one over
+    every fact."""
     monkeypatch.setattr(kept, "BUILD_ROWS", 200)  # the first build a share of the runs at a time (_narrowed)
     store, ingestors, _streams, directory = every_run_but_its_last_two(tmp_path)
-    real = views.fitting
+    real, real_ranges = views.fitting, kept._in_ranges
     retried: list[int] = []
 
     def failing_once(con: duckdb.DuckDBPyConnection, run: Any, *args: Any) -> Any:
@@ -639,14 +740,23 @@ def test_kept_views_computed_again_at_a_higher_limit_keep_their_rows(tmp_path: P
             return run()
         return real(con, first_fails, *args)
 
+    def in_the_most_ranges(con: duckdb.DuckDBPyConnection, table: str, sql: str, runs: str, ranges: int) -> int:
+        if ranges < kept.RANGES[-1]:
+            raise duckdb.OutOfMemoryException("Out of Memory Error: made to fit in the most ranges only")
+        return real_ranges(con, table, sql, runs, ranges)
+
     monkeypatch.setattr(kept, "fitting", failing_once)
+    monkeypatch.setattr(kept, "_in_ranges", in_the_most_ranges)
     metrics.report(store, directory)
     assert kept.last is not None and kept.last.streams is None and kept.last.rows > 0
     built = len(retried)
+    assert built > len(catalog().run_views)  # the update, and each view of each share
     ingest(store, 3, list(simulated()[3][1][-2:]), ingestors)
     rep = metrics.report(store, directory).to_dict()
-    assert kept.last.streams == 1 and len(retried) > built + 1  # the update and its views, each once more
+    computed = set(catalog().run_views) - kept.last.same
+    assert kept.last.streams == 1 and computed and len(retried) == built + 1 + len(computed)  # the update, each view
     monkeypatch.undo()
+    assert _kept_rows(store, directory) == _rows_over_the_facts(store, directory)
     assert rep == over_the_facts(store, directory)
     store.close()
 

@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import duckdb
 
@@ -275,26 +275,75 @@ def _clear(con: duckdb.DuckDBPyConnection) -> None:
 
 def _build(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, m: Manifest) -> int:
     """Every run view's rows, from every fact (the first report, in a new file): at once, or past
-    ``BUILD_ROWS`` fact rows a share of the runs at a time (:func:`_build_in_shares`)."""
+    ``BUILD_ROWS`` fact rows a share of the runs at a time (:func:`_build_in_shares`).  Each view's table is
+    written in a statement of its own (:func:`_created`), not in one transaction: a statement DuckDB cannot fit
+    runs again (an aborted transaction would run everything again), and what an unfinished build wrote is no
+    position's (``kept_state`` is emptied first and written last, by :func:`_update`)."""
     define_facts(con, cat.tables)  # every fact is read (the views' SQL names the tables; the shares read events)
     if m.rows() > BUILD_ROWS:
         return _build_in_shares(con, cat, db, m)
-    rows, made = 0, []
     con.execute("BEGIN")
     try:
         _clear(con)
-        for view in cat.run_views:  # a later run view reads the rows of an earlier one, not its view again
-            rows += int(con.execute(f"CREATE TABLE kept.main.{view} AS {cat.views[view]}").fetchall()[0][0])
-            con.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM kept.main.{view}")
-            made.append(view)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
+    rows, made = 0, []
+    try:
+        for view in cat.run_views:  # a later run view reads the rows of an earlier one, not its view again
+            rows += _created(con, f"kept.main.{view}", cat.views[view], "SELECT DISTINCT stream_id FROM events")
+            con.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM kept.main.{view}")
+            made.append(view)
     finally:
         for view in made:
             con.execute(f"DROP VIEW IF EXISTS temp.main.{view}")
     return rows
+
+
+#: Where DuckDB cannot fit a run view's statement at the connection's memory limit, its rows are computed a range
+#: of the runs at a time, in each of these numbers of ranges in turn, before :func:`views.fitting` steps the limit
+#: up.  The rows of a view per run are those of its ranges together; a range is a filter on ``stream_id``, which
+#: DuckDB pushes into each run view's scans of the facts (past its aggregates: a test holds every run view to it).
+#: The aggregate of every API message of 10^6 transcript lines (``claude_stream_messages``: 274,281 groups of 21
+#: states, which DuckDB does not spill) held 290 MB on two threads; in four ranges it fits 100 MB, and the first
+#: report's process peaked at 199 MB instead of 408-420 (``benchmarks/bench_claude_store.py``).
+RANGES = (2, 4, 16)
+
+
+def _created(con: duckdb.DuckDBPyConnection, table: str, sql: str, runs: str) -> int:
+    """``CREATE TABLE table AS sql`` (a run view's rows; ``table``: in the kept file, or without a schema a
+    temporary one), outside a transaction: the rows written.  Where DuckDB cannot fit it, ``table`` is written
+    a range of the runs at a time (:data:`RANGES`; ``runs``: a query of the stream ids the view has rows of, which
+    cuts them), and in the most ranges at each of :func:`views.fitting`'s steps up."""
+    for ranges in (1, *RANGES[:-1]):
+        try:
+            return _in_ranges(con, table, sql, runs, ranges)
+        except duckdb.OutOfMemoryException:
+            pass
+    return fitting(con, partial(_in_ranges, con, table, sql, runs, RANGES[-1]))
+
+
+def _in_ranges(con: duckdb.DuckDBPyConnection, table: str, sql: str, runs: str, ranges: int) -> int:
+    """``table`` with ``sql``'s rows, at once or in ``ranges`` ranges of the stream ids of ``runs`` (as many ids
+    each), then the rows without a stream (a run view has none; were there any, here they are too): the rows
+    written, each count fetched before anything else runs (after a statement that ran again at a higher limit,
+    ``views.fitting`` sets the limit back, and an answer not fetched yet would be that ``SET``'s)."""
+    create = f"CREATE TABLE {table}" if "." in table else f"CREATE TEMP TABLE {table}"
+    if ranges == 1:
+        return int(con.execute(f"{create} AS {sql}").fetchall()[0][0])  # (a statement that failed made none)
+    bounds = sorted(con.execute(f"SELECT list_distinct(quantile_disc(stream_id, ?)) FROM ({runs})",
+                                [[i / ranges for i in range(1, ranges)]]).fetchall()[0][0] or [])
+    edges = [None, *bounds, None]
+    parts: list[tuple[str, list[str]]] = []
+    for lo, hi in zip(edges, edges[1:], strict=False):
+        conditions = [c for c, edge in (("stream_id >= ?", lo), ("stream_id < ?", hi)) if edge is not None]
+        parts.append((" AND ".join(conditions) or "stream_id IS NOT NULL", [e for e in (lo, hi) if e is not None]))
+    parts.append(("stream_id IS NULL", []))
+    con.execute(f"DROP TABLE IF EXISTS {table}")  # what an attempt in fewer ranges wrote
+    con.execute(f"{create} AS SELECT * FROM ({sql}) LIMIT 0")
+    return sum(int(con.execute(f"INSERT INTO {table} SELECT * FROM ({sql}) WHERE {where}", params).fetchall()[0][0])
+               for where, params in parts)
 
 
 def _build_in_shares(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, m: Manifest) -> int:
@@ -340,12 +389,6 @@ def _build_in_shares(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, m: M
     finally:
         con.execute("DROP TABLE IF EXISTS temp.main.kept_shares")
     return rows
-
-
-def _fetched(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple[Any, ...]]:
-    """``sql``'s rows, fetched before ``con`` runs anything else: after a statement that ran again at a higher limit,
-    ``views.fitting`` sets the limit back, and a result not fetched yet is that statement's (an empty one)."""
-    return con.execute(sql).fetchall()
 
 
 def _stretches_kept(con: duckdb.DuckDBPyConnection) -> list[tuple[int, int]]:
@@ -459,8 +502,7 @@ def _narrowed(con: duckdb.DuckDBPyConnection, cat: Catalog, db: str, streams: in
                 continue
             # outside a transaction: a statement DuckDB cannot fit runs again at a higher limit (views.fitting)
             made.append(f"TABLE temp.main.kept_new_{view}")  # (a CREATE TABLE AS answers the rows it wrote)
-            new = int(fitting(con, partial(_fetched, con, f"CREATE TEMP TABLE kept_new_{view} AS {cat.views[view]}"))
-                      [0][0])
+            new = _created(con, f"kept_new_{view}", cat.views[view], "SELECT stream_id FROM kept_touched")
             con.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM kept_new_{view}")  # what later ones read
             made.append(f"VIEW temp.main.{view}")
             rows += new
