@@ -693,7 +693,11 @@ def test_a_run_view_that_does_not_fit_at_once_fits_a_range_of_the_runs_at_a_time
         tried.append(args[-1])
         return real(*args)
 
+    def stepped_up(*_args: Any) -> Any:
+        raise AssertionError("the limit was stepped up")
+
     monkeypatch.setattr(kept, "_in_ranges", recorded)
+    monkeypatch.setattr(kept, "fitting", stepped_up)
     assert kept._created(con, "medians", sql, "SELECT DISTINCT stream_id FROM facts") == 64
     assert tried[:2] == [1, 2] and 2 < tried[-1] <= kept.RANGES[-1]
     assert sorted(con.execute("SELECT * FROM medians").fetchall()) == whole
