@@ -204,8 +204,21 @@ VIEWS = {
     "claude_subagent_links": """
         SELECT stream_id, agent_id, subagent_stream, tool_use_id, linked_by, position
         FROM claude_events WHERE kind = 'subagent_linked'""",
-    # One row per subagent: a 2.x file of its own (its stream) or a 1.0.x sidechain inline in the
-    # session's file; with the Task tool use it is linked to (claude.subagent_linked), if known.
+    # One row per subagent, and when it worked: a 2.x file of its own (its stream) or a 1.0.x sidechain inline in
+    # the session's file (each a stream of claude_stream_stats, or a stream and sidechain of
+    # claude_stream_sidechains: no two rows share a subagent).  What claude_sessions' summary counts of them
+    # (joined to their links and Task calls, as ``subagents`` does, a report read every tool call: 50 ms at 10^6
+    # Claude events).
+    "claude_subagent_spans": """
+        SELECT stream_id AS subagent_stream, split_part(stream_id, '/', 1) AS session_id,
+               regexp_extract(stream_id, '/agent-([^/]*)$', 1) AS agent, 'file' AS layout,
+               work_started_at AS started_at, work_ended_at AS ended_at
+        FROM claude_stream_stats WHERE stream_id LIKE '%/agent-%' AND work_lines > 0
+        UNION ALL
+        SELECT stream_id, stream_id, sidechain, 'inline', started_at, ended_at
+        FROM claude_stream_sidechains WHERE stream_id NOT LIKE '%/%'""",
+    # One row per subagent (claude_subagent_spans), with the Task tool use it is linked to (claude.subagent_linked),
+    # if known.
     "subagents": """
         WITH links AS (
             SELECT stream_id AS parent_stream, agent_id AS agent, subagent_stream, tool_use_id, linked_by,
@@ -214,19 +227,7 @@ VIEWS = {
                    CASE WHEN subagent_stream IS NULL THEN 'inline' ELSE 'file' END AS layout,
                    coalesce(subagent_stream, stream_id) AS joined_stream,
                    CASE WHEN subagent_stream IS NULL THEN agent_id END AS joined_agent
-            FROM claude_subagent_links),
-        files AS (
-            SELECT stream_id, regexp_extract(stream_id, '/agent-([^/]*)$', 1) AS agent,
-                   work_started_at AS started_at, work_ended_at AS ended_at
-            FROM claude_stream_stats WHERE stream_id LIKE '%/agent-%' AND work_lines > 0),
-        inline AS (
-            SELECT stream_id, sidechain AS agent, started_at, ended_at
-            FROM claude_stream_sidechains WHERE stream_id NOT LIKE '%/%'),
-        found AS (
-            SELECT f.stream_id AS subagent_stream, split_part(f.stream_id, '/', 1) AS session_id, f.agent,
-                   'file' AS layout, f.started_at, f.ended_at FROM files f
-            UNION ALL
-            SELECT i.stream_id, i.stream_id, i.agent, 'inline', i.started_at, i.ended_at FROM inline i)
+            FROM claude_subagent_links)
         SELECT x.session_id, x.subagent_stream AS stream_id, x.agent, x.layout,
                arg_min(l.tool_use_id, l.linked_at_position) AS task_tool_use_id,
                arg_min(l.linked_by, l.linked_at_position) AS linked_by,
@@ -234,7 +235,7 @@ VIEWS = {
                arg_min(t.called_at, l.linked_at_position) AS task_called_at,
                any_value(x.started_at) AS started_at, any_value(x.ended_at) AS ended_at,
                epoch(any_value(x.ended_at) - any_value(x.started_at)) AS duration_s
-        FROM found x
+        FROM claude_subagent_spans x
         -- equalities only: a join on (file AND ...) OR (inline AND ...) was a nested loop over every subagent and
         -- every link (0.88 s at 10^6 Claude events, read five times by a report; 0.09 s so)
         LEFT JOIN links l ON l.layout = x.layout AND l.joined_stream = x.subagent_stream
@@ -314,8 +315,8 @@ SECTIONS = (
         # A transcript is a stream of claude_stream_stats (a row of ``sessions`` each, with these counts): the
         # ``sessions`` view's joins, which nothing here reads, held more than the report's 100 MB beside the
         # subagents at 10^6 Claude events (the summary ran again at higher limits: 1.2-1.4 s).
-        f"""WITH sa AS (SELECT count(*) AS subagents, sum(duration_s) AS subagent_s FROM subagents
-                        WHERE session_id IN (SELECT split_part(stream_id, '/', 1) FROM sel))
+        f"""WITH sa AS (SELECT count(*) AS subagents, sum(epoch(ended_at - started_at)) AS subagent_s
+                        FROM claude_subagent_spans WHERE session_id IN (SELECT split_part(stream_id, '/', 1) FROM sel))
             SELECT count(*) AS transcripts, (SELECT subagents FROM sa) AS subagents,
                (SELECT subagent_s FROM sa) AS subagent_s, sum(turns) AS turns,
                sum(tool_calls) AS tool_calls, sum(tool_errors) AS tool_errors, sum(compactions) AS compactions,
