@@ -352,3 +352,36 @@ def test_serve_shows_costs_on_the_runs_index_and_usage_on_a_session_page(run: An
         session = c.get(f"/runs/{F.S2}").text
         assert 'id="usage"' in session and "claude-experimental-9" in session and "no price" in session
         assert f"{F.S2}/agent-{F.A_SUB}" in session  # its subagent, on a row of its own
+
+
+def test_the_metrics_usage_section_is_the_count_by_hand_per_model_and_in_all(run: Any,
+                                                                             ingested: dict[Any, dict[str, Any]]) -> None:
+    """`evstore metrics`' usage section: a row per model and the summary of every model together, from one statement
+    (its last row is the total: projections.analytics.facts._usage_total), each the count by hand (costs as the report
+    rounds them, to four places); with no API message in scope, no row and a summary of nothing (zero messages, no
+    sum), as a statement over no row gives."""
+    keep = ("api_messages", *BASE_TOKENS, "unpriced_messages")
+
+    def same(got: dict[str, Any], want: dict[str, Any]) -> None:  # (a sum over messages without a count: NULL)
+        assert {k: got[k] or 0 for k in keep} == {k: want[k] for k in keep}
+        assert got["cost_usd"] == pytest.approx(want["cost_usd"], abs=5e-5)
+
+    r = run("metrics", "--format", "json")
+    assert r.exit_code == 0, r.output
+    section = next(s for s in json.loads(r.stdout)["sections"] if s["name"] == "usage")
+    assert all(list(row) == section["columns"] for row in section["rows"])  # nothing of the total's statement left
+    by_model = _grouped(ingested, "model")
+    assert {row["model"] for row in section["rows"]} == set(by_model) and len(by_model) > 1
+    for row in section["rows"]:
+        same(row, by_model[row["model"]])
+    summary = section["summary"]
+    assert list(summary) == ["sessions", "api_messages", "input_tokens", "output_tokens", "cache_creation_tokens",
+                             "cache_write_5m", "cache_write_1h", "cache_read_tokens", "cost_usd", "unpriced_messages"]
+    same(summary, _sums(list(ingested.values())))
+    assert summary["sessions"] == len({m["session"] for m in ingested.values()})
+    assert run("append", "NOTES-1", "demo.note", "--data", '{"a": 1}').exit_code == 0
+    r = run("metrics", "--format", "json", "--since", "2026-06-01")  # the note alone (the transcripts: 2025-11)
+    assert r.exit_code == 0, r.output
+    section = next(s for s in json.loads(r.stdout)["sections"] if s["name"] == "usage")
+    assert section["rows"] == [] and section["summary"]["api_messages"] == 0 and section["summary"]["sessions"] == 0
+    assert section["summary"]["cost_usd"] is None and section["summary"]["input_tokens"] is None

@@ -94,7 +94,8 @@ class MetricSection:
     """One section of ``evstore metrics``: ``sql`` gives its rows, ``summary_sql`` (one row) its
     summary figures.  Both run with a table ``sel`` holding the stream ids in scope (filter with
     ``stream_id IN (SELECT stream_id FROM sel)``); every value a user gives is bound there, never
-    written into this SQL.  ``finish(rows, summary)`` may add computed columns in Python.
+    written into this SQL.  ``finish(rows, summary)`` may add computed columns in Python, or take the summary from
+    the rows (a statement whose last row is the total: ``GROUP BY GROUPING SETS``, one reading of its input).
 
     ``per_run``: the rows and the summary are computed from the run views the SQL reads (``Analytics.run_views``),
     for the runs in ``sel``, and from nothing else: ``runs`` may be read only to look up a column of a run that
