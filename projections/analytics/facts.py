@@ -246,8 +246,9 @@ def _usage_sql(where: str) -> str:
 def _usage_total(rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
     """The usage section's rows and summary from :func:`_usage_sql`'s: its last row (every model together; there
     is one whether or not a message is in scope) is the summary, without the model and price date."""
-    total = rows.pop()
-    summary.update((k, v) for k, v in total.items() if k not in ("every_model", "model", "price_effective"))
+    if rows and rows[-1]["every_model"]:
+        total = rows.pop()
+        summary.update((k, v) for k, v in total.items() if k not in ("every_model", "model", "price_effective"))
     for row in rows:
         del row["every_model"]
 
