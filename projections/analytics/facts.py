@@ -236,7 +236,7 @@ _USAGE_SUMS = """count(DISTINCT session_id) AS sessions, count(*) AS api_message
 def _usage_sql(where: str) -> str:
     """A row per model, then the row of every model together (the section's summary: :func:`_usage_total`), from
     one reading of ``usage``: a statement for each read every API message's rows and priced them twice (the
-    summary was 47-55 ms of a report after one new transcript line at 10^6 Claude events)."""
+    summary was 47-55 ms of a report after one new line in a store of 10^6 session transcript lines)."""
     return f"""SELECT grouping(model) AS every_model, model, {_USAGE_SUMS},
                    max(price_effective)::DATE::VARCHAR AS price_effective
                FROM usage WHERE {where} GROUP BY GROUPING SETS ((model), ())
