@@ -531,15 +531,11 @@ def run_views_read(con: duckdb.DuckDBPyConnection, m: MetricSection) -> frozense
     """The run views (``Analytics.run_views``) besides ``runs`` that ``m``'s SQL reads, if it reads nothing
     but those, ``runs`` and ``sel``; else None (its SQL reads a view over several runs, a link table or a
     fact table, or does not say what it reads: it is computed every time, whatever it declares)."""
-    from projections.analytics.views import table_names, tables_read
+    from projections.analytics.views import section_reads, table_names
 
     cat = catalog()
     if (cat.version, m.name) not in _read:
-        known = frozenset(table_names())
-        read: set[str] | None = set()
-        for sql in m.queries:
-            got = tables_read(con, sql, known, remember=True)
-            read = None if got is None or read is None else read | got
+        read = section_reads(con, m, frozenset(table_names()))
         allowed = set(cat.run_views) | {"sel"}
         _read[(cat.version, m.name)] = (None if read is None or not read <= allowed
                                         else frozenset(read - {"sel", "runs"}) or None)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 
@@ -24,6 +24,9 @@ from eventstore.store import EventStore
 from projections.analytics.facts import Catalog, catalog, empty_select
 from projections.analytics.files import Manifest, analytics_dir, io_error, mismatch, refresh, sql_string
 from projections.prices import PriceTable
+
+if TYPE_CHECKING:
+    from eventstore.dialects.analytics import MetricSection
 
 _T = TypeVar("_T")
 
@@ -183,12 +186,11 @@ def _facts_beside_run_views(con: duckdb.DuckDBPyConnection, cat: Catalog) -> fro
         known = frozenset(table_names())
         start = set(cat.views) - set(cat.run_views)
         for m in cat.every_section:
-            for sql in m.queries:
-                got = tables_read(con, sql, known, remember=True)
-                if got is None:
-                    _beside_cache = (cat, frozenset(cat.tables))
-                    return _beside_cache[1]
-                start |= got
+            got = section_reads(con, m, known)
+            if got is None:
+                _beside_cache = (cat, frozenset(cat.tables))
+                return _beside_cache[1]
+            start |= got
         run = set(cat.run_views)
         through = {view: read for view, read in _depends(con, cat, known).items() if view not in run}
         _beside_cache = (cat, closure(through, start) & cat.tables.keys())
@@ -254,6 +256,18 @@ def _walk(node: Any) -> Iterator[dict[str, Any]]:
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
+
+
+def section_reads(con: duckdb.DuckDBPyConnection, m: MetricSection, known: frozenset[str]) -> frozenset[str] | None:
+    """The names a metric section's statements read (:func:`tables_read` of each of ``m.queries``, remembered: the
+    catalog's own SQL); None if one of them does not say."""
+    read: set[str] = set()
+    for sql in m.queries:
+        got = tables_read(con, sql, known, remember=True)
+        if got is None:
+            return None
+        read |= got
+    return frozenset(read)
 
 
 def tables_read(con: duckdb.DuckDBPyConnection, sql: str, known: frozenset[str], *,

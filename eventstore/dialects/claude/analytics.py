@@ -124,6 +124,14 @@ def _latest(column: str, name: str | None = None) -> str:
             f"max(position) FILTER (WHERE {column} IS NOT NULL) AS {name}_at")
 
 
+def _stream_tokens(where: str = "") -> str:
+    """Per stream (of ``token_usage``'s, ``where`` they are): its API messages and their tokens summed."""
+    return f"""SELECT stream_id, sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+                   sum(cache_read_tokens) AS cache_read_tokens, sum(cache_creation_tokens) AS cache_creation_tokens,
+                   count(*) AS api_messages
+               FROM token_usage {where} GROUP BY stream_id"""
+
+
 VIEWS = {
     # One row per API message (its lines share message.id and repeat the usage).
     "token_usage": """
@@ -206,9 +214,9 @@ VIEWS = {
         FROM claude_events WHERE kind = 'subagent_linked'""",
     # One row per subagent, and when it worked: a 2.x file of its own (its stream) or a 1.0.x sidechain inline in
     # the session's file (each a stream of claude_stream_stats, or a stream and sidechain of
-    # claude_stream_sidechains: no two rows share a subagent).  What claude_sessions' summary counts of them
-    # (joined to their links and Task calls, as ``subagents`` does, a report read every tool call: 50 ms at 10^6
-    # Claude events).
+    # claude_stream_sidechains: no two rows share a subagent).  What ``sessions`` and claude_sessions' summary count
+    # and sum of them (joined to their links and Task calls, as ``subagents`` does, a report read every tool call:
+    # 50 ms at 10^6 Claude events).
     "claude_subagent_spans": """
         SELECT stream_id AS subagent_stream, split_part(stream_id, '/', 1) AS session_id,
                regexp_extract(stream_id, '/agent-([^/]*)$', 1) AS agent, 'file' AS layout,
@@ -242,14 +250,11 @@ VIEWS = {
                           AND l.joined_agent IS NOT DISTINCT FROM (CASE WHEN x.layout = 'inline' THEN x.agent END)
         LEFT JOIN tool_calls t ON t.stream_id = l.parent_stream AND t.tool_use_id = l.tool_use_id
         GROUP BY x.session_id, x.subagent_stream, x.agent, x.layout""",
-    "sessions": """
-        WITH sub AS (SELECT session_id, count(*) AS subagents, sum(duration_s) AS subagent_s FROM subagents
-                     GROUP BY session_id),
+    "sessions": f"""
+        WITH sub AS (SELECT session_id, count(*) AS subagents, sum(epoch(ended_at - started_at)) AS subagent_s
+                     FROM claude_subagent_spans GROUP BY session_id),
         own AS (SELECT stream_id, task_tool_use_id, duration_s FROM subagents WHERE layout = 'file'),
-        tok AS (SELECT stream_id, sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
-                       sum(cache_read_tokens) AS cache_read_tokens,
-                       sum(cache_creation_tokens) AS cache_creation_tokens, count(*) AS api_messages
-                FROM token_usage GROUP BY stream_id)
+        tok AS ({_stream_tokens()})
         -- a row a stream (claude_stream_stats), joined to at most one row of each of tok, own (a file's
         -- subagent row) and sub (a session's subagents)
         SELECT c.stream_id, split_part(c.stream_id, '/', 1) AS session_id, c.stream_id LIKE '%/%' AS is_subagent,
@@ -268,14 +273,11 @@ VIEWS = {
     # the streams' counts (claude_stream_stats, as ``sessions`` has them) and their API messages, for those
     # sessions alone: through ``sessions``, every stream's subagents and tokens were joined first (0.15-0.19 s
     # at 10^6 Claude events with no run linked to any).
-    "run_claude": """
+    "run_claude": f"""
         WITH links AS (SELECT DISTINCT stream_id, session_id FROM run_sessions),
         linked AS (SELECT stream_id FROM claude_stream_stats
                    WHERE split_part(stream_id, '/', 1) IN (SELECT session_id FROM links)),
-        tok AS (SELECT stream_id, sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
-                       sum(cache_read_tokens) AS cache_read_tokens,
-                       sum(cache_creation_tokens) AS cache_creation_tokens, count(*) AS api_messages
-                FROM token_usage WHERE stream_id IN (SELECT stream_id FROM linked) GROUP BY stream_id),
+        tok AS ({_stream_tokens("WHERE stream_id IN (SELECT stream_id FROM linked)")}),
         s AS (SELECT c.stream_id, split_part(c.stream_id, '/', 1) AS session_id, c.stream_id LIKE '%/%' AS is_subagent,
                      c.turns, c.tool_calls, c.tool_errors, c.compactions, epoch(c.ended_at - c.started_at) AS wall_s,
                      t.api_messages, t.input_tokens, t.output_tokens, t.cache_read_tokens, t.cache_creation_tokens
